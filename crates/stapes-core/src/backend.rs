@@ -1,0 +1,173 @@
+//! The op contract. Every family is a plain sequence of these calls; every home implements them.
+//!
+//! Conventions (all homes):
+//! - Activations have f32 semantics and are row-major; the last dimension is contiguous.
+//! - Sequence tensors are channel-last: `(B, T, C)`. 1-D convolutions take and return `(B, T, C)`;
+//!   2-D convolutions use PyTorch's `(B, C, H, W)`.
+//! - A GEMM weight ([`Backend::Weight`]) is `(N, K)` (out, in) and stored in a [`Lane`];
+//!   `linear` computes `x · Wᵀ + b` over the last dimension of `x`.
+//! - Broadcasting in `add`/`mul`: `b`'s shape must equal `a`'s or be a suffix of it.
+//! - A home may decline an op it cannot do for a shape or lane with [`Error::Decline`].
+
+use crate::{counters::Counters, HostTensor, Lane, Result};
+
+/// What every backend tensor can tell about itself without a device round trip.
+pub trait DeviceTensor: Send + Sync {
+    fn shape(&self) -> &[usize];
+    fn numel(&self) -> usize {
+        self.shape().iter().product()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Activation {
+    /// GELU with the exact erf.
+    Gelu,
+    /// GELU, tanh approximation.
+    GeluTanh,
+    Silu,
+    Relu,
+    Sigmoid,
+    Tanh,
+}
+
+/// 1-D convolution over `(B, T, C_in)` with a GEMM weight `(C_out, C_in·K)` laid out
+/// `[c_out][c_in][k]` (PyTorch's `(C_out, C_in, K)` flattened).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv1dParams {
+    pub kernel: usize,
+    pub stride: usize,
+    /// Zero padding on each side, in frames.
+    pub padding: usize,
+}
+
+/// 2-D convolution over `(B, C_in, H, W)` with a weight tensor `(C_out, C_in/groups, kh, kw)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dParams {
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub groups: usize,
+}
+
+/// Scaled dot-product attention over `(B, T, H·Dh)` tensors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AttnParams {
+    pub n_heads: usize,
+    /// Multiplies q·kᵀ (usually `1/sqrt(Dh)`).
+    pub scale: f32,
+    /// Only the first `kv_len` rows of k/v are attended (a preallocated KV cache); `None` = all.
+    pub kv_len: Option<usize>,
+    /// Query i (of Tq) sees keys `0 ..= kv_len - Tq + i`.
+    pub causal: bool,
+}
+
+/// The op contract. `Tensor`s are activations and small parameters; `Weight`s are GEMM operands
+/// stored in a lane.
+pub trait Backend: Send + Sync {
+    type Tensor: DeviceTensor;
+    type Weight: Send + Sync;
+
+    /// Short name for logs and errors ("reference", "cpu", "cuda").
+    fn name(&self) -> &'static str;
+    fn supports_lane(&self, lane: Lane) -> bool;
+    fn counters(&self) -> &Counters;
+
+    // ---- transfer and layout ----
+    fn upload(&self, t: &HostTensor) -> Result<Self::Tensor>;
+    fn download(&self, t: &Self::Tensor) -> Result<HostTensor>;
+    /// Store a `(N, K)` matrix (or a conv kernel flattened to that) in `lane`.
+    fn weight(&self, w: &HostTensor, lane: Lane) -> Result<Self::Weight>;
+    /// `(N, K)` of a stored weight.
+    fn weight_shape(&self, w: &Self::Weight) -> (usize, usize);
+    /// Same data, new shape (element count must match).
+    fn reshape(&self, t: &Self::Tensor, shape: &[usize]) -> Result<Self::Tensor>;
+    /// Swap the last two dimensions: `(.., A, B) -> (.., B, A)`.
+    fn transpose_last2(&self, t: &Self::Tensor) -> Result<Self::Tensor>;
+    /// `len` entries starting at `start` along `dim`.
+    fn slice(&self, t: &Self::Tensor, dim: usize, start: usize, len: usize) -> Result<Self::Tensor>;
+    fn concat(&self, ts: &[&Self::Tensor], dim: usize) -> Result<Self::Tensor>;
+    /// Write `src (B, n, C)` into `dst (B, T, C)` at rows `offset .. offset+n` (KV caches).
+    fn write_rows(&self, dst: &mut Self::Tensor, src: &Self::Tensor, offset: usize) -> Result<()>;
+    /// Select entries of dim 0 (beam reordering): `(B, ..) -> (len(idx), ..)`.
+    fn gather_batch(&self, t: &Self::Tensor, idx: &[usize]) -> Result<Self::Tensor>;
+    /// Embedding lookup: `table (V, D)`, `ids (n)` -> `(n, D)`.
+    fn gather_rows(&self, table: &Self::Tensor, ids: &[u32]) -> Result<Self::Tensor>;
+
+    // ---- GEMM family ----
+    /// `x (.., K) · Wᵀ + b -> (.., N)`.
+    fn linear(&self, x: &Self::Tensor, w: &Self::Weight, bias: Option<&Self::Tensor>) -> Result<Self::Tensor>;
+    /// Batched `a (B, M, K) · b (B, K, N)`, or `· bᵀ` with `b (B, N, K)` when `trans_b`.
+    fn matmul(&self, a: &Self::Tensor, b: &Self::Tensor, trans_b: bool) -> Result<Self::Tensor>;
+    /// `x (B, T, C_in) -> (B, T_out, C_out)`.
+    fn conv1d(&self, x: &Self::Tensor, w: &Self::Weight, bias: Option<&Self::Tensor>, p: Conv1dParams) -> Result<Self::Tensor>;
+    /// Depthwise 1-D convolution over `(B, T, C)` with `w (C, K)`; output `(B, T_out, C)`.
+    fn depthwise_conv1d(&self, x: &Self::Tensor, w: &Self::Tensor, bias: Option<&Self::Tensor>, stride: usize, padding: usize) -> Result<Self::Tensor>;
+    /// `x (B, C_in, H, W) -> (B, C_out, H_out, W_out)`.
+    fn conv2d(&self, x: &Self::Tensor, w: &Self::Tensor, bias: Option<&Self::Tensor>, p: Conv2dParams) -> Result<Self::Tensor>;
+    /// Attention over `q (B, Tq, H·Dh)`, `k, v (B, Tk, H·Dh)`; output `(B, Tq, H·Dh)`.
+    fn attention(&self, q: &Self::Tensor, k: &Self::Tensor, v: &Self::Tensor, p: &AttnParams) -> Result<Self::Tensor>;
+    /// The softmax probabilities of that attention, `(B, H, Tq, kv_len)` (alignment / DTW).
+    fn attention_probs(&self, q: &Self::Tensor, k: &Self::Tensor, p: &AttnParams) -> Result<Self::Tensor>;
+
+    // ---- normalisation and element-wise ----
+    /// Over the last dimension: `(x − mean)/sqrt(var + eps)·γ + β`.
+    fn layer_norm(&self, x: &Self::Tensor, gamma: &Self::Tensor, beta: Option<&Self::Tensor>, eps: f32) -> Result<Self::Tensor>;
+    /// Over the last dimension: `x / sqrt(mean(x²) + eps)·γ`.
+    fn rms_norm(&self, x: &Self::Tensor, gamma: &Self::Tensor, eps: f32) -> Result<Self::Tensor>;
+    fn activation(&self, x: &Self::Tensor, act: Activation) -> Result<Self::Tensor>;
+    /// GLU over the last dimension: first half · sigmoid(second half).
+    fn glu(&self, x: &Self::Tensor) -> Result<Self::Tensor>;
+    fn softmax(&self, x: &Self::Tensor) -> Result<Self::Tensor>;
+    fn log_softmax(&self, x: &Self::Tensor) -> Result<Self::Tensor>;
+    fn add(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
+    fn mul(&self, a: &Self::Tensor, b: &Self::Tensor) -> Result<Self::Tensor>;
+    /// `x·s + t`.
+    fn affine(&self, x: &Self::Tensor, s: f32, t: f32) -> Result<Self::Tensor>;
+
+    /// Row-wise argmax over the last dimension (only ids come back from a device).
+    fn argmax(&self, x: &Self::Tensor) -> Result<Vec<u32>> {
+        let h = self.download(x)?;
+        let n = h.last_dim();
+        Ok(h.data
+            .chunks(n.max(1))
+            .map(|r| {
+                let mut best = 0;
+                for (i, v) in r.iter().enumerate() {
+                    if *v > r[best] {
+                        best = i;
+                    }
+                }
+                best as u32
+            })
+            .collect())
+    }
+
+    /// One LSTM step (PyTorch gate order i, f, g, o): `x (B, I)`, `h, c (B, H)`, `w_ih (4H, I)`,
+    /// `w_hh (4H, H)`, `bias (4H)` = b_ih + b_hh. Returns `(h', c')`.
+    fn lstm_cell(
+        &self,
+        x: &Self::Tensor,
+        h: &Self::Tensor,
+        c: &Self::Tensor,
+        w_ih: &Self::Weight,
+        w_hh: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+    ) -> Result<(Self::Tensor, Self::Tensor)> {
+        let gates = self.add(&self.linear(x, w_ih, bias)?, &self.linear(h, w_hh, None)?)?;
+        let hid = *h.shape().last().unwrap_or(&0);
+        let last = gates.shape().len() - 1;
+        let i = self.activation(&self.slice(&gates, last, 0, hid)?, Activation::Sigmoid)?;
+        let f = self.activation(&self.slice(&gates, last, hid, hid)?, Activation::Sigmoid)?;
+        let g = self.activation(&self.slice(&gates, last, 2 * hid, hid)?, Activation::Tanh)?;
+        let o = self.activation(&self.slice(&gates, last, 3 * hid, hid)?, Activation::Sigmoid)?;
+        let c2 = self.add(&self.mul(&f, c)?, &self.mul(&i, &g)?)?;
+        let h2 = self.mul(&o, &self.activation(&c2, Activation::Tanh)?)?;
+        Ok((h2, c2))
+    }
+
+    /// Wait until queued work is done (no-op on synchronous homes).
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,18 @@
+//! The op contract every home implements, the lanes, host tensors and the scalar reference.
+//!
+//! Model code is written once over [`Backend`]; [`reference::ReferenceBackend`] is the
+//! specification every other home is tested against.
+
+pub mod backend;
+pub mod counters;
+pub mod error;
+pub mod lane;
+pub mod reference;
+pub mod tensor;
+pub mod tolerance;
+
+pub use backend::{Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor};
+pub use counters::Counters;
+pub use error::{Error, Result};
+pub use lane::{Lane, Q8Block, Q8_BLOCK};
+pub use tensor::HostTensor;

@@ -1,0 +1,1 @@
+//! Scalar f32 reference backend (the specification). Being written.

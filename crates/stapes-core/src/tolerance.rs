@@ -1,0 +1,1 @@
+//! Tolerances keyed by op × lane × backend. Being written.
