@@ -1,1 +1,6 @@
-//! stapes-models
+//! The model families, each written once over `stapes_core::Backend`.
+
+pub mod error;
+pub mod whisper;
+
+pub use error::{ModelError, Result};

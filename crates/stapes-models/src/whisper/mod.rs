@@ -1,0 +1,3 @@
+//! Whisper (OpenAI): tiny … large-v3-turbo, .en variants. One model, every format.
+
+pub mod config;
