@@ -1,0 +1,1 @@
+//! GigaAM's front end.

@@ -1,0 +1,13 @@
+//! Model front ends. Every one returns [`Features`] stored frames-major `(n_frames, n_bins)`.
+
+pub mod gigaam;
+pub mod nemo;
+pub mod whisper;
+
+/// A feature matrix, frames-major: `data[frame * n_bins + bin]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Features {
+    pub n_frames: usize,
+    pub n_bins: usize,
+    pub data: Vec<f32>,
+}

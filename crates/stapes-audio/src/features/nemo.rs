@@ -1,0 +1,1 @@
+//! NeMo's `AudioToMelSpectrogramPreprocessor` as Parakeet and Canary configure it.
