@@ -81,7 +81,7 @@ fetch_audio() {
   say "test speech (Debian pocketsphinx-testdata, alsa-utils; PyPI useful-moonshine-onnx)"
   mkdir -p "$dst"
   local tmp; tmp=$(mktemp -d)
-  (cd "$tmp" && apt-get download pocketsphinx-testdata alsa-utils >/dev/null 2>&1) || {
+  (cd "$tmp" && { apt-get download pocketsphinx-testdata alsa-utils >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get download pocketsphinx-testdata alsa-utils >/dev/null 2>&1; }; }) || {
     say "apt-get download failed (run apt-get update first?)"; exit 1; }
   dpkg-deb -x "$tmp"/pocketsphinx-testdata_*.deb "$tmp/ps"
   dpkg-deb -x "$tmp"/alsa-utils_*.deb "$tmp/alsa"
