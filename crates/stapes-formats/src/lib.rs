@@ -1,5 +1,7 @@
 //! Container formats (being written).
 
+pub mod onnx;
+
 /// Errors reading a container: the file and, where known, the tensor are named.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
