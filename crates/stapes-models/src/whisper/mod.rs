@@ -1,3 +1,8 @@
 //! Whisper (OpenAI): tiny … large-v3-turbo, .en variants. One model, every format.
 
 pub mod config;
+pub mod decoder;
+pub mod encoder;
+pub mod model;
+
+pub use model::Whisper;

@@ -1,0 +1,207 @@
+//! `Whisper<B>`: the weights on a backend, and the building blocks shared by encoder and decoder.
+
+use super::config::{WhisperConfig, WhisperGeneration};
+use super::decoder::{Decoder, DecoderState};
+use super::encoder::{Encoder, LN_EPS};
+use crate::{ModelError, Result};
+use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Named host tensors of one checkpoint, with errors that name the file and the tensor.
+pub(crate) struct Tensors<'a> {
+    pub map: &'a BTreeMap<String, HostTensor>,
+    pub path: &'a Path,
+}
+
+impl<'a> Tensors<'a> {
+    pub fn bad(&self, name: &str, detail: &str) -> ModelError {
+        ModelError::bad_tensor(self.path, name, detail)
+    }
+    pub fn get(&self, name: &str) -> Result<&'a HostTensor> {
+        self.map.get(name).ok_or_else(|| self.bad(name, "missing"))
+    }
+    pub fn tensor<B: Backend>(&self, b: &B, name: &str) -> Result<B::Tensor> {
+        Ok(b.upload(self.get(name)?)?)
+    }
+    pub fn opt_tensor<B: Backend>(&self, b: &B, name: &str) -> Result<Option<B::Tensor>> {
+        match self.map.get(name) {
+            Some(t) => Ok(Some(b.upload(t)?)),
+            None => Ok(None),
+        }
+    }
+    pub fn weight<B: Backend>(&self, b: &B, name: &str, lane: Lane) -> Result<B::Weight> {
+        let w = self.get(name)?;
+        if w.shape.len() != 2 {
+            return Err(self.bad(name, &format!("expected a (N, K) matrix, got {:?}", w.shape)));
+        }
+        Ok(b.weight(w, lane)?)
+    }
+}
+
+/// Layer norm with its affine parameters.
+pub(crate) struct Norm<B: Backend> {
+    gamma: B::Tensor,
+    beta: Option<B::Tensor>,
+}
+
+impl<B: Backend> Norm<B> {
+    pub fn load(b: &B, t: &Tensors<'_>, prefix: &str) -> Result<Self> {
+        Ok(Self {
+            gamma: t.tensor(b, &format!("{prefix}.weight"))?,
+            beta: t.opt_tensor(b, &format!("{prefix}.bias"))?,
+        })
+    }
+    pub fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        Ok(b.layer_norm(x, &self.gamma, self.beta.as_ref(), LN_EPS)?)
+    }
+}
+
+/// One projection `x·Wᵀ + b`.
+pub(crate) struct Linear<B: Backend> {
+    pub w: B::Weight,
+    pub b: Option<B::Tensor>,
+}
+
+impl<B: Backend> Linear<B> {
+    pub fn load(b: &B, t: &Tensors<'_>, prefix: &str, lane: Lane) -> Result<Self> {
+        Ok(Self {
+            w: t.weight(b, &format!("{prefix}.weight"), lane)?,
+            // k_proj has no bias in Whisper; CTranslate2 files carry a zero one.
+            b: t.opt_tensor(b, &format!("{prefix}.bias"))?,
+        })
+    }
+    pub fn forward(&self, be: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        Ok(be.linear(x, &self.w, self.b.as_ref())?)
+    }
+}
+
+/// Multi-head attention projections (self or cross).
+pub(crate) struct Attn<B: Backend> {
+    pub q: Linear<B>,
+    pub k: Linear<B>,
+    pub v: Linear<B>,
+    pub o: Linear<B>,
+}
+
+impl<B: Backend> Attn<B> {
+    pub fn load(b: &B, t: &Tensors<'_>, prefix: &str, lane: Lane) -> Result<Self> {
+        Ok(Self {
+            q: Linear::load(b, t, &format!("{prefix}.q_proj"), lane)?,
+            k: Linear::load(b, t, &format!("{prefix}.k_proj"), lane)?,
+            v: Linear::load(b, t, &format!("{prefix}.v_proj"), lane)?,
+            o: Linear::load(b, t, &format!("{prefix}.out_proj"), lane)?,
+        })
+    }
+
+    /// Full (non-causal) self-attention over `h (B, T, d)`, output projected `(B, T, d)`.
+    pub fn self_attention(&self, b: &B, h: &B::Tensor, heads: usize) -> Result<B::Tensor> {
+        let q = self.q.forward(b, h)?;
+        let k = self.k.forward(b, h)?;
+        let v = self.v.forward(b, h)?;
+        let a = b.attention(&q, &k, &v, &attn_params(h, heads, None, false))?;
+        self.o.forward(b, &a)
+    }
+}
+
+pub(crate) fn attn_params<T: DeviceTensor>(x: &T, heads: usize, kv_len: Option<usize>, causal: bool) -> AttnParams {
+    let d = x.shape().last().copied().unwrap_or(1);
+    let dh = (d / heads.max(1)).max(1);
+    AttnParams { n_heads: heads, scale: 1.0 / (dh as f32).sqrt(), kv_len, causal }
+}
+
+/// fc1 → GELU → fc2.
+pub(crate) struct Mlp<B: Backend> {
+    fc1: Linear<B>,
+    fc2: Linear<B>,
+}
+
+impl<B: Backend> Mlp<B> {
+    pub fn load(b: &B, t: &Tensors<'_>, prefix: &str, lane: Lane) -> Result<Self> {
+        Ok(Self {
+            fc1: Linear::load(b, t, &format!("{prefix}.fc1"), lane)?,
+            fc2: Linear::load(b, t, &format!("{prefix}.fc2"), lane)?,
+        })
+    }
+    pub fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        let h = self.fc1.forward(b, x)?;
+        let h = b.activation(&h, Activation::Gelu)?;
+        self.fc2.forward(b, &h)
+    }
+}
+
+/// A Whisper model whose weights live on backend `B`, in one lane.
+pub struct Whisper<B: Backend> {
+    pub(crate) backend: B,
+    pub config: WhisperConfig,
+    pub generation: WhisperGeneration,
+    pub(crate) lane: Lane,
+    pub(crate) path: PathBuf,
+    pub(crate) encoder: Encoder<B>,
+    pub(crate) decoder: Decoder<B>,
+}
+
+impl<B: Backend> Whisper<B> {
+    /// Upload named weights (transformers names) to `backend`: GEMM weights in `lane`, norms,
+    /// biases and embeddings as plain tensors.
+    pub fn from_tensors(
+        backend: B,
+        config: WhisperConfig,
+        generation: WhisperGeneration,
+        tensors: &BTreeMap<String, HostTensor>,
+        path: &Path,
+        lane: Lane,
+    ) -> Result<Self> {
+        if !backend.supports_lane(lane) {
+            return Err(stapes_core::Error::LaneUnavailable { lane, backend: backend.name() }.into());
+        }
+        let t = Tensors { map: tensors, path };
+        let encoder = Encoder::load(&backend, &t, config.encoder_layers, config.encoder_heads, lane)?;
+        let decoder = Decoder::load(&backend, &t, &config, lane)?;
+        Ok(Self { backend, config, generation, lane, path: path.to_path_buf(), encoder, decoder })
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn lane(&self) -> Lane {
+        self.lane
+    }
+
+    /// Encode one window: `mel (B, n_frames, n_mels)` frames-major → `(B, n_audio_ctx, d)`.
+    pub fn encode(&self, mel: &B::Tensor) -> Result<B::Tensor> {
+        let s = mel.shape();
+        if s.len() != 3 || s[1] != self.encoder.n_frames || s[2] != self.config.n_mels {
+            return Err(ModelError::BadInput(format!(
+                "encoder input must be (B, {}, {}), got {s:?}",
+                self.encoder.n_frames, self.config.n_mels
+            )));
+        }
+        self.encoder.forward(&self.backend, mel)
+    }
+
+    /// Encode a host mel window `(n_frames, n_mels)` (one sequence).
+    pub fn encode_host(&self, mel: &HostTensor) -> Result<B::Tensor> {
+        let x = self.backend.upload(mel)?;
+        let x = self.backend.reshape(&x, &[1, self.encoder.n_frames, self.config.n_mels])?;
+        self.encode(&x)
+    }
+
+    /// A decoder state for `batch` sequences over one encoded window `(1, n_audio_ctx, d)`.
+    pub fn decoder_state(&self, encoded: &B::Tensor, batch: usize) -> Result<DecoderState<B>> {
+        self.decoder.new_state(&self.backend, encoded, batch)
+    }
+
+    /// Feed `tokens` (`batch × n`, row-major) through the decoder at the state's current
+    /// position; returns the final hidden states `(batch, n, d)` (before the output projection).
+    pub fn decode(&self, state: &mut DecoderState<B>, tokens: &[u32], n: usize) -> Result<B::Tensor> {
+        self.decoder.forward(&self.backend, state, tokens, n)
+    }
+
+    /// Logits `(rows, V)` of hidden rows `(rows, d)` against the tied embedding, downloaded.
+    pub fn logits(&self, hidden: &B::Tensor) -> Result<HostTensor> {
+        let l = self.decoder.logits(&self.backend, hidden)?;
+        Ok(self.backend.download(&l)?)
+    }
+}
