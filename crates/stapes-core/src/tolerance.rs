@@ -1,1 +1,366 @@
-//! Tolerances keyed by op × lane × backend. Being written.
+//! How far a home may stray from the reference, per (op, lane, backend), and why.
+//!
+//! A result passes when both bars hold:
+//! - every element: `|got − want| ≤ max_abs + max_rel · max|want|` (the worst element, measured
+//!   against the result's own range, so one bad element is always visible), and
+//! - overall: `‖got − want‖ / ‖want‖ ≤ rel_l2`.
+//!
+//! The bars assume the test convention of `stapes-cpu/tests`: inputs from `HostTensor::random`
+//! with |x| < 1 (|x| < 4 for activations), GEMM weights scaled by 1/√K so outputs stay O(1).
+
+use crate::Lane;
+
+/// Op groups that share an error model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Pure data movement (reshape, transpose, slice, concat, write_rows, gathers): exact.
+    Layout,
+    Linear,
+    Matmul,
+    Conv1d,
+    DepthwiseConv1d,
+    Conv2d,
+    Attention,
+    AttentionProbs,
+    LayerNorm,
+    RmsNorm,
+    Activation,
+    Glu,
+    Softmax,
+    LogSoftmax,
+    /// add, mul, affine: one rounding each.
+    Elementwise,
+    LstmCell,
+}
+
+/// The bars for one row; see the module docs for how they combine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tolerance {
+    pub max_abs: f32,
+    pub max_rel: f32,
+    pub rel_l2: f32,
+}
+
+/// One row of the table. `lane: None` = the op has no lane-typed weight (any lane matches).
+#[derive(Clone, Copy, Debug)]
+pub struct Row {
+    pub op: Op,
+    pub lane: Option<Lane>,
+    pub backend: &'static str,
+    pub tol: Tolerance,
+    pub reason: &'static str,
+}
+
+const fn tol(max_abs: f32, max_rel: f32, rel_l2: f32) -> Tolerance {
+    Tolerance {
+        max_abs,
+        max_rel,
+        rel_l2,
+    }
+}
+
+const EXACT: Tolerance = tol(0.0, 0.0, 0.0);
+
+/// The table. The reference accumulates in f64, so each bar is the home's own error.
+pub static TABLE: &[Row] = &[
+    // ---- cpu ----
+    Row {
+        op: Op::Layout,
+        lane: None,
+        backend: "cpu",
+        tol: EXACT,
+        reason: "copies values without arithmetic",
+    },
+    Row {
+        op: Op::Linear,
+        lane: Some(Lane::F32),
+        backend: "cpu",
+        tol: tol(0.0, 2e-5, 2e-6),
+        reason: "f32 FMA accumulation over K in a different order than the f64 reference: \
+                 error ~ √K·2⁻²⁴ of the row's magnitude, ≤ 1e-5 relative at K = 5120",
+    },
+    Row {
+        op: Op::Linear,
+        lane: Some(Lane::F16),
+        backend: "cpu",
+        tol: tol(0.0, 2e-5, 2e-6),
+        reason: "the f16 weight widens to f32 exactly, so the only error is f32 accumulation \
+                 (as the f32 lane); the reference uses the same f16-rounded weight",
+    },
+    Row {
+        op: Op::Linear,
+        lane: Some(Lane::Q8),
+        backend: "cpu",
+        tol: tol(0.0, 0.03, 0.012),
+        reason: "q8×q8 (ggml Q8_0): activations are quantized per 32-block to ±127, error \
+                 ≤ amax/254 per element (uniform, rms amax/440), summed over K against the \
+                 weight: rel_l2 ≈ amax/(440·rms(x)) ≈ 0.004 for uniform x, plus the f16 \
+                 rounding of the activation scale (2⁻¹¹); worst element ~5σ of that",
+    },
+    Row {
+        op: Op::Conv1d,
+        lane: Some(Lane::F32),
+        backend: "cpu",
+        tol: tol(0.0, 2e-5, 2e-6),
+        reason: "im2col + the f32 GEMM: same accumulation error as linear f32",
+    },
+    Row {
+        op: Op::Conv1d,
+        lane: Some(Lane::F16),
+        backend: "cpu",
+        tol: tol(0.0, 2e-5, 2e-6),
+        reason: "im2col + the f16-weight GEMM: weights widen exactly, f32 accumulation",
+    },
+    Row {
+        op: Op::Conv1d,
+        lane: Some(Lane::Q8),
+        backend: "cpu",
+        tol: tol(0.0, 0.03, 0.012),
+        reason: "im2col + the q8×q8 GEMM: activation quantization as linear q8 (zero padding \
+                 frames quantize exactly)",
+    },
+    Row {
+        op: Op::Matmul,
+        lane: None,
+        backend: "cpu",
+        tol: tol(0.0, 2e-5, 2e-6),
+        reason: "f32 GEMM accumulation order",
+    },
+    Row {
+        op: Op::DepthwiseConv1d,
+        lane: None,
+        backend: "cpu",
+        tol: tol(0.0, 1e-6, 1e-6),
+        reason: "K-tap f32 sums (K ≤ 32): a few ulp",
+    },
+    Row {
+        op: Op::Conv2d,
+        lane: None,
+        backend: "cpu",
+        tol: tol(0.0, 2e-5, 2e-6),
+        reason: "im2col + f32 GEMM over C_in/g·kh·kw",
+    },
+    Row {
+        op: Op::Attention,
+        lane: None,
+        backend: "cpu",
+        tol: tol(0.0, 2e-5, 4e-6),
+        reason: "two f32 GEMMs (q·kᵀ, p·v) and an f32 softmax whose exp is accurate to a few ulp",
+    },
+    Row {
+        op: Op::AttentionProbs,
+        lane: None,
+        backend: "cpu",
+        tol: tol(1e-6, 0.0, 4e-6),
+        reason: "f32 q·kᵀ then softmax; probabilities ≤ 1 so an absolute bar of a few ulp of 1",
+    },
+    Row {
+        op: Op::LayerNorm,
+        lane: None,
+        backend: "cpu",
+        tol: tol(2e-6, 0.0, 1e-6),
+        reason: "f32 mean/variance over C then a scale: outputs O(1), error a few ulp",
+    },
+    Row {
+        op: Op::RmsNorm,
+        lane: None,
+        backend: "cpu",
+        tol: tol(2e-6, 0.0, 1e-6),
+        reason: "f32 mean of squares over C then a scale",
+    },
+    Row {
+        op: Op::Activation,
+        lane: None,
+        backend: "cpu",
+        tol: tol(2e-6, 0.0, 1e-6),
+        reason: "f32 exp/tanh/erf approximations accurate to ~1e-7 relative on |x| < 4 \
+                 (outputs up to 4, so ≈4 ulp absolute)",
+    },
+    Row {
+        op: Op::Glu,
+        lane: None,
+        backend: "cpu",
+        tol: tol(1e-6, 0.0, 1e-6),
+        reason: "one f32 sigmoid and a product",
+    },
+    Row {
+        op: Op::Softmax,
+        lane: None,
+        backend: "cpu",
+        tol: tol(1e-6, 0.0, 2e-6),
+        reason: "f32 exp and a sum over the row; probabilities ≤ 1",
+    },
+    Row {
+        op: Op::LogSoftmax,
+        lane: None,
+        backend: "cpu",
+        tol: tol(4e-6, 0.0, 1e-6),
+        reason: "f32 log-sum-exp; outputs of magnitude up to ln(C) ≈ 11 at C = 51864",
+    },
+    Row {
+        op: Op::Elementwise,
+        lane: None,
+        backend: "cpu",
+        tol: tol(0.0, 1.2e-7, 1.2e-7),
+        reason: "one f32 rounding per element (the reference rounds once from f64)",
+    },
+    Row {
+        op: Op::LstmCell,
+        lane: Some(Lane::F32),
+        backend: "cpu",
+        tol: tol(2e-6, 2e-5, 4e-6),
+        reason: "two f32 GEMMs then sigmoid/tanh gates; h, c are O(1)",
+    },
+    // ---- cuda (GPU homes keep activations in f16 for the tensor cores) ----
+    Row {
+        op: Op::Linear,
+        lane: Some(Lane::F16),
+        backend: "cuda",
+        tol: tol(0.0, 4e-3, 1e-3),
+        reason: "activations rounded to f16 for tensor cores (2⁻¹¹ relative each), f32 \
+                 accumulation: rel_l2 ≈ 2⁻¹¹/√3 ≈ 3e-4",
+    },
+    Row {
+        op: Op::Linear,
+        lane: Some(Lane::Q8),
+        backend: "cuda",
+        tol: tol(0.0, 0.03, 0.012),
+        reason: "q8 activations per 32-block (as the CPU q8 row) or f16 activations against \
+                 dequantized weights, whichever the kernel does; the q8 bound covers both",
+    },
+];
+
+/// The row for `(op, lane, backend)`; `lane` is ignored for ops whose row has `lane: None`.
+pub fn lookup(op: Op, lane: Lane, backend: &str) -> Option<&'static Row> {
+    TABLE
+        .iter()
+        .find(|r| r.op == op && r.backend == backend && r.lane.is_none_or(|l| l == lane))
+}
+
+/// What a comparison measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Measured {
+    pub max_abs: f32,
+    /// Index of the worst element.
+    pub worst: usize,
+    /// `max|want|`, the scale `max_rel` is taken against.
+    pub range: f32,
+    pub rel_l2: f32,
+}
+
+/// Why a comparison failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Mismatch {
+    #[error("length {got} vs reference {want}")]
+    Length { got: usize, want: usize },
+    #[error("element {index} is not finite ({value})")]
+    NotFinite { index: usize, value: f32 },
+    #[error("element {} off by {} (bar {bar}; reference range {})", .m.worst, .m.max_abs, .m.range)]
+    Element { m: Measured, bar: f32 },
+    #[error("relative L2 {} over the bar {bar}", .m.rel_l2)]
+    RelL2 { m: Measured, bar: f32 },
+}
+
+/// Compare `got` against the reference `want` under `tol`.
+pub fn compare(got: &[f32], want: &[f32], tol: &Tolerance) -> Result<Measured, Mismatch> {
+    if got.len() != want.len() {
+        return Err(Mismatch::Length {
+            got: got.len(),
+            want: want.len(),
+        });
+    }
+    let mut m = Measured {
+        max_abs: 0.0,
+        worst: 0,
+        range: 0.0,
+        rel_l2: 0.0,
+    };
+    let (mut num, mut den) = (0f64, 0f64);
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if !g.is_finite() && g != w {
+            return Err(Mismatch::NotFinite { index: i, value: g });
+        }
+        let d = (g - w).abs();
+        if d > m.max_abs {
+            m.max_abs = d;
+            m.worst = i;
+        }
+        m.range = m.range.max(w.abs());
+        num += (d as f64).powi(2);
+        den += (w as f64).powi(2);
+    }
+    m.rel_l2 = if den > 0.0 {
+        (num / den).sqrt() as f32
+    } else {
+        num.sqrt() as f32
+    };
+    let bar = tol.max_abs + tol.max_rel * m.range;
+    if m.max_abs > bar {
+        return Err(Mismatch::Element { m, bar });
+    }
+    if m.rel_l2 > tol.rel_l2 {
+        return Err(Mismatch::RelL2 { m, bar: tol.rel_l2 });
+    }
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_has_a_reason_and_is_unique() {
+        for (i, r) in TABLE.iter().enumerate() {
+            assert!(r.reason.len() > 10, "row {i} needs a reason");
+            let dup = TABLE[..i]
+                .iter()
+                .any(|o| o.op == r.op && o.backend == r.backend && o.lane == r.lane);
+            assert!(!dup, "row {i} duplicates an earlier row");
+        }
+    }
+
+    #[test]
+    fn lookup_matches_lane_only_when_the_row_has_one() {
+        assert_eq!(
+            lookup(Op::Linear, Lane::Q8, "cpu").map(|r| r.lane),
+            Some(Some(Lane::Q8))
+        );
+        assert!(lookup(Op::Softmax, Lane::Q8, "cpu").is_some());
+        assert!(lookup(Op::Linear, Lane::F32, "cuda").is_none());
+    }
+
+    #[test]
+    fn compare_catches_one_bad_element_and_a_diffuse_error() {
+        let want: Vec<f32> = (0..1000)
+            .map(|i| ((i * 7919) % 201) as f32 / 100.0 - 1.0)
+            .collect();
+        let t = tol(0.0, 1e-3, 1e-3);
+        assert!(compare(&want, &want, &t).is_ok());
+        let mut one = want.clone();
+        one[617] += 0.01;
+        match compare(&one, &want, &t) {
+            Err(Mismatch::Element { m, .. }) => assert_eq!(m.worst, 617),
+            other => panic!("planted error not caught: {other:?}"),
+        }
+        // 0.09% on every element: no element over 1e-3 of the range, but ‖·‖ relative 9e-4 < 1e-3;
+        // at 0.2% the L2 bar trips while the element bar (1e-3·range) still holds for small values.
+        let scaled: Vec<f32> = want.iter().map(|w| w * 1.0009).collect();
+        assert!(compare(&scaled, &want, &t).is_ok());
+        let t2 = tol(0.0, 1e-2, 1e-3);
+        let scaled2: Vec<f32> = want.iter().map(|w| w * 1.002).collect();
+        assert!(matches!(
+            compare(&scaled2, &want, &t2),
+            Err(Mismatch::RelL2 { .. })
+        ));
+        assert!(matches!(
+            compare(&want[1..], &want, &t),
+            Err(Mismatch::Length { .. })
+        ));
+        let mut nan = want.clone();
+        nan[3] = f32::NAN;
+        assert!(matches!(
+            compare(&nan, &want, &t),
+            Err(Mismatch::NotFinite { index: 3, .. })
+        ));
+    }
+}
