@@ -1,0 +1,238 @@
+// Attention over q (B, Tq, H*D), k/v (B, Tk, H*D): only keys j < kv_len are seen, and with
+// `causal` query i sees keys j <= kv_len - Tq + i.
+
+// ---------------------------------------------------------------------------------------------
+// Fused flash-style kernel on f16 tensor cores (mma.sync m16n8k16, f32 accumulate), online
+// softmax in f32: scores never leave registers. Block = 4 warps = 64 queries of one (b, h);
+// keys stream through shared memory 64 at a time (K row-major, V transposed so both mma
+// operands are 32-bit shared loads).
+
+#define FA_BQ 64
+#define FA_BK 64
+#define FA_PAD 8
+
+__device__ __forceinline__ void mma16816(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <int D>
+__device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* __restrict__ Q, const float* __restrict__ K,
+                                           const float* __restrict__ V, int Tq, int Tk, int H, int kv_len, float scale,
+                                           int causal) {
+    __shared__ __align__(16) h16 Ks[FA_BK][D + FA_PAD];
+    __shared__ __align__(16) h16 Vt[D][FA_BK + FA_PAD];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int q0 = blockIdx.x * FA_BQ;
+    const long long ld = (long long)H * D;  // token stride
+    const float* Qb = Q + (long long)b * Tq * ld + h * D;
+    const float* Kb = K + (long long)b * Tk * ld + h * D;
+    const float* Vb = V + (long long)b * Tk * ld + h * D;
+    float* Ob = O + (long long)b * Tq * ld + h * D;
+
+    const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+    // exp2 instead of exp: fold log2(e) into the score scale
+    const float qs = scale * 1.4426950408889634f;
+    u32 qa[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        int c0 = kk * 16 + 2 * t;
+        float x00 = 0.f, x01 = 0.f, x08 = 0.f, x09 = 0.f, y00 = 0.f, y01 = 0.f, y08 = 0.f, y09 = 0.f;
+        if (r0 < Tq) {
+            const float* p = Qb + (long long)r0 * ld;
+            x00 = p[c0]; x01 = p[c0 + 1]; x08 = p[c0 + 8]; x09 = p[c0 + 9];
+        }
+        if (r1 < Tq) {
+            const float* p = Qb + (long long)r1 * ld;
+            y00 = p[c0]; y01 = p[c0 + 1]; y08 = p[c0 + 8]; y09 = p[c0 + 9];
+        }
+        qa[kk][0] = pack_h2(x00 * qs, x01 * qs);
+        qa[kk][1] = pack_h2(y00 * qs, y01 * qs);
+        qa[kk][2] = pack_h2(x08 * qs, x09 * qs);
+        qa[kk][3] = pack_h2(y08 * qs, y09 * qs);
+    }
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m0 = F_NEG_INF, m1 = F_NEG_INF, l0 = 0.f, l1 = 0.f;
+
+    // keys the last query of this block may see
+    int kend = kv_len;
+    if (causal) {
+        int last = min(q0 + FA_BQ - 1, Tq - 1);
+        kend = min(kv_len, kv_len - Tq + last + 1);
+    }
+    const int lim0 = causal ? kv_len - Tq + r0 : kv_len - 1;  // last key row r0 may see
+    const int lim1 = causal ? kv_len - Tq + r1 : kv_len - 1;
+
+    for (int k0 = 0; k0 < kend; k0 += FA_BK) {
+        __syncthreads();
+        for (int idx = tid; idx < FA_BK * (D / 4); idx += blockDim.x) {
+            int key = idx / (D / 4), d4 = (idx - key * (D / 4)) * 4;
+            int j = k0 + key;
+            float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
+            if (j < kv_len) {
+                kv = *(const float4*)(Kb + (long long)j * ld + d4);
+                vv = *(const float4*)(Vb + (long long)j * ld + d4);
+            }
+            *(u32*)&Ks[key][d4] = pack_h2(kv.x, kv.y);
+            *(u32*)&Ks[key][d4 + 2] = pack_h2(kv.z, kv.w);
+            Vt[d4][key] = f2h(vv.x);
+            Vt[d4 + 1][key] = f2h(vv.y);
+            Vt[d4 + 2][key] = f2h(vv.z);
+            Vt[d4 + 3][key] = f2h(vv.w);
+        }
+        __syncthreads();
+
+        float s[FA_BK / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < FA_BK / 8; ++nt) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                u32 b0 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t];
+                u32 b1 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t + 8];
+                mma16816(s[nt], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b0, b1);
+            }
+        }
+        float mx0 = F_NEG_INF, mx1 = F_NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < FA_BK / 8; ++nt) {
+            int j = k0 + nt * 8 + 2 * t;
+            if (j > lim0) s[nt][0] = F_NEG_INF;
+            if (j + 1 > lim0) s[nt][1] = F_NEG_INF;
+            if (j > lim1) s[nt][2] = F_NEG_INF;
+            if (j + 1 > lim1) s[nt][3] = F_NEG_INF;
+            mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        // a row that has seen no key yet keeps m = -inf: its p must be 0, not exp2(nan)
+        float base0 = mn0 == F_NEG_INF ? 0.f : mn0, base1 = mn1 == F_NEG_INF ? 0.f : mn1;
+        float al0 = exp2f(m0 - base0), al1 = exp2f(m1 - base1);
+        m0 = mn0;
+        m1 = mn1;
+        l0 *= al0;
+        l1 *= al1;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+            o[i][0] *= al0; o[i][1] *= al0;
+            o[i][2] *= al1; o[i][3] *= al1;
+        }
+        u32 pa[FA_BK / 16][4];
+#pragma unroll
+        for (int nt = 0; nt < FA_BK / 8; ++nt) {
+            float p0 = exp2f(s[nt][0] - base0), p1 = exp2f(s[nt][1] - base0);
+            float p2 = exp2f(s[nt][2] - base1), p3 = exp2f(s[nt][3] - base1);
+            l0 += p0 + p1;
+            l1 += p2 + p3;
+            // C layout of key tiles 2j and 2j+1 is the A layout of a 16-key k-step
+            int ks = nt >> 1;
+            if ((nt & 1) == 0) {
+                pa[ks][0] = pack_h2(p0, p1);
+                pa[ks][1] = pack_h2(p2, p3);
+            } else {
+                pa[ks][2] = pack_h2(p0, p1);
+                pa[ks][3] = pack_h2(p2, p3);
+            }
+        }
+#pragma unroll
+        for (int ks = 0; ks < FA_BK / 16; ++ks) {
+#pragma unroll
+            for (int dn = 0; dn < D / 8; ++dn) {
+                u32 b0 = *(const u32*)&Vt[dn * 8 + g][ks * 16 + 2 * t];
+                u32 b1 = *(const u32*)&Vt[dn * 8 + g][ks * 16 + 2 * t + 8];
+                mma16816(o[dn], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b0, b1);
+            }
+        }
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+        int c = dn * 8 + 2 * t;
+        if (r0 < Tq) {
+            float2 v = make_float2(o[dn][0] * inv0, o[dn][1] * inv0);
+            *(float2*)(Ob + (long long)r0 * ld + c) = v;
+        }
+        if (r1 < Tq) {
+            float2 v = make_float2(o[dn][2] * inv1, o[dn][3] * inv1);
+            *(float2*)(Ob + (long long)r1 * ld + c) = v;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) flash_attn_d64(float* O, const float* Q, const float* K, const float* V,
+                                                                 int Tq, int Tk, int H, int kv_len, float scale, int causal) {
+    flash_attn<64>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
+}
+extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, const float* Q, const float* K, const float* V,
+                                                                  int Tq, int Tk, int H, int kv_len, float scale, int causal) {
+    flash_attn<128>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
+}
+
+// ---------------------------------------------------------------------------------------------
+// General f32 kernel, any head size: one block per (query, head, batch); the kv_len scores live
+// in dynamic shared memory. Used for decoder steps (Tq small), odd head sizes, and to produce the
+// probabilities themselves (P != null) for alignment heads.
+extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restrict__ P, const float* __restrict__ Q,
+                                         const float* __restrict__ K, const float* __restrict__ V, int Tq, int Tk, int H,
+                                         int D, int kv_len, float scale, int causal) {
+    extern __shared__ float sm[];
+    float* sc = sm;            // kv_len scores
+    float* qv = sm + kv_len;   // D query values
+    __shared__ float scratch[32];
+    const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const long long ld = (long long)H * D;
+    const float* q = Q + ((long long)b * Tq + i) * ld + h * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) qv[d] = q[d];
+    __syncthreads();
+    int limit = causal ? kv_len - Tq + i + 1 : kv_len;
+    limit = max(0, min(limit, kv_len));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int j = warp; j < kv_len; j += nw) {
+        const float* k = K + ((long long)b * Tk + j) * ld + h * D;
+        float acc = 0.f;
+        for (int d = lane; d < D; d += 32) acc += qv[d] * k[d];
+        acc = warp_sum(acc);
+        if (lane == 0) sc[j] = j < limit ? acc * scale : F_NEG_INF;
+    }
+    __syncthreads();
+    float m = F_NEG_INF;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) m = fmaxf(m, sc[j]);
+    m = block_max(m, scratch);
+    float base = m == F_NEG_INF ? 0.f : m;
+    float s = 0.f;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
+        float e = expf(sc[j] - base);
+        sc[j] = e;
+        s += e;
+    }
+    s = block_sum(s, scratch);
+    float inv = s > 0.f ? 1.f / s : 0.f;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
+        float p = sc[j] * inv;
+        sc[j] = p;
+        if (P) P[(((long long)b * H + h) * Tq + i) * kv_len + j] = p;
+    }
+    __syncthreads();
+    if (O) {
+        float* o = O + ((long long)b * Tq + i) * ld + h * D;
+        for (int d = threadIdx.x; d < D; d += blockDim.x) {
+            float acc = 0.f;
+            for (int j = 0; j < limit; ++j) acc += sc[j] * V[((long long)b * Tk + j) * ld + h * D + d];
+            o[d] = acc;
+        }
+    }
+}

@@ -1,0 +1,138 @@
+// Helpers around the library GEMMs, and the small-M kernels that replace them for decoder steps.
+
+// f32 -> f16 for the activations fed to the f16 tensor-core GEMM.
+extern "C" __global__ void cast_f32_f16(h16* __restrict__ y, const float* __restrict__ x, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        y[i] = f2h(x[i]);
+}
+
+// Per-row symmetric int8 quantization of activations for the int8 GEMM: one block per output row
+// (m < m_pad). Rows >= m and columns >= k are zero so the padded GEMM dimensions add nothing.
+// q (m_pad, k_pad) int8, sx (m_pad) the row scales.
+extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* __restrict__ sx, const float* __restrict__ x,
+                                            int m, int k, int k_pad) {
+    __shared__ float scratch[32];
+    int r = blockIdx.x;
+    signed char* qr = q + (long long)r * k_pad;
+    if (r >= m) {
+        for (int i = threadIdx.x; i < k_pad; i += blockDim.x) qr[i] = 0;
+        if (threadIdx.x == 0) sx[r] = 0.f;
+        return;
+    }
+    const float* xr = x + (long long)r * k;
+    float a = 0.f;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) a = fmaxf(a, fabsf(xr[i]));
+    a = block_max(a, scratch);
+    float s = a / 127.f;
+    float inv = a > 0.f ? 127.f / a : 0.f;
+    // four values per thread so the stores are 32-bit
+    for (int i4 = threadIdx.x; i4 < k_pad / 4; i4 += blockDim.x) {
+        u32 packed = 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            int i = i4 * 4 + e;
+            float v = i < k ? xr[i] * inv : 0.f;
+            int qi = __float2int_rn(fminf(fmaxf(v, -127.f), 127.f));
+            packed |= ((u32)(qi & 0xff)) << (8 * e);
+        }
+        ((u32*)qr)[i4] = packed;
+    }
+    if (threadIdx.x == 0) sx[r] = s;
+}
+
+// int32 GEMM result (m rows, ldc columns, row-major) -> f32 y (m, n) = acc * sx[row] * sw[col] + bias.
+extern "C" __global__ void dequant_epilogue(float* __restrict__ y, const int* __restrict__ acc, const float* __restrict__ sx,
+                                            const float* __restrict__ sw, const float* __restrict__ bias, int m, int n, int ldc) {
+    long long total = (long long)m * n;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        long long r = i / n;
+        int c = (int)(i - r * n);
+        float v = (float)acc[r * ldc + c] * sx[r] * sw[c];
+        y[i] = bias ? v + bias[c] : v;
+    }
+}
+
+#define GEMV_MAX_M 8
+
+// Small-M linear with f16 weights: y (m, n) = x (m, k) . W(n, k)^T + bias, m <= 8.
+// One warp per output column; the weight row is streamed once for all m rows of x.
+extern "C" __global__ void gemv_f16(float* __restrict__ y, const float* __restrict__ x, const h16* __restrict__ w,
+                                    const float* __restrict__ bias, int m, int n, int k) {
+    int warps = blockDim.x >> 5;
+    int col = blockIdx.x * warps + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (col >= n) return;
+    const h16* wr = w + (long long)col * k;
+    float acc[GEMV_MAX_M];
+#pragma unroll
+    for (int r = 0; r < GEMV_MAX_M; ++r) acc[r] = 0.f;
+    if ((k & 3) == 0) {
+        for (int i = lane * 4; i < k; i += 128) {
+            uint2 raw = *(const uint2*)(wr + i);
+            float w0 = h2f((h16)(raw.x & 0xffff)), w1 = h2f((h16)(raw.x >> 16));
+            float w2 = h2f((h16)(raw.y & 0xffff)), w3 = h2f((h16)(raw.y >> 16));
+#pragma unroll
+            for (int r = 0; r < GEMV_MAX_M; ++r) {
+                if (r < m) {
+                    const float* xr = x + (long long)r * k + i;
+                    acc[r] += w0 * xr[0] + w1 * xr[1] + w2 * xr[2] + w3 * xr[3];
+                }
+            }
+        }
+    } else {
+        for (int i = lane; i < k; i += 32) {
+            float wv = h2f(wr[i]);
+#pragma unroll
+            for (int r = 0; r < GEMV_MAX_M; ++r)
+                if (r < m) acc[r] += wv * x[(long long)r * k + i];
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < GEMV_MAX_M; ++r) {
+        if (r < m) {
+            float v = warp_sum(acc[r]);
+            if (lane == 0) y[(long long)r * n + col] = bias ? v + bias[col] : v;
+        }
+    }
+}
+
+// Small-M linear with int8 weights (row stride k_pad, a multiple of 4) and one scale per output
+// row: y = sw[col] * (x . w8[col]) + bias. Activations stay f32: only the weight is quantized.
+extern "C" __global__ void gemv_i8(float* __restrict__ y, const float* __restrict__ x, const signed char* __restrict__ w,
+                                   const float* __restrict__ sw, const float* __restrict__ bias, int m, int n, int k, int k_pad) {
+    int warps = blockDim.x >> 5;
+    int col = blockIdx.x * warps + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (col >= n) return;
+    const signed char* wr = w + (long long)col * k_pad;
+    float acc[GEMV_MAX_M];
+#pragma unroll
+    for (int r = 0; r < GEMV_MAX_M; ++r) acc[r] = 0.f;
+    int k4 = k & ~3;
+    for (int i = lane * 4; i < k4; i += 128) {
+        int raw = *(const int*)(wr + i);
+        float w0 = (float)(signed char)(raw & 0xff), w1 = (float)(signed char)((raw >> 8) & 0xff);
+        float w2 = (float)(signed char)((raw >> 16) & 0xff), w3 = (float)(signed char)((raw >> 24) & 0xff);
+#pragma unroll
+        for (int r = 0; r < GEMV_MAX_M; ++r) {
+            if (r < m) {
+                const float* xr = x + (long long)r * k + i;
+                acc[r] += w0 * xr[0] + w1 * xr[1] + w2 * xr[2] + w3 * xr[3];
+            }
+        }
+    }
+    for (int i = k4 + lane; i < k; i += 32) {
+        float wv = (float)wr[i];
+#pragma unroll
+        for (int r = 0; r < GEMV_MAX_M; ++r)
+            if (r < m) acc[r] += wv * x[(long long)r * k + i];
+    }
+    float s = sw[col];
+#pragma unroll
+    for (int r = 0; r < GEMV_MAX_M; ++r) {
+        if (r < m) {
+            float v = warp_sum(acc[r]) * s;
+            if (lane == 0) y[(long long)r * n + col] = bias ? v + bias[col] : v;
+        }
+    }
+}

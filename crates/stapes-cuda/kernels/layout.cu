@@ -1,0 +1,27 @@
+// Data movement: strided 2-D copies (slice, concat, KV-cache writes) and transposes.
+
+// dst[r * dst_ld + c] = src[r * src_ld + c] for r < rows, c < cols.
+extern "C" __global__ void copy2d_f32(float* __restrict__ dst, const float* __restrict__ src, long long rows, long long cols,
+                                      long long dst_ld, long long src_ld) {
+    long long n = rows * cols;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        long long r = i / cols, c = i - r * cols;
+        dst[r * dst_ld + c] = src[r * src_ld + c];
+    }
+}
+
+// (batch, a, b) -> (batch, b, a), through a 32x33 shared tile so both sides stay coalesced.
+extern "C" __global__ void transpose_f32(float* __restrict__ dst, const float* __restrict__ src, int a, int b) {
+    __shared__ float tile[32][33];
+    long long base = (long long)blockIdx.z * a * b;
+    int bx = blockIdx.x * 32, by = blockIdx.y * 32;
+    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+        int r = by + j, c = bx + threadIdx.x;
+        if (r < a && c < b) tile[j][threadIdx.x] = src[base + (long long)r * b + c];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+        int r = bx + j, c = by + threadIdx.x;
+        if (r < b && c < a) dst[base + (long long)r * a + c] = tile[threadIdx.x][j];
+    }
+}

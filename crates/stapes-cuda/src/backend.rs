@@ -1,0 +1,1362 @@
+//! `CudaBackend`: the op contract on one GPU.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
+use half::f16;
+use stapes_core::{
+    Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
+    HostTensor, Lane, Result,
+};
+
+use crate::gemm::{self, LtInt8};
+use crate::graph::Graphs;
+use crate::kernels::Kernels;
+use crate::pool::{Block, Pool};
+use crate::{loader, CudaError};
+
+/// Decoder-step GEMMs (at most this many rows) use the GEMV kernels instead of the libraries.
+const GEMV_MAX_M: usize = 8;
+/// cuBLAS / cuBLASLt workspaces, so neither allocates inside a graph capture.
+const WORKSPACE_BYTES: usize = 32 << 20;
+
+/// An f32 activation on the device: contiguous, row-major, starting at its block.
+#[derive(Clone)]
+pub struct CudaTensor {
+    pub(crate) buf: Arc<Block>,
+    shape: Vec<usize>,
+}
+
+impl DeviceTensor for CudaTensor {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+}
+
+impl std::fmt::Debug for CudaTensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaTensor{:?}@{:#x}", self.shape, self.buf.ptr)
+    }
+}
+
+impl CudaTensor {
+    /// The device address (for tests of address stability and for graph inputs).
+    pub fn device_ptr(&self) -> u64 {
+        self.buf.ptr
+    }
+}
+
+pub(crate) enum WeightData {
+    /// (n, k) f16, row-major.
+    F16(Arc<Block>),
+    /// (n_pad, k_pad) int8 with one f32 scale per output row; padding is zero.
+    Q8 {
+        w8: Arc<Block>,
+        scales: Arc<Block>,
+        n_pad: usize,
+        k_pad: usize,
+    },
+}
+
+/// A GEMM weight `(N, K)` stored in a lane.
+///
+/// q8 on this home: the lane's values (32-blocks with f16 scales, `lane::round_trip`) are
+/// re-laid at load as int8 with one scale per output row, so the int8 tensor cores (one scale
+/// per row/column) can take them; activations are quantized per row on the fly. This adds the
+/// per-row requantization error on top of the lane's; the accuracy tests bound the total.
+pub struct CudaWeight {
+    n: usize,
+    k: usize,
+    lane: Lane,
+    pub(crate) data: WeightData,
+}
+
+impl CudaWeight {
+    pub fn lane(&self) -> Lane {
+        self.lane
+    }
+}
+
+fn round_up(x: usize, m: usize) -> usize {
+    x.div_ceil(m) * m
+}
+
+/// Grid for a grid-stride element-wise kernel with 256 threads per block.
+fn grid_1d(n: usize) -> (u32, u32, u32) {
+    (n.div_ceil(256).clamp(1, 132 * 32) as u32, 1, 1)
+}
+
+/// Pointer to a kernel argument, as `cuLaunchKernel` wants it.
+macro_rules! args {
+    ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
+}
+
+pub struct CudaBackend {
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
+    kernels: Kernels,
+    blas: Mutex<CudaBlas>,
+    lt_int8: LtInt8,
+    _blas_ws: Arc<Block>,
+    lt_ws: Arc<Block>,
+    pub(crate) pool: Arc<Pool>,
+    counters: Counters,
+    pub(crate) capturing: AtomicBool,
+    /// Blocks read by ops during a capture: kept alive as long as the graph.
+    pub(crate) capture_keep: Mutex<Vec<Arc<Block>>>,
+    pub(crate) graphs: Graphs,
+    arch: &'static str,
+    name: String,
+}
+
+impl std::fmt::Debug for CudaBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaBackend({}, {})", self.name, self.arch)
+    }
+}
+
+impl CudaBackend {
+    /// Open device `ordinal`. A machine without a driver, libraries or that device gets an `Err`
+    /// saying which; cudarc's panics on missing symbols are caught.
+    pub fn new(ordinal: usize) -> std::result::Result<Self, CudaError> {
+        loader::ensure_all()?;
+        match std::panic::catch_unwind(|| Self::open(ordinal)) {
+            Ok(r) => r,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(CudaError::Library(format!(
+                    "cudarc panicked while opening the device: {msg}"
+                )))
+            }
+        }
+    }
+
+    fn open(ordinal: usize) -> std::result::Result<Self, CudaError> {
+        let count = CudaContext::device_count().map_err(|e| CudaError::NoDevice {
+            ordinal,
+            detail: format!("{e:?}"),
+        })?;
+        if ordinal >= count.max(0) as usize {
+            return Err(CudaError::NoDevice {
+                ordinal,
+                detail: format!("{count} device(s) present"),
+            });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(|e| CudaError::driver("cuCtxCreate", e))?;
+        // All work is ordered on one stream by us; cudarc's per-slice events would also break capture.
+        // SAFETY: called before any allocation in this context.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| CudaError::driver("cuStreamCreate", e))?;
+        let (maj, min) = ctx
+            .compute_capability()
+            .map_err(|e| CudaError::driver("compute capability", e))?;
+        // the attention kernel's mma.sync m16n8k16 needs sm_80
+        if maj < 8 {
+            return Err(CudaError::NoDevice {
+                ordinal,
+                detail: format!("compute capability {maj}.{min} < 8.0"),
+            });
+        }
+        let arch: &'static str = Box::leak(format!("compute_{maj}{min}").into_boxed_str());
+        let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        let kernels = Kernels::load(&ctx, arch)?;
+        let pool = Pool::new(ctx.clone());
+        let blas = CudaBlas::new(stream.clone())
+            .map_err(|e| CudaError::Blas(format!("create handle: {e:?}")))?;
+        let blas_ws = pool.alloc(WORKSPACE_BYTES)?;
+        // SAFETY: the workspace outlives the handle (both owned by the backend).
+        unsafe {
+            cudarc::cublas::sys::cublasSetWorkspace_v2(
+                *blas.handle(),
+                blas_ws.ptr as *mut c_void,
+                WORKSPACE_BYTES,
+            )
+        }
+        .result()
+        .map_err(|e| CudaError::Blas(format!("set workspace: {e:?}")))?;
+        let lt_ws = pool.alloc(WORKSPACE_BYTES)?;
+        let graphs_on = std::env::var("STAPES_CUDA_GRAPHS")
+            .map(|v| v.trim() != "0")
+            .unwrap_or(true);
+        Ok(Self {
+            ctx,
+            stream,
+            kernels,
+            blas: Mutex::new(blas),
+            lt_int8: LtInt8::new(WORKSPACE_BYTES)?,
+            _blas_ws: blas_ws,
+            lt_ws,
+            pool,
+            counters: Counters::default(),
+            capturing: AtomicBool::new(false),
+            capture_keep: Mutex::new(Vec::new()),
+            graphs: Graphs::new(graphs_on),
+            arch,
+            name,
+        })
+    }
+
+    /// Device name and NVRTC target, e.g. ("NVIDIA H200", "compute_90").
+    pub fn device_info(&self) -> (&str, &'static str) {
+        (&self.name, self.arch)
+    }
+
+    /// (bytes reserved from the driver, bytes in live tensors and weights).
+    pub fn memory_usage(&self) -> (usize, usize) {
+        self.pool.usage()
+    }
+
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| CudaError::driver("bind context", e).into())
+    }
+
+    /// Address of a block an op reads; during a capture the block is kept for the graph.
+    fn p(&self, b: &Arc<Block>) -> u64 {
+        if self.capturing.load(Ordering::Relaxed) {
+            self.capture_keep
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(b.clone());
+        }
+        b.ptr
+    }
+
+    fn t(&self, t: &CudaTensor) -> u64 {
+        self.p(&t.buf)
+    }
+
+    fn opt(&self, t: Option<&CudaTensor>) -> u64 {
+        t.map(|t| self.t(t)).unwrap_or(0)
+    }
+
+    fn alloc_f32(&self, shape: &[usize]) -> Result<CudaTensor> {
+        let n: usize = shape.iter().product();
+        Ok(CudaTensor {
+            buf: self.pool.alloc(n.max(1) * 4)?,
+            shape: shape.to_vec(),
+        })
+    }
+
+    fn launch(
+        &self,
+        name: &'static str,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        smem: u32,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        let f = self.kernels.get(name)?;
+        // SAFETY: every kernel's parameter list matches the `args!` built at its call site
+        // (pointers as u64, `int` as i32, `long long` as i64, `float` as f32).
+        unsafe {
+            result::launch_kernel(
+                f.cu_function(),
+                grid,
+                block,
+                smem,
+                self.stream.cu_stream(),
+                params,
+            )
+        }
+        .map_err(|e| CudaError::Driver {
+            what: name,
+            detail: format!("{e:?}"),
+        })?;
+        if !self.capturing.load(Ordering::Relaxed) {
+            Counters::bump(&self.counters.ops);
+        }
+        Ok(())
+    }
+
+    fn no_capture(&self, op: &'static str) -> Result<()> {
+        if self.capturing.load(Ordering::Relaxed) {
+            return Err(Error::Decline {
+                op,
+                backend: "cuda",
+                reason: "host transfer inside a graph capture".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Overwrite a tensor's contents from the host (same element count), e.g. a graph's input
+    /// before [`CudaBackend::run_graph`] replays it.
+    pub fn write_host(&self, dst: &mut CudaTensor, src: &HostTensor) -> Result<()> {
+        self.no_capture("write_host")?;
+        if dst.numel() != src.len() {
+            return Err(Error::shape(
+                "write_host",
+                format!("{:?} <- {:?}", dst.shape, src.shape),
+            ));
+        }
+        self.bind()?;
+        // SAFETY: the block holds at least numel f32; the source is pageable host memory, which
+        // the driver stages before returning.
+        unsafe { result::memcpy_htod_async(dst.buf.ptr, &src.data, self.stream.cu_stream()) }
+            .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
+        Ok(())
+    }
+
+    fn elementwise_out(&self, x: &CudaTensor) -> Result<CudaTensor> {
+        self.alloc_f32(&x.shape)
+    }
+
+    fn copy2d(
+        &self,
+        dst: u64,
+        src: u64,
+        rows: usize,
+        cols: usize,
+        dst_ld: usize,
+        src_ld: usize,
+    ) -> Result<()> {
+        if rows * cols == 0 {
+            return Ok(());
+        }
+        let (r, c, dl, sl) = (rows as i64, cols as i64, dst_ld as i64, src_ld as i64);
+        self.launch(
+            "copy2d_f32",
+            grid_1d(rows * cols),
+            (256, 1, 1),
+            0,
+            args![dst, src, r, c, dl, sl],
+        )
+    }
+
+    fn dtod(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        // SAFETY: both ranges lie inside live blocks (checked by the callers' shape logic).
+        unsafe { result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }
+            .map_err(|e| CudaError::driver("memcpy DtoD", e))?;
+        Ok(())
+    }
+
+    /// Linear on pointers: `y (m, n) = x (m, k) · Wᵀ + b`.
+    fn linear_raw(&self, y: u64, x: u64, m: usize, w: &CudaWeight, bias: u64) -> Result<()> {
+        let (n, k) = (w.n, w.k);
+        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+        match &w.data {
+            WeightData::F16(wb) => {
+                let wp = self.p(wb);
+                if m <= GEMV_MAX_M {
+                    let grid = (n.div_ceil(8) as u32, 1, 1);
+                    self.launch(
+                        "gemv_f16",
+                        grid,
+                        (256, 1, 1),
+                        0,
+                        args![y, x, wp, bias, mi, ni, ki],
+                    )?;
+                } else {
+                    let xh = self.pool.alloc(m * k * 2)?;
+                    let nn = (m * k) as i64;
+                    let xhp = xh.ptr;
+                    self.launch(
+                        "cast_f32_f16",
+                        grid_1d(m * k),
+                        (256, 1, 1),
+                        0,
+                        args![xhp, x, nn],
+                    )?;
+                    let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
+                    // SAFETY: y holds m·n f32, xh m·k f16, w n·k f16, all on this stream.
+                    unsafe { gemm::f16_linear(*blas.handle(), y, xh.ptr, wp, m, n, k)? };
+                    drop(blas);
+                    if bias != 0 {
+                        let rows = m as i64;
+                        self.launch(
+                            "bias_rows_f32",
+                            grid_1d(m * n),
+                            (256, 1, 1),
+                            0,
+                            args![y, bias, rows, ni],
+                        )?;
+                    }
+                    self.keep_scratch(xh);
+                }
+                Counters::bump(&self.counters.gemm_f16);
+            }
+            WeightData::Q8 {
+                w8,
+                scales,
+                n_pad,
+                k_pad,
+            } => {
+                let (wp, sp) = (self.p(w8), self.p(scales));
+                let kp = *k_pad as i32;
+                if m <= GEMV_MAX_M {
+                    let grid = (n.div_ceil(8) as u32, 1, 1);
+                    self.launch(
+                        "gemv_i8",
+                        grid,
+                        (256, 1, 1),
+                        0,
+                        args![y, x, wp, sp, bias, mi, ni, ki, kp],
+                    )?;
+                } else {
+                    let m_pad = round_up(m, 16);
+                    let q = self.pool.alloc(m_pad * k_pad)?;
+                    let sx = self.pool.alloc(m_pad * 4)?;
+                    let acc = self.pool.alloc(m_pad * n_pad * 4)?;
+                    let (qp, sxp, accp) = (q.ptr, sx.ptr, acc.ptr);
+                    self.launch(
+                        "quantize_rows_i8",
+                        (m_pad as u32, 1, 1),
+                        (256, 1, 1),
+                        0,
+                        args![qp, sxp, x, mi, ki, kp],
+                    )?;
+                    // SAFETY: shapes padded to multiples of 16 as the plan requires; buffers sized above.
+                    unsafe {
+                        self.lt_int8.run(
+                            self.stream.cu_stream() as _,
+                            accp,
+                            wp,
+                            qp,
+                            self.lt_ws.ptr,
+                            *n_pad,
+                            m_pad,
+                            *k_pad,
+                        )?
+                    };
+                    let ldc = *n_pad as i32;
+                    self.launch(
+                        "dequant_epilogue",
+                        grid_1d(m * n),
+                        (256, 1, 1),
+                        0,
+                        args![y, accp, sxp, sp, bias, mi, ni, ldc],
+                    )?;
+                    self.keep_scratch(q);
+                    self.keep_scratch(sx);
+                    self.keep_scratch(acc);
+                }
+                Counters::bump(&self.counters.gemm_q8);
+            }
+        }
+        Ok(())
+    }
+
+    /// Scratch dropped right after queuing work is safe (the next user is ordered after it on the
+    /// same stream); inside a capture it must also stay out of other captures' reach, which the
+    /// pool's tagging already ensures. Nothing to do but drop it.
+    fn keep_scratch(&self, b: Arc<Block>) {
+        drop(b);
+    }
+
+    fn check_rank(op: &'static str, t: &CudaTensor, rank: usize) -> Result<()> {
+        if t.shape.len() != rank {
+            return Err(Error::shape(
+                op,
+                format!("expected rank {rank}, got {:?}", t.shape),
+            ));
+        }
+        Ok(())
+    }
+
+    fn attention_impl(
+        &self,
+        q: &CudaTensor,
+        k: &CudaTensor,
+        v: Option<&CudaTensor>,
+        p: &AttnParams,
+        probs: bool,
+    ) -> Result<CudaTensor> {
+        let op = if probs {
+            "attention_probs"
+        } else {
+            "attention"
+        };
+        Self::check_rank(op, q, 3)?;
+        Self::check_rank(op, k, 3)?;
+        let (b, tq, hd) = (q.shape[0], q.shape[1], q.shape[2]);
+        let tk = k.shape[1];
+        if k.shape[0] != b || k.shape[2] != hd || p.n_heads == 0 || hd % p.n_heads != 0 {
+            return Err(Error::shape(
+                op,
+                format!("q {:?} k {:?} heads {}", q.shape, k.shape, p.n_heads),
+            ));
+        }
+        if let Some(v) = v {
+            if v.shape != k.shape {
+                return Err(Error::shape(
+                    op,
+                    format!("v {:?} != k {:?}", v.shape, k.shape),
+                ));
+            }
+        }
+        let kv_len = p.kv_len.unwrap_or(tk);
+        if kv_len > tk || (p.causal && kv_len < tq) {
+            return Err(Error::shape(
+                op,
+                format!("kv_len {kv_len} with Tk {tk}, Tq {tq}, causal {}", p.causal),
+            ));
+        }
+        let h = p.n_heads;
+        let d = hd / h;
+        let (tqi, tki, hi, di, kvi, ci) = (
+            tq as i32,
+            tk as i32,
+            h as i32,
+            d as i32,
+            kv_len as i32,
+            p.causal as i32,
+        );
+        let scale = p.scale;
+        let (qp, kp) = (self.t(q), self.t(k));
+        let vp = v.map(|v| self.t(v)).unwrap_or(0);
+        if probs {
+            let out = self.alloc_f32(&[b, h, tq, kv_len])?;
+            let smem = ((kv_len + d) * 4) as u32;
+            if smem > 48 * 1024 {
+                return Err(Error::Decline {
+                    op,
+                    backend: "cuda",
+                    reason: format!("kv_len {kv_len} too long for the row kernel"),
+                });
+            }
+            let (op_, z) = (out.buf.ptr, 0u64);
+            if b * tq * h > 0 {
+                self.launch(
+                    "attn_rows_f32",
+                    (tq as u32, h as u32, b as u32),
+                    (128, 1, 1),
+                    smem,
+                    args![z, op_, qp, kp, z, tqi, tki, hi, di, kvi, scale, ci],
+                )?;
+            }
+            return Ok(out);
+        }
+        let out = self.alloc_f32(&q.shape)?;
+        let o = out.buf.ptr;
+        if b * tq * h == 0 {
+            return Ok(out);
+        }
+        let flash = match d {
+            64 => Some("flash_attn_d64"),
+            128 => Some("flash_attn_d128"),
+            _ => None,
+        };
+        if let (Some(kname), true) = (flash, tq >= 16) {
+            let grid = (tq.div_ceil(64) as u32, h as u32, b as u32);
+            self.launch(
+                kname,
+                grid,
+                (128, 1, 1),
+                0,
+                args![o, qp, kp, vp, tqi, tki, hi, kvi, scale, ci],
+            )?;
+        } else {
+            let smem = ((kv_len + d) * 4) as u32;
+            if smem > 48 * 1024 {
+                return Err(Error::Decline {
+                    op,
+                    backend: "cuda",
+                    reason: format!("head size {d} with kv_len {kv_len}"),
+                });
+            }
+            let z = 0u64;
+            self.launch(
+                "attn_rows_f32",
+                (tq as u32, h as u32, b as u32),
+                (128, 1, 1),
+                smem,
+                args![o, z, qp, kp, vp, tqi, tki, hi, di, kvi, scale, ci],
+            )?;
+        }
+        Ok(out)
+    }
+
+    fn binary(
+        &self,
+        a: &CudaTensor,
+        b: &CudaTensor,
+        opcode: i32,
+        op: &'static str,
+    ) -> Result<CudaTensor> {
+        let nb = b.numel();
+        let suffix = b.shape.len() <= a.shape.len()
+            && a.shape[a.shape.len() - b.shape.len()..] == b.shape[..];
+        if !suffix || (nb == 0 && a.numel() != 0) {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "{:?} with {:?}: b must equal a or be a suffix of it",
+                    a.shape, b.shape
+                ),
+            ));
+        }
+        let out = self.elementwise_out(a)?;
+        let n = a.numel();
+        if n == 0 {
+            return Ok(out);
+        }
+        let (y, ap, bp, ni, nbi) = (out.buf.ptr, self.t(a), self.t(b), n as i64, nb as i64);
+        self.launch(
+            "binary_f32",
+            grid_1d(n),
+            (256, 1, 1),
+            0,
+            args![y, ap, bp, ni, nbi, opcode],
+        )?;
+        Ok(out)
+    }
+
+    fn rowwise(&self, x: &CudaTensor, name: &'static str, log: i32) -> Result<CudaTensor> {
+        let out = self.elementwise_out(x)?;
+        let n = *x.shape.last().unwrap_or(&1);
+        let rows = x.numel() / n.max(1);
+        if rows * n == 0 {
+            return Ok(out);
+        }
+        let (y, xp, ni) = (out.buf.ptr, self.t(x), n as i32);
+        self.launch(
+            name,
+            (rows as u32, 1, 1),
+            (256, 1, 1),
+            0,
+            args![y, xp, ni, log],
+        )?;
+        Ok(out)
+    }
+}
+
+fn act_code(a: Activation) -> i32 {
+    match a {
+        Activation::Gelu => 0,
+        Activation::GeluTanh => 1,
+        Activation::Silu => 2,
+        Activation::Relu => 3,
+        Activation::Sigmoid => 4,
+        Activation::Tanh => 5,
+    }
+}
+
+impl Backend for CudaBackend {
+    type Tensor = CudaTensor;
+    type Weight = CudaWeight;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn supports_lane(&self, lane: Lane) -> bool {
+        matches!(lane, Lane::F16 | Lane::Q8)
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn upload(&self, t: &HostTensor) -> Result<CudaTensor> {
+        self.no_capture("upload")?;
+        self.bind()?;
+        let mut out = self.alloc_f32(&t.shape)?;
+        if !t.data.is_empty() {
+            self.write_host(&mut out, t)?;
+        }
+        Ok(out)
+    }
+
+    fn download(&self, t: &CudaTensor) -> Result<HostTensor> {
+        self.no_capture("download")?;
+        self.bind()?;
+        let mut data = vec![0f32; t.numel()];
+        if !data.is_empty() {
+            // SAFETY: the block holds numel f32; the stream is synchronized before `data` is read.
+            unsafe { result::memcpy_dtoh_async(&mut data, t.buf.ptr, self.stream.cu_stream()) }
+                .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
+        }
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("stream synchronize", e))?;
+        HostTensor::new(t.shape.clone(), data)
+    }
+
+    fn weight(&self, w: &HostTensor, lane: Lane) -> Result<CudaWeight> {
+        self.no_capture("weight")?;
+        self.bind()?;
+        if w.rank() != 2 {
+            return Err(Error::shape(
+                "weight",
+                format!("expected (N, K), got {:?}", w.shape),
+            ));
+        }
+        let (n, k) = (w.shape[0], w.shape[1]);
+        let data = match lane {
+            Lane::F32 => {
+                return Err(Error::LaneUnavailable {
+                    lane,
+                    backend: "cuda",
+                })
+            }
+            Lane::F16 => {
+                let h: Vec<f16> = w.data.iter().map(|&v| f16::from_f32(v)).collect();
+                let b = self.pool.alloc(n * k * 2)?;
+                if !h.is_empty() {
+                    // SAFETY: the block holds n·k halves.
+                    unsafe { result::memcpy_htod_async(b.ptr, &h, self.stream.cu_stream()) }
+                        .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
+                }
+                WeightData::F16(b)
+            }
+            Lane::Q8 => {
+                let (n_pad, k_pad) = (round_up(n.max(1), 16), round_up(k.max(1), 16));
+                let mut w8 = vec![0i8; n_pad * k_pad];
+                let mut scales = vec![0f32; n_pad];
+                for r in 0..n {
+                    // the lane's meaning first (32-blocks, f16 scales), then one scale per row
+                    let row = stapes_core::lane::round_trip(Lane::Q8, &w.data[r * k..(r + 1) * k]);
+                    let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+                    let s = amax / 127.0;
+                    let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+                    for (dst, v) in w8[r * k_pad..r * k_pad + k].iter_mut().zip(&row) {
+                        *dst = (v * inv).round().clamp(-127.0, 127.0) as i8;
+                    }
+                    scales[r] = s;
+                }
+                let wb = self.pool.alloc(n_pad * k_pad)?;
+                let sb = self.pool.alloc(n_pad * 4)?;
+                // SAFETY: the blocks hold n_pad·k_pad bytes and n_pad f32.
+                unsafe {
+                    result::memcpy_htod_async(wb.ptr, &w8, self.stream.cu_stream())
+                        .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
+                    result::memcpy_htod_async(sb.ptr, &scales, self.stream.cu_stream())
+                        .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
+                }
+                WeightData::Q8 {
+                    w8: wb,
+                    scales: sb,
+                    n_pad,
+                    k_pad,
+                }
+            }
+        };
+        // the host vectors above are dropped at return: make sure the copies are done
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("stream synchronize", e))?;
+        Ok(CudaWeight { n, k, lane, data })
+    }
+
+    fn weight_shape(&self, w: &CudaWeight) -> (usize, usize) {
+        (w.n, w.k)
+    }
+
+    fn reshape(&self, t: &CudaTensor, shape: &[usize]) -> Result<CudaTensor> {
+        let n: usize = shape.iter().product();
+        if n != t.numel() {
+            return Err(Error::shape(
+                "reshape",
+                format!("{:?} -> {shape:?}", t.shape),
+            ));
+        }
+        Ok(CudaTensor {
+            buf: t.buf.clone(),
+            shape: shape.to_vec(),
+        })
+    }
+
+    fn transpose_last2(&self, t: &CudaTensor) -> Result<CudaTensor> {
+        let r = t.shape.len();
+        if r < 2 {
+            return Err(Error::shape("transpose_last2", format!("rank {r}")));
+        }
+        let (a, b) = (t.shape[r - 2], t.shape[r - 1]);
+        let batch: usize = t.shape[..r - 2].iter().product();
+        let mut shape = t.shape.clone();
+        shape.swap(r - 2, r - 1);
+        let out = self.alloc_f32(&shape)?;
+        if t.numel() == 0 {
+            return Ok(out);
+        }
+        let (y, x, ai, bi) = (out.buf.ptr, self.t(t), a as i32, b as i32);
+        let grid = (b.div_ceil(32) as u32, a.div_ceil(32) as u32, batch as u32);
+        self.launch("transpose_f32", grid, (32, 8, 1), 0, args![y, x, ai, bi])?;
+        Ok(out)
+    }
+
+    fn slice(&self, t: &CudaTensor, dim: usize, start: usize, len: usize) -> Result<CudaTensor> {
+        if dim >= t.shape.len() || start + len > t.shape[dim] {
+            return Err(Error::shape(
+                "slice",
+                format!("{:?} dim {dim} [{start}, +{len})", t.shape),
+            ));
+        }
+        let outer: usize = t.shape[..dim].iter().product();
+        let inner: usize = t.shape[dim + 1..].iter().product();
+        let mut shape = t.shape.clone();
+        shape[dim] = len;
+        let out = self.alloc_f32(&shape)?;
+        let src = self.t(t) + (start * inner * 4) as u64;
+        self.copy2d(
+            out.buf.ptr,
+            src,
+            outer,
+            len * inner,
+            len * inner,
+            t.shape[dim] * inner,
+        )?;
+        Ok(out)
+    }
+
+    fn concat(&self, ts: &[&CudaTensor], dim: usize) -> Result<CudaTensor> {
+        let first = ts
+            .first()
+            .ok_or_else(|| Error::shape("concat", "no inputs"))?;
+        if dim >= first.shape.len() {
+            return Err(Error::shape(
+                "concat",
+                format!("dim {dim} of {:?}", first.shape),
+            ));
+        }
+        let mut total = 0;
+        for t in ts {
+            let same = t.shape.len() == first.shape.len()
+                && t.shape
+                    .iter()
+                    .zip(&first.shape)
+                    .enumerate()
+                    .all(|(i, (a, b))| i == dim || a == b);
+            if !same {
+                return Err(Error::shape(
+                    "concat",
+                    format!("{:?} vs {:?} along {dim}", t.shape, first.shape),
+                ));
+            }
+            total += t.shape[dim];
+        }
+        let outer: usize = first.shape[..dim].iter().product();
+        let inner: usize = first.shape[dim + 1..].iter().product();
+        let mut shape = first.shape.clone();
+        shape[dim] = total;
+        let out = self.alloc_f32(&shape)?;
+        let mut off = 0;
+        for t in ts {
+            let w = t.shape[dim] * inner;
+            let src = self.t(t);
+            self.copy2d(
+                out.buf.ptr + (off * 4) as u64,
+                src,
+                outer,
+                w,
+                total * inner,
+                w,
+            )?;
+            off += w;
+        }
+        Ok(out)
+    }
+
+    fn write_rows(&self, dst: &mut CudaTensor, src: &CudaTensor, offset: usize) -> Result<()> {
+        if dst.shape.len() != 3
+            || src.shape.len() != 3
+            || dst.shape[0] != src.shape[0]
+            || dst.shape[2] != src.shape[2]
+            || offset + src.shape[1] > dst.shape[1]
+        {
+            return Err(Error::shape(
+                "write_rows",
+                format!("{:?} into {:?} at {offset}", src.shape, dst.shape),
+            ));
+        }
+        let (b, t, c, n) = (dst.shape[0], dst.shape[1], dst.shape[2], src.shape[1]);
+        let d = self.t(dst) + (offset * c * 4) as u64;
+        let s = self.t(src);
+        self.copy2d(d, s, b, n * c, t * c, n * c)
+    }
+
+    fn gather_batch(&self, t: &CudaTensor, idx: &[usize]) -> Result<CudaTensor> {
+        let b = *t
+            .shape
+            .first()
+            .ok_or_else(|| Error::shape("gather_batch", "rank 0"))?;
+        if let Some(bad) = idx.iter().find(|&&i| i >= b) {
+            return Err(Error::shape(
+                "gather_batch",
+                format!("index {bad} of batch {b}"),
+            ));
+        }
+        let slab = t.numel() / b.max(1);
+        let mut shape = t.shape.clone();
+        shape[0] = idx.len();
+        let out = self.alloc_f32(&shape)?;
+        let src = self.t(t);
+        for (o, &i) in idx.iter().enumerate() {
+            self.dtod(
+                out.buf.ptr + (o * slab * 4) as u64,
+                src + (i * slab * 4) as u64,
+                slab * 4,
+            )?;
+        }
+        Ok(out)
+    }
+
+    fn gather_rows(&self, table: &CudaTensor, ids: &[u32]) -> Result<CudaTensor> {
+        Self::check_rank("gather_rows", table, 2)?;
+        let (v, d) = (table.shape[0], table.shape[1]);
+        if let Some(bad) = ids.iter().find(|&&i| i as usize >= v) {
+            return Err(Error::shape("gather_rows", format!("id {bad} of {v} rows")));
+        }
+        let out = self.alloc_f32(&[ids.len(), d])?;
+        let src = self.t(table);
+        // row copies, not an id upload: capturable, and the ids are few (decoder prompts)
+        for (o, &i) in ids.iter().enumerate() {
+            self.dtod(
+                out.buf.ptr + (o * d * 4) as u64,
+                src + (i as usize * d * 4) as u64,
+                d * 4,
+            )?;
+        }
+        Ok(out)
+    }
+
+    fn linear(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor> {
+        let k = *x.shape.last().unwrap_or(&0);
+        if k != w.k || x.shape.is_empty() {
+            return Err(Error::shape(
+                "linear",
+                format!("x {:?} with W ({}, {})", x.shape, w.n, w.k),
+            ));
+        }
+        if let Some(b) = bias {
+            if b.numel() != w.n {
+                return Err(Error::shape(
+                    "linear",
+                    format!("bias {:?} for N = {}", b.shape, w.n),
+                ));
+            }
+        }
+        let m = x.numel() / k.max(1);
+        let mut shape = x.shape.clone();
+        *shape.last_mut().unwrap_or(&mut 0) = w.n;
+        let out = self.alloc_f32(&shape)?;
+        if m == 0 || w.n == 0 {
+            return Ok(out);
+        }
+        let (xp, bp) = (self.t(x), self.opt(bias));
+        self.linear_raw(out.buf.ptr, xp, m, w, bp)?;
+        Ok(out)
+    }
+
+    fn matmul(&self, a: &CudaTensor, b: &CudaTensor, trans_b: bool) -> Result<CudaTensor> {
+        Self::check_rank("matmul", a, 3)?;
+        let (batch, m, k) = (a.shape[0], a.shape[1], a.shape[2]);
+        let (bb, b0, b1) = match b.shape.len() {
+            3 => (b.shape[0], b.shape[1], b.shape[2]),
+            2 => (1, b.shape[0], b.shape[1]),
+            _ => return Err(Error::shape("matmul", format!("b {:?}", b.shape))),
+        };
+        let (kb, n) = if trans_b { (b1, b0) } else { (b0, b1) };
+        if kb != k || (bb != batch && bb != 1) {
+            return Err(Error::shape(
+                "matmul",
+                format!("a {:?} b {:?} trans_b {trans_b}", a.shape, b.shape),
+            ));
+        }
+        let out = self.alloc_f32(&[batch, m, n])?;
+        if batch * m * n == 0 {
+            return Ok(out);
+        }
+        if k == 0 {
+            // SAFETY: the block holds batch·m·n f32.
+            unsafe {
+                result::memset_d8_async(out.buf.ptr, 0, batch * m * n * 4, self.stream.cu_stream())
+            }
+            .map_err(|e| CudaError::driver("memset", e))?;
+            return Ok(out);
+        }
+        let stride_b = if bb == 1 && batch > 1 {
+            0
+        } else {
+            (n * k) as i64
+        };
+        let (ap, bp) = (self.t(a), self.t(b));
+        let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: sizes checked above; all buffers on this stream.
+        unsafe {
+            gemm::f32_matmul(
+                *blas.handle(),
+                out.buf.ptr,
+                ap,
+                bp,
+                batch,
+                m,
+                n,
+                k,
+                trans_b,
+                stride_b,
+            )?
+        };
+        if !self.capturing.load(Ordering::Relaxed) {
+            Counters::bump(&self.counters.ops);
+        }
+        Ok(out)
+    }
+
+    fn conv1d(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        p: Conv1dParams,
+    ) -> Result<CudaTensor> {
+        Self::check_rank("conv1d", x, 3)?;
+        let (b, t, c) = (x.shape[0], x.shape[1], x.shape[2]);
+        if p.kernel == 0 || p.stride == 0 || w.k != c * p.kernel {
+            return Err(Error::shape(
+                "conv1d",
+                format!("x {:?}, W ({}, {}), {p:?}", x.shape, w.n, w.k),
+            ));
+        }
+        if t + 2 * p.padding < p.kernel {
+            return Err(Error::shape(
+                "conv1d",
+                format!("T {t} shorter than kernel {}", p.kernel),
+            ));
+        }
+        let t_out = (t + 2 * p.padding - p.kernel) / p.stride + 1;
+        let cols = self.alloc_f32(&[b * t_out, c * p.kernel])?;
+        let n = b * t_out * c * p.kernel;
+        if n > 0 {
+            let (cp, xp) = (cols.buf.ptr, self.t(x));
+            let (bi, ti, ci, kw, si, pi, to) = (
+                b as i32,
+                t as i32,
+                c as i32,
+                p.kernel as i32,
+                p.stride as i32,
+                p.padding as i32,
+                t_out as i32,
+            );
+            self.launch(
+                "im2col_1d",
+                grid_1d(n),
+                (256, 1, 1),
+                0,
+                args![cp, xp, bi, ti, ci, kw, si, pi, to],
+            )?;
+        }
+        let y = self.linear(&cols, w, bias)?;
+        self.reshape(&y, &[b, t_out, w.n])
+    }
+
+    fn depthwise_conv1d(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<CudaTensor> {
+        Self::check_rank("depthwise_conv1d", x, 3)?;
+        Self::check_rank("depthwise_conv1d", w, 2)?;
+        let (b, t, c) = (x.shape[0], x.shape[1], x.shape[2]);
+        let kw = w.shape[1];
+        if w.shape[0] != c
+            || kw == 0
+            || stride == 0
+            || t + 2 * padding < kw
+            || bias.is_some_and(|b| b.numel() != c)
+        {
+            return Err(Error::shape(
+                "depthwise_conv1d",
+                format!("x {:?} w {:?}", x.shape, w.shape),
+            ));
+        }
+        let t_out = (t + 2 * padding - kw) / stride + 1;
+        let out = self.alloc_f32(&[b, t_out, c])?;
+        let n = b * t_out * c;
+        if n > 0 {
+            let (y, xp, wp, bp) = (out.buf.ptr, self.t(x), self.t(w), self.opt(bias));
+            let (bi, ti, ci, ki, si, pi, to) = (
+                b as i32,
+                t as i32,
+                c as i32,
+                kw as i32,
+                stride as i32,
+                padding as i32,
+                t_out as i32,
+            );
+            self.launch(
+                "depthwise_conv1d",
+                grid_1d(n),
+                (256, 1, 1),
+                0,
+                args![y, xp, wp, bp, bi, ti, ci, ki, si, pi, to],
+            )?;
+        }
+        Ok(out)
+    }
+
+    fn conv2d(
+        &self,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        p: Conv2dParams,
+    ) -> Result<CudaTensor> {
+        Self::check_rank("conv2d", x, 4)?;
+        Self::check_rank("conv2d", w, 4)?;
+        let (b, ci, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+        let (co, cig, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3]);
+        let g = p.groups.max(1);
+        let ok = ci % g == 0
+            && co % g == 0
+            && cig == ci / g
+            && (kh, kw) == p.kernel
+            && p.stride.0 > 0
+            && p.stride.1 > 0
+            && h + 2 * p.padding.0 >= kh
+            && wd + 2 * p.padding.1 >= kw
+            && bias.is_none_or(|b| b.numel() == co);
+        if !ok {
+            return Err(Error::shape(
+                "conv2d",
+                format!("x {:?} w {:?} {p:?}", x.shape, w.shape),
+            ));
+        }
+        let ho = (h + 2 * p.padding.0 - kh) / p.stride.0 + 1;
+        let wo = (wd + 2 * p.padding.1 - kw) / p.stride.1 + 1;
+        let out = self.alloc_f32(&[b, co, ho, wo])?;
+        let n = b * co * ho * wo;
+        if n > 0 {
+            let (y, xp, wp, bp) = (out.buf.ptr, self.t(x), self.t(w), self.opt(bias));
+            let v: [i32; 15] = [
+                b,
+                ci,
+                h,
+                wd,
+                co,
+                kh,
+                kw,
+                p.stride.0,
+                p.stride.1,
+                p.padding.0,
+                p.padding.1,
+                g,
+                ho,
+                wo,
+                0,
+            ]
+            .map(|u| u as i32);
+            self.launch(
+                "conv2d_direct",
+                grid_1d(n),
+                (256, 1, 1),
+                0,
+                args![
+                    y, xp, wp, bp, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
+                    v[10], v[11], v[12], v[13]
+                ],
+            )?;
+        }
+        Ok(out)
+    }
+
+    fn attention(
+        &self,
+        q: &CudaTensor,
+        k: &CudaTensor,
+        v: &CudaTensor,
+        p: &AttnParams,
+    ) -> Result<CudaTensor> {
+        self.attention_impl(q, k, Some(v), p, false)
+    }
+
+    fn attention_probs(
+        &self,
+        q: &CudaTensor,
+        k: &CudaTensor,
+        p: &AttnParams,
+    ) -> Result<CudaTensor> {
+        self.attention_impl(q, k, None, p, true)
+    }
+
+    fn layer_norm(
+        &self,
+        x: &CudaTensor,
+        gamma: &CudaTensor,
+        beta: Option<&CudaTensor>,
+        eps: f32,
+    ) -> Result<CudaTensor> {
+        let n = *x.shape.last().unwrap_or(&0);
+        if gamma.numel() != n || beta.is_some_and(|b| b.numel() != n) {
+            return Err(Error::shape(
+                "layer_norm",
+                format!("x {:?} gamma {:?}", x.shape, gamma.shape),
+            ));
+        }
+        let out = self.elementwise_out(x)?;
+        let rows = x.numel() / n.max(1);
+        if rows * n == 0 {
+            return Ok(out);
+        }
+        let (y, xp, gp, bp, ni, hb) = (
+            out.buf.ptr,
+            self.t(x),
+            self.t(gamma),
+            self.opt(beta),
+            n as i32,
+            beta.is_some() as i32,
+        );
+        self.launch(
+            "layer_norm_f32",
+            (rows as u32, 1, 1),
+            (256, 1, 1),
+            0,
+            args![y, xp, gp, bp, ni, eps, hb],
+        )?;
+        Ok(out)
+    }
+
+    fn rms_norm(&self, x: &CudaTensor, gamma: &CudaTensor, eps: f32) -> Result<CudaTensor> {
+        let n = *x.shape.last().unwrap_or(&0);
+        if gamma.numel() != n {
+            return Err(Error::shape(
+                "rms_norm",
+                format!("x {:?} gamma {:?}", x.shape, gamma.shape),
+            ));
+        }
+        let out = self.elementwise_out(x)?;
+        let rows = x.numel() / n.max(1);
+        if rows * n == 0 {
+            return Ok(out);
+        }
+        let (y, xp, gp, ni) = (out.buf.ptr, self.t(x), self.t(gamma), n as i32);
+        self.launch(
+            "rms_norm_f32",
+            (rows as u32, 1, 1),
+            (256, 1, 1),
+            0,
+            args![y, xp, gp, ni, eps],
+        )?;
+        Ok(out)
+    }
+
+    fn activation(&self, x: &CudaTensor, act: Activation) -> Result<CudaTensor> {
+        let out = self.elementwise_out(x)?;
+        let n = x.numel();
+        if n > 0 {
+            let (y, xp, ni, a) = (out.buf.ptr, self.t(x), n as i64, act_code(act));
+            self.launch("act_f32", grid_1d(n), (256, 1, 1), 0, args![y, xp, ni, a])?;
+        }
+        Ok(out)
+    }
+
+    fn glu(&self, x: &CudaTensor) -> Result<CudaTensor> {
+        let c = *x.shape.last().unwrap_or(&0);
+        if c % 2 != 0 || x.shape.is_empty() {
+            return Err(Error::shape(
+                "glu",
+                format!("odd last dim in {:?}", x.shape),
+            ));
+        }
+        let mut shape = x.shape.clone();
+        *shape.last_mut().unwrap_or(&mut 0) = c / 2;
+        let out = self.alloc_f32(&shape)?;
+        let rows = x.numel() / c.max(1);
+        if rows * c > 0 {
+            let (y, xp, r, h) = (out.buf.ptr, self.t(x), rows as i64, (c / 2) as i32);
+            self.launch(
+                "glu_f32",
+                grid_1d(rows * c / 2),
+                (256, 1, 1),
+                0,
+                args![y, xp, r, h],
+            )?;
+        }
+        Ok(out)
+    }
+
+    fn softmax(&self, x: &CudaTensor) -> Result<CudaTensor> {
+        self.rowwise(x, "softmax_f32", 0)
+    }
+
+    fn log_softmax(&self, x: &CudaTensor) -> Result<CudaTensor> {
+        self.rowwise(x, "softmax_f32", 1)
+    }
+
+    fn add(&self, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
+        self.binary(a, b, 0, "add")
+    }
+
+    fn mul(&self, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
+        self.binary(a, b, 1, "mul")
+    }
+
+    fn affine(&self, x: &CudaTensor, s: f32, t: f32) -> Result<CudaTensor> {
+        let out = self.elementwise_out(x)?;
+        let n = x.numel();
+        if n > 0 {
+            let (y, xp, ni) = (out.buf.ptr, self.t(x), n as i64);
+            self.launch(
+                "affine_f32",
+                grid_1d(n),
+                (256, 1, 1),
+                0,
+                args![y, xp, ni, s, t],
+            )?;
+        }
+        Ok(out)
+    }
+
+    fn argmax(&self, x: &CudaTensor) -> Result<Vec<u32>> {
+        self.no_capture("argmax")?;
+        let n = *x.shape.last().unwrap_or(&1);
+        let rows = x.numel() / n.max(1);
+        if rows == 0 || n == 0 {
+            return Ok(vec![0; rows]);
+        }
+        let ids = self.pool.alloc(rows * 4)?;
+        let (ip, xp, ni) = (ids.ptr, self.t(x), n as i32);
+        self.launch(
+            "argmax_f32",
+            (rows as u32, 1, 1),
+            (256, 1, 1),
+            0,
+            args![ip, xp, ni],
+        )?;
+        let mut out = vec![0u32; rows];
+        // SAFETY: the block holds `rows` u32; synchronized before reading.
+        unsafe { result::memcpy_dtoh_async(&mut out, ids.ptr, self.stream.cu_stream()) }
+            .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("stream synchronize", e))?;
+        Ok(out)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.no_capture("synchronize")?;
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("stream synchronize", e).into())
+    }
+}
+
+/// Raw stream handle for timing tools (CUDA events) in benches.
+impl CudaBackend {
+    pub fn cu_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+}
