@@ -1,1 +1,99 @@
-fn main() {}
+//! `stapes`: the command line. Thin: parsing, progress and I/O; everything else is the library.
+
+mod cmd_inspect;
+mod cmd_transcribe;
+mod cmd_vad;
+
+use clap::{Parser, Subcommand};
+use stapes::error::StapesError;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "stapes", version, about = "Speech recognition for every open ASR family, CPU and GPU")]
+struct Cli {
+    /// Log what the engine does (device, lane, counters) to stderr.
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Transcribe (or translate) audio files.
+    Transcribe(cmd_transcribe::Args),
+    /// Print speech segments (seconds) found by the voice activity detector.
+    Vad(cmd_vad::Args),
+    /// Show a model's format, family, hyper-parameters and tensors.
+    Inspect(cmd_inspect::Args),
+    /// Convert Whisper weights between formats (ctranslate2 → ggml | hf).
+    Convert(cmd_inspect::ConvertArgs),
+    /// Serve the OpenAI-compatible HTTP API.
+    Serve(ServeArgs),
+    /// Time encode / decode / end to end.
+    Bench(BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    #[arg(short = 'm', long = "model")]
+    models: Vec<String>,
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    #[arg(short = 'm', long = "model")]
+    model: Option<String>,
+    #[arg(long)]
+    synthetic: Option<String>,
+    #[arg(long, default_value = "auto")]
+    device: String,
+    #[arg(long, default_value = "auto")]
+    lane: String,
+    #[arg(long)]
+    audio: Option<std::path::PathBuf>,
+    #[arg(long, default_value_t = 20)]
+    iters: usize,
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let level = if cli.verbose { tracing::Level::DEBUG } else { tracing::Level::WARN };
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let result = match cli.command {
+        Command::Transcribe(a) => cmd_transcribe::run(a, cli.verbose),
+        Command::Vad(a) => cmd_vad::run(a),
+        Command::Inspect(a) => cmd_inspect::run(a),
+        Command::Convert(a) => cmd_inspect::convert(a),
+        Command::Serve(_) => Err(StapesError::Unavailable(
+            "serve: the HTTP server is not built yet (issue 7)".into(),
+        )),
+        Command::Bench(_) => Err(StapesError::Unavailable(
+            "bench: not built yet (issue 4)".into(),
+        )),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("stapes: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}

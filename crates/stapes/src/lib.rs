@@ -2,7 +2,13 @@
 //!
 //! `Engine::load(path, options)` → `engine.transcribe(samples, options)` → segments.
 
+pub mod engine;
+pub mod error;
+pub mod models;
 pub mod output;
 pub mod runtime;
 
+pub use engine::{Engine, EngineOptions, Task, TranscribeOptions};
+pub use error::StapesError;
+pub use stapes_audio as audio;
 pub use stapes_models::transcript::{Segment, Transcript, Word};
