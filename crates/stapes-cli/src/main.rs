@@ -3,6 +3,7 @@
 mod cmd_inspect;
 mod cmd_transcribe;
 mod cmd_vad;
+mod serve;
 
 use clap::{Parser, Subcommand};
 use stapes::error::StapesError;
@@ -29,19 +30,9 @@ enum Command {
     /// Convert Whisper weights between formats (ctranslate2 → ggml | hf).
     Convert(cmd_inspect::ConvertArgs),
     /// Serve the OpenAI-compatible HTTP API.
-    Serve(ServeArgs),
+    Serve(serve::Args),
     /// Time encode / decode / end to end.
     Bench(BenchArgs),
-}
-
-#[derive(clap::Args)]
-struct ServeArgs {
-    #[arg(short = 'm', long = "model")]
-    models: Vec<String>,
-    #[arg(long, default_value = "127.0.0.1")]
-    host: String,
-    #[arg(long, default_value_t = 8080)]
-    port: u16,
 }
 
 #[derive(clap::Args)]
@@ -82,9 +73,7 @@ fn main() -> ExitCode {
         Command::Vad(a) => cmd_vad::run(a),
         Command::Inspect(a) => cmd_inspect::run(a),
         Command::Convert(a) => cmd_inspect::convert(a),
-        Command::Serve(_) => Err(StapesError::Unavailable(
-            "serve: the HTTP server is not built yet (issue 7)".into(),
-        )),
+        Command::Serve(a) => serve::run(a),
         Command::Bench(_) => Err(StapesError::Unavailable(
             "bench: not built yet (issue 4)".into(),
         )),
