@@ -9,8 +9,8 @@ Writes into crates/stapes-models/tests/fixtures/whisper/:
                    token ids, text, times, avg_logprob, no_speech_prob; base's language
                    probabilities on jfk; the options used.
   fw_encoder.safetensors   the log-mel of jfk as faster-whisper computes it (n_mels, frames) and
-                   CTranslate2's float32 encoder output on it for both models (first 150 and last
-                   50 of the 1500 positions, to stay small).
+                   CTranslate2's float32 encoder output on it for both models (first 64 and last
+                   16 of the 1500 positions, to stay small).
 
 Everything is computed in float32 (compute_type="float32") so the f32 CPU lane can match ids.
 """
@@ -114,8 +114,8 @@ def main():
         seg = pad_or_trim(mel[:, : mel.shape[-1] - 1])
         enc = model.model.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(seg[None])))
         enc = np.array(enc)[0]  # (1500, d)
-        tensors[f"{name}.enc_head"] = enc[:150]
-        tensors[f"{name}.enc_tail"] = enc[-50:]
+        tensors[f"{name}.enc_head"] = enc[:64]
+        tensors[f"{name}.enc_tail"] = enc[-16:]
 
         if model.model.is_multilingual:
             res = model.model.detect_language(

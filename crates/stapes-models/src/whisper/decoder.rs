@@ -104,10 +104,6 @@ impl<B: Backend> Decoder<B> {
         self.n_ctx
     }
 
-    pub fn vocab(&self) -> usize {
-        self.vocab
-    }
-
     /// Fresh caches for `batch` sequences; cross K/V of `encoded (1, n_audio_ctx, d)` per layer.
     pub fn new_state(&self, b: &B, encoded: &B::Tensor, batch: usize) -> Result<DecoderState<B>> {
         let s = encoded.shape();
@@ -160,11 +156,6 @@ impl<B: Backend> Decoder<B> {
         }
         st.batch = idx.len();
         Ok(())
-    }
-
-    /// Drop cached tokens beyond `len` (the next token is written at `len`).
-    pub fn truncate(&self, st: &mut DecoderState<B>, len: usize) {
-        st.len = st.len.min(len);
     }
 
     /// `tokens (batch·n)` at positions `len .. len+n` → final hidden states `(batch, n, d)`.

@@ -3,6 +3,8 @@
 use super::config::{WhisperConfig, WhisperGeneration};
 use super::decoder::{Decoder, DecoderState};
 use super::encoder::{Encoder, LN_EPS};
+use super::tokenizer::WhisperTokenizer;
+use super::weights::WhisperCheckpoint;
 use crate::{ModelError, Result};
 use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane};
 use std::collections::BTreeMap;
@@ -135,6 +137,7 @@ pub struct Whisper<B: Backend> {
     pub(crate) backend: B,
     pub config: WhisperConfig,
     pub generation: WhisperGeneration,
+    pub tokenizer: WhisperTokenizer,
     pub(crate) lane: Lane,
     pub(crate) path: PathBuf,
     pub(crate) encoder: Encoder<B>,
@@ -142,12 +145,26 @@ pub struct Whisper<B: Backend> {
 }
 
 impl<B: Backend> Whisper<B> {
+    /// Upload a loaded checkpoint to `backend`, GEMM weights in `lane`.
+    pub fn new(backend: B, ckpt: &WhisperCheckpoint, lane: Lane) -> Result<Self> {
+        Self::from_tensors(
+            backend,
+            ckpt.config.clone(),
+            ckpt.generation.clone(),
+            ckpt.tokenizer.clone(),
+            &ckpt.tensors,
+            &ckpt.path,
+            lane,
+        )
+    }
+
     /// Upload named weights (transformers names) to `backend`: GEMM weights in `lane`, norms,
     /// biases and embeddings as plain tensors.
     pub fn from_tensors(
         backend: B,
         config: WhisperConfig,
         generation: WhisperGeneration,
+        tokenizer: WhisperTokenizer,
         tensors: &BTreeMap<String, HostTensor>,
         path: &Path,
         lane: Lane,
@@ -158,7 +175,7 @@ impl<B: Backend> Whisper<B> {
         let t = Tensors { map: tensors, path };
         let encoder = Encoder::load(&backend, &t, config.encoder_layers, config.encoder_heads, lane)?;
         let decoder = Decoder::load(&backend, &t, &config, lane)?;
-        Ok(Self { backend, config, generation, lane, path: path.to_path_buf(), encoder, decoder })
+        Ok(Self { backend, config, generation, tokenizer, lane, path: path.to_path_buf(), encoder, decoder })
     }
 
     pub fn backend(&self) -> &B {

@@ -1,0 +1,949 @@
+//! Decoding as faster-whisper 1.x drives CTranslate2: logits rules (suppression, timestamp rules),
+//! greedy / sampling / beam search with CTranslate2's bookkeeping, temperature fallback, language
+//! detection and the 30 s seek loop.
+
+use super::model::Whisper;
+use crate::transcript::{Segment, Transcript};
+use crate::{ModelError, Result};
+use stapes_core::{Backend, HostTensor};
+
+/// Sample rate every Whisper front end consumes.
+pub const SAMPLE_RATE: usize = 16_000;
+/// Mel hop: 100 frames per second.
+const HOP: usize = 160;
+/// Seconds per timestamp token.
+pub const TIME_PRECISION: f64 = 0.02;
+/// Mel frames per encoder position (conv2 stride).
+const INPUT_STRIDE: usize = 2;
+/// Value CTranslate2 writes over disabled logits (`numeric_limits<float>::lowest()`).
+const DISABLED: f32 = f32::MIN;
+
+/// What the model is asked to do with the speech.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Task {
+    #[default]
+    Transcribe,
+    /// Speech in any language to English text.
+    Translate,
+}
+
+/// Options of [`Whisper::transcribe`]; `Default` is faster-whisper's `transcribe` defaults except
+/// `condition_on_previous_text`, which stapes leaves off.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WhisperOptions {
+    /// Language code ("en", "de", …); `None` detects it on the first 30 s (multilingual models).
+    pub language: Option<String>,
+    pub task: Task,
+    /// 1 = greedy.
+    pub beam_size: usize,
+    /// Candidates sampled at each temperature > 0.
+    pub best_of: usize,
+    pub patience: f32,
+    pub length_penalty: f32,
+    /// Tried in order until a result passes the thresholds; `[0.0]` is one greedy/beam pass.
+    pub temperatures: Vec<f32>,
+    pub compression_ratio_threshold: Option<f32>,
+    pub log_prob_threshold: Option<f32>,
+    pub no_speech_threshold: Option<f32>,
+    pub condition_on_previous_text: bool,
+    pub prompt_reset_on_temperature: f32,
+    pub initial_prompt: Option<String>,
+    /// Text forced at the start of the first window.
+    pub prefix: Option<String>,
+    pub suppress_blank: bool,
+    /// Ids never sampled; `-1` stands for the model's default set (non-speech symbols).
+    pub suppress_tokens: Vec<i64>,
+    pub without_timestamps: bool,
+    /// Seconds: the first timestamp cannot be later than this.
+    pub max_initial_timestamp: f32,
+    pub word_timestamps: bool,
+    pub prepend_punctuations: String,
+    pub append_punctuations: String,
+    /// Cap on new tokens per window (`None`: the model's context).
+    pub max_new_tokens: Option<usize>,
+    /// Seed of the sampler used at temperatures > 0.
+    pub seed: u64,
+}
+
+impl Default for WhisperOptions {
+    fn default() -> Self {
+        Self {
+            language: None,
+            task: Task::Transcribe,
+            beam_size: 5,
+            best_of: 5,
+            patience: 1.0,
+            length_penalty: 1.0,
+            temperatures: vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
+            compression_ratio_threshold: Some(2.4),
+            log_prob_threshold: Some(-1.0),
+            no_speech_threshold: Some(0.6),
+            condition_on_previous_text: false,
+            prompt_reset_on_temperature: 0.5,
+            initial_prompt: None,
+            prefix: None,
+            suppress_blank: true,
+            suppress_tokens: vec![-1],
+            without_timestamps: false,
+            max_initial_timestamp: 1.0,
+            word_timestamps: false,
+            prepend_punctuations: "\"'“¿([{-".into(),
+            append_punctuations: "\"'.。,，!！?？:：”)]}、".into(),
+            max_new_tokens: None,
+            seed: 0,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logits rules (CTranslate2's SuppressTokens, SuppressTokensBegin, ApplyTimestampRules)
+
+/// Timestamp-mode constraints, CTranslate2's `ApplyTimestampRules`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimestampRules {
+    pub eot: u32,
+    pub no_timestamps: u32,
+    pub timestamp_begin: u32,
+    /// Last id of the vocabulary.
+    pub timestamp_end: u32,
+    /// Largest timestamp id allowed as the first token.
+    pub max_initial_timestamp: u32,
+}
+
+/// Everything applied to one row of logits before a token is chosen.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogitRules {
+    pub suppress: Vec<u32>,
+    /// Suppressed at the first sampled step only (blank and end-of-text).
+    pub suppress_begin: Vec<u32>,
+    pub timestamps: Option<TimestampRules>,
+}
+
+impl LogitRules {
+    /// Apply to `row` (one sequence's logits) at decoding `step` (0 = the first token after the
+    /// prompt); `seq` holds the tokens chosen so far (forced prefix included), `sample_begin` the
+    /// length of that forced prefix.
+    pub fn apply(&self, row: &mut [f32], step: usize, sample_begin: usize, seq: &[u32]) {
+        let v = row.len();
+        let disable = |row: &mut [f32], id: u32| {
+            if let Some(x) = row.get_mut(id as usize) {
+                *x = DISABLED;
+            }
+        };
+        for &id in &self.suppress {
+            disable(row, id);
+        }
+        if step == sample_begin {
+            for &id in &self.suppress_begin {
+                disable(row, id);
+            }
+        }
+        let Some(ts) = &self.timestamps else { return };
+        let tb = (ts.timestamp_begin as usize).min(v);
+        let te = (ts.timestamp_end as usize).min(v.saturating_sub(1));
+        disable(row, ts.no_timestamps);
+        let mut check = false;
+        if step == sample_begin && step == 0 {
+            // the first token is a timestamp, not later than max_initial_timestamp
+            row[..tb].fill(DISABLED);
+            let lo = (ts.max_initial_timestamp as usize + 1).min(v);
+            if lo <= te {
+                row[lo..=te].fill(DISABLED);
+            }
+        } else if step > sample_begin {
+            let last = seq.get(step - 1).copied().unwrap_or(0);
+            if last >= ts.timestamp_begin {
+                let penultimate = if step - 1 > sample_begin { seq.get(step - 2).copied().unwrap_or(0) } else { last };
+                if penultimate >= ts.timestamp_begin {
+                    // a closed pair: text or end-of-text must follow
+                    if tb <= te {
+                        row[tb..=te].fill(DISABLED);
+                    }
+                } else {
+                    // an open timestamp: its closing timestamp (not earlier) or end-of-text
+                    row[..(ts.eot as usize).min(v)].fill(DISABLED);
+                    row[tb..(last as usize).min(v)].fill(DISABLED);
+                    check = true;
+                }
+            } else {
+                check = true;
+                // timestamps never decrease
+                if let Some(&t) = seq[sample_begin.min(seq.len())..step.min(seq.len())]
+                    .iter()
+                    .rev()
+                    .find(|&&t| t >= ts.timestamp_begin)
+                {
+                    row[tb..=(t as usize).min(te)].fill(DISABLED);
+                }
+            }
+        }
+        if check {
+            // if the timestamps together outweigh every single text token, sample a timestamp
+            let lse = log_sum_exp(row);
+            let max_text = row[..tb].iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x)) - lse;
+            let ts_mass = log_sum_exp(&row[tb..=te]) - lse;
+            if ts_mass > max_text {
+                row[..tb].fill(DISABLED);
+            }
+        }
+    }
+}
+
+fn log_sum_exp(x: &[f32]) -> f32 {
+    let m = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    if !m.is_finite() {
+        return m;
+    }
+    let s: f64 = x.iter().map(|&v| ((v - m) as f64).exp()).sum();
+    m + s.ln() as f32
+}
+
+/// In place: `x ← x − logsumexp(x)`.
+fn log_softmax(x: &mut [f32]) {
+    let lse = log_sum_exp(x);
+    for v in x.iter_mut() {
+        *v -= lse;
+    }
+}
+
+fn softmax_at(x: &[f32], id: usize) -> f32 {
+    let lse = log_sum_exp(x);
+    x.get(id).map_or(0.0, |&v| (v - lse).exp())
+}
+
+fn argmax(x: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best
+}
+
+/// Deterministic xorshift64* for temperature sampling.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn uniform(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// A draw from `softmax(logprobs / t)`.
+    fn sample(&mut self, logprobs: &[f32], t: f32) -> usize {
+        let m = logprobs.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        let w: Vec<f64> = logprobs.iter().map(|&v| (((v - m) / t) as f64).exp()).collect();
+        let total: f64 = w.iter().sum();
+        let mut u = self.uniform() * total;
+        for (i, &p) in w.iter().enumerate() {
+            if u < p {
+                return i;
+            }
+            u -= p;
+        }
+        argmax(logprobs)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One window: CTranslate2's Whisper `generate`
+
+/// Settings of one `generate` call.
+#[derive(Clone, Debug)]
+pub struct GenerateOptions {
+    pub beam_size: usize,
+    pub patience: f32,
+    pub length_penalty: f32,
+    /// Independent sampled candidates (temperature > 0).
+    pub num_hypotheses: usize,
+    /// 0 = take the best token.
+    pub temperature: f32,
+    /// Prompt plus new tokens (CTranslate2 decodes at most half of it).
+    pub max_length: usize,
+    pub rules_suppress: Vec<u32>,
+    pub suppress_blank: bool,
+    /// In timestamp steps (0.02 s).
+    pub max_initial_timestamp_index: u32,
+    pub seed: u64,
+}
+
+/// Result of one window.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Generated {
+    /// Chosen tokens (forced prefix included, end-of-text excluded).
+    pub tokens: Vec<u32>,
+    /// Cumulative log-probability (end-of-text included) over `len^length_penalty`.
+    pub score: f32,
+    /// P(`<|nospeech|>`) at the start-of-transcript position.
+    pub no_speech_prob: f32,
+}
+
+struct Hyp {
+    tokens: Vec<u32>,
+    score: f32,
+}
+
+impl<B: Backend> Whisper<B> {
+    fn special(&self) -> &super::tokenizer::SpecialTokens {
+        self.tokenizer.special()
+    }
+
+    /// Logits `(rows, V)` of the last position of each row of `hidden (rows, n, d)`.
+    fn last_logits(&self, hidden: &B::Tensor, n: usize) -> Result<HostTensor> {
+        if n > 1 {
+            let h = self.backend.slice(hidden, 1, n - 1, 1)?; // (rows, 1, d)
+            self.logits(&h)
+        } else {
+            self.logits(hidden)
+        }
+    }
+
+    /// Decode one encoded window `(1, n_audio_ctx, d)` from `prompt`, as CTranslate2's
+    /// `Whisper.generate` does.
+    pub fn generate(&self, encoded: &B::Tensor, prompt: &[u32], o: &GenerateOptions) -> Result<Generated> {
+        let sp = self.special().clone();
+        let sot_index = prompt
+            .iter()
+            .position(|&t| t == sp.sot)
+            .ok_or_else(|| ModelError::BadInput("prompt has no <|startoftranscript|>".into()))?;
+        let mut prompt_length = sot_index;
+        while prompt_length < prompt.len() && (sp.sot..=sp.no_timestamps).contains(&prompt[prompt_length]) {
+            prompt_length += 1;
+        }
+        let ctx = self.decoder.n_ctx();
+        if prompt.len() >= ctx {
+            return Err(ModelError::BadInput(format!("prompt of {} tokens exceeds the context", prompt.len())));
+        }
+        let mut state = self.decoder_state(encoded, 1)?;
+        let prefill = &prompt[..prompt_length - 1];
+        let start = &prompt[prompt_length - 1..];
+        let sot_is_start = sot_index == prompt_length - 1;
+        let mut no_speech_prob = 0.0;
+        if !prefill.is_empty() {
+            let hidden = self.decode(&mut state, prefill, prefill.len())?; // (1, n, d)
+            if !sot_is_start {
+                let h = self.backend.slice(&hidden, 1, sot_index, 1)?;
+                let l = self.logits(&h)?;
+                no_speech_prob = softmax_at(&l.data, sp.no_speech as usize);
+            }
+        }
+        let start_step = prefill.len();
+        let max_len = (o.max_length / 2).min(o.max_length.saturating_sub(start_step)).max(1);
+        let max_len = max_len.min(ctx - start_step);
+        let start_id = start[0];
+        let prefix = &start[1..];
+        let rules = LogitRules {
+            suppress: o.rules_suppress.clone(),
+            suppress_begin: if o.suppress_blank { self.generation.begin_suppress_tokens.clone() } else { Vec::new() },
+            timestamps: (prompt[prompt_length - 1] != sp.no_timestamps).then(|| TimestampRules {
+                eot: sp.eot,
+                no_timestamps: sp.no_timestamps,
+                timestamp_begin: sp.timestamp_begin,
+                timestamp_end: (self.config.vocab_size - 1) as u32,
+                max_initial_timestamp: sp.timestamp_begin + o.max_initial_timestamp_index,
+            }),
+        };
+        let first_step_no_speech = sot_is_start.then_some(sp.no_speech as usize);
+        let (mut hyps, ns) = if o.beam_size <= 1 {
+            self.greedy(&mut state, start_id, prefix, max_len, &rules, o, first_step_no_speech)?
+        } else {
+            self.beam(&mut state, start_id, prefix, max_len, &rules, o, first_step_no_speech)?
+        };
+        if let Some(p) = ns {
+            no_speech_prob = p;
+        }
+        for h in &mut hyps {
+            h.score /= (h.tokens.len() as f32).powf(o.length_penalty);
+        }
+        hyps.sort_by(|a, b| b.score.total_cmp(&a.score));
+        let best = hyps.into_iter().next().ok_or_else(|| ModelError::BadInput("decoding produced no hypothesis".into()))?;
+        Ok(Generated { tokens: best.tokens, score: best.score, no_speech_prob })
+    }
+
+    /// Greedy search, or `num_hypotheses` independent samples at `temperature`.
+    #[allow(clippy::too_many_arguments)]
+    fn greedy(
+        &self,
+        state: &mut super::decoder::DecoderState<B>,
+        start_id: u32,
+        prefix: &[u32],
+        max_len: usize,
+        rules: &LogitRules,
+        o: &GenerateOptions,
+        no_speech_id: Option<usize>,
+    ) -> Result<(Vec<Hyp>, Option<f32>)> {
+        let eot = self.special().eot;
+        let n = if o.temperature > 0.0 { o.num_hypotheses.max(1) } else { 1 };
+        if n > 1 {
+            self.decoder.reorder(&self.backend, state, &vec![0; n])?;
+        }
+        let mut rng = Rng::new(o.seed);
+        let mut hyps: Vec<Hyp> = (0..n).map(|_| Hyp { tokens: Vec::new(), score: 0.0 }).collect();
+        // row r of the batch decodes hypothesis alive[r]
+        let mut alive: Vec<usize> = (0..n).collect();
+        let mut input = vec![start_id; n];
+        let mut no_speech = None;
+        for step in 0..max_len {
+            let hidden = self.decode(state, &input, 1)?; // (rows, 1, d)
+            let mut logits = self.last_logits(&hidden, 1)?; // (rows, V)
+            let v = logits.last_dim();
+            let mut keep = Vec::with_capacity(alive.len());
+            for (r, row) in logits.data.chunks_mut(v).enumerate() {
+                if step == 0 && r == 0 {
+                    if let Some(id) = no_speech_id {
+                        no_speech = Some(softmax_at(row, id));
+                    }
+                }
+                let h = &mut hyps[alive[r]];
+                rules.apply(row, step, prefix.len(), &h.tokens);
+                log_softmax(row);
+                let (id, lp) = if step < prefix.len() {
+                    (prefix[step] as usize, 0.0)
+                } else if o.temperature > 0.0 {
+                    let id = rng.sample(row, o.temperature);
+                    (id, row[id])
+                } else {
+                    let id = argmax(row);
+                    (id, row[id])
+                };
+                let id = id as u32;
+                h.score += lp;
+                if id != eot {
+                    h.tokens.push(id);
+                }
+                let finished = (id == eot && step >= prefix.len()) || step + 1 == max_len;
+                if !finished {
+                    keep.push(r);
+                    input[keep.len() - 1] = id;
+                }
+            }
+            if keep.is_empty() {
+                break;
+            }
+            if keep.len() != alive.len() {
+                self.decoder.reorder(&self.backend, state, &keep)?;
+                alive = keep.iter().map(|&r| alive[r]).collect();
+                input.truncate(keep.len());
+            }
+        }
+        Ok((hyps, no_speech))
+    }
+
+    /// CTranslate2's beam search (batch of one): 2·beam candidates per step, finished
+    /// hypotheses replaced by the next unfinished candidates, stop after round(beam·patience)
+    /// hypotheses.
+    #[allow(clippy::too_many_arguments)]
+    fn beam(
+        &self,
+        state: &mut super::decoder::DecoderState<B>,
+        start_id: u32,
+        prefix: &[u32],
+        max_len: usize,
+        rules: &LogitRules,
+        o: &GenerateOptions,
+        no_speech_id: Option<usize>,
+    ) -> Result<(Vec<Hyp>, Option<f32>)> {
+        let eot = self.special().eot;
+        let k_beam = o.beam_size;
+        let n_cand = 2 * k_beam;
+        let max_candidates = ((k_beam as f32) * o.patience).round().max(1.0) as usize;
+        let early_exit = o.length_penalty == 0.0;
+        let mut finished: Vec<Hyp> = Vec::new();
+        let mut top_beam_finished = false;
+        // live beams: their tokens and cumulative scores; one row before the first step
+        let mut seqs: Vec<Vec<u32>> = vec![Vec::new()];
+        let mut scores: Vec<f32> = vec![0.0];
+        let mut input = vec![start_id];
+        let mut no_speech = None;
+        let mut top: Vec<(f32, usize)> = Vec::with_capacity(n_cand + 1);
+        for step in 0..max_len {
+            let hidden = self.decode(state, &input, 1)?; // (rows, 1, d)
+            let mut logits = self.last_logits(&hidden, 1)?; // (rows, V)
+            let v = logits.last_dim();
+            top.clear();
+            for (r, row) in logits.data.chunks_mut(v).enumerate() {
+                if step == 0 && r == 0 {
+                    if let Some(id) = no_speech_id {
+                        no_speech = Some(softmax_at(row, id));
+                    }
+                }
+                rules.apply(row, step, prefix.len(), &seqs[r]);
+                log_softmax(row);
+                let base = scores[r];
+                // running top-n_cand of (score, flat index), best first
+                for (i, &lp) in row.iter().enumerate() {
+                    let s = lp + base;
+                    if top.len() == n_cand && s <= top[n_cand - 1].0 {
+                        continue;
+                    }
+                    let pos = top.partition_point(|&(t, _)| t >= s);
+                    top.insert(pos, (s, r * v + i));
+                    top.truncate(n_cand);
+                }
+            }
+            let mut cand: Vec<(usize, u32, f32)> = top.iter().map(|&(s, f)| (f / v, (f % v) as u32, s)).collect();
+            if step < prefix.len() {
+                for (k, c) in cand.iter_mut().enumerate() {
+                    *c = (0, prefix[step], if k == 0 { 0.0 } else { -1e10 });
+                }
+            } else if step == prefix.len() && !prefix.is_empty() {
+                for c in cand.iter_mut().skip(1) {
+                    if c.1 == eot {
+                        *c = (c.0, 0, -1e10);
+                    }
+                }
+            }
+            let is_last = step + 1 == max_len;
+            let mut secondary = k_beam;
+            let mut active = Vec::with_capacity(k_beam);
+            for k in 0..k_beam.min(cand.len()) {
+                let (origin, id, score) = cand[k];
+                let mut next = k;
+                if (id == eot && step >= prefix.len()) || is_last {
+                    if k == 0 {
+                        top_beam_finished = true;
+                    }
+                    let mut tokens = seqs[origin].clone();
+                    if id != eot {
+                        tokens.push(id);
+                    }
+                    finished.push(Hyp { tokens, score });
+                    if let Some(j) = (secondary..cand.len()).find(|&j| cand[j].1 != eot) {
+                        next = j;
+                        secondary = j + 1;
+                    }
+                }
+                active.push(next);
+            }
+            let done = is_last
+                || if early_exit { top_beam_finished && !finished.is_empty() } else { finished.len() >= max_candidates };
+            if done {
+                break;
+            }
+            let origins: Vec<usize> = active.iter().map(|&a| cand[a].0).collect();
+            seqs = active
+                .iter()
+                .map(|&a| {
+                    let mut s = seqs[cand[a].0].clone();
+                    s.push(cand[a].1);
+                    s
+                })
+                .collect();
+            scores = active.iter().map(|&a| cand[a].2).collect();
+            input = active.iter().map(|&a| cand[a].1).collect();
+            self.decoder.reorder(&self.backend, state, &origins)?;
+        }
+        Ok((finished, no_speech))
+    }
+
+    /// Language probabilities on an encoded window, best first (CTranslate2's
+    /// `detect_language`: one step from `<|startoftranscript|>`, softmax over language tokens).
+    pub fn detect_language(&self, encoded: &B::Tensor) -> Result<Vec<(String, f32)>> {
+        let langs = self.tokenizer.languages();
+        if !self.tokenizer.is_multilingual() || langs.is_empty() {
+            return Err(ModelError::BadInput("language detection needs a multilingual model".into()));
+        }
+        let mut state = self.decoder_state(encoded, 1)?;
+        let hidden = self.decode(&mut state, &[self.special().sot], 1)?;
+        let logits = self.last_logits(&hidden, 1)?;
+        let sel: Vec<f32> = langs.iter().map(|(_, id)| logits.data.get(*id as usize).copied().unwrap_or(DISABLED)).collect();
+        let lse = log_sum_exp(&sel);
+        let mut out: Vec<(String, f32)> = langs.iter().zip(&sel).map(|((c, _), &x)| (c.clone(), (x - lse).exp())).collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        Ok(out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The seek loop: faster-whisper's `transcribe` / `generate_segments`
+
+/// gzip-style compression ratio of the text (zlib level 6, as Python's `zlib.compress`).
+pub fn compression_ratio(text: &str) -> f32 {
+    use std::io::Write;
+    let bytes = text.as_bytes();
+    if bytes.is_empty() {
+        return 0.0;
+    }
+    let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+    let compressed = enc.write_all(bytes).and_then(|_| enc.finish()).map(|v| v.len()).unwrap_or(bytes.len());
+    bytes.len() as f32 / compressed.max(1) as f32
+}
+
+struct WindowResult {
+    gen: Generated,
+    avg_logprob: f32,
+    temperature: f32,
+    compression_ratio: f32,
+}
+
+/// A segment cut out of one window before its text is known to be kept.
+pub(crate) struct RawSegment {
+    pub start: f64,
+    pub end: f64,
+    pub tokens: Vec<u32>,
+    pub words: Option<Vec<crate::transcript::Word>>,
+}
+
+impl<B: Backend> Whisper<B> {
+    /// Transcribe 16 kHz mono samples.
+    pub fn transcribe(&self, samples: &[f32], opts: &WhisperOptions) -> Result<Transcript> {
+        self.transcribe_with_progress(samples, opts, None)
+    }
+
+    /// [`Self::transcribe`], calling `progress(seconds done)` after every window.
+    pub fn transcribe_with_progress(
+        &self,
+        samples: &[f32],
+        opts: &WhisperOptions,
+        progress: Option<&dyn Fn(f64)>,
+    ) -> Result<Transcript> {
+        validate(opts)?;
+        let duration = samples.len() as f64 / SAMPLE_RATE as f64;
+        let n_mels = self.config.n_mels;
+        let feats = stapes_audio::features::whisper::log_mel(samples, n_mels, HOP);
+        if feats.n_bins != n_mels || feats.data.len() != feats.n_frames * n_mels {
+            return Err(ModelError::BadInput(format!(
+                "front end returned {} frames × {} bins for a {n_mels}-mel model",
+                feats.n_frames, feats.n_bins
+            )));
+        }
+        let window = self.encoder.n_frames;
+        let sp = self.special().clone();
+        let tok = &self.tokenizer;
+
+        // language
+        let (language, language_probability) = match &opts.language {
+            _ if !tok.is_multilingual() => ("en".to_string(), 1.0),
+            Some(code) => {
+                if tok.language_token(code).is_none() {
+                    return Err(ModelError::BadInput(format!("unknown language `{code}`")));
+                }
+                (code.clone(), 1.0)
+            }
+            None => {
+                // faster-whisper detects on the first 30 s of features (all frames, padded)
+                let n = feats.n_frames.min(window);
+                let enc = self.encode_frames(&feats.data, 0, n)?;
+                let probs = self.detect_language(&enc)?;
+                probs.into_iter().next().map(|(c, p)| (c, p)).unwrap_or(("en".into(), 0.0))
+            }
+        };
+
+        let mut sot_sequence = vec![sp.sot];
+        if tok.is_multilingual() {
+            let lang = tok.language_token(&language).ok_or_else(|| ModelError::BadInput(format!("unknown language `{language}`")))?;
+            sot_sequence.push(lang);
+            sot_sequence.push(match opts.task {
+                Task::Transcribe => sp.transcribe,
+                Task::Translate => sp.translate,
+            });
+        }
+        let suppress = self.suppress_set(&opts.suppress_tokens);
+        let max_length = self.decoder.n_ctx();
+
+        let content_frames = feats.n_frames.saturating_sub(1);
+        let mut seek = 0usize;
+        let mut all_tokens: Vec<u32> = Vec::new();
+        let mut prompt_reset_since = 0usize;
+        if let Some(p) = &opts.initial_prompt {
+            all_tokens.extend(tok.encode(&format!(" {}", p.trim()))?);
+        }
+        let prefix_tokens = match &opts.prefix {
+            Some(p) if !p.trim().is_empty() => {
+                let mut t = tok.encode(&format!(" {}", p.trim()))?;
+                t.truncate(max_length / 2 - 1);
+                t
+            }
+            _ => Vec::new(),
+        };
+        let mut segments: Vec<Segment> = Vec::new();
+        let mut last_speech_timestamp = 0.0f64;
+        let mut window_index = 0u64;
+        while seek < content_frames {
+            let time_offset = seek as f64 / 100.0;
+            let segment_size = window.min(content_frames - seek);
+            let segment_duration = segment_size as f64 / 100.0;
+            let encoded = self.encode_frames(&feats.data, seek, segment_size)?;
+
+            let previous = &all_tokens[prompt_reset_since.min(all_tokens.len())..];
+            let mut prompt = Vec::new();
+            if !previous.is_empty() {
+                prompt.push(sp.sot_prev);
+                let keep = previous.len().min(max_length / 2 - 1);
+                prompt.extend_from_slice(&previous[previous.len() - keep..]);
+            }
+            prompt.extend_from_slice(&sot_sequence);
+            if opts.without_timestamps {
+                prompt.push(sp.no_timestamps);
+            }
+            if seek == 0 && !prefix_tokens.is_empty() {
+                if !opts.without_timestamps {
+                    prompt.push(sp.timestamp_begin);
+                }
+                prompt.extend_from_slice(&prefix_tokens);
+            }
+
+            let res = self.generate_with_fallback(&encoded, &prompt, opts, &suppress, max_length, window_index)?;
+            window_index += 1;
+
+            if let Some(thr) = opts.no_speech_threshold {
+                let mut skip = res.gen.no_speech_prob > thr;
+                if let Some(lp) = opts.log_prob_threshold {
+                    if res.avg_logprob > lp {
+                        skip = false;
+                    }
+                }
+                if skip {
+                    seek += segment_size;
+                    if let Some(cb) = progress {
+                        cb((seek.min(content_frames)) as f64 / 100.0);
+                    }
+                    continue;
+                }
+            }
+
+            let tokens = &res.gen.tokens;
+            let (mut current, new_seek, single_timestamp_ending) =
+                split_by_timestamps(tokens, sp.timestamp_begin, time_offset, seek, segment_size, segment_duration);
+            seek = new_seek;
+
+            if opts.word_timestamps {
+                last_speech_timestamp = self.add_word_timestamps(
+                    &mut current,
+                    &encoded,
+                    &sot_sequence,
+                    &language,
+                    segment_size,
+                    time_offset,
+                    opts,
+                    last_speech_timestamp,
+                )?;
+                if !single_timestamp_ending {
+                    if let Some(end) = super::timing::segment_end(&current) {
+                        if end > time_offset {
+                            seek = (end * 100.0).round() as usize;
+                        }
+                    }
+                }
+            }
+
+            for s in current {
+                let text = tok.decode(&s.tokens);
+                if s.start == s.end || text.trim().is_empty() {
+                    continue;
+                }
+                all_tokens.extend_from_slice(&s.tokens);
+                segments.push(Segment {
+                    id: segments.len(),
+                    start: s.start,
+                    end: s.end,
+                    text,
+                    tokens: s.tokens,
+                    avg_logprob: res.avg_logprob,
+                    no_speech_prob: res.gen.no_speech_prob,
+                    compression_ratio: res.compression_ratio,
+                    temperature: res.temperature,
+                    words: s.words,
+                });
+            }
+            if !opts.condition_on_previous_text || res.temperature > opts.prompt_reset_on_temperature {
+                prompt_reset_since = all_tokens.len();
+            }
+            if let Some(cb) = progress {
+                cb((seek.min(content_frames)) as f64 / 100.0);
+            }
+        }
+        Ok(Transcript { language, language_probability, duration, segments })
+    }
+
+    /// Encode mel frames `[start, start+len)` of frames-major `data`, zero-padded to a window.
+    fn encode_frames(&self, data: &[f32], start: usize, len: usize) -> Result<B::Tensor> {
+        let n_mels = self.config.n_mels;
+        let window = self.encoder.n_frames;
+        let mut w = vec![0f32; window * n_mels]; // (3000, n_mels)
+        let len = len.min(window);
+        let src = data
+            .get(start * n_mels..(start + len) * n_mels)
+            .ok_or_else(|| ModelError::BadInput("mel window outside the features".into()))?;
+        w[..src.len()].copy_from_slice(src);
+        self.encode_host(&HostTensor::new(vec![window, n_mels], w)?)
+    }
+
+    /// faster-whisper's `get_suppressed_tokens`: `-1` expands to the model's default set; the
+    /// task, start and no-speech controls are always added.
+    pub fn suppress_set(&self, requested: &[i64]) -> Vec<u32> {
+        let sp = self.special();
+        let mut out: Vec<u32> = Vec::new();
+        if requested.is_empty() {
+            return out;
+        }
+        for &t in requested {
+            if t >= 0 && (t as usize) < self.config.vocab_size {
+                out.push(t as u32);
+            } else if t == -1 {
+                out.extend_from_slice(&self.generation.suppress_tokens);
+            }
+        }
+        out.extend([sp.transcribe, sp.translate, sp.sot, sp.sot_prev, sp.sot_lm, sp.no_speech]);
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn generate_with_fallback(
+        &self,
+        encoded: &B::Tensor,
+        prompt: &[u32],
+        opts: &WhisperOptions,
+        suppress: &[u32],
+        max_length: usize,
+        window_index: u64,
+    ) -> Result<WindowResult> {
+        let max_length = match opts.max_new_tokens {
+            Some(n) => prompt.len() + n,
+            None => max_length,
+        };
+        if max_length > self.decoder.n_ctx() {
+            return Err(ModelError::BadInput(format!(
+                "prompt ({}) plus max_new_tokens exceeds the {} positions of the decoder",
+                prompt.len(),
+                self.decoder.n_ctx()
+            )));
+        }
+        let mut all: Vec<WindowResult> = Vec::new();
+        let mut below_cr: Vec<usize> = Vec::new();
+        let temps = if opts.temperatures.is_empty() { vec![0.0] } else { opts.temperatures.clone() };
+        for &t in &temps {
+            let o = GenerateOptions {
+                beam_size: if t > 0.0 { 1 } else { opts.beam_size.max(1) },
+                patience: opts.patience,
+                length_penalty: opts.length_penalty,
+                num_hypotheses: if t > 0.0 { opts.best_of.max(1) } else { 1 },
+                temperature: t,
+                max_length,
+                rules_suppress: suppress.to_vec(),
+                suppress_blank: opts.suppress_blank,
+                max_initial_timestamp_index: (opts.max_initial_timestamp as f64 / TIME_PRECISION).round() as u32,
+                seed: opts.seed ^ (window_index << 8) ^ (t * 1000.0) as u64,
+            };
+            let gen = self.generate(encoded, prompt, &o)?;
+            let n = gen.tokens.len() as f32;
+            let cum = gen.score * n.powf(opts.length_penalty);
+            let avg_logprob = cum / (n + 1.0);
+            let text = self.tokenizer.decode(&gen.tokens);
+            let cr = compression_ratio(text.trim());
+            let mut needs_fallback = false;
+            if let Some(thr) = opts.compression_ratio_threshold {
+                if cr > thr {
+                    needs_fallback = true;
+                } else {
+                    below_cr.push(all.len());
+                }
+            }
+            if let Some(lp) = opts.log_prob_threshold {
+                if avg_logprob < lp {
+                    needs_fallback = true;
+                }
+            }
+            if let (Some(ns), Some(lp)) = (opts.no_speech_threshold, opts.log_prob_threshold) {
+                if gen.no_speech_prob > ns && avg_logprob < lp {
+                    needs_fallback = false;
+                }
+            }
+            let r = WindowResult { gen, avg_logprob, temperature: t, compression_ratio: cr };
+            if !needs_fallback {
+                return Ok(r);
+            }
+            all.push(r);
+        }
+        // every temperature failed: the best average log-probability, preferring results that
+        // passed the compression check; the last temperature is reported (prompt reset rule)
+        let pool: Vec<usize> = if below_cr.is_empty() { (0..all.len()).collect() } else { below_cr };
+        let best = pool
+            .into_iter()
+            .max_by(|&a, &b| all[a].avg_logprob.total_cmp(&all[b].avg_logprob))
+            .ok_or_else(|| ModelError::BadInput("no decoding result".into()))?;
+        let last_t = *temps.last().unwrap_or(&0.0);
+        let mut r = all.swap_remove(best);
+        r.temperature = last_t;
+        Ok(r)
+    }
+}
+
+fn validate(o: &WhisperOptions) -> Result<()> {
+    if o.beam_size == 0 || o.beam_size > 64 {
+        return Err(ModelError::BadInput(format!("beam size must be 1..=64, got {}", o.beam_size)));
+    }
+    if o.best_of == 0 || o.best_of > 64 {
+        return Err(ModelError::BadInput(format!("best_of must be 1..=64, got {}", o.best_of)));
+    }
+    if !(o.patience > 0.0) {
+        return Err(ModelError::BadInput("patience must be > 0".into()));
+    }
+    if o.temperatures.iter().any(|t| !t.is_finite() || *t < 0.0) {
+        return Err(ModelError::BadInput("temperatures must be finite and ≥ 0".into()));
+    }
+    if !o.length_penalty.is_finite() || !o.max_initial_timestamp.is_finite() || o.max_initial_timestamp < 0.0 {
+        return Err(ModelError::BadInput("length_penalty and max_initial_timestamp must be finite".into()));
+    }
+    Ok(())
+}
+
+/// faster-whisper's `_split_segments_by_timestamps`: cut at consecutive timestamp pairs and
+/// return the next seek (in mel frames).
+pub(crate) fn split_by_timestamps(
+    tokens: &[u32],
+    timestamp_begin: u32,
+    time_offset: f64,
+    seek: usize,
+    segment_size: usize,
+    segment_duration: f64,
+) -> (Vec<RawSegment>, usize, bool) {
+    let is_ts = |t: u32| t >= timestamp_begin;
+    let n = tokens.len();
+    let single_timestamp_ending = n >= 2 && !is_ts(tokens[n - 2]) && is_ts(tokens[n - 1]);
+    let consecutive: Vec<usize> = (1..n).filter(|&i| is_ts(tokens[i]) && is_ts(tokens[i - 1])).collect();
+    let mut out = Vec::new();
+    let mut seek = seek;
+    let pos = |t: u32| (t - timestamp_begin) as f64;
+    if !consecutive.is_empty() {
+        let mut slices = consecutive;
+        if single_timestamp_ending {
+            slices.push(n);
+        }
+        let mut last = 0;
+        for &cur in &slices {
+            let sliced = &tokens[last..cur];
+            if let (Some(&a), Some(&b)) = (sliced.first(), sliced.last()) {
+                out.push(RawSegment {
+                    start: time_offset + pos(a) * TIME_PRECISION,
+                    end: time_offset + pos(b) * TIME_PRECISION,
+                    tokens: sliced.to_vec(),
+                    words: None,
+                });
+            }
+            last = cur;
+        }
+        if single_timestamp_ending {
+            seek += segment_size;
+        } else {
+            let last_ts = tokens[last - 1];
+            seek += (last_ts.saturating_sub(timestamp_begin)) as usize * INPUT_STRIDE;
+        }
+    } else {
+        let mut duration = segment_duration;
+        if let Some(&t) = tokens.iter().rev().find(|&&t| is_ts(t)) {
+            if t != timestamp_begin {
+                duration = pos(t) * TIME_PRECISION;
+            }
+        }
+        out.push(RawSegment { start: time_offset, end: time_offset + duration, tokens: tokens.to_vec(), words: None });
+        seek += segment_size;
+    }
+    (out, seek, single_timestamp_ending)
+}
