@@ -139,6 +139,12 @@ def gigaam(jfk, downloads):
     feats, lens = fe(x, torch.tensor([x.shape[1]]))
     assert feats.shape[-1] == int(lens[0])
     out["v2_jfk5s"] = f32(feats[0].T.numpy())
+    # The same module run in float64: the truth the float32 reference approximates.
+    fe64 = pre.FeatureExtractor(16000, 64).double()
+    truth = fe64(x.double(), torch.tensor([x.shape[1]]))[0][0].T.numpy()
+    d = np.abs(out["v2_jfk5s"] - truth)
+    print(f"gigaam v2: package(f32) vs float64: max abs {d.max():.3e}, mean abs {d.mean():.3e}")
+    out["v2_jfk5s_f64"] = f32(truth)
 
     # v3: GitHub HEAD's FeatureExtractor with n_fft=win=320, center=False is exactly this module
     # stack; the checkpoint's bfloat16 buffers replace the float32 ones.
@@ -151,6 +157,9 @@ def gigaam(jfk, downloads):
     v3 = torch.log(mel(x3).clamp_(1e-9, 1e9))
     assert v3.shape[-1] == (48000 - 320) // 160 + 1
     out["v3_jfk3s"] = f32(v3[0].T.numpy())
+    v3_64 = torch.log(mel.double()(x3.double()).clamp_(1e-9, 1e9))[0].T.numpy()
+    d = np.abs(out["v3_jfk3s"] - v3_64)
+    print(f"gigaam v3: torchaudio(f32) vs float64: max abs {d.max():.3e}, mean abs {d.mean():.3e}")
     return out
 
 

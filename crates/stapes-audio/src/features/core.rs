@@ -116,10 +116,7 @@ impl SparseMel {
                     None => (0, Vec::new()),
                     Some(first) => {
                         let last = row.iter().rposition(|&w| w != 0.0).unwrap_or(first);
-                        (
-                            first,
-                            row[first..=last].iter().map(|&w| w as f32).collect(),
-                        )
+                        (first, row[first..=last].iter().map(|&w| w as f32).collect())
                     }
                 }
             })
@@ -187,10 +184,6 @@ impl MelStft {
         }
     }
 
-    pub fn n_mels(&self) -> usize {
-        self.mel.n_mels
-    }
-
     /// Mel power of frames `0..n_frames` of `x`, frames-major, each value passed through `post`.
     pub fn run(&self, x: &[f32], n_frames: usize, post: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
         let n_mels = self.mel.n_mels;
@@ -233,7 +226,11 @@ impl MelStft {
         let len = x.len() as isize;
         if start >= 0 && start + self.n_fft as isize <= len {
             let s = start as usize;
-            for ((d, &v), &w) in frame.iter_mut().zip(&x[s..s + self.n_fft]).zip(&self.window) {
+            for ((d, &v), &w) in frame
+                .iter_mut()
+                .zip(&x[s..s + self.n_fft])
+                .zip(&self.window)
+            {
                 *d = v * w;
             }
             return;
