@@ -324,7 +324,7 @@ impl Backend for ReferenceBackend {
         }
         let n = w.shape[0];
         let k: usize = w.shape[1..].iter().product();
-        if n * k != w.data.len() || k == 0 {
+        if n * k != w.data.len() || k == 0 || n == 0 {
             return Err(Error::shape(
                 "weight",
                 format!("shape {:?} vs {} values", w.shape, w.data.len()),

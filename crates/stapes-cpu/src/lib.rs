@@ -1,1 +1,1035 @@
-//! stapes-cpu
+//! The CPU home: every op of the contract on host memory, multi-threaded on a rayon pool owned by
+//! the backend, with AVX2/FMA/F16C kernels where the CPU has them (checked at run time).
+//!
+//! GEMMs: f32 through the `gemm` crate; f16 weights widened exactly (F16C) inside the dot
+//! kernels or per cache panel; q8 as ggml's Q8_0×Q8_0 (activations quantized to 32-blocks,
+//! int8 dots with `maddubs`). Shapes with M ≤ [`linalg::SMALL_M`] (decoder steps) take
+//! GEMV-style kernels that stream each weight row once.
+
+pub mod linalg;
+pub mod math;
+pub mod simd;
+
+use linalg::{sgemm, Kernels, Mat, Store};
+use rayon::prelude::*;
+use stapes_core::{
+    Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
+    HostTensor, Lane, Result,
+};
+
+/// Elements per task in element-wise ops: below this, splitting costs more than it saves.
+const ELEM_CHUNK: usize = 1 << 14;
+
+/// An activation tensor in host memory, row-major.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CpuTensor {
+    shape: Vec<usize>,
+    data: Vec<f32>,
+}
+
+impl CpuTensor {
+    fn new(shape: Vec<usize>, data: Vec<f32>) -> Self {
+        debug_assert_eq!(shape.iter().product::<usize>(), data.len());
+        CpuTensor { shape, data }
+    }
+
+    /// The values, row-major (no copy).
+    pub fn data(&self) -> &[f32] {
+        &self.data
+    }
+
+    fn last_dim(&self) -> usize {
+        self.shape.last().copied().unwrap_or(1)
+    }
+}
+
+impl DeviceTensor for CpuTensor {
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+}
+
+/// A `(N, K)` GEMM weight in its lane.
+#[derive(Clone, Debug)]
+pub struct CpuWeight {
+    lane: Lane,
+    n: usize,
+    k: usize,
+    store: Store,
+}
+
+impl CpuWeight {
+    pub fn lane(&self) -> Lane {
+        self.lane
+    }
+}
+
+/// The CPU backend. All three lanes; f32 is the CPU's default.
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    kernels: Kernels,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for CpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuBackend")
+            .field("threads", &self.kernels.threads)
+            .field("avx2", &self.kernels.avx2.is_some())
+            .finish()
+    }
+}
+
+fn check_vec(op: &'static str, what: &str, t: Option<&CpuTensor>, n: usize) -> Result<()> {
+    if let Some(t) = t {
+        if t.data.len() != n {
+            return Err(Error::shape(
+                op,
+                format!("{what} has shape {:?}, expected ({n})", t.shape),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn rank3(op: &'static str, what: &str, t: &CpuTensor) -> Result<(usize, usize, usize)> {
+    match t.shape[..] {
+        [a, b, c] => Ok((a, b, c)),
+        _ => Err(Error::shape(
+            op,
+            format!("{what} must be rank 3, got {:?}", t.shape),
+        )),
+    }
+}
+
+fn around(shape: &[usize], dim: usize) -> (usize, usize, usize) {
+    (
+        shape[..dim].iter().product(),
+        shape[dim],
+        shape[dim + 1..].iter().product(),
+    )
+}
+
+struct AttnDims {
+    b: usize,
+    tq: usize,
+    tk: usize,
+    h: usize,
+    dh: usize,
+    dv: usize,
+    kv_len: usize,
+}
+
+fn attn_dims(
+    op: &'static str,
+    q: &CpuTensor,
+    k: &CpuTensor,
+    v: Option<&CpuTensor>,
+    p: &AttnParams,
+) -> Result<AttnDims> {
+    let (b, tq, cq) = rank3(op, "q", q)?;
+    let (bk, tk, ck) = rank3(op, "k", k)?;
+    let h = p.n_heads;
+    if h == 0 || cq % h != 0 {
+        return Err(Error::shape(
+            op,
+            format!("q's last dim {cq} does not split into {h} heads"),
+        ));
+    }
+    if bk != b || ck != cq {
+        return Err(Error::shape(
+            op,
+            format!("k {:?} does not match q {:?}", k.shape, q.shape),
+        ));
+    }
+    let mut dv = cq / h;
+    if let Some(v) = v {
+        let (bv, tv, cv) = rank3(op, "v", v)?;
+        if bv != b || tv != tk || cv % h != 0 {
+            return Err(Error::shape(
+                op,
+                format!("v {:?} does not match k {:?}", v.shape, k.shape),
+            ));
+        }
+        dv = cv / h;
+    }
+    let kv_len = p.kv_len.unwrap_or(tk);
+    if kv_len == 0 || kv_len > tk {
+        return Err(Error::shape(
+            op,
+            format!("kv_len {kv_len} outside 1..={tk}"),
+        ));
+    }
+    if p.causal && kv_len < tq {
+        return Err(Error::shape(
+            op,
+            format!("causal attention needs kv_len {kv_len} ≥ Tq {tq}"),
+        ));
+    }
+    Ok(AttnDims {
+        b,
+        tq,
+        tk,
+        h,
+        dh: cq / h,
+        dv,
+        kv_len,
+    })
+}
+
+impl CpuBackend {
+    /// A backend running on `threads` worker threads (0 = one per available core).
+    pub fn new(threads: usize) -> Result<Self> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("stapes-cpu-{i}"))
+            .build()
+            .map_err(|e| {
+                Error::Device(format!("cannot start {threads} CPU worker threads: {e}"))
+            })?;
+        Ok(CpuBackend {
+            pool,
+            kernels: Kernels {
+                avx2: simd::Avx2::new(),
+                threads,
+            },
+            counters: Counters::default(),
+        })
+    }
+
+    /// Worker threads in the pool.
+    pub fn threads(&self) -> usize {
+        self.kernels.threads
+    }
+
+    /// Whether the AVX2/FMA/F16C kernels are in use (else the portable ones).
+    pub fn has_avx2(&self) -> bool {
+        self.kernels.avx2.is_some()
+    }
+
+    fn op(&self) {
+        Counters::bump(&self.counters.ops);
+    }
+
+    fn gemm_lane(&self, lane: Lane) {
+        Counters::bump(match lane {
+            Lane::F32 => &self.counters.gemm_f32,
+            Lane::F16 => &self.counters.gemm_f16,
+            Lane::Q8 => &self.counters.gemm_q8,
+        });
+    }
+
+    /// Element-wise map in parallel chunks, vectorised with AVX2 where present.
+    fn map(&self, x: &CpuTensor, f: impl Fn(f32) -> f32 + Sync + Send + Copy) -> CpuTensor {
+        let mut data = x.data.clone();
+        let avx2 = self.kernels.avx2;
+        self.pool.install(|| {
+            data.par_chunks_mut(ELEM_CHUNK).for_each(|c| match avx2 {
+                Some(a) => a.map(c, f),
+                None => c.iter_mut().for_each(|v| *v = f(*v)),
+            })
+        });
+        CpuTensor::new(x.shape.clone(), data)
+    }
+
+    fn broadcast(
+        &self,
+        op: &'static str,
+        a: &CpuTensor,
+        b: &CpuTensor,
+        f: impl Fn(f32, f32) -> f32 + Sync,
+    ) -> Result<CpuTensor> {
+        let (sa, sb) = (&a.shape, &b.shape);
+        if sb.len() > sa.len() || sa[sa.len() - sb.len()..] != sb[..] {
+            return Err(Error::shape(
+                op,
+                format!("{sb:?} is not a suffix of {sa:?}"),
+            ));
+        }
+        let nb = b.data.len();
+        let mut data = a.data.clone();
+        if nb > 0 {
+            // Chunks are whole multiples of b so every chunk starts at b's first element.
+            let chunk = nb * ELEM_CHUNK.div_ceil(nb);
+            self.pool.install(|| {
+                data.par_chunks_mut(chunk).for_each(|c| {
+                    for (seg, _) in c.chunks_mut(nb).zip(0..) {
+                        seg.iter_mut()
+                            .zip(&b.data)
+                            .for_each(|(x, &y)| *x = f(*x, y));
+                    }
+                })
+            });
+        }
+        Ok(CpuTensor::new(sa.clone(), data))
+    }
+
+    fn linear_raw(&self, x: &[f32], m: usize, w: &CpuWeight, bias: Option<&CpuTensor>) -> Vec<f32> {
+        self.pool.install(|| {
+            self.kernels
+                .linear(x, m, w.k, &w.store, w.n, bias.map(|b| b.data.as_slice()))
+        })
+    }
+
+    /// Attention core shared by `attention` and `attention_probs`: per (batch, head) task, the
+    /// scores `(Tq, kv_len)` = scale·q_h·k_hᵀ, masked softmax, then (when `v` is given) P·v_h.
+    fn attend(
+        &self,
+        q: &CpuTensor,
+        k: &CpuTensor,
+        v: Option<&CpuTensor>,
+        d: &AttnDims,
+        p: &AttnParams,
+    ) -> Vec<Vec<f32>> {
+        let c = d.h * d.dh;
+        let cv = d.h * d.dv;
+        self.pool.install(|| {
+            (0..d.b * d.h)
+                .into_par_iter()
+                .map(|bh| {
+                    let (b, h) = (bh / d.h, bh % d.h);
+                    let mut scores = vec![0f32; d.tq * d.kv_len]; // (Tq, kv_len)
+                    let qh = Mat {
+                        data: &q.data[b * d.tq * c + h * d.dh..],
+                        rs: c,
+                        cs: 1,
+                    };
+                    let kt = Mat {
+                        data: &k.data[b * d.tk * c + h * d.dh..],
+                        rs: 1,
+                        cs: c,
+                    };
+                    sgemm(
+                        d.tq,
+                        d.kv_len,
+                        d.dh,
+                        &mut scores,
+                        d.kv_len,
+                        false,
+                        qh,
+                        kt,
+                        p.scale,
+                        gemm::Parallelism::None,
+                    );
+                    for (i, row) in scores.chunks_mut(d.kv_len).enumerate() {
+                        // Query i sees keys 0 ..= kv_len − Tq + i when causal.
+                        let visible = if p.causal {
+                            d.kv_len - d.tq + i + 1
+                        } else {
+                            d.kv_len
+                        };
+                        math::softmax_row(&mut row[..visible]);
+                        row[visible..].fill(0.0);
+                    }
+                    let Some(v) = v else { return scores };
+                    let mut out = vec![0f32; d.tq * d.dv]; // (Tq, Dv)
+                    let pm = Mat {
+                        data: &scores,
+                        rs: d.kv_len,
+                        cs: 1,
+                    };
+                    let vh = Mat {
+                        data: &v.data[b * d.tk * cv + h * d.dv..],
+                        rs: cv,
+                        cs: 1,
+                    };
+                    sgemm(
+                        d.tq,
+                        d.dv,
+                        d.kv_len,
+                        &mut out,
+                        d.dv,
+                        false,
+                        pm,
+                        vh,
+                        1.0,
+                        gemm::Parallelism::None,
+                    );
+                    out
+                })
+                .collect()
+        })
+    }
+}
+
+impl Backend for CpuBackend {
+    type Tensor = CpuTensor;
+    type Weight = CpuWeight;
+
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn supports_lane(&self, _lane: Lane) -> bool {
+        true
+    }
+
+    fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    fn upload(&self, t: &HostTensor) -> Result<CpuTensor> {
+        let h = HostTensor::new(t.shape.clone(), t.data.clone())?;
+        Ok(CpuTensor::new(h.shape, h.data))
+    }
+
+    fn download(&self, t: &CpuTensor) -> Result<HostTensor> {
+        HostTensor::new(t.shape.clone(), t.data.clone())
+    }
+
+    fn weight(&self, w: &HostTensor, lane: Lane) -> Result<CpuWeight> {
+        if w.rank() < 2 {
+            return Err(Error::shape(
+                "weight",
+                format!("need (N, K) or (N, ..), got {:?}", w.shape),
+            ));
+        }
+        let n = w.shape[0];
+        let k: usize = w.shape[1..].iter().product();
+        if n == 0 || k == 0 || n * k != w.data.len() {
+            return Err(Error::shape(
+                "weight",
+                format!("shape {:?} vs {} values", w.shape, w.data.len()),
+            ));
+        }
+        let store = match lane {
+            Lane::F32 => Store::F32(w.data.clone()),
+            Lane::F16 => Store::F16(w.data.iter().map(|&v| half::f16::from_f32(v)).collect()),
+            Lane::Q8 => {
+                // The lane's own quantizer, so CPU weights are bit-identical to the reference's.
+                let kb = k.div_ceil(32);
+                let mut q = Vec::with_capacity(n * kb * 32);
+                let mut s = Vec::with_capacity(n * kb);
+                for row in w.data.chunks(k) {
+                    for blk in stapes_core::lane::quantize_row_q8(row) {
+                        q.extend_from_slice(&blk.q);
+                        s.push(blk.scale.to_f32());
+                    }
+                }
+                Store::Q8 { q, s, kb }
+            }
+        };
+        Ok(CpuWeight { lane, n, k, store })
+    }
+
+    fn weight_shape(&self, w: &CpuWeight) -> (usize, usize) {
+        (w.n, w.k)
+    }
+
+    fn reshape(&self, t: &CpuTensor, shape: &[usize]) -> Result<CpuTensor> {
+        self.op();
+        if shape.iter().product::<usize>() != t.data.len() {
+            return Err(Error::shape(
+                "reshape",
+                format!("{:?} -> {shape:?} changes the element count", t.shape),
+            ));
+        }
+        Ok(CpuTensor::new(shape.to_vec(), t.data.clone()))
+    }
+
+    fn transpose_last2(&self, t: &CpuTensor) -> Result<CpuTensor> {
+        self.op();
+        let s = &t.shape;
+        if s.len() < 2 {
+            return Err(Error::shape(
+                "transpose_last2",
+                format!("need rank ≥ 2, got {s:?}"),
+            ));
+        }
+        let (a, b) = (s[s.len() - 2], s[s.len() - 1]);
+        let mut out = vec![0f32; t.data.len()];
+        if a * b > 0 {
+            self.pool.install(|| {
+                out.par_chunks_mut(a * b)
+                    .zip(t.data.par_chunks(a * b))
+                    .for_each(|(o, i)| {
+                        // 32×32 tiles keep both the read and the write side in cache.
+                        for i0 in (0..a).step_by(32) {
+                            for j0 in (0..b).step_by(32) {
+                                for ii in i0..(i0 + 32).min(a) {
+                                    for jj in j0..(j0 + 32).min(b) {
+                                        o[jj * a + ii] = i[ii * b + jj];
+                                    }
+                                }
+                            }
+                        }
+                    })
+            });
+        }
+        let mut shape = s.clone();
+        let r = shape.len();
+        shape.swap(r - 2, r - 1);
+        Ok(CpuTensor::new(shape, out))
+    }
+
+    fn slice(&self, t: &CpuTensor, dim: usize, start: usize, len: usize) -> Result<CpuTensor> {
+        self.op();
+        let s = &t.shape;
+        if dim >= s.len() || start.checked_add(len).is_none_or(|e| e > s[dim]) {
+            return Err(Error::shape(
+                "slice",
+                format!("[{start}, {start}+{len}) of dim {dim} of {s:?}"),
+            ));
+        }
+        let (outer, d, inner) = around(s, dim);
+        let mut out = Vec::with_capacity(outer * len * inner);
+        for o in 0..outer {
+            out.extend_from_slice(&t.data[(o * d + start) * inner..(o * d + start + len) * inner]);
+        }
+        let mut shape = s.clone();
+        shape[dim] = len;
+        Ok(CpuTensor::new(shape, out))
+    }
+
+    fn concat(&self, ts: &[&CpuTensor], dim: usize) -> Result<CpuTensor> {
+        self.op();
+        let first = ts
+            .first()
+            .ok_or_else(|| Error::shape("concat", "no tensors"))?;
+        let s0 = &first.shape;
+        if dim >= s0.len() {
+            return Err(Error::shape(
+                "concat",
+                format!("dim {dim} out of range for {s0:?}"),
+            ));
+        }
+        for t in ts {
+            let s = &t.shape;
+            if s.len() != s0.len()
+                || s.iter()
+                    .zip(s0)
+                    .enumerate()
+                    .any(|(i, (a, b))| i != dim && a != b)
+            {
+                return Err(Error::shape(
+                    "concat",
+                    format!("{s:?} vs {s0:?} along dim {dim}"),
+                ));
+            }
+        }
+        let (outer, _, inner) = around(s0, dim);
+        let total: usize = ts.iter().map(|t| t.shape[dim]).sum();
+        let mut out = Vec::with_capacity(outer * total * inner);
+        for o in 0..outer {
+            for t in ts {
+                let d = t.shape[dim];
+                out.extend_from_slice(&t.data[o * d * inner..(o + 1) * d * inner]);
+            }
+        }
+        let mut shape = s0.clone();
+        shape[dim] = total;
+        Ok(CpuTensor::new(shape, out))
+    }
+
+    fn write_rows(&self, dst: &mut CpuTensor, src: &CpuTensor, offset: usize) -> Result<()> {
+        self.op();
+        let (b, t, c) = rank3("write_rows", "dst", dst)?;
+        let (bs, n, cs) = rank3("write_rows", "src", src)?;
+        if bs != b || cs != c || offset.checked_add(n).is_none_or(|e| e > t) {
+            return Err(Error::shape(
+                "write_rows",
+                format!(
+                    "src {:?} at row {offset} does not fit dst {:?}",
+                    src.shape, dst.shape
+                ),
+            ));
+        }
+        for bi in 0..b {
+            dst.data[(bi * t + offset) * c..(bi * t + offset + n) * c]
+                .copy_from_slice(&src.data[bi * n * c..(bi + 1) * n * c]);
+        }
+        Ok(())
+    }
+
+    fn gather_batch(&self, t: &CpuTensor, idx: &[usize]) -> Result<CpuTensor> {
+        self.op();
+        let b = *t
+            .shape
+            .first()
+            .ok_or_else(|| Error::shape("gather_batch", "scalar input"))?;
+        let per = t.data.len() / b.max(1);
+        let mut out = Vec::with_capacity(idx.len() * per);
+        for &i in idx {
+            if i >= b {
+                return Err(Error::shape(
+                    "gather_batch",
+                    format!("index {i} ≥ batch {b}"),
+                ));
+            }
+            out.extend_from_slice(&t.data[i * per..(i + 1) * per]);
+        }
+        let mut shape = t.shape.clone();
+        shape[0] = idx.len();
+        Ok(CpuTensor::new(shape, out))
+    }
+
+    fn gather_rows(&self, table: &CpuTensor, ids: &[u32]) -> Result<CpuTensor> {
+        self.op();
+        let [v, d] = table.shape[..] else {
+            return Err(Error::shape(
+                "gather_rows",
+                format!("table must be (V, D), got {:?}", table.shape),
+            ));
+        };
+        let mut out = Vec::with_capacity(ids.len() * d);
+        for &id in ids {
+            let id = id as usize;
+            if id >= v {
+                return Err(Error::shape(
+                    "gather_rows",
+                    format!("id {id} ≥ vocabulary {v}"),
+                ));
+            }
+            out.extend_from_slice(&table.data[id * d..(id + 1) * d]);
+        }
+        Ok(CpuTensor::new(vec![ids.len(), d], out))
+    }
+
+    fn linear(&self, x: &CpuTensor, w: &CpuWeight, bias: Option<&CpuTensor>) -> Result<CpuTensor> {
+        self.op();
+        self.gemm_lane(w.lane);
+        if x.shape.is_empty() || x.last_dim() != w.k {
+            return Err(Error::shape(
+                "linear",
+                format!("x {:?} vs weight ({}, {})", x.shape, w.n, w.k),
+            ));
+        }
+        check_vec("linear", "bias", bias, w.n)?;
+        let m = x.data.len() / w.k;
+        let out = self.linear_raw(&x.data, m, w, bias);
+        let mut shape = x.shape.clone();
+        let r = shape.len();
+        shape[r - 1] = w.n;
+        Ok(CpuTensor::new(shape, out))
+    }
+
+    fn matmul(&self, a: &CpuTensor, b: &CpuTensor, trans_b: bool) -> Result<CpuTensor> {
+        self.op();
+        let (sa, sb) = (&a.shape, &b.shape);
+        let r = sa.len();
+        if r < 2 || sb.len() != r || sa[..r - 2] != sb[..r - 2] {
+            return Err(Error::shape("matmul", format!("{sa:?} vs {sb:?}")));
+        }
+        let (m, k) = (sa[r - 2], sa[r - 1]);
+        let (kb, n) = if trans_b {
+            (sb[r - 1], sb[r - 2])
+        } else {
+            (sb[r - 2], sb[r - 1])
+        };
+        if kb != k {
+            return Err(Error::shape(
+                "matmul",
+                format!("inner dims {k} vs {kb} ({sa:?} · {sb:?}, trans_b={trans_b})"),
+            ));
+        }
+        let batch: usize = sa[..r - 2].iter().product();
+        let mut out = vec![0f32; batch * m * n];
+        if m * n > 0 {
+            // Many small products run one per task; one big product uses the threads inside gemm.
+            let inner = if batch >= self.kernels.threads {
+                gemm::Parallelism::None
+            } else {
+                gemm::Parallelism::Rayon(self.kernels.threads)
+            };
+            self.pool.install(|| {
+                out.par_chunks_mut(m * n).enumerate().for_each(|(bi, o)| {
+                    let am = Mat {
+                        data: &a.data[bi * m * k..(bi + 1) * m * k],
+                        rs: k,
+                        cs: 1,
+                    };
+                    let bm = if trans_b {
+                        Mat {
+                            data: &b.data[bi * k * n..(bi + 1) * k * n],
+                            rs: 1,
+                            cs: k,
+                        }
+                    } else {
+                        Mat {
+                            data: &b.data[bi * k * n..(bi + 1) * k * n],
+                            rs: n,
+                            cs: 1,
+                        }
+                    };
+                    sgemm(m, n, k, o, n, false, am, bm, 1.0, inner);
+                })
+            });
+        }
+        let mut shape = sa.clone();
+        shape[r - 1] = n;
+        Ok(CpuTensor::new(shape, out))
+    }
+
+    fn conv1d(
+        &self,
+        x: &CpuTensor,
+        w: &CpuWeight,
+        bias: Option<&CpuTensor>,
+        p: Conv1dParams,
+    ) -> Result<CpuTensor> {
+        self.op();
+        self.gemm_lane(w.lane);
+        let (b, t, cin) = rank3("conv1d", "x", x)?;
+        let kk = p.kernel;
+        if kk == 0 || p.stride == 0 || cin * kk != w.k || t + 2 * p.padding < kk {
+            return Err(Error::shape(
+                "conv1d",
+                format!("x {:?}, weight ({}, {}), {p:?}", x.shape, w.n, w.k),
+            ));
+        }
+        check_vec("conv1d", "bias", bias, w.n)?;
+        let tout = (t + 2 * p.padding - kk) / p.stride + 1;
+        // im2col: row (b, t_out) holds [c_in][k], the weight's own layout, so the GEMM is linear.
+        let mut col = vec![0f32; b * tout * w.k]; // (B·T_out, C_in·K)
+        self.pool.install(|| {
+            col.par_chunks_mut(w.k).enumerate().for_each(|(row, dst)| {
+                let (bi, to) = (row / tout, row % tout);
+                for kj in 0..kk {
+                    let ti = (to * p.stride + kj) as isize - p.padding as isize;
+                    if ti < 0 || ti >= t as isize {
+                        continue;
+                    }
+                    let src = &x.data[(bi * t + ti as usize) * cin..][..cin];
+                    for (ci, &v) in src.iter().enumerate() {
+                        dst[ci * kk + kj] = v;
+                    }
+                }
+            })
+        });
+        let out = self.linear_raw(&col, b * tout, w, bias);
+        Ok(CpuTensor::new(vec![b, tout, w.n], out))
+    }
+
+    fn depthwise_conv1d(
+        &self,
+        x: &CpuTensor,
+        w: &CpuTensor,
+        bias: Option<&CpuTensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<CpuTensor> {
+        self.op();
+        let (b, t, c) = rank3("depthwise_conv1d", "x", x)?;
+        let [wc, kk] = w.shape[..] else {
+            return Err(Error::shape(
+                "depthwise_conv1d",
+                format!("w must be (C, K), got {:?}", w.shape),
+            ));
+        };
+        if wc != c || kk == 0 || stride == 0 || t + 2 * padding < kk {
+            return Err(Error::shape(
+                "depthwise_conv1d",
+                format!(
+                    "x {:?}, w {:?}, stride {stride}, padding {padding}",
+                    x.shape, w.shape
+                ),
+            ));
+        }
+        check_vec("depthwise_conv1d", "bias", bias, c)?;
+        let tout = (t + 2 * padding - kk) / stride + 1;
+        // (K, C) copy of the taps so the inner loop runs over contiguous channels.
+        let mut wt = vec![0f32; kk * c];
+        for ci in 0..c {
+            for kj in 0..kk {
+                wt[kj * c + ci] = w.data[ci * kk + kj];
+            }
+        }
+        let mut out = vec![0f32; b * tout * c];
+        if c > 0 {
+            self.pool.install(|| {
+                out.par_chunks_mut(c).enumerate().for_each(|(row, o)| {
+                    let (bi, to) = (row / tout, row % tout);
+                    match bias {
+                        Some(bv) => o.copy_from_slice(&bv.data),
+                        None => o.fill(0.0),
+                    }
+                    for kj in 0..kk {
+                        let ti = (to * stride + kj) as isize - padding as isize;
+                        if ti < 0 || ti >= t as isize {
+                            continue;
+                        }
+                        let src = &x.data[(bi * t + ti as usize) * c..][..c];
+                        for ((ov, &xv), &wv) in o.iter_mut().zip(src).zip(&wt[kj * c..(kj + 1) * c])
+                        {
+                            *ov += xv * wv;
+                        }
+                    }
+                })
+            });
+        }
+        Ok(CpuTensor::new(vec![b, tout, c], out))
+    }
+
+    fn conv2d(
+        &self,
+        x: &CpuTensor,
+        w: &CpuTensor,
+        bias: Option<&CpuTensor>,
+        p: Conv2dParams,
+    ) -> Result<CpuTensor> {
+        self.op();
+        let [b, cin, hh, ww] = x.shape[..] else {
+            return Err(Error::shape(
+                "conv2d",
+                format!("x must be (B, C, H, W), got {:?}", x.shape),
+            ));
+        };
+        let [cout, cin_g, kh, kw] = w.shape[..] else {
+            return Err(Error::shape(
+                "conv2d",
+                format!("w must be (C_out, C_in/g, kh, kw), got {:?}", w.shape),
+            ));
+        };
+        let g = p.groups;
+        let ok = g > 0
+            && cin % g == 0
+            && cout % g == 0
+            && cin_g == cin / g
+            && (kh, kw) == p.kernel
+            && kh > 0
+            && kw > 0
+            && p.stride.0 > 0
+            && p.stride.1 > 0
+            && hh + 2 * p.padding.0 >= kh
+            && ww + 2 * p.padding.1 >= kw;
+        if !ok {
+            return Err(Error::shape(
+                "conv2d",
+                format!("x {:?}, w {:?}, {p:?}", x.shape, w.shape),
+            ));
+        }
+        check_vec("conv2d", "bias", bias, cout)?;
+        let ho = (hh + 2 * p.padding.0 - kh) / p.stride.0 + 1;
+        let wo = (ww + 2 * p.padding.1 - kw) / p.stride.1 + 1;
+        let (cout_g, kdim, npix) = (cout / g, cin_g * kh * kw, ho * wo);
+        let mut out = vec![0f32; b * cout * npix];
+        self.pool.install(|| {
+            // One task per (batch, group): im2col (C_in/g·kh·kw, Ho·Wo), then W_g · col.
+            out.par_chunks_mut(cout_g * npix)
+                .enumerate()
+                .for_each(|(task, o)| {
+                    let (bi, grp) = (task / g, task % g);
+                    let mut col = vec![0f32; kdim * npix];
+                    for cl in 0..cin_g {
+                        let plane = &x.data[(bi * cin + grp * cin_g + cl) * hh * ww..][..hh * ww];
+                        for i in 0..kh {
+                            for j in 0..kw {
+                                let crow = &mut col[((cl * kh + i) * kw + j) * npix..][..npix];
+                                for oy in 0..ho {
+                                    let y = (oy * p.stride.0 + i) as isize - p.padding.0 as isize;
+                                    if y < 0 || y >= hh as isize {
+                                        continue;
+                                    }
+                                    for ox in 0..wo {
+                                        let xx =
+                                            (ox * p.stride.1 + j) as isize - p.padding.1 as isize;
+                                        if xx >= 0 && xx < ww as isize {
+                                            crow[oy * wo + ox] =
+                                                plane[y as usize * ww + xx as usize];
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    let wm = Mat {
+                        data: &w.data[grp * cout_g * kdim..(grp + 1) * cout_g * kdim],
+                        rs: kdim,
+                        cs: 1,
+                    };
+                    let cm = Mat {
+                        data: &col,
+                        rs: npix,
+                        cs: 1,
+                    };
+                    sgemm(
+                        cout_g,
+                        npix,
+                        kdim,
+                        o,
+                        npix,
+                        false,
+                        wm,
+                        cm,
+                        1.0,
+                        gemm::Parallelism::None,
+                    );
+                    if let Some(bv) = bias {
+                        for (co, plane) in o.chunks_mut(npix).enumerate() {
+                            let bval = bv.data[grp * cout_g + co];
+                            plane.iter_mut().for_each(|v| *v += bval);
+                        }
+                    }
+                })
+        });
+        Ok(CpuTensor::new(vec![b, cout, ho, wo], out))
+    }
+
+    fn attention(
+        &self,
+        q: &CpuTensor,
+        k: &CpuTensor,
+        v: &CpuTensor,
+        p: &AttnParams,
+    ) -> Result<CpuTensor> {
+        self.op();
+        let d = attn_dims("attention", q, k, Some(v), p)?;
+        let heads = self.attend(q, k, Some(v), &d, p);
+        let cv = d.h * d.dv;
+        let mut out = vec![0f32; d.b * d.tq * cv];
+        for (bh, hout) in heads.iter().enumerate() {
+            let (b, h) = (bh / d.h, bh % d.h);
+            for i in 0..d.tq {
+                out[(b * d.tq + i) * cv + h * d.dv..][..d.dv]
+                    .copy_from_slice(&hout[i * d.dv..(i + 1) * d.dv]);
+            }
+        }
+        Ok(CpuTensor::new(vec![d.b, d.tq, cv], out))
+    }
+
+    fn attention_probs(&self, q: &CpuTensor, k: &CpuTensor, p: &AttnParams) -> Result<CpuTensor> {
+        self.op();
+        let d = attn_dims("attention_probs", q, k, None, p)?;
+        let probs = self.attend(q, k, None, &d, p).concat();
+        Ok(CpuTensor::new(vec![d.b, d.h, d.tq, d.kv_len], probs))
+    }
+
+    fn layer_norm(
+        &self,
+        x: &CpuTensor,
+        gamma: &CpuTensor,
+        beta: Option<&CpuTensor>,
+        eps: f32,
+    ) -> Result<CpuTensor> {
+        self.op();
+        let c = x.last_dim();
+        check_vec("layer_norm", "gamma", Some(gamma), c)?;
+        check_vec("layer_norm", "beta", beta, c)?;
+        let mut out = x.data.clone();
+        if c > 0 {
+            self.pool.install(|| {
+                out.par_chunks_mut(c).for_each(|row| {
+                    let mean = row.iter().sum::<f32>() / c as f32;
+                    let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / c as f32;
+                    let inv = 1.0 / (var + eps).sqrt();
+                    match beta {
+                        Some(b) => row
+                            .iter_mut()
+                            .zip(&gamma.data)
+                            .zip(&b.data)
+                            .for_each(|((v, &g), &bb)| *v = (*v - mean) * inv * g + bb),
+                        None => row
+                            .iter_mut()
+                            .zip(&gamma.data)
+                            .for_each(|(v, &g)| *v = (*v - mean) * inv * g),
+                    }
+                })
+            });
+        }
+        Ok(CpuTensor::new(x.shape.clone(), out))
+    }
+
+    fn rms_norm(&self, x: &CpuTensor, gamma: &CpuTensor, eps: f32) -> Result<CpuTensor> {
+        self.op();
+        let c = x.last_dim();
+        check_vec("rms_norm", "gamma", Some(gamma), c)?;
+        let mut out = x.data.clone();
+        if c > 0 {
+            self.pool.install(|| {
+                out.par_chunks_mut(c).for_each(|row| {
+                    let ms = row.iter().map(|&v| v * v).sum::<f32>() / c as f32;
+                    let inv = 1.0 / (ms + eps).sqrt();
+                    row.iter_mut()
+                        .zip(&gamma.data)
+                        .for_each(|(v, &g)| *v *= inv * g);
+                })
+            });
+        }
+        Ok(CpuTensor::new(x.shape.clone(), out))
+    }
+
+    fn activation(&self, x: &CpuTensor, act: Activation) -> Result<CpuTensor> {
+        self.op();
+        Ok(self.map(x, move |v| math::apply(act, v)))
+    }
+
+    fn glu(&self, x: &CpuTensor) -> Result<CpuTensor> {
+        self.op();
+        let c = x.last_dim();
+        if x.shape.is_empty() || !c.is_multiple_of(2) {
+            return Err(Error::shape(
+                "glu",
+                format!("last dim of {:?} must be even", x.shape),
+            ));
+        }
+        let half = c / 2;
+        let mut out = vec![0f32; x.data.len() / 2];
+        if half > 0 {
+            self.pool.install(|| {
+                out.par_chunks_mut(half)
+                    .zip(x.data.par_chunks(c))
+                    .for_each(|(o, row)| {
+                        let (a, g) = row.split_at(half);
+                        o.iter_mut()
+                            .zip(a)
+                            .zip(g)
+                            .for_each(|((o, &a), &g)| *o = a * math::sigmoid(g));
+                    })
+            });
+        }
+        let mut shape = x.shape.clone();
+        let r = shape.len();
+        shape[r - 1] = half;
+        Ok(CpuTensor::new(shape, out))
+    }
+
+    fn softmax(&self, x: &CpuTensor) -> Result<CpuTensor> {
+        self.op();
+        let c = x.last_dim();
+        let mut out = x.data.clone();
+        if c > 0 {
+            self.pool
+                .install(|| out.par_chunks_mut(c).for_each(math::softmax_row));
+        }
+        Ok(CpuTensor::new(x.shape.clone(), out))
+    }
+
+    fn log_softmax(&self, x: &CpuTensor) -> Result<CpuTensor> {
+        self.op();
+        let c = x.last_dim();
+        let mut out = x.data.clone();
+        if c > 0 {
+            self.pool.install(|| {
+                out.par_chunks_mut(c).for_each(|row| {
+                    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                    // f64 sum: rows are vocabulary-long (51864), where an f32 running sum drifts
+                    // by ~1e-5 relative.
+                    let sum: f64 = row.iter().map(|&v| math::exp(v - max) as f64).sum();
+                    let lse = max + sum.ln() as f32;
+                    row.iter_mut().for_each(|v| *v -= lse);
+                })
+            });
+        }
+        Ok(CpuTensor::new(x.shape.clone(), out))
+    }
+
+    fn add(&self, a: &CpuTensor, b: &CpuTensor) -> Result<CpuTensor> {
+        self.op();
+        self.broadcast("add", a, b, |x, y| x + y)
+    }
+
+    fn mul(&self, a: &CpuTensor, b: &CpuTensor) -> Result<CpuTensor> {
+        self.op();
+        self.broadcast("mul", a, b, |x, y| x * y)
+    }
+
+    fn affine(&self, x: &CpuTensor, s: f32, t: f32) -> Result<CpuTensor> {
+        self.op();
+        Ok(self.map(x, move |v| v.mul_add(s, t)))
+    }
+}

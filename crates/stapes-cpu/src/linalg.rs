@@ -1,0 +1,351 @@
+//! GEMM plumbing: a bounds-checked wrapper over the `gemm` crate, and the lane-specific linear
+//! kernels (f32 / f16 / q8) with their small-M (decoder step) and large-M (encoder) paths.
+
+use crate::simd::{self, Avx2, MR};
+use gemm::Parallelism;
+use half::f16;
+use rayon::prelude::*;
+
+/// A strided read-only matrix view: element (i, j) is `data[i·rs + j·cs]`.
+#[derive(Clone, Copy)]
+pub struct Mat<'a> {
+    pub data: &'a [f32],
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl Mat<'_> {
+    fn fits(&self, rows: usize, cols: usize) -> bool {
+        rows == 0 || cols == 0 || (rows - 1) * self.rs + (cols - 1) * self.cs < self.data.len()
+    }
+}
+
+/// `dst (m, n) [+]= scale · a (m, k) · b (k, n)`; `dst` is row-major with row stride `dst_rs`.
+/// Panics only on an internal indexing bug (views that do not cover their shapes).
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [f32],
+    dst_rs: usize,
+    accumulate: bool,
+    a: Mat,
+    b: Mat,
+    scale: f32,
+    par: Parallelism,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    assert!(
+        a.fits(m, k) && b.fits(k, n) && (m - 1) * dst_rs + n <= dst.len() && dst_rs >= n,
+        "sgemm views do not cover ({m}, {k}) · ({k}, {n})"
+    );
+    if k == 0 {
+        if !accumulate {
+            for r in 0..m {
+                dst[r * dst_rs..r * dst_rs + n].fill(0.0);
+            }
+        }
+        return;
+    }
+    // SAFETY: the assert above proves every index gemm touches lies inside the three slices, and
+    // `dst` is borrowed mutably so nothing aliases it.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            dst_rs as isize,
+            accumulate,
+            a.data.as_ptr(),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr(),
+            b.cs as isize,
+            b.rs as isize,
+            1.0,
+            scale,
+            false,
+            false,
+            false,
+            par,
+        );
+    }
+}
+
+/// Activations quantized like the q8 lane: per row, ⌈K/32⌉ blocks of 32 int8 in ±127
+/// (zero padded) with one f32 scale each.
+pub struct QuantRows {
+    pub q: Vec<i8>,
+    pub s: Vec<f32>,
+    pub kb: usize,
+}
+
+impl QuantRows {
+    pub fn new(x: &[f32], m: usize, k: usize) -> Self {
+        let kb = k.div_ceil(32);
+        let mut q = vec![0i8; m * kb * 32];
+        let mut s = vec![0f32; m * kb];
+        q.par_chunks_mut(kb * 32)
+            .zip(s.par_chunks_mut(kb))
+            .enumerate()
+            .for_each(|(r, (qr, sr))| {
+                let row = &x[r * k..(r + 1) * k];
+                for (b, chunk) in row.chunks(32).enumerate() {
+                    let amax = chunk.iter().fold(0f32, |a, v| a.max(v.abs()));
+                    let scale = amax / 127.0;
+                    let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+                    for (d, v) in qr[b * 32..].iter_mut().zip(chunk) {
+                        *d = (v * inv).round() as i8;
+                    }
+                    sr[b] = scale;
+                }
+            });
+        QuantRows { q, s, kb }
+    }
+
+    fn row(&self, r: usize) -> (&[i8], &[f32]) {
+        (
+            &self.q[r * self.kb * 32..(r + 1) * self.kb * 32],
+            &self.s[r * self.kb..(r + 1) * self.kb],
+        )
+    }
+}
+
+/// A lane-stored `(N, K)` weight as the CPU keeps it.
+#[derive(Debug, Clone)]
+pub enum Store {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    /// `q`: N·kb blocks of 32 int8; `s`: N·kb scales (the f16 scales widened once).
+    Q8 {
+        q: Vec<i8>,
+        s: Vec<f32>,
+        kb: usize,
+    },
+}
+
+/// Rows of M at or below this take the GEMV-style path (weight streamed once, parallel over N).
+pub const SMALL_M: usize = 8;
+/// Weight rows per task in the GEMV-style path: big enough to amortise task overhead, small
+/// enough that 2+ threads share the logits projection evenly.
+const GEMV_ROWS: usize = 256;
+
+/// The linear kernels, dispatched once at construction on what the CPU can run.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    pub avx2: Option<Avx2>,
+    pub threads: usize,
+}
+
+impl Kernels {
+    fn dot_f32(&self, x: &[&[f32]; MR], rows: usize, w: &[f32]) -> [f32; MR] {
+        match self.avx2 {
+            Some(a) => a.dot_f32(x, rows, w),
+            None => simd::scalar::dot_f32(x, rows, w),
+        }
+    }
+
+    fn dot_f16(&self, x: &[&[f32]; MR], rows: usize, w: &[f16]) -> [f32; MR] {
+        match self.avx2 {
+            Some(a) => a.dot_f16(x, rows, w),
+            None => simd::scalar::dot_f16(x, rows, w),
+        }
+    }
+
+    fn dot_q8(
+        &self,
+        xq: &[&[i8]; MR],
+        xs: &[&[f32]; MR],
+        rows: usize,
+        wq: &[i8],
+        ws: &[f32],
+    ) -> [f32; MR] {
+        match self.avx2 {
+            Some(a) => a.dot_q8(xq, xs, rows, wq, ws),
+            None => simd::scalar::dot_q8(xq, xs, rows, wq, ws),
+        }
+    }
+
+    fn par(&self) -> Parallelism {
+        if self.threads > 1 {
+            Parallelism::Rayon(self.threads)
+        } else {
+            Parallelism::None
+        }
+    }
+
+    /// `x (m, k) · Wᵀ + b -> (m, n)`. Shapes were validated by the caller.
+    pub fn linear(
+        &self,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        w: &Store,
+        n: usize,
+        bias: Option<&[f32]>,
+    ) -> Vec<f32> {
+        let mut out = if m <= SMALL_M {
+            self.linear_small(x, m, k, w, n)
+        } else {
+            match w {
+                Store::F32(wd) => {
+                    let mut out = vec![0f32; m * n];
+                    let a = Mat {
+                        data: x,
+                        rs: k,
+                        cs: 1,
+                    };
+                    // Wᵀ as a (k, n) view of the row-major (n, k) weight.
+                    let b = Mat {
+                        data: wd,
+                        rs: 1,
+                        cs: k,
+                    };
+                    sgemm(m, n, k, &mut out, n, false, a, b, 1.0, self.par());
+                    out
+                }
+                Store::F16(wd) => self.linear_f16_large(x, m, k, wd, n),
+                Store::Q8 { q, s, kb } => self.linear_q8_large(x, m, k, q, s, *kb, n),
+            }
+        };
+        if let Some(b) = bias {
+            out.par_chunks_mut(n)
+                .for_each(|row| row.iter_mut().zip(b).for_each(|(o, &v)| *o += v));
+        }
+        out
+    }
+
+    /// Decoder-step shapes: every weight row is read once and dotted with all (≤ SMALL_M)
+    /// activation rows; tasks split N, writing a transposed (n, m) buffer.
+    fn linear_small(&self, x: &[f32], m: usize, k: usize, w: &Store, n: usize) -> Vec<f32> {
+        let xq = match w {
+            Store::Q8 { .. } => Some(QuantRows::new(x, m, k)),
+            _ => None,
+        };
+        let mut out_t = vec![0f32; n * m];
+        out_t
+            .par_chunks_mut(GEMV_ROWS * m.max(1))
+            .enumerate()
+            .for_each(|(chunk, o)| {
+                let n0 = chunk * GEMV_ROWS;
+                for (i, orow) in o.chunks_mut(m.max(1)).enumerate() {
+                    let j = n0 + i;
+                    for r0 in (0..m).step_by(MR) {
+                        let rows = (m - r0).min(MR);
+                        let res = match w {
+                            Store::F32(wd) => {
+                                let xr: [&[f32]; MR] =
+                                    std::array::from_fn(|r| &x[(r0 + r.min(rows - 1)) * k..][..k]);
+                                self.dot_f32(&xr, rows, &wd[j * k..(j + 1) * k])
+                            }
+                            Store::F16(wd) => {
+                                let xr: [&[f32]; MR] =
+                                    std::array::from_fn(|r| &x[(r0 + r.min(rows - 1)) * k..][..k]);
+                                self.dot_f16(&xr, rows, &wd[j * k..(j + 1) * k])
+                            }
+                            Store::Q8 { q, s, kb } => {
+                                let Some(xq) = xq.as_ref() else { return };
+                                let rq: [(&[i8], &[f32]); MR] =
+                                    std::array::from_fn(|r| xq.row(r0 + r.min(rows - 1)));
+                                let xqs: [&[i8]; MR] = std::array::from_fn(|r| rq[r].0);
+                                let xss: [&[f32]; MR] = std::array::from_fn(|r| rq[r].1);
+                                self.dot_q8(
+                                    &xqs,
+                                    &xss,
+                                    rows,
+                                    &q[j * kb * 32..(j + 1) * kb * 32],
+                                    &s[j * kb..(j + 1) * kb],
+                                )
+                            }
+                        };
+                        orow[r0..r0 + rows].copy_from_slice(&res[..rows]);
+                    }
+                }
+            });
+        let mut out = vec![0f32; m * n];
+        for j in 0..n {
+            for r in 0..m {
+                out[r * n + j] = out_t[j * m + r];
+            }
+        }
+        out
+    }
+
+    /// Encoder shapes, f16 lane: widen a panel of weight rows to f32 (exact), then the f32 GEMM
+    /// writes that panel's columns. The panel stays cache-resident across all m rows.
+    fn linear_f16_large(&self, x: &[f32], m: usize, k: usize, wd: &[f16], n: usize) -> Vec<f32> {
+        use half::slice::HalfFloatSliceExt;
+        const PANEL: usize = 256;
+        let mut out = vec![0f32; m * n];
+        let mut panel = vec![0f32; PANEL * k];
+        let a = Mat {
+            data: x,
+            rs: k,
+            cs: 1,
+        };
+        for n0 in (0..n).step_by(PANEL) {
+            let nc = (n - n0).min(PANEL);
+            let p = &mut panel[..nc * k];
+            wd[n0 * k..(n0 + nc) * k].convert_to_f32_slice(p);
+            let b = Mat {
+                data: p,
+                rs: 1,
+                cs: k,
+            };
+            sgemm(m, nc, k, &mut out[n0..], n, false, a, b, 1.0, self.par());
+        }
+        out
+    }
+
+    /// Encoder shapes, q8 lane: quantize activations once, then tasks over blocks of 16 rows of
+    /// M; within a task, weight panels of 64 rows stay in L1/L2 while 4 activation rows at a time
+    /// stream past them.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_q8_large(
+        &self,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        q: &[i8],
+        s: &[f32],
+        kb: usize,
+        n: usize,
+    ) -> Vec<f32> {
+        const ROWS: usize = 16;
+        const PANEL: usize = 64;
+        let xq = QuantRows::new(x, m, k);
+        let mut out = vec![0f32; m * n];
+        out.par_chunks_mut(ROWS * n).enumerate().for_each(|(c, o)| {
+            let m0 = c * ROWS;
+            let mc = o.len() / n;
+            for n0 in (0..n).step_by(PANEL) {
+                let n1 = (n0 + PANEL).min(n);
+                for r0 in (0..mc).step_by(MR) {
+                    let rows = (mc - r0).min(MR);
+                    let rq: [(&[i8], &[f32]); MR] =
+                        std::array::from_fn(|r| xq.row(m0 + r0 + r.min(rows - 1)));
+                    let xqs: [&[i8]; MR] = std::array::from_fn(|r| rq[r].0);
+                    let xss: [&[f32]; MR] = std::array::from_fn(|r| rq[r].1);
+                    for j in n0..n1 {
+                        let res = self.dot_q8(
+                            &xqs,
+                            &xss,
+                            rows,
+                            &q[j * kb * 32..(j + 1) * kb * 32],
+                            &s[j * kb..(j + 1) * kb],
+                        );
+                        for r in 0..rows {
+                            o[(r0 + r) * n + j] = res[r];
+                        }
+                    }
+                }
+            }
+        });
+        out
+    }
+}

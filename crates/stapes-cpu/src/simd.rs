@@ -1,0 +1,241 @@
+//! Hand-written x86 kernels behind a capability token.
+//!
+//! [`Avx2`] can only be obtained through [`Avx2::new`], which checks the CPU at run time, so every
+//! safe method on it may call the `#[target_feature]` functions soundly: a kernel that cannot run
+//! here is never constructed.
+
+/// Proof that AVX2, FMA and F16C are available on this CPU.
+#[derive(Clone, Copy, Debug)]
+pub struct Avx2(());
+
+impl Avx2 {
+    pub fn new() -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2")
+                && is_x86_feature_detected!("fma")
+                && is_x86_feature_detected!("f16c")
+            {
+                return Some(Avx2(()));
+            }
+        }
+        None
+    }
+}
+
+/// Up to this many activation rows share one pass over a weight row in the GEMV-style kernels.
+pub const MR: usize = 4;
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{Avx2, MR};
+    use std::arch::x86_64::*;
+
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        let lo = _mm256_castps256_ps128(v);
+        let hi = _mm256_extractf128_ps(v, 1);
+        let s = _mm_add_ps(lo, hi);
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+        _mm_cvtss_f32(s)
+    }
+
+    /// `out[r] = x[r] · w` for `rows ≤ MR` activation rows of length `k` (f32 weights).
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_f32(x: &[&[f32]; MR], rows: usize, w: &[f32]) -> [f32; MR] {
+        let k = w.len();
+        let mut acc = [_mm256_setzero_ps(); MR];
+        let mut acc2 = [_mm256_setzero_ps(); MR];
+        let mut i = 0;
+        // Two accumulators per row hide the FMA latency when only one row is active.
+        while i + 16 <= k {
+            let w0 = _mm256_loadu_ps(w.as_ptr().add(i));
+            let w1 = _mm256_loadu_ps(w.as_ptr().add(i + 8));
+            for r in 0..MR {
+                if r < rows {
+                    let xp = x[r].as_ptr().add(i);
+                    acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(xp), w0, acc[r]);
+                    acc2[r] = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(8)), w1, acc2[r]);
+                }
+            }
+            i += 16;
+        }
+        while i + 8 <= k {
+            let w0 = _mm256_loadu_ps(w.as_ptr().add(i));
+            for r in 0..rows.min(MR) {
+                acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x[r].as_ptr().add(i)), w0, acc[r]);
+            }
+            i += 8;
+        }
+        let mut out = [0f32; MR];
+        for r in 0..rows.min(MR) {
+            let mut s = hsum(_mm256_add_ps(acc[r], acc2[r]));
+            for j in i..k {
+                s += x[r][j] * w[j];
+            }
+            out[r] = s;
+        }
+        out
+    }
+
+    /// As [`dot_f32`] with an f16 weight row, widened by F16C (exact).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn dot_f16(x: &[&[f32]; MR], rows: usize, w: &[half::f16]) -> [f32; MR] {
+        let k = w.len();
+        let wp = w.as_ptr() as *const u16;
+        let mut acc = [_mm256_setzero_ps(); MR];
+        let mut acc2 = [_mm256_setzero_ps(); MR];
+        let mut i = 0;
+        while i + 16 <= k {
+            let w0 = _mm256_cvtph_ps(_mm_loadu_si128(wp.add(i) as *const __m128i));
+            let w1 = _mm256_cvtph_ps(_mm_loadu_si128(wp.add(i + 8) as *const __m128i));
+            for r in 0..MR {
+                if r < rows {
+                    let xp = x[r].as_ptr().add(i);
+                    acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(xp), w0, acc[r]);
+                    acc2[r] = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(8)), w1, acc2[r]);
+                }
+            }
+            i += 16;
+        }
+        while i + 8 <= k {
+            let w0 = _mm256_cvtph_ps(_mm_loadu_si128(wp.add(i) as *const __m128i));
+            for r in 0..rows.min(MR) {
+                acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(x[r].as_ptr().add(i)), w0, acc[r]);
+            }
+            i += 8;
+        }
+        let mut out = [0f32; MR];
+        for r in 0..rows.min(MR) {
+            let mut s = hsum(_mm256_add_ps(acc[r], acc2[r]));
+            for j in i..k {
+                s += x[r][j] * w[j].to_f32();
+            }
+            out[r] = s;
+        }
+        out
+    }
+
+    /// q8×q8 block dot for `rows ≤ MR` quantized activation rows against one weight row.
+    /// `xq[r]`/`wq` hold `kb` blocks of 32 int8 in ±127 and `xs[r]`/`ws` one scale per block.
+    /// `maddubs` needs an unsigned operand: |x| against sign(x)·w keeps each product exact
+    /// (±127 both sides, so no −128 edge case and the pair sums stay under i16::MAX).
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot_q8(
+        xq: &[&[i8]; MR],
+        xs: &[&[f32]; MR],
+        rows: usize,
+        wq: &[i8],
+        ws: &[f32],
+    ) -> [f32; MR] {
+        let kb = ws.len();
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = [_mm256_setzero_ps(); MR];
+        for b in 0..kb {
+            let w = _mm256_loadu_si256(wq.as_ptr().add(b * 32) as *const __m256i);
+            let wsb = *ws.get_unchecked(b);
+            for r in 0..MR {
+                if r < rows {
+                    let x = _mm256_loadu_si256(xq[r].as_ptr().add(b * 32) as *const __m256i);
+                    let ax = _mm256_sign_epi8(x, x);
+                    let sw = _mm256_sign_epi8(w, x);
+                    let p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), ones);
+                    let s = _mm256_set1_ps(wsb * *xs[r].get_unchecked(b));
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[r]);
+                }
+            }
+        }
+        let mut out = [0f32; MR];
+        for r in 0..rows.min(MR) {
+            out[r] = hsum(acc[r]);
+        }
+        out
+    }
+
+    impl Avx2 {
+        pub fn dot_f32(self, x: &[&[f32]; MR], rows: usize, w: &[f32]) -> [f32; MR] {
+            debug_assert!(x[..rows].iter().all(|r| r.len() >= w.len()));
+            // SAFETY: the token proves AVX2+FMA; every x row is at least w.len() long (callers
+            // slice them to K).
+            unsafe { dot_f32(x, rows, w) }
+        }
+
+        pub fn dot_f16(self, x: &[&[f32]; MR], rows: usize, w: &[half::f16]) -> [f32; MR] {
+            debug_assert!(x[..rows].iter().all(|r| r.len() >= w.len()));
+            // SAFETY: as dot_f32, plus F16C.
+            unsafe { dot_f16(x, rows, w) }
+        }
+
+        pub fn dot_q8(
+            self,
+            xq: &[&[i8]; MR],
+            xs: &[&[f32]; MR],
+            rows: usize,
+            wq: &[i8],
+            ws: &[f32],
+        ) -> [f32; MR] {
+            debug_assert!(wq.len() >= ws.len() * 32);
+            debug_assert!(xq[..rows].iter().all(|r| r.len() >= ws.len() * 32));
+            debug_assert!(xs[..rows].iter().all(|r| r.len() >= ws.len()));
+            // SAFETY: the token proves AVX2+FMA; block counts were checked by the caller
+            // (weights and quantized activations are built with the same K).
+            unsafe { dot_q8(xq, xs, rows, wq, ws) }
+        }
+
+        /// Apply `f` to every element with AVX2/FMA enabled, so the branch-free polynomial
+        /// bodies of `math` vectorise 8-wide.
+        pub fn map(self, xs: &mut [f32], f: impl Fn(f32) -> f32) {
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn inner(xs: &mut [f32], f: impl Fn(f32) -> f32) {
+                for v in xs {
+                    *v = f(*v);
+                }
+            }
+            // SAFETY: the token proves AVX2+FMA.
+            unsafe { inner(xs, f) }
+        }
+    }
+}
+
+/// Portable versions of the kernels above (the fallback where AVX2 is absent).
+pub mod scalar {
+    use super::MR;
+
+    pub fn dot_f32(x: &[&[f32]; MR], rows: usize, w: &[f32]) -> [f32; MR] {
+        let mut out = [0f32; MR];
+        for r in 0..rows.min(MR) {
+            out[r] = x[r].iter().zip(w).map(|(a, b)| a * b).sum();
+        }
+        out
+    }
+
+    pub fn dot_f16(x: &[&[f32]; MR], rows: usize, w: &[half::f16]) -> [f32; MR] {
+        let mut out = [0f32; MR];
+        for r in 0..rows.min(MR) {
+            out[r] = x[r].iter().zip(w).map(|(a, b)| a * b.to_f32()).sum();
+        }
+        out
+    }
+
+    pub fn dot_q8(
+        xq: &[&[i8]; MR],
+        xs: &[&[f32]; MR],
+        rows: usize,
+        wq: &[i8],
+        ws: &[f32],
+    ) -> [f32; MR] {
+        let mut out = [0f32; MR];
+        for r in 0..rows.min(MR) {
+            let mut acc = 0f32;
+            for (b, &s) in ws.iter().enumerate() {
+                let xb = &xq[r][b * 32..b * 32 + 32];
+                let wb = &wq[b * 32..b * 32 + 32];
+                let d: i32 = xb.iter().zip(wb).map(|(&a, &c)| a as i32 * c as i32).sum();
+                acc += d as f32 * s * xs[r][b];
+            }
+            out[r] = acc;
+        }
+        out
+    }
+}
