@@ -1,0 +1,195 @@
+//! Silero VAD v6 over the op contract: STFT as a strided conv with the file's fixed basis, the
+//! magnitude, four conv + ReLU encoder blocks, one LSTM cell, ReLU → 1×1 conv → sigmoid.
+//!
+//! Per 32 ms window at 16 kHz: model input = 64 context samples ++ 512 new samples, reflect-padded
+//! by 64 on the right (640), STFT (filter 256, hop 128) → 4 frames × 129 bins, encoder strides
+//! 1, 2, 2, 1 → one 128-vector, LSTM(128) → probability. At 8 kHz every length halves
+//! (context 32, window 256, filter 128, 65 bins); the encoder, LSTM and head keep their widths.
+//!
+//! The encoder of a window depends only on its samples (the context is just the previous samples
+//! of the signal), so offline runs encode a block of windows as one batch and only the LSTM walks
+//! the windows one by one.
+
+use super::config::{VadRate, HIDDEN};
+use super::weights::{BranchWeights, ENCODER_KERNEL, ENCODER_STRIDES};
+use crate::error::Result;
+use stapes_core::{Activation, Backend, Conv1dParams, DeviceTensor, HostTensor, Lane};
+
+/// `rms_norm`'s epsilon in the magnitude (see [`Branch::encode`]): far below any non-zero
+/// `(re² + im²)/2` of 16-bit audio (≥ ~1e-12), so it changes nothing but 0/0.
+const MAG_EPS: f32 = 1e-30;
+
+/// One rate branch's weights on a backend.
+pub struct Branch<B: Backend> {
+    pub rate: VadRate,
+    /// `(2F, K)`, real/imaginary rows interleaved.
+    stft: B::Weight,
+    /// `(2)`: `1/√2` twice (the rms_norm gain of the magnitude trick).
+    pair_gain: B::Tensor,
+    /// `(1, 2)`: ones (sums each re/im pair).
+    pair_sum: B::Weight,
+    /// `(C_out, C_in·3)` and `(C_out)` per block.
+    encoder: Vec<(B::Weight, B::Tensor)>,
+    w_ih: B::Weight,
+    w_hh: B::Weight,
+    /// `(4H)` = b_ih + b_hh.
+    lstm_bias: B::Tensor,
+    /// `(1, H)` and `(1)`.
+    head_w: B::Weight,
+    head_b: B::Tensor,
+}
+
+impl<B: Backend> Branch<B> {
+    pub fn upload(be: &B, w: &BranchWeights, lane: Lane) -> Result<Self> {
+        let half = std::f32::consts::FRAC_1_SQRT_2;
+        let mut encoder = Vec::with_capacity(w.encoder.len());
+        for (cw, cb) in &w.encoder {
+            encoder.push((be.weight(cw, lane)?, be.upload(cb)?));
+        }
+        Ok(Branch {
+            rate: w.rate,
+            // The STFT basis and the pair sum stay exact: they are fixed transforms, not learned
+            // GEMMs, and a lane that rounds them would shift every probability.
+            stft: be.weight(&w.stft_basis, best_exact_lane(be, lane))?,
+            pair_gain: be.upload(&HostTensor::new(vec![2], vec![half, half])?)?,
+            pair_sum: be.weight(
+                &HostTensor::new(vec![1, 2], vec![1.0, 1.0])?,
+                best_exact_lane(be, lane),
+            )?,
+            encoder,
+            w_ih: be.weight(&w.w_ih, lane)?,
+            w_hh: be.weight(&w.w_hh, lane)?,
+            lstm_bias: be.upload(&w.lstm_bias)?,
+            head_w: be.weight(&w.head_w, lane)?,
+            head_b: be.upload(&w.head_b)?,
+        })
+    }
+
+    /// Model inputs of `n` windows, already reflect-padded: `(n, ctx + win + ctx, 1)` → `(n, H)`.
+    pub fn encode(&self, be: &B, frames: &B::Tensor) -> Result<B::Tensor> {
+        let n = frames.shape()[0];
+        let k = self.rate.filter_length();
+        let bins = k / 2 + 1;
+        // (n, 4, 2F): interleaved re/im of 4 STFT frames
+        let spec = be.conv1d(
+            frames,
+            &self.stft,
+            None,
+            Conv1dParams {
+                kernel: k,
+                stride: k / 2,
+                padding: 0,
+            },
+        )?;
+        let t = spec.shape()[1];
+        // The contract has no sqrt; |z| comes from rms_norm over each (re, im) pair:
+        // r = z / sqrt((re² + im²)/2) · (1/√2)  ⇒  re·r₀ + im·r₁ = sqrt(re² + im²).
+        let pairs = be.reshape(&spec, &[n, t, bins, 2])?; // (n, 4, F, 2)
+        let r = be.rms_norm(&pairs, &self.pair_gain, MAG_EPS)?;
+        let prod = be.mul(&pairs, &r)?;
+        let mag = be.linear(&prod, &self.pair_sum, None)?; // (n, 4, F, 1)
+        let mut x = be.reshape(&mag, &[n, t, bins])?; // (n, 4, F)
+        for ((w, b), stride) in self.encoder.iter().zip(ENCODER_STRIDES) {
+            let p = Conv1dParams {
+                kernel: ENCODER_KERNEL,
+                stride,
+                padding: 1,
+            };
+            x = be.activation(&be.conv1d(&x, w, Some(b), p)?, Activation::Relu)?;
+        }
+        // (n, 1, H) after strides 1·2·2·1 on 4 frames
+        let frames_out = x.shape()[1];
+        if frames_out != 1 {
+            return Err(stapes_core::Error::shape(
+                "silero encode",
+                format!("encoder left {frames_out} frames, expected 1"),
+            )
+            .into());
+        }
+        Ok(be.reshape(&x, &[n, HIDDEN])?)
+    }
+
+    /// One LSTM step: `x, h, c (1, H)` → `(h', c')`.
+    pub fn step(
+        &self,
+        be: &B,
+        x: &B::Tensor,
+        h: &B::Tensor,
+        c: &B::Tensor,
+    ) -> Result<(B::Tensor, B::Tensor)> {
+        Ok(be.lstm_cell(x, h, c, &self.w_ih, &self.w_hh, Some(&self.lstm_bias))?)
+    }
+
+    /// Speech probability of each LSTM output: `hs (n, H)` → `(n, 1)`.
+    pub fn head(&self, be: &B, hs: &B::Tensor) -> Result<B::Tensor> {
+        let x = be.activation(hs, Activation::Relu)?;
+        let logit = be.linear(&x, &self.head_w, Some(&self.head_b))?;
+        Ok(be.activation(&logit, Activation::Sigmoid)?)
+    }
+
+    /// Encode, walk and score `n` windows from the given state; returns the probabilities and
+    /// leaves `(h, c)` at the state after the last window.
+    pub fn run_block(
+        &self,
+        be: &B,
+        frames: &B::Tensor,
+        h: &mut B::Tensor,
+        c: &mut B::Tensor,
+    ) -> Result<Vec<f32>> {
+        let n = frames.shape()[0];
+        let enc = self.encode(be, frames)?; // (n, H)
+        let mut hs = be.upload(&HostTensor::zeros(vec![1, n, HIDDEN]))?; // (1, n, H)
+        for i in 0..n {
+            let x = be.slice(&enc, 0, i, 1)?; // (1, H)
+            let (h2, c2) = self.step(be, &x, h, c)?;
+            be.write_rows(&mut hs, &be.reshape(&h2, &[1, 1, HIDDEN])?, i)?;
+            *h = h2;
+            *c = c2;
+        }
+        let hs = be.reshape(&hs, &[n, HIDDEN])?;
+        let p = be.download(&self.head(be, &hs)?)?;
+        Ok(p.data)
+    }
+}
+
+/// Fixed transforms keep f32 where the home has it, else the lane asked for.
+fn best_exact_lane<B: Backend>(be: &B, lane: Lane) -> Lane {
+    if be.supports_lane(Lane::F32) {
+        Lane::F32
+    } else if be.supports_lane(Lane::F16) {
+        Lane::F16
+    } else {
+        lane
+    }
+}
+
+/// Build the reflect-padded model inputs of windows `first .. first + n` of `samples` at
+/// `rate`, as `(n, ctx + win + ctx)` row-major: the previous `ctx` samples (zeros before the
+/// start), `win` new samples (zeros past the end), then the reflection of the last `ctx` of those
+/// (PyTorch `reflect` excludes the edge sample).
+pub fn frames_for(samples: &[f32], rate: VadRate, first: usize, n: usize, out: &mut Vec<f32>) {
+    let (win, ctx) = (rate.window(), rate.context());
+    let len = ctx + win + ctx;
+    out.clear();
+    out.resize(n * len, 0.0);
+    for (j, row) in out.chunks_exact_mut(len).enumerate() {
+        let start = (first + j) * win;
+        // context: samples[start - ctx .. start], zeros where that is before the signal
+        for (i, v) in row[..ctx].iter_mut().enumerate() {
+            let pos = start + i;
+            if pos >= ctx {
+                *v = samples.get(pos - ctx).copied().unwrap_or(0.0);
+            }
+        }
+        let avail = samples.len().saturating_sub(start).min(win);
+        row[ctx..ctx + avail].copy_from_slice(&samples[start..start + avail]);
+        reflect_tail(row, ctx + win, ctx);
+    }
+}
+
+/// `row[..body]` is the model input; write its right reflection into `row[body .. body + pad]`.
+pub fn reflect_tail(row: &mut [f32], body: usize, pad: usize) {
+    for j in 0..pad {
+        row[body + j] = row[body - 2 - j];
+    }
+}
