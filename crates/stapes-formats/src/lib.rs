@@ -2,11 +2,13 @@
 //! bytes) plus whatever metadata the container carries; model families map the names.
 
 pub mod ct2;
+pub mod ggml;
 pub mod onnx;
+pub mod safetensors_dir;
 pub mod sniff;
 pub mod tensor;
 
-pub use sniff::{sniff, Format};
+pub use sniff::{sniff, Format, GGML_MAGIC};
 pub use tensor::{DType, RawTensor};
 
 use std::path::{Path, PathBuf};
@@ -111,12 +113,6 @@ impl<'a> Cursor<'a> {
     }
     pub(crate) fn i32(&mut self) -> Result<i32, String> {
         Ok(self.u32()? as i32)
-    }
-    pub(crate) fn u64(&mut self) -> Result<u64, String> {
-        let b = self.take(8)?;
-        Ok(u64::from_le_bytes([
-            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
-        ]))
     }
     /// CTranslate2 string: u16 length including a trailing NUL.
     pub(crate) fn str16(&mut self) -> Result<String, String> {

@@ -249,6 +249,11 @@ impl RawTensor {
 
 fn check_len(dtype: DType, shape: &[usize], len: usize) -> Result<(), String> {
     let n = numel(shape).ok_or_else(|| format!("shape {shape:?} overflows"))?;
+    if dtype == DType::Q8_0 && shape.last().is_some_and(|&k| k % Q8_0_BLOCK != 0) {
+        return Err(format!(
+            "q8_0 rows of {shape:?} are not whole blocks of {Q8_0_BLOCK}"
+        ));
+    }
     let want = dtype
         .storage_bytes(n)
         .ok_or_else(|| format!("{n} elements cannot be stored as {dtype}"))?;

@@ -4,5 +4,7 @@ pub mod config;
 pub mod decoder;
 pub mod encoder;
 pub mod model;
+pub mod tokenizer;
+pub mod weights;
 
 pub use model::Whisper;

@@ -1,0 +1,299 @@
+//! whisper.cpp's legacy ggml model file (`ggml-*.bin`), read and written.
+//!
+//! ```text
+//! i32 magic 0x67676d6c
+//! i32 × 11 hparams: n_vocab n_audio_ctx n_audio_state n_audio_head n_audio_layer
+//!                   n_text_ctx n_text_state n_text_head n_text_layer n_mels ftype
+//! i32 n_mel, i32 n_fft, f32[n_mel × n_fft]      mel filterbank
+//! i32 n_tokens, n_tokens × { i32 len, bytes }   regular tokens (raw bytes)
+//! tensors until EOF: i32 n_dims, i32 name_len, i32 type, i32 ne[n_dims] (innermost first),
+//!                    name, data (no padding)
+//! ```
+//! Tensor types: 0 f32, 1 f16, 8 q8_0. Shapes are reported outermost first, like every other
+//! container here (ggml's `ne` is reversed).
+
+use crate::tensor::{DType, RawTensor};
+use crate::{map_file, Cursor, FormatError, GGML_MAGIC};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Quantization version factor whisper.cpp folds into `ftype`.
+const QNT_VERSION_FACTOR: i32 = 1000;
+/// Sanity bounds for counts read before anything is allocated.
+const MAX_TOKENS: usize = 1 << 20;
+const MAX_NAME: usize = 4096;
+
+/// The eleven header integers of a whisper.cpp model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GgmlHparams {
+    pub n_vocab: i32,
+    pub n_audio_ctx: i32,
+    pub n_audio_state: i32,
+    pub n_audio_head: i32,
+    pub n_audio_layer: i32,
+    pub n_text_ctx: i32,
+    pub n_text_state: i32,
+    pub n_text_head: i32,
+    pub n_text_layer: i32,
+    pub n_mels: i32,
+    /// 0 f32, 1 f16, 7 q8_0 (whisper.cpp's ggml_ftype), possibly + 1000 × quantization version.
+    pub ftype: i32,
+}
+
+/// The mel filterbank stored in the file, `n_mel` rows of `n_fft` (= 201) bins.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MelFilters {
+    pub n_mel: usize,
+    pub n_fft: usize,
+    pub data: Vec<f32>,
+}
+
+/// A whisper.cpp ggml file.
+#[derive(Clone, Debug)]
+pub struct GgmlFile {
+    pub path: PathBuf,
+    pub hparams: GgmlHparams,
+    pub mel_filters: MelFilters,
+    /// Regular tokens as raw bytes, in id order.
+    pub vocab: Vec<Vec<u8>>,
+    /// Tensors in file order, with whisper.cpp's (OpenAI's) names.
+    pub tensors: Vec<(String, RawTensor)>,
+}
+
+impl GgmlFile {
+    pub fn get(&self, name: &str) -> Option<&RawTensor> {
+        self.tensors.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+}
+
+fn dtype_from_code(code: i32) -> Option<DType> {
+    Some(match code {
+        0 => DType::F32,
+        1 => DType::F16,
+        8 => DType::Q8_0,
+        _ => return None,
+    })
+}
+
+fn dtype_code(d: DType) -> Option<i32> {
+    Some(match d {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        DType::Q8_0 => 8,
+        _ => return None,
+    })
+}
+
+/// Reads a whisper.cpp ggml file; tensor data stays in the memory map.
+pub fn read(path: &Path) -> Result<GgmlFile, FormatError> {
+    let map = map_file(path)?;
+    let corrupt = |detail: String| FormatError::corrupt(path, detail);
+    let mut c = Cursor::new(&map);
+    let magic = c.u32().map_err(|e| corrupt(format!("header: {e}")))?;
+    if magic != GGML_MAGIC {
+        return Err(corrupt(format!(
+            "bad magic {magic:#010x}, expected ggml {GGML_MAGIC:#010x}"
+        )));
+    }
+    let mut h = [0i32; 11];
+    for (i, v) in h.iter_mut().enumerate() {
+        *v = c.i32().map_err(|e| corrupt(format!("hparams[{i}]: {e}")))?;
+    }
+    let hparams = GgmlHparams {
+        n_vocab: h[0],
+        n_audio_ctx: h[1],
+        n_audio_state: h[2],
+        n_audio_head: h[3],
+        n_audio_layer: h[4],
+        n_text_ctx: h[5],
+        n_text_state: h[6],
+        n_text_head: h[7],
+        n_text_layer: h[8],
+        n_mels: h[9],
+        ftype: h[10],
+    };
+    if h[..10].iter().any(|&v| v <= 0) {
+        return Err(corrupt(format!("hparams must be positive: {hparams:?}")));
+    }
+    let n_mel = c.i32().map_err(|e| corrupt(format!("mel filters: {e}")))?;
+    let n_fft = c.i32().map_err(|e| corrupt(format!("mel filters: {e}")))?;
+    let (n_mel, n_fft) = match (usize::try_from(n_mel), usize::try_from(n_fft)) {
+        (Ok(a), Ok(b)) if a <= 1024 && b <= 65536 => (a, b),
+        _ => {
+            return Err(corrupt(format!(
+                "mel filter size {n_mel} × {n_fft} is not plausible"
+            )))
+        }
+    };
+    let fb = c
+        .take(n_mel * n_fft * 4)
+        .map_err(|e| corrupt(format!("mel filters: {e}")))?;
+    let mel = fb
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let mel_filters = MelFilters {
+        n_mel,
+        n_fft,
+        data: mel,
+    };
+    let n_tokens = c
+        .i32()
+        .map_err(|e| corrupt(format!("vocabulary size: {e}")))?;
+    let n_tokens = usize::try_from(n_tokens)
+        .ok()
+        .filter(|&n| n <= MAX_TOKENS && n <= c.remaining() / 4)
+        .ok_or_else(|| corrupt(format!("vocabulary size {n_tokens} is not plausible")))?;
+    let mut vocab = Vec::with_capacity(n_tokens);
+    for i in 0..n_tokens {
+        let tok = (|| -> Result<Vec<u8>, String> {
+            let len = c.u32()? as usize;
+            Ok(c.take(len)?.to_vec())
+        })()
+        .map_err(|e| corrupt(format!("vocabulary token {i}: {e}")))?;
+        vocab.push(tok);
+    }
+    let mut tensors: Vec<(String, RawTensor)> = Vec::new();
+    let mut index = 0usize;
+    while c.remaining() > 0 {
+        let mut name = String::new();
+        let rec = (|| -> Result<RawTensor, String> {
+            let n_dims = c.i32()?;
+            let name_len = c.i32()?;
+            let code = c.i32()?;
+            if !(0..=4).contains(&n_dims) {
+                return Err(format!("n_dims {n_dims} (expected 0..=4)"));
+            }
+            let name_len = usize::try_from(name_len)
+                .ok()
+                .filter(|&n| n <= MAX_NAME)
+                .ok_or(format!("name length {name_len}"))?;
+            let mut ne = Vec::with_capacity(n_dims as usize);
+            for _ in 0..n_dims {
+                let d = c.i32()?;
+                ne.push(usize::try_from(d).map_err(|_| format!("negative dimension {d}"))?);
+            }
+            name = String::from_utf8(c.take(name_len)?.to_vec())
+                .map_err(|_| "name is not UTF-8".to_string())?;
+            let dtype = dtype_from_code(code)
+                .ok_or_else(|| format!("unsupported ggml type {code} (f32, f16, q8_0 are read)"))?;
+            let shape: Vec<usize> = ne.into_iter().rev().collect();
+            let n = crate::tensor::numel(&shape).ok_or("shape overflows")?;
+            let bytes = dtype
+                .storage_bytes(n)
+                .ok_or_else(|| format!("{n} elements cannot be {dtype}"))?;
+            let start = c.pos();
+            c.skip(bytes).map_err(|e| format!("data: {e}"))?;
+            RawTensor::mapped(dtype, shape, map.clone(), start, bytes)
+        })();
+        match rec {
+            Ok(t) => {
+                if tensors.iter().any(|(n, _)| *n == name) {
+                    return Err(FormatError::BadTensor {
+                        path: path.to_path_buf(),
+                        tensor: name,
+                        detail: "duplicate tensor".into(),
+                    });
+                }
+                tensors.push((name, t))
+            }
+            Err(detail) => {
+                let tensor = if name.is_empty() {
+                    format!("#{index}")
+                } else {
+                    format!("#{index} `{name}`")
+                };
+                return Err(FormatError::BadTensor {
+                    path: path.to_path_buf(),
+                    tensor,
+                    detail,
+                });
+            }
+        }
+        index += 1;
+    }
+    Ok(GgmlFile {
+        path: path.to_path_buf(),
+        hparams,
+        mel_filters,
+        vocab,
+        tensors,
+    })
+}
+
+/// The `ftype` header value for a file whose matrices are `d` (whisper.cpp's ggml_ftype).
+pub fn ftype_for(d: DType) -> Option<i32> {
+    Some(match d {
+        DType::F32 => 0,
+        DType::F16 => 1,
+        // MOSTLY_Q8_0 with the current quantization version (2).
+        DType::Q8_0 => 7 + 2 * QNT_VERSION_FACTOR,
+        _ => return None,
+    })
+}
+
+/// Writes a whisper.cpp ggml file: header, mel filters, vocabulary, then the tensors in order.
+pub fn write(path: &Path, file: &GgmlFile) -> Result<(), FormatError> {
+    let io = |source| FormatError::io(path, source);
+    let bad = |tensor: &str, detail: String| FormatError::BadTensor {
+        path: path.to_path_buf(),
+        tensor: tensor.to_string(),
+        detail,
+    };
+    let mf = &file.mel_filters;
+    if mf.data.len() != mf.n_mel * mf.n_fft {
+        return Err(FormatError::corrupt(
+            path,
+            "mel filter data does not match n_mel × n_fft",
+        ));
+    }
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    let h = &file.hparams;
+    let mut head: Vec<u8> = Vec::new();
+    for v in [
+        GGML_MAGIC as i32,
+        h.n_vocab,
+        h.n_audio_ctx,
+        h.n_audio_state,
+        h.n_audio_head,
+        h.n_audio_layer,
+        h.n_text_ctx,
+        h.n_text_state,
+        h.n_text_head,
+        h.n_text_layer,
+        h.n_mels,
+        h.ftype,
+        mf.n_mel as i32,
+        mf.n_fft as i32,
+    ] {
+        head.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in &mf.data {
+        head.extend_from_slice(&v.to_le_bytes());
+    }
+    head.extend_from_slice(&(file.vocab.len() as i32).to_le_bytes());
+    for t in &file.vocab {
+        head.extend_from_slice(&(t.len() as i32).to_le_bytes());
+        head.extend_from_slice(t);
+    }
+    w.write_all(&head).map_err(io)?;
+    for (name, t) in &file.tensors {
+        let code = dtype_code(t.dtype)
+            .ok_or_else(|| bad(name, format!("{} cannot be stored in ggml", t.dtype)))?;
+        if t.shape.len() > 4 {
+            return Err(bad(name, "rank above 4".into()));
+        }
+        let mut rec = Vec::new();
+        for v in [t.shape.len() as i32, name.len() as i32, code] {
+            rec.extend_from_slice(&v.to_le_bytes());
+        }
+        for &d in t.shape.iter().rev() {
+            let d = i32::try_from(d).map_err(|_| bad(name, "dimension above i32".into()))?;
+            rec.extend_from_slice(&d.to_le_bytes());
+        }
+        rec.extend_from_slice(name.as_bytes());
+        w.write_all(&rec).map_err(io)?;
+        w.write_all(t.bytes()).map_err(io)?;
+    }
+    w.flush().map_err(io)
+}
