@@ -67,7 +67,11 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
     let task = match a.task.as_str() {
         "transcribe" => Task::Transcribe,
         "translate" => Task::Translate,
-        t => return Err(usage(format!("unknown task `{t}` (expected transcribe or translate)"))),
+        t => {
+            return Err(usage(format!(
+                "unknown task `{t}` (expected transcribe or translate)"
+            )))
+        }
     };
     if a.beam_size == 0 {
         return Err(usage("--beam-size must be at least 1".into()));
@@ -170,7 +174,10 @@ fn transcribe_one(
     let dest = match output {
         None => None,
         Some(p) if several => {
-            let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "stdin".into());
+            let stem = file
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "stdin".into());
             Some(p.join(format!("{stem}.{}", format.extension())))
         }
         Some(p) => Some(p.clone()),

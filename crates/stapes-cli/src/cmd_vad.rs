@@ -14,5 +14,7 @@ pub struct Args {
 }
 
 pub fn run(_a: Args) -> Result<(), StapesError> {
-    Err(StapesError::Unavailable("vad: being wired (issue 6)".into()))
+    Err(StapesError::Unavailable(
+        "vad: being wired (issue 6)".into(),
+    ))
 }

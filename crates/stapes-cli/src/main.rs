@@ -10,7 +10,11 @@ use stapes::error::StapesError;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "stapes", version, about = "Speech recognition for every open ASR family, CPU and GPU")]
+#[command(
+    name = "stapes",
+    version,
+    about = "Speech recognition for every open ASR family, CPU and GPU"
+)]
 struct Cli {
     /// Log what the engine does (device, lane, counters) to stderr.
     #[arg(short, long, global = true)]
@@ -62,7 +66,11 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    let level = if cli.verbose { tracing::Level::DEBUG } else { tracing::Level::WARN };
+    let level = if cli.verbose {
+        tracing::Level::DEBUG
+    } else {
+        tracing::Level::WARN
+    };
     tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(std::io::stderr)

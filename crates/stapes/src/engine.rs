@@ -1,10 +1,17 @@
 //! `Engine`: a loaded model on a home, in a lane. The one entry point the CLI and server use.
 
 use crate::error::StapesError;
+use crate::runtime::resolve_lane;
 use crate::runtime::{Device, DeviceRequest};
 use stapes_core::counters::CounterSnapshot;
-use stapes_core::Lane;
+use stapes_core::{Backend, Lane};
+use stapes_cpu::CpuBackend;
+use stapes_cuda::CudaBackend;
+use stapes_formats::Format;
 use stapes_models::transcript::Transcript;
+use stapes_models::whisper::decoding::{Task as WhisperTask, WhisperOptions};
+use stapes_models::whisper::model::Whisper;
+use stapes_models::whisper::weights::load_checkpoint;
 use std::path::Path;
 
 /// How to load a model.
@@ -19,7 +26,11 @@ pub struct EngineOptions {
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        Self { device: DeviceRequest::Auto, lane: None, threads: None }
+        Self {
+            device: DeviceRequest::Auto,
+            lane: None,
+            threads: None,
+        }
     }
 }
 
@@ -70,11 +81,62 @@ pub struct Engine {
     inner: Inner,
 }
 
-enum Inner {}
+/// One variant per (family, home); the model code itself is generic over the home.
+enum Inner {
+    WhisperCpu(Whisper<CpuBackend>),
+    WhisperCuda(Whisper<CudaBackend>),
+}
+
+/// Run the same expression on whichever (family, home) is loaded.
+macro_rules! with_whisper {
+    ($inner:expr, $m:ident => $body:expr) => {
+        match $inner {
+            Inner::WhisperCpu($m) => $body,
+            Inner::WhisperCuda($m) => $body,
+        }
+    };
+}
 
 impl Engine {
-    pub fn load(_model: &Path, _opts: &EngineOptions) -> Result<Engine, StapesError> {
-        Err(StapesError::Unavailable("the engine is being wired (Whisper lands next)".into()))
+    /// Load a model (format and family sniffed from content) onto the requested home.
+    pub fn load(model: &Path, opts: &EngineOptions) -> Result<Engine, StapesError> {
+        let format = stapes_formats::sniff(model)?;
+        match format {
+            Format::Ct2 | Format::Ggml | Format::Safetensors => {}
+            Format::Onnx => {
+                return Err(StapesError::BadInput(format!(
+                    "{}: an ONNX voice-activity model; use `stapes vad`",
+                    model.display()
+                )))
+            }
+            other => {
+                return Err(StapesError::BadInput(format!(
+                    "{}: {other} models are not supported for transcription yet",
+                    model.display()
+                )))
+            }
+        }
+        let ckpt = load_checkpoint(model)?;
+        let device = pick_device(opts.device)?;
+        let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
+        let inner = match device {
+            Device::Cpu => {
+                let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
+                Inner::WhisperCpu(Whisper::new(be, &ckpt, lane)?)
+            }
+            Device::Cuda(n) => {
+                let be = CudaBackend::new(n)
+                    .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
+                Inner::WhisperCuda(Whisper::new(be, &ckpt, lane)?)
+            }
+        };
+        tracing::info!(model = %model.display(), %format, %device, %lane, "model loaded");
+        Ok(Engine {
+            family: "whisper",
+            device,
+            lane,
+            inner,
+        })
     }
 
     pub fn family(&self) -> &'static str {
@@ -86,17 +148,66 @@ impl Engine {
     pub fn lane(&self) -> Lane {
         self.lane
     }
+    /// Engagement counters of the home (ops, GEMMs per lane, graph replays, declines).
     pub fn counters(&self) -> CounterSnapshot {
-        match self.inner {}
+        with_whisper!(&self.inner, m => m.backend().counters().snapshot())
     }
 
     /// Transcribe 16 kHz mono samples. `progress` receives seconds of audio done.
     pub fn transcribe(
         &self,
-        _samples: &[f32],
-        _opts: &TranscribeOptions,
-        _progress: Option<&dyn Fn(f64)>,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        progress: Option<&dyn Fn(f64)>,
     ) -> Result<Transcript, StapesError> {
-        match self.inner {}
+        if samples.is_empty() {
+            return Err(StapesError::BadInput("the audio holds no samples".into()));
+        }
+        let w = whisper_options(opts);
+        Ok(with_whisper!(&self.inner, m => m.transcribe_with_progress(samples, &w, progress))?)
+    }
+}
+
+fn whisper_options(o: &TranscribeOptions) -> WhisperOptions {
+    let mut w = WhisperOptions {
+        language: o.language.clone(),
+        task: match o.task {
+            Task::Transcribe => WhisperTask::Transcribe,
+            Task::Translate => WhisperTask::Translate,
+        },
+        beam_size: o.beam_size,
+        without_timestamps: o.without_timestamps,
+        initial_prompt: o.initial_prompt.clone(),
+        condition_on_previous_text: o.condition_on_previous_text,
+        word_timestamps: o.word_timestamps,
+        ..WhisperOptions::default()
+    };
+    if let Some(t) = o.temperature {
+        w.temperatures = vec![t];
+    }
+    w
+}
+
+/// `auto` takes CUDA device 0 when it is usable, else the CPU; an explicit GPU must exist.
+fn pick_device(req: DeviceRequest) -> Result<Device, StapesError> {
+    match req {
+        DeviceRequest::Cpu => Ok(Device::Cpu),
+        DeviceRequest::Auto => Ok(if stapes_cuda::available() {
+            Device::Cuda(0)
+        } else {
+            Device::Cpu
+        }),
+        DeviceRequest::Cuda(n) => {
+            if stapes_cuda::available() {
+                Ok(Device::Cuda(n))
+            } else {
+                Err(StapesError::Unavailable(format!(
+                    "cuda:{n}: no usable CUDA driver, libraries or device on this machine"
+                )))
+            }
+        }
+        DeviceRequest::Vulkan => Err(StapesError::Unavailable(
+            "vulkan: the Vulkan home is not built yet; use --device cpu or cuda".into(),
+        )),
     }
 }

@@ -161,7 +161,7 @@ impl Metrics {
         (est.ceil() as u64).clamp(1, 3600)
     }
 
-    pub fn render(&self, queue_capacity: usize, workers: usize) -> String {
+    pub fn render(&self, queue_capacity: usize, workers: usize, admitted: usize) -> String {
         let g = self.lock();
         let mut out = String::new();
         out.push_str(
@@ -215,6 +215,11 @@ impl Metrics {
                 self.running(),
             ),
             (
+                "stapes_requests_admitted",
+                "Transcription requests admitted and not yet answered.",
+                admitted as i64,
+            ),
+            (
                 "stapes_queue_capacity",
                 "Requests that may wait for a worker (--queue).",
                 queue_capacity as i64,
@@ -242,7 +247,7 @@ mod tests {
         m.observe_request("/health", 200, Duration::from_millis(3));
         m.observe_request("/health", 200, Duration::from_millis(700));
         m.observe_request("/health", 404, Duration::from_secs(1000));
-        let text = m.render(4, 1);
+        let text = m.render(4, 1, 0);
         assert!(
             text.contains("stapes_http_requests_total{endpoint=\"/health\",status=\"200\"} 2\n")
         );
@@ -268,7 +273,7 @@ mod tests {
         drop(a);
         drop(r);
         assert_eq!((m.queue_depth(), m.running()), (1, 0));
-        assert!(m.render(8, 2).contains("stapes_queue_depth 1\n"));
+        assert!(m.render(8, 2, 0).contains("stapes_queue_depth 1\n"));
         drop(b);
         assert_eq!(m.queue_depth(), 0);
     }

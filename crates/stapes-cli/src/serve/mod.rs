@@ -84,6 +84,13 @@ pub struct AppState {
     metrics: Arc<Metrics>,
 }
 
+impl AppState {
+    /// Transcription requests holding an admission place now.
+    fn admitted(&self) -> usize {
+        (self.queue + self.workers).saturating_sub(self.admission.available_permits())
+    }
+}
+
 fn usage(msg: impl Into<String>) -> StapesError {
     StapesError::Usage(msg.into())
 }

@@ -74,11 +74,12 @@ pub async fn health(State(s): AppRef) -> Json<Value> {
         "models": s.models.entries().iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
         "queue_depth": s.metrics.queue_depth(),
         "jobs_running": s.metrics.running(),
+        "requests_admitted": s.admitted(),
     }))
 }
 
 pub async fn metrics(State(s): AppRef) -> Response {
-    let body = s.metrics.render(s.queue, s.workers);
+    let body = s.metrics.render(s.queue, s.workers, s.admitted());
     (
         [(
             header::CONTENT_TYPE,
@@ -415,8 +416,8 @@ pub fn events_for(r: Result<Transcript, ApiError>) -> Vec<Event> {
                     Event::default().data(v.to_string())
                 })
                 .collect();
-            let done =
-                json!({"type": "transcript.text.done", "text": t.text(), "usage": usage(&t)});
+            // No `usage` here: OpenAI's done event only knows token usage, not duration.
+            let done = json!({"type": "transcript.text.done", "text": t.text()});
             out.push(Event::default().data(done.to_string()));
             out
         }
