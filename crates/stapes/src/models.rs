@@ -11,7 +11,9 @@ pub fn cache_dir() -> PathBuf {
     if let Some(p) = std::env::var_os("STAPES_CACHE").filter(|p| !p.is_empty()) {
         return PathBuf::from(p);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
     home.join(".cache").join("stapes")
 }
 

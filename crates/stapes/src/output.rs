@@ -267,9 +267,20 @@ mod tests {
 
     #[test]
     fn json_shapes() {
-        let info = RunInfo { file: "a.wav".into(), family: "whisper".into(), device: "cpu".into(), lane: "f32".into(), task: String::new() };
+        let info = RunInfo {
+            file: "a.wav".into(),
+            family: "whisper".into(),
+            device: "cpu".into(),
+            lane: "f32".into(),
+            task: String::new(),
+        };
         let mut t = sample();
-        t.segments[0].words = Some(vec![Word { start: 0.1, end: 0.4, word: " Hello".into(), probability: 0.9 }]);
+        t.segments[0].words = Some(vec![Word {
+            start: 0.1,
+            end: 0.4,
+            word: " Hello".into(),
+            probability: 0.9,
+        }]);
         let j = json_compact(&t, &info);
         assert_eq!(j["text"], "Hello there. A --> B");
         assert_eq!(j["segments"][0]["tokens"][1], 400);

@@ -28,7 +28,9 @@ impl FromStr for DeviceRequest {
                     .parse()
                     .map(DeviceRequest::Cuda)
                     .map_err(|_| format!("bad CUDA device index in `{s}`")),
-                None => Err(format!("unknown device `{s}` (expected auto, cpu, cuda[:N] or vulkan)")),
+                None => Err(format!(
+                    "unknown device `{s}` (expected auto, cpu, cuda[:N] or vulkan)"
+                )),
             },
         }
     }
@@ -76,9 +78,9 @@ pub fn resolve_lane(device: Device, pinned: Option<Lane>) -> Result<Lane, String
         (Device::Cpu, None) => Ok(Lane::F32),
         (Device::Cpu, Some(l)) => Ok(l),
         (Device::Cuda(_), None) => Ok(Lane::Q8),
-        (Device::Cuda(_), Some(Lane::F32)) => Err(
-            "lane f32 is CPU-only; on a GPU use --lane f16 (exact reference lane) or q8".into(),
-        ),
+        (Device::Cuda(_), Some(Lane::F32)) => {
+            Err("lane f32 is CPU-only; on a GPU use --lane f16 (exact reference lane) or q8".into())
+        }
         (Device::Cuda(_), Some(l)) => Ok(l),
     }
 }
@@ -89,7 +91,10 @@ mod tests {
 
     #[test]
     fn device_parsing() {
-        assert_eq!("cuda:1".parse::<DeviceRequest>(), Ok(DeviceRequest::Cuda(1)));
+        assert_eq!(
+            "cuda:1".parse::<DeviceRequest>(),
+            Ok(DeviceRequest::Cuda(1))
+        );
         assert_eq!("CPU".parse::<DeviceRequest>(), Ok(DeviceRequest::Cpu));
         assert!("cuda:x".parse::<DeviceRequest>().is_err());
         assert!("tpu".parse::<DeviceRequest>().is_err());
@@ -99,7 +104,10 @@ mod tests {
     fn lane_policy() {
         assert_eq!(resolve_lane(Device::Cpu, None), Ok(Lane::F32));
         assert_eq!(resolve_lane(Device::Cuda(0), None), Ok(Lane::Q8));
-        assert_eq!(resolve_lane(Device::Cuda(0), Some(Lane::F16)), Ok(Lane::F16));
+        assert_eq!(
+            resolve_lane(Device::Cuda(0), Some(Lane::F16)),
+            Ok(Lane::F16)
+        );
         assert!(resolve_lane(Device::Cuda(0), Some(Lane::F32)).is_err());
         assert_eq!(resolve_lane(Device::Cpu, Some(Lane::Q8)), Ok(Lane::Q8));
     }
