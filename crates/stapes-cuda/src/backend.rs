@@ -281,11 +281,7 @@ impl CudaBackend {
 
     fn no_capture(&self, op: &'static str) -> Result<()> {
         if self.capturing.load(Ordering::Relaxed) {
-            return Err(Error::Decline {
-                op,
-                backend: "cuda",
-                reason: "host transfer inside a graph capture".into(),
-            });
+            return Err(self.decline(op, "host transfer inside a graph capture".into()));
         }
         Ok(())
     }
@@ -454,6 +450,17 @@ impl CudaBackend {
         drop(b);
     }
 
+    fn decline(&self, op: &'static str, reason: String) -> Error {
+        if self.counters.decline(&format!("{op}: {reason}")) {
+            tracing::info!("cuda declined {op}: {reason}");
+        }
+        Error::Decline {
+            op,
+            backend: "cuda",
+            reason,
+        }
+    }
+
     fn check_rank(op: &'static str, t: &CudaTensor, rank: usize) -> Result<()> {
         if t.shape.len() != rank {
             return Err(Error::shape(
@@ -519,11 +526,9 @@ impl CudaBackend {
             let out = self.alloc_f32(&[b, h, tq, kv_len])?;
             let smem = ((kv_len + d) * 4) as u32;
             if smem > 48 * 1024 {
-                return Err(Error::Decline {
-                    op,
-                    backend: "cuda",
-                    reason: format!("kv_len {kv_len} too long for the row kernel"),
-                });
+                return Err(
+                    self.decline(op, format!("kv_len {kv_len} too long for the row kernel"))
+                );
             }
             let (op_, z) = (out.buf.ptr, 0u64);
             if b * tq * h > 0 {
@@ -559,11 +564,7 @@ impl CudaBackend {
         } else {
             let smem = ((kv_len + d) * 4) as u32;
             if smem > 48 * 1024 {
-                return Err(Error::Decline {
-                    op,
-                    backend: "cuda",
-                    reason: format!("head size {d} with kv_len {kv_len}"),
-                });
+                return Err(self.decline(op, format!("head size {d} with kv_len {kv_len}")));
             }
             let z = 0u64;
             self.launch(
@@ -955,21 +956,30 @@ impl Backend for CudaBackend {
     }
 
     fn matmul(&self, a: &CudaTensor, b: &CudaTensor, trans_b: bool) -> Result<CudaTensor> {
-        Self::check_rank("matmul", a, 3)?;
-        let (batch, m, k) = (a.shape[0], a.shape[1], a.shape[2]);
-        let (bb, b0, b1) = match b.shape.len() {
-            3 => (b.shape[0], b.shape[1], b.shape[2]),
-            2 => (1, b.shape[0], b.shape[1]),
-            _ => return Err(Error::shape("matmul", format!("b {:?}", b.shape))),
-        };
-        let (kb, n) = if trans_b { (b1, b0) } else { (b0, b1) };
-        if kb != k || (bb != batch && bb != 1) {
-            return Err(Error::shape(
+        let r = a.shape.len();
+        let bad = || {
+            Error::shape(
                 "matmul",
                 format!("a {:?} b {:?} trans_b {trans_b}", a.shape, b.shape),
-            ));
+            )
+        };
+        if r < 2
+            || !(b.shape.len() == r && a.shape[..r - 2] == b.shape[..r - 2] || b.shape.len() == 2)
+        {
+            return Err(bad());
         }
-        let out = self.alloc_f32(&[batch, m, n])?;
+        let (m, k) = (a.shape[r - 2], a.shape[r - 1]);
+        let batch: usize = a.shape[..r - 2].iter().product();
+        let rb = b.shape.len();
+        let (b0, b1) = (b.shape[rb - 2], b.shape[rb - 1]);
+        let bb = if rb == r { batch } else { 1 };
+        let (kb, n) = if trans_b { (b1, b0) } else { (b0, b1) };
+        if kb != k {
+            return Err(bad());
+        }
+        let mut oshape = a.shape.clone();
+        oshape[r - 1] = n;
+        let out = self.alloc_f32(&oshape)?;
         if batch * m * n == 0 {
             return Ok(out);
         }
@@ -1261,7 +1271,7 @@ impl Backend for CudaBackend {
 
     fn glu(&self, x: &CudaTensor) -> Result<CudaTensor> {
         let c = *x.shape.last().unwrap_or(&0);
-        if c % 2 != 0 || x.shape.is_empty() {
+        if !c.is_multiple_of(2) || x.shape.is_empty() {
             return Err(Error::shape(
                 "glu",
                 format!("odd last dim in {:?}", x.shape),
@@ -1358,5 +1368,10 @@ impl CudaBackend {
 
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
+    }
+
+    /// The one stream every op is queued on (for CUDA-event timing).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
     }
 }

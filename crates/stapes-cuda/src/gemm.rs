@@ -244,11 +244,11 @@ impl LtInt8 {
     ) -> Result<(), CudaError> {
         let handle = self.handle;
         let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
-        if !plans.contains_key(&(m, n, k)) {
-            let p = self.plan(handle, m, n, k)?;
-            plans.insert((m, n, k), p);
-        }
-        let p = &plans[&(m, n, k)];
+        let p = match plans.entry((m, n, k)) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(self.plan(handle, m, n, k)?),
+        };
+
         let (alpha, beta) = (1i32, 0i32);
         ltr::matmul(
             handle,

@@ -6,7 +6,9 @@ mod common;
 use common::{check, rnd};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::Op;
-use stapes_core::{Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, Error, Lane};
+use stapes_core::{
+    Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, Error, Lane,
+};
 
 const LANES: [Lane; 2] = [Lane::F16, Lane::Q8];
 
@@ -14,7 +16,10 @@ const LANES: [Lane; 2] = [Lane::F16, Lane::Q8];
 fn f32_lane_is_refused() {
     let g = require_gpu!("f32_lane_is_refused");
     let w = rnd(&[4, 8], 1, 1.0);
-    assert!(matches!(g.weight(&w, Lane::F32), Err(Error::LaneUnavailable { .. })));
+    assert!(matches!(
+        g.weight(&w, Lane::F32),
+        Err(Error::LaneUnavailable { .. })
+    ));
     assert!(!g.supports_lane(Lane::F32) && g.supports_lane(Lane::F16) && g.supports_lane(Lane::Q8));
 }
 
@@ -24,7 +29,16 @@ fn linear_all_lanes() {
     let r = ReferenceBackend::new();
     let before = g.counters().snapshot();
     // (rows, K, N): GEMV path (≤ 8 rows) and library path, K and N not multiples of 4/16/32
-    let shapes = [(1, 64, 5), (3, 100, 17), (7, 385, 96), (8, 33, 257), (9, 31, 40), (33, 100, 17), (130, 385, 257), (517, 1280, 96)];
+    let shapes = [
+        (1, 64, 5),
+        (3, 100, 17),
+        (7, 385, 96),
+        (8, 33, 257),
+        (9, 31, 40),
+        (33, 100, 17),
+        (130, 385, 257),
+        (517, 1280, 96),
+    ];
     for lane in LANES {
         for (i, &(m, k, n)) in shapes.iter().enumerate() {
             let x = rnd(&[1, m, k], 10 + i as u64, 1.0);
@@ -35,14 +49,30 @@ fn linear_all_lanes() {
                 let xt = be.upload(&x).unwrap();
                 let wt = be.weight(&w, lane).unwrap();
                 let bt = be.upload(&b).unwrap();
-                be.download(&be.linear(&xt, &wt, if with_bias { Some(&bt) } else { None }).unwrap()).unwrap()
+                be.download(
+                    &be.linear(&xt, &wt, if with_bias { Some(&bt) } else { None })
+                        .unwrap(),
+                )
+                .unwrap()
             });
-            check(&format!("linear {lane} m{m} k{k} n{n} bias {with_bias}"), Op::Linear, lane, &got, &want);
+            check(
+                &format!("linear {lane} m{m} k{k} n{n} bias {with_bias}"),
+                Op::Linear,
+                lane,
+                &got,
+                &want,
+            );
         }
     }
     let after = g.counters().snapshot();
-    assert!(after.gemm_f16 >= before.gemm_f16 + shapes.len() as u64, "f16 GEMMs not counted");
-    assert!(after.gemm_q8 >= before.gemm_q8 + shapes.len() as u64, "q8 GEMMs not counted");
+    assert!(
+        after.gemm_f16 >= before.gemm_f16 + shapes.len() as u64,
+        "f16 GEMMs not counted"
+    );
+    assert!(
+        after.gemm_q8 >= before.gemm_q8 + shapes.len() as u64,
+        "q8 GEMMs not counted"
+    );
     assert!(after.ops > before.ops, "kernel launches not counted");
 }
 
@@ -51,20 +81,40 @@ fn conv1d_all_lanes() {
     let g = require_gpu!("conv1d_all_lanes");
     let r = ReferenceBackend::new();
     // (B, T, C_in, C_out, kernel, stride, padding): Whisper's stem shapes, shrunk and skewed
-    let cases = [(1, 30, 8, 12, 3, 1, 1), (2, 17, 5, 7, 3, 2, 1), (1, 9, 3, 10, 5, 1, 2), (1, 64, 80, 40, 3, 2, 1)];
+    let cases = [
+        (1, 30, 8, 12, 3, 1, 1),
+        (2, 17, 5, 7, 3, 2, 1),
+        (1, 9, 3, 10, 5, 1, 2),
+        (1, 64, 80, 40, 3, 2, 1),
+    ];
     for lane in LANES {
         for (i, &(b, t, ci, co, kw, s, pd)) in cases.iter().enumerate() {
             let x = rnd(&[b, t, ci], 40 + i as u64, 1.0);
-            let w = rnd(&[co, ci, kw], 50 + i as u64, 1.0 / ((ci * kw) as f32).sqrt());
+            let w = rnd(
+                &[co, ci, kw],
+                50 + i as u64,
+                1.0 / ((ci * kw) as f32).sqrt(),
+            );
             let bias = rnd(&[co], 60 + i as u64, 0.5);
-            let p = Conv1dParams { kernel: kw, stride: s, padding: pd };
+            let p = Conv1dParams {
+                kernel: kw,
+                stride: s,
+                padding: pd,
+            };
             let (got, want) = both!(g, &r, |be| {
                 let xt = be.upload(&x).unwrap();
                 let wt = be.weight(&w, lane).unwrap();
                 let bt = be.upload(&bias).unwrap();
-                be.download(&be.conv1d(&xt, &wt, Some(&bt), p).unwrap()).unwrap()
+                be.download(&be.conv1d(&xt, &wt, Some(&bt), p).unwrap())
+                    .unwrap()
             });
-            check(&format!("conv1d {lane} {:?}", cases[i]), Op::Conv1d, lane, &got, &want);
+            check(
+                &format!("conv1d {lane} {:?}", cases[i]),
+                Op::Conv1d,
+                lane,
+                &got,
+                &want,
+            );
         }
     }
 }
@@ -73,7 +123,15 @@ fn conv1d_all_lanes() {
 fn matmul_batched() {
     let g = require_gpu!("matmul_batched");
     let r = ReferenceBackend::new();
-    for (i, &(bt, m, k, n, tb)) in [(1, 5, 7, 3, false), (3, 17, 33, 9, true), (2, 64, 100, 65, false), (4, 1, 64, 130, true)].iter().enumerate() {
+    for (i, &(bt, m, k, n, tb)) in [
+        (1, 5, 7, 3, false),
+        (3, 17, 33, 9, true),
+        (2, 64, 100, 65, false),
+        (4, 1, 64, 130, true),
+    ]
+    .iter()
+    .enumerate()
+    {
         let a = rnd(&[bt, m, k], 70 + i as u64, 1.0);
         let bs = if tb { [bt, n, k] } else { [bt, k, n] };
         let b = rnd(&bs, 80 + i as u64, 1.0);
@@ -82,7 +140,13 @@ fn matmul_batched() {
             let btt = be.upload(&b).unwrap();
             be.download(&be.matmul(&at, &btt, tb).unwrap()).unwrap()
         });
-        check(&format!("matmul b{bt} m{m} k{k} n{n} trans_b {tb}"), Op::Matmul, Lane::F16, &got, &want);
+        check(
+            &format!("matmul b{bt} m{m} k{k} n{n} trans_b {tb}"),
+            Op::Matmul,
+            Lane::F16,
+            &got,
+            &want,
+        );
     }
 }
 
@@ -105,17 +169,40 @@ fn attention_fused_and_rows() {
         let q = rnd(&[b, tq, h * d], 90 + i as u64, 1.0);
         let k = rnd(&[b, tk, h * d], 100 + i as u64, 1.0);
         let v = rnd(&[b, tk, h * d], 110 + i as u64, 1.0);
-        let p = AttnParams { n_heads: h, scale: 1.0 / (d as f32).sqrt(), kv_len: kv, causal };
+        let p = AttnParams {
+            n_heads: h,
+            scale: 1.0 / (d as f32).sqrt(),
+            kv_len: kv,
+            causal,
+        };
         let (got, want) = both!(g, &r, |be| {
-            let (qt, kt, vt) = (be.upload(&q).unwrap(), be.upload(&k).unwrap(), be.upload(&v).unwrap());
-            be.download(&be.attention(&qt, &kt, &vt, &p).unwrap()).unwrap()
+            let (qt, kt, vt) = (
+                be.upload(&q).unwrap(),
+                be.upload(&k).unwrap(),
+                be.upload(&v).unwrap(),
+            );
+            be.download(&be.attention(&qt, &kt, &vt, &p).unwrap())
+                .unwrap()
         });
-        check(&format!("attention {:?}", cases[i]), Op::Attention, Lane::F16, &got, &want);
+        check(
+            &format!("attention {:?}", cases[i]),
+            Op::Attention,
+            Lane::F16,
+            &got,
+            &want,
+        );
         let (got, want) = both!(g, &r, |be| {
             let (qt, kt) = (be.upload(&q).unwrap(), be.upload(&k).unwrap());
-            be.download(&be.attention_probs(&qt, &kt, &p).unwrap()).unwrap()
+            be.download(&be.attention_probs(&qt, &kt, &p).unwrap())
+                .unwrap()
         });
-        check(&format!("attention_probs {:?}", cases[i]), Op::AttentionProbs, Lane::F16, &got, &want);
+        check(
+            &format!("attention_probs {:?}", cases[i]),
+            Op::AttentionProbs,
+            Lane::F16,
+            &got,
+            &want,
+        );
     }
 }
 
@@ -123,43 +210,100 @@ fn attention_fused_and_rows() {
 fn norms_activations_softmax() {
     let g = require_gpu!("norms_activations_softmax");
     let r = ReferenceBackend::new();
-    for (i, shape) in [vec![1usize, 7], vec![3, 5, 33], vec![2, 1500, 384], vec![4, 1031]].iter().enumerate() {
+    for (i, shape) in [
+        vec![1usize, 7],
+        vec![3, 5, 33],
+        vec![2, 1500, 384],
+        vec![4, 1031],
+    ]
+    .iter()
+    .enumerate()
+    {
         let c = *shape.last().unwrap();
         let x = rnd(shape, 120 + i as u64, 4.0);
         let gam = rnd(&[c], 130 + i as u64, 1.0);
         let bet = rnd(&[c], 140 + i as u64, 1.0);
         let (got, want) = both!(g, &r, |be| {
-            let (xt, gt, bt) = (be.upload(&x).unwrap(), be.upload(&gam).unwrap(), be.upload(&bet).unwrap());
-            be.download(&be.layer_norm(&xt, &gt, Some(&bt), 1e-5).unwrap()).unwrap()
+            let (xt, gt, bt) = (
+                be.upload(&x).unwrap(),
+                be.upload(&gam).unwrap(),
+                be.upload(&bet).unwrap(),
+            );
+            be.download(&be.layer_norm(&xt, &gt, Some(&bt), 1e-5).unwrap())
+                .unwrap()
         });
-        check(&format!("layer_norm {shape:?}"), Op::LayerNorm, Lane::F16, &got, &want);
+        check(
+            &format!("layer_norm {shape:?}"),
+            Op::LayerNorm,
+            Lane::F16,
+            &got,
+            &want,
+        );
         let (got, want) = both!(g, &r, |be| {
             let (xt, gt) = (be.upload(&x).unwrap(), be.upload(&gam).unwrap());
-            be.download(&be.layer_norm(&xt, &gt, None, 1e-5).unwrap()).unwrap()
+            be.download(&be.layer_norm(&xt, &gt, None, 1e-5).unwrap())
+                .unwrap()
         });
-        check(&format!("layer_norm no beta {shape:?}"), Op::LayerNorm, Lane::F16, &got, &want);
+        check(
+            &format!("layer_norm no beta {shape:?}"),
+            Op::LayerNorm,
+            Lane::F16,
+            &got,
+            &want,
+        );
         let (got, want) = both!(g, &r, |be| {
             let (xt, gt) = (be.upload(&x).unwrap(), be.upload(&gam).unwrap());
             be.download(&be.rms_norm(&xt, &gt, 1e-6).unwrap()).unwrap()
         });
-        check(&format!("rms_norm {shape:?}"), Op::RmsNorm, Lane::F16, &got, &want);
-        for act in [Activation::Gelu, Activation::GeluTanh, Activation::Silu, Activation::Relu, Activation::Sigmoid, Activation::Tanh] {
+        check(
+            &format!("rms_norm {shape:?}"),
+            Op::RmsNorm,
+            Lane::F16,
+            &got,
+            &want,
+        );
+        for act in [
+            Activation::Gelu,
+            Activation::GeluTanh,
+            Activation::Silu,
+            Activation::Relu,
+            Activation::Sigmoid,
+            Activation::Tanh,
+        ] {
             let (got, want) = both!(g, &r, |be| {
                 let xt = be.upload(&x).unwrap();
                 be.download(&be.activation(&xt, act).unwrap()).unwrap()
             });
-            check(&format!("activation {act:?} {shape:?}"), Op::Activation, Lane::F16, &got, &want);
+            check(
+                &format!("activation {act:?} {shape:?}"),
+                Op::Activation,
+                Lane::F16,
+                &got,
+                &want,
+            );
         }
         let (got, want) = both!(g, &r, |be| {
             let xt = be.upload(&x).unwrap();
             be.download(&be.softmax(&xt).unwrap()).unwrap()
         });
-        check(&format!("softmax {shape:?}"), Op::Softmax, Lane::F16, &got, &want);
+        check(
+            &format!("softmax {shape:?}"),
+            Op::Softmax,
+            Lane::F16,
+            &got,
+            &want,
+        );
         let (got, want) = both!(g, &r, |be| {
             let xt = be.upload(&x).unwrap();
             be.download(&be.log_softmax(&xt).unwrap()).unwrap()
         });
-        check(&format!("log_softmax {shape:?}"), Op::LogSoftmax, Lane::F16, &got, &want);
+        check(
+            &format!("log_softmax {shape:?}"),
+            Op::LogSoftmax,
+            Lane::F16,
+            &got,
+            &want,
+        );
         if c % 2 == 0 {
             let (got, want) = both!(g, &r, |be| {
                 let xt = be.upload(&x).unwrap();
@@ -177,24 +321,49 @@ fn norms_activations_softmax() {
 fn elementwise_and_broadcast() {
     let g = require_gpu!("elementwise_and_broadcast");
     let r = ReferenceBackend::new();
-    for (i, (sa, sb)) in [(vec![3usize, 5, 7], vec![3usize, 5, 7]), (vec![2, 9, 33], vec![33]), (vec![4, 1500, 20], vec![1500, 20])].iter().enumerate() {
+    for (i, (sa, sb)) in [
+        (vec![3usize, 5, 7], vec![3usize, 5, 7]),
+        (vec![2, 9, 33], vec![33]),
+        (vec![4, 1500, 20], vec![1500, 20]),
+    ]
+    .iter()
+    .enumerate()
+    {
         let a = rnd(sa, 150 + i as u64, 2.0);
         let b = rnd(sb, 160 + i as u64, 2.0);
         let (got, want) = both!(g, &r, |be| {
             let (at, bt) = (be.upload(&a).unwrap(), be.upload(&b).unwrap());
             be.download(&be.add(&at, &bt).unwrap()).unwrap()
         });
-        check(&format!("add {sa:?} {sb:?}"), Op::Elementwise, Lane::F16, &got, &want);
+        check(
+            &format!("add {sa:?} {sb:?}"),
+            Op::Elementwise,
+            Lane::F16,
+            &got,
+            &want,
+        );
         let (got, want) = both!(g, &r, |be| {
             let (at, bt) = (be.upload(&a).unwrap(), be.upload(&b).unwrap());
             be.download(&be.mul(&at, &bt).unwrap()).unwrap()
         });
-        check(&format!("mul {sa:?} {sb:?}"), Op::Elementwise, Lane::F16, &got, &want);
+        check(
+            &format!("mul {sa:?} {sb:?}"),
+            Op::Elementwise,
+            Lane::F16,
+            &got,
+            &want,
+        );
         let (got, want) = both!(g, &r, |be| {
             let at = be.upload(&a).unwrap();
             be.download(&be.affine(&at, 0.37, -1.25).unwrap()).unwrap()
         });
-        check(&format!("affine {sa:?}"), Op::Elementwise, Lane::F16, &got, &want);
+        check(
+            &format!("affine {sa:?}"),
+            Op::Elementwise,
+            Lane::F16,
+            &got,
+            &want,
+        );
     }
 }
 
@@ -212,13 +381,21 @@ fn layout_ops_are_exact() {
     for (dim, start, len) in [(0, 1, 2), (1, 5, 20), (2, 44, 1), (2, 3, 17)] {
         let (got, want) = both!(g, &r, |be| {
             let xt = be.upload(&x).unwrap();
-            be.download(&be.slice(&xt, dim, start, len).unwrap()).unwrap()
+            be.download(&be.slice(&xt, dim, start, len).unwrap())
+                .unwrap()
         });
-        check(&format!("slice dim {dim} [{start}+{len}]"), Op::Layout, Lane::F16, &got, &want);
+        check(
+            &format!("slice dim {dim} [{start}+{len}]"),
+            Op::Layout,
+            Lane::F16,
+            &got,
+            &want,
+        );
     }
     let (got, want) = both!(g, &r, |be| {
         let (xt, yt) = (be.upload(&x).unwrap(), be.upload(&y).unwrap());
-        be.download(&be.concat(&[&xt, &yt, &xt], 1).unwrap()).unwrap()
+        be.download(&be.concat(&[&xt, &yt, &xt], 1).unwrap())
+            .unwrap()
     });
     check("concat dim 1", Op::Layout, Lane::F16, &got, &want);
     let z = rnd(&[3, 37, 7], 172, 1.0);
@@ -236,13 +413,15 @@ fn layout_ops_are_exact() {
     check("write_rows", Op::Layout, Lane::F16, &got, &want);
     let (got, want) = both!(g, &r, |be| {
         let xt = be.upload(&x).unwrap();
-        be.download(&be.gather_batch(&xt, &[2, 0, 2, 1]).unwrap()).unwrap()
+        be.download(&be.gather_batch(&xt, &[2, 0, 2, 1]).unwrap())
+            .unwrap()
     });
     check("gather_batch", Op::Layout, Lane::F16, &got, &want);
     let table = rnd(&[51, 33], 173, 1.0);
     let (got, want) = both!(g, &r, |be| {
         let tt = be.upload(&table).unwrap();
-        be.download(&be.gather_rows(&tt, &[50, 0, 7, 7, 13]).unwrap()).unwrap()
+        be.download(&be.gather_rows(&tt, &[50, 0, 7, 7, 13]).unwrap())
+            .unwrap()
     });
     check("gather_rows", Op::Layout, Lane::F16, &got, &want);
     let (got, want) = both!(g, &r, |be| {
@@ -258,27 +437,68 @@ fn layout_ops_are_exact() {
 fn convolutions_direct() {
     let g = require_gpu!("convolutions_direct");
     let r = ReferenceBackend::new();
-    for (i, &(b, t, c, kw, s, pd)) in [(1, 20, 8, 3, 1, 1), (2, 33, 17, 31, 1, 15), (1, 12, 5, 4, 2, 0)].iter().enumerate() {
+    for (i, &(b, t, c, kw, s, pd)) in [
+        (1, 20, 8, 3, 1, 1),
+        (2, 33, 17, 31, 1, 15),
+        (1, 12, 5, 4, 2, 0),
+    ]
+    .iter()
+    .enumerate()
+    {
         let x = rnd(&[b, t, c], 180 + i as u64, 1.0);
         let w = rnd(&[c, kw], 190 + i as u64, 0.5);
         let bias = rnd(&[c], 200 + i as u64, 0.5);
         let (got, want) = both!(g, &r, |be| {
-            let (xt, wt, bt) = (be.upload(&x).unwrap(), be.upload(&w).unwrap(), be.upload(&bias).unwrap());
-            be.download(&be.depthwise_conv1d(&xt, &wt, Some(&bt), s, pd).unwrap()).unwrap()
+            let (xt, wt, bt) = (
+                be.upload(&x).unwrap(),
+                be.upload(&w).unwrap(),
+                be.upload(&bias).unwrap(),
+            );
+            be.download(&be.depthwise_conv1d(&xt, &wt, Some(&bt), s, pd).unwrap())
+                .unwrap()
         });
-        check(&format!("depthwise_conv1d b{b} t{t} c{c} k{kw} s{s} p{pd}"), Op::DepthwiseConv1d, Lane::F16, &got, &want);
+        check(
+            &format!("depthwise_conv1d b{b} t{t} c{c} k{kw} s{s} p{pd}"),
+            Op::DepthwiseConv1d,
+            Lane::F16,
+            &got,
+            &want,
+        );
     }
     // (B, C_in, H, W, C_out, k, stride, pad, groups)
-    for (i, &(b, ci, h, w, co, k, s, pd, gr)) in [(1, 1, 20, 16, 4, 3, 2, 1, 1), (2, 4, 9, 11, 6, 3, 1, 1, 2), (1, 6, 8, 8, 6, 3, 2, 1, 6)].iter().enumerate() {
+    for (i, &(b, ci, h, w, co, k, s, pd, gr)) in [
+        (1, 1, 20, 16, 4, 3, 2, 1, 1),
+        (2, 4, 9, 11, 6, 3, 1, 1, 2),
+        (1, 6, 8, 8, 6, 3, 2, 1, 6),
+    ]
+    .iter()
+    .enumerate()
+    {
         let x = rnd(&[b, ci, h, w], 210 + i as u64, 1.0);
         let wt = rnd(&[co, ci / gr, k, k], 220 + i as u64, 0.5);
         let bias = rnd(&[co], 230 + i as u64, 0.5);
-        let p = Conv2dParams { kernel: (k, k), stride: (s, s), padding: (pd, pd), groups: gr };
+        let p = Conv2dParams {
+            kernel: (k, k),
+            stride: (s, s),
+            padding: (pd, pd),
+            groups: gr,
+        };
         let (got, want) = both!(g, &r, |be| {
-            let (xt, wtt, bt) = (be.upload(&x).unwrap(), be.upload(&wt).unwrap(), be.upload(&bias).unwrap());
-            be.download(&be.conv2d(&xt, &wtt, Some(&bt), p).unwrap()).unwrap()
+            let (xt, wtt, bt) = (
+                be.upload(&x).unwrap(),
+                be.upload(&wt).unwrap(),
+                be.upload(&bias).unwrap(),
+            );
+            be.download(&be.conv2d(&xt, &wtt, Some(&bt), p).unwrap())
+                .unwrap()
         });
-        check(&format!("conv2d case {i}"), Op::Conv2d, Lane::F16, &got, &want);
+        check(
+            &format!("conv2d case {i}"),
+            Op::Conv2d,
+            Lane::F16,
+            &got,
+            &want,
+        );
     }
 }
 
@@ -294,10 +514,24 @@ fn lstm_cell_default_composition() {
     let whh = rnd(&[4 * hid, hid], 244, 0.3);
     let bias = rnd(&[4 * hid], 245, 0.3);
     let (got, want) = both!(g, &r, |be| {
-        let (xt, ht, ct, bt) = (be.upload(&x).unwrap(), be.upload(&h).unwrap(), be.upload(&c).unwrap(), be.upload(&bias).unwrap());
-        let (wi, wh) = (be.weight(&wih, Lane::F16).unwrap(), be.weight(&whh, Lane::F16).unwrap());
+        let (xt, ht, ct, bt) = (
+            be.upload(&x).unwrap(),
+            be.upload(&h).unwrap(),
+            be.upload(&c).unwrap(),
+            be.upload(&bias).unwrap(),
+        );
+        let (wi, wh) = (
+            be.weight(&wih, Lane::F16).unwrap(),
+            be.weight(&whh, Lane::F16).unwrap(),
+        );
         let (h2, _c2) = be.lstm_cell(&xt, &ht, &ct, &wi, &wh, Some(&bt)).unwrap();
         be.download(&h2).unwrap()
     });
-    check("lstm_cell h' (f16 weights)", Op::Linear, Lane::F16, &got, &want);
+    check(
+        "lstm_cell h' (f16 weights)",
+        Op::Linear,
+        Lane::F16,
+        &got,
+        &want,
+    );
 }

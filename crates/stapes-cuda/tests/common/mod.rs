@@ -60,7 +60,11 @@ pub fn cuda_tol(op: Op, lane: Lane) -> Tolerance {
     if let Some(r) = lookup(op, lane, "cuda") {
         return r.tol;
     }
-    let t = |max_abs, max_rel, rel_l2| Tolerance { max_abs, max_rel, rel_l2 };
+    let t = |max_abs, max_rel, rel_l2| Tolerance {
+        max_abs,
+        max_rel,
+        rel_l2,
+    };
     match op {
         // copies only
         Op::Layout => t(0.0, 0.0, 0.0),
@@ -90,7 +94,10 @@ pub fn check(what: &str, op: Op, lane: Lane, got: &HostTensor, want: &HostTensor
     assert_eq!(got.shape, want.shape, "{what}: shape");
     let tol = cuda_tol(op, lane);
     match compare(&got.data, &want.data, &tol) {
-        Ok(m) => eprintln!("ok   {what}: max_abs {:.2e} (range {:.2e}) rel_l2 {:.2e}", m.max_abs, m.range, m.rel_l2),
+        Ok(m) => eprintln!(
+            "ok   {what}: max_abs {:.2e} (range {:.2e}) rel_l2 {:.2e}",
+            m.max_abs, m.range, m.rel_l2
+        ),
         Err(e) => panic!("{what}: {e} (tolerance {tol:?})"),
     }
 }
