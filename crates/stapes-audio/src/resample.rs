@@ -3,12 +3,13 @@
 use std::path::{Path, PathBuf};
 
 use rubato::audioadapter_buffers::direct::InterleavedSlice;
-use rubato::{Fft, FixedSync, Resampler};
+use rubato::{Fft, FixedSync, Resampler, WindowFunction};
 
 use crate::{AudioError, SAMPLE_RATE};
 
-/// Input chunk handed to the resampler; large enough that the FFT work dominates the overhead.
-const CHUNK: usize = 4096;
+/// Least input block per FFT: long enough for a sharp anti-aliasing filter (the filter spans one
+/// block) and to amortise the per-block overhead.
+const MIN_BLOCK: usize = 2048;
 
 /// Resamples mono audio from `from_hz` to [`crate::SAMPLE_RATE`].
 ///
@@ -36,11 +37,19 @@ pub(crate) fn resample_labeled(
         path: label.to_path_buf(),
         detail: format!("cannot resample {from_hz} Hz to {SAMPLE_RATE} Hz: {what}"),
     };
-    let mut resampler = Fft::<f32>::new(
+    // rubato's FFT resampler works in blocks of `k · from / gcd` input samples; its delay
+    // compensation is exact only when both block sizes are even (an odd block leaves a half-sample
+    // shift: half an input sample at 44.1 kHz, half an output sample at 96 kHz). So k is even.
+    let gcd = gcd(from_hz as usize, SAMPLE_RATE as usize);
+    let unit_in = from_hz as usize / gcd;
+    let k = 2 * MIN_BLOCK.div_ceil(2 * unit_in);
+    let mut resampler = Fft::<f32>::new_custom(
         from_hz as usize,
         SAMPLE_RATE as usize,
-        CHUNK,
+        k * unit_in,
         1,
+        1,
+        WindowFunction::BlackmanHarris2,
         FixedSync::Input,
     )
     .map_err(|e| failed(e.to_string()))?;
@@ -51,4 +60,11 @@ pub(crate) fn resample_labeled(
         .process_all(&input, samples.len(), None)
         .map_err(|e| failed(e.to_string()))?;
     Ok(out.take_data())
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
