@@ -1,0 +1,152 @@
+//! The CLI contract of design.md §6: outputs, exit codes, one clear line per error.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn stapes(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stapes"))
+        .args(args)
+        .output()
+        .expect("the stapes binary runs")
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn sample(name: &str) -> String {
+    repo().join("samples").join(name).display().to_string()
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("STAPES_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stapes"))
+}
+
+/// The real weights these tests need; missing weights fail the test with the command to run.
+fn model(name: &str) -> String {
+    let p = cache().join("models").join(name);
+    assert!(p.exists(), "{} is missing: run scripts/fetch-models.sh all", p.display());
+    p.display().to_string()
+}
+
+const JFK: &str = "And so, my fellow Americans, ask not what your country can do for you, ask what you can do for your country.";
+
+fn normalise(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn default_transcribe_prints_the_jfk_sentence() {
+    model("whisper-base");
+    let o = stapes(&["transcribe", &sample("jfk.wav")]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    assert_eq!(normalise(&String::from_utf8_lossy(&o.stdout)), normalise(JFK));
+}
+
+#[test]
+fn json_output_has_the_contract_fields() {
+    let m = model("whisper-tiny.en");
+    let o = stapes(&["transcribe", "-m", &m, "--beam-size", "1", "-f", "json", &sample("jfk.mp3")]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    for key in ["file", "text", "language", "family", "device", "lane", "segments"] {
+        assert!(v.get(key).is_some(), "missing {key} in {v}");
+    }
+    assert_eq!(v["family"], "whisper");
+    assert_eq!(v["device"], "cpu");
+    assert_eq!(v["lane"], "f32");
+    let segs = v["segments"].as_array().expect("segments array");
+    assert!(!segs.is_empty());
+    let eot = 50256; // tiny.en's end-of-text: never part of a segment's tokens
+    for s in segs {
+        let toks = s["tokens"].as_array().expect("tokens");
+        assert!(!toks.is_empty());
+        assert!(toks.iter().all(|t| t.as_u64() != Some(eot)));
+        assert!(s["end"].as_f64() >= s["start"].as_f64());
+    }
+}
+
+fn write_tmp(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stapes-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).expect("write temp file");
+    p
+}
+
+/// Bad audio: exit 3 and exactly one line on stderr naming the problem.
+#[test]
+fn bad_audio_exits_3_with_one_line() {
+    let m = model("whisper-tiny.en");
+    let wav = std::fs::read(repo().join("samples/jfk.wav")).expect("jfk.wav");
+    let mut noise = Vec::new();
+    let mut s = 0x2545F4914F6CDD1Du64;
+    for _ in 0..50_000 {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        noise.push((s >> 32) as u8);
+    }
+    let cases: Vec<(&str, PathBuf)> = vec![
+        ("truncated wav", write_tmp("trunc.wav", &wav[..30])),
+        ("random bytes", write_tmp("noise.bin", &noise)),
+        ("empty file", write_tmp("empty.wav", b"")),
+        ("text file", write_tmp("notes.txt", b"this is not audio, it is a note\n")),
+        ("directory", std::env::temp_dir()),
+        ("missing file", PathBuf::from("/nonexistent/stapes/audio.wav")),
+    ];
+    for (what, path) in cases {
+        let o = stapes(&["transcribe", "-m", &m, &path.display().to_string()]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(3), "{what}: stderr: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{what}: want one line, got: {err}");
+        assert!(err.starts_with("stapes: "), "{what}: {err}");
+    }
+}
+
+#[test]
+fn bad_model_exits_3() {
+    let junk = write_tmp("model.bin", b"\x06\x00\x00\x00garbage");
+    let o = stapes(&["transcribe", "-m", &junk.display().to_string(), &sample("jfk.wav")]);
+    assert_eq!(o.status.code(), Some(3), "stderr: {}", stderr(&o));
+    let o = stapes(&["transcribe", "-m", "no-such-model", &sample("jfk.wav")]);
+    assert_eq!(o.status.code(), Some(3), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("fetch-models"));
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    for args in [
+        vec!["transcribe", "--lane", "int4", "x.wav"],
+        vec!["transcribe", "-f", "docx", "x.wav"],
+        vec!["transcribe", "--task", "summarise", "x.wav"],
+        vec!["transcribe", "--device", "tpu", "x.wav"],
+        vec!["transcribe", "--beam-size", "0", "x.wav"],
+        vec!["transcribe"],
+        vec!["frobnicate"],
+    ] {
+        let o = stapes(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: stderr: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn f32_on_a_gpu_or_a_missing_gpu_exits_4() {
+    let m = model("whisper-tiny.en");
+    let o = stapes(&["transcribe", "-m", &m, "--device", "cuda", "--lane", "f32", &sample("jfk.wav")]);
+    assert_eq!(o.status.code(), Some(4), "stderr: {}", stderr(&o));
+    let o = stapes(&["transcribe", "-m", &m, "--device", "vulkan", &sample("jfk.wav")]);
+    assert_eq!(o.status.code(), Some(4), "stderr: {}", stderr(&o));
+}
