@@ -4,8 +4,7 @@
 // ---------------------------------------------------------------------------------------------
 // Fused flash-style kernel on f16 tensor cores (mma.sync m16n8k16, f32 accumulate), online
 // softmax in f32: scores never leave registers. Block = 4 warps = 64 queries of one (b, h);
-// keys stream through shared memory 64 at a time (K row-major, V transposed so both mma
-// operands are 32-bit shared loads).
+// keys stream through shared memory 64 at a time.
 
 #define FA_BQ 64
 #define FA_BK 64
@@ -17,20 +16,29 @@ __device__ __forceinline__ void mma16816(float* c, u32 a0, u32 a1, u32 a2, u32 a
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+    u32 r;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+    return r;
+}
+
+// K and V arrive as f16 (B, Tk, H*D) (cast once per call by cast_f32_f16), so tiles move with
+// 16-byte loads and no conversion; both stay row-major in shared memory and V's mma operand is
+// read transposed by ldmatrix.trans.
 template <int D>
-__device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* __restrict__ Q, const float* __restrict__ K,
-                                           const float* __restrict__ V, int Tq, int Tk, int H, int kv_len, float scale,
+__device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* __restrict__ Q, const h16* __restrict__ K,
+                                           const h16* __restrict__ V, int Tq, int Tk, int H, int kv_len, float scale,
                                            int causal) {
     __shared__ __align__(16) h16 Ks[FA_BK][D + FA_PAD];
-    __shared__ __align__(16) h16 Vt[D][FA_BK + FA_PAD];
+    __shared__ __align__(16) h16 Vs[FA_BK][D + FA_PAD];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z;
     const int q0 = blockIdx.x * FA_BQ;
     const long long ld = (long long)H * D;  // token stride
     const float* Qb = Q + (long long)b * Tq * ld + h * D;
-    const float* Kb = K + (long long)b * Tk * ld + h * D;
-    const float* Vb = V + (long long)b * Tk * ld + h * D;
+    const h16* Kb = K + (long long)b * Tk * ld + h * D;
+    const h16* Vb = V + (long long)b * Tk * ld + h * D;
     float* Ob = O + (long long)b * Tq * ld + h * D;
 
     const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
@@ -40,19 +48,21 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
         int c0 = kk * 16 + 2 * t;
-        float x00 = 0.f, x01 = 0.f, x08 = 0.f, x09 = 0.f, y00 = 0.f, y01 = 0.f, y08 = 0.f, y09 = 0.f;
+        float2 x0 = make_float2(0.f, 0.f), x8 = x0, y0 = x0, y8 = x0;
         if (r0 < Tq) {
             const float* p = Qb + (long long)r0 * ld;
-            x00 = p[c0]; x01 = p[c0 + 1]; x08 = p[c0 + 8]; x09 = p[c0 + 9];
+            x0 = *(const float2*)(p + c0);
+            x8 = *(const float2*)(p + c0 + 8);
         }
         if (r1 < Tq) {
             const float* p = Qb + (long long)r1 * ld;
-            y00 = p[c0]; y01 = p[c0 + 1]; y08 = p[c0 + 8]; y09 = p[c0 + 9];
+            y0 = *(const float2*)(p + c0);
+            y8 = *(const float2*)(p + c0 + 8);
         }
-        qa[kk][0] = pack_h2(x00 * qs, x01 * qs);
-        qa[kk][1] = pack_h2(y00 * qs, y01 * qs);
-        qa[kk][2] = pack_h2(x08 * qs, x09 * qs);
-        qa[kk][3] = pack_h2(y08 * qs, y09 * qs);
+        qa[kk][0] = pack_h2(x0.x * qs, x0.y * qs);
+        qa[kk][1] = pack_h2(y0.x * qs, y0.y * qs);
+        qa[kk][2] = pack_h2(x8.x * qs, x8.y * qs);
+        qa[kk][3] = pack_h2(y8.x * qs, y8.y * qs);
     }
 
     float o[D / 8][4];
@@ -68,23 +78,21 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
     }
     const int lim0 = causal ? kv_len - Tq + r0 : kv_len - 1;  // last key row r0 may see
     const int lim1 = causal ? kv_len - Tq + r1 : kv_len - 1;
+    // ldmatrix.x4.trans row this thread addresses: matrices (keys 0-7 | 8-15) x (d tile, d tile + 1)
+    const int lm_key = (lane & 7) + ((lane >> 3) & 1) * 8, lm_col = (lane >> 4) * 8;
 
     for (int k0 = 0; k0 < kend; k0 += FA_BK) {
         __syncthreads();
-        for (int idx = tid; idx < FA_BK * (D / 4); idx += blockDim.x) {
-            int key = idx / (D / 4), d4 = (idx - key * (D / 4)) * 4;
+        for (int idx = tid; idx < FA_BK * (D / 8); idx += blockDim.x) {
+            int key = idx / (D / 8), d8 = (idx - key * (D / 8)) * 8;
             int j = k0 + key;
-            float4 kv = make_float4(0.f, 0.f, 0.f, 0.f), vv = kv;
+            uint4 kv = make_uint4(0u, 0u, 0u, 0u), vv = kv;
             if (j < kv_len) {
-                kv = *(const float4*)(Kb + (long long)j * ld + d4);
-                vv = *(const float4*)(Vb + (long long)j * ld + d4);
+                kv = *(const uint4*)(Kb + (long long)j * ld + d8);
+                vv = *(const uint4*)(Vb + (long long)j * ld + d8);
             }
-            *(u32*)&Ks[key][d4] = pack_h2(kv.x, kv.y);
-            *(u32*)&Ks[key][d4 + 2] = pack_h2(kv.z, kv.w);
-            Vt[d4][key] = f2h(vv.x);
-            Vt[d4 + 1][key] = f2h(vv.y);
-            Vt[d4 + 2][key] = f2h(vv.z);
-            Vt[d4 + 3][key] = f2h(vv.w);
+            *(uint4*)&Ks[key][d8] = kv;
+            *(uint4*)&Vs[key][d8] = vv;
         }
         __syncthreads();
 
@@ -147,10 +155,14 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
 #pragma unroll
         for (int ks = 0; ks < FA_BK / 16; ++ks) {
 #pragma unroll
-            for (int dn = 0; dn < D / 8; ++dn) {
-                u32 b0 = *(const u32*)&Vt[dn * 8 + g][ks * 16 + 2 * t];
-                u32 b1 = *(const u32*)&Vt[dn * 8 + g][ks * 16 + 2 * t + 8];
+            for (int dn = 0; dn < D / 8; dn += 2) {
+                u32 b0, b1, b2, b3;
+                u32 addr = smem_addr(&Vs[ks * 16 + lm_key][dn * 8 + lm_col]);
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
+                             : "r"(addr));
                 mma16816(o[dn], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b0, b1);
+                mma16816(o[dn + 1], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b2, b3);
             }
         }
     }
@@ -173,11 +185,11 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128) flash_attn_d64(float* O, const float* Q, const float* K, const float* V,
+extern "C" __global__ void __launch_bounds__(128) flash_attn_d64(float* O, const float* Q, const h16* K, const h16* V,
                                                                  int Tq, int Tk, int H, int kv_len, float scale, int causal) {
     flash_attn<64>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
 }
-extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, const float* Q, const float* K, const float* V,
+extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, const float* Q, const h16* K, const h16* V,
                                                                   int Tq, int Tk, int H, int kv_len, float scale, int causal) {
     flash_attn<128>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
 }

@@ -496,10 +496,7 @@ impl CudaBackend {
         }
         if let Some(v) = v {
             if v.shape != k.shape {
-                return Err(Error::shape(
-                    op,
-                    format!("v {:?} != k {:?}", v.shape, k.shape),
-                ));
+                return Err(self.decline(op, format!("v {:?} differs from k {:?}", v.shape, k.shape)));
             }
         }
         let kv_len = p.kv_len.unwrap_or(tk);
@@ -554,6 +551,14 @@ impl CudaBackend {
         };
         if let (Some(kname), true) = (flash, tq >= 16) {
             let grid = (tq.div_ceil(64) as u32, h as u32, b as u32);
+            // K/V in f16 once, so the kernel's tiles need no conversion and half the bytes
+            let kv_n = b * tk * hd;
+            let k16 = self.pool.alloc(kv_n * 2)?;
+            let v16 = self.pool.alloc(kv_n * 2)?;
+            let (k16p, v16p, nn) = (k16.ptr, v16.ptr, kv_n as i64);
+            self.launch("cast_f32_f16", grid_1d(kv_n), (256, 1, 1), 0, args![k16p, kp, nn])?;
+            self.launch("cast_f32_f16", grid_1d(kv_n), (256, 1, 1), 0, args![v16p, vp, nn])?;
+            let (kp, vp) = (k16p, v16p);
             self.launch(
                 kname,
                 grid,
@@ -687,13 +692,14 @@ impl Backend for CudaBackend {
     fn weight(&self, w: &HostTensor, lane: Lane) -> Result<CudaWeight> {
         self.no_capture("weight")?;
         self.bind()?;
-        if w.rank() != 2 {
+        // (N, ..) flattens to (N, K): conv kernels arrive as (C_out, C_in, K)
+        if w.rank() < 2 {
             return Err(Error::shape(
                 "weight",
                 format!("expected (N, K), got {:?}", w.shape),
             ));
         }
-        let (n, k) = (w.shape[0], w.shape[1]);
+        let (n, k) = (w.shape[0], w.shape[1..].iter().product::<usize>());
         let data = match lane {
             Lane::F32 => {
                 return Err(Error::LaneUnavailable {
