@@ -92,10 +92,10 @@ pub static TABLE: &[Row] = &[
         lane: Some(Lane::Q8),
         backend: "cpu",
         tol: tol(0.0, 0.03, 0.012),
-        reason: "q8×q8 (ggml Q8_0): activations are quantized per 32-block to ±127, error \
-                 ≤ amax/254 per element (uniform, rms amax/440), summed over K against the \
-                 weight: rel_l2 ≈ amax/(440·rms(x)) ≈ 0.004 for uniform x, plus the f16 \
-                 rounding of the activation scale (2⁻¹¹); worst element ~5σ of that",
+        reason: "M ≤ 8 runs q8×q8 (ggml Q8_0): activations are quantized per 32-block to \
+                 ±127, error ≤ amax/254 per element (uniform, rms amax/440), summed over K \
+                 against the weight: rel_l2 ≈ amax/(440·rms(x)) ≈ 0.004 for uniform x; worst \
+                 element ~5σ of that. Larger M dequantizes the weight (W8A32), as exact as f32",
     },
     Row {
         op: Op::Conv1d,
@@ -116,8 +116,8 @@ pub static TABLE: &[Row] = &[
         lane: Some(Lane::Q8),
         backend: "cpu",
         tol: tol(0.0, 0.03, 0.012),
-        reason: "im2col + the q8×q8 GEMM: activation quantization as linear q8 (zero padding \
-                 frames quantize exactly)",
+        reason: "im2col + the q8 linear (q8×q8 at ≤ 8 output frames, else W8A32): the same \
+                 bound as linear q8",
     },
     Row {
         op: Op::Matmul,

@@ -323,7 +323,10 @@ impl CpuBackend {
                         } else {
                             d.kv_len
                         };
-                        math::softmax_row(&mut row[..visible]);
+                        match self.kernels.avx2 {
+                            Some(a) => a.softmax_row(&mut row[..visible]),
+                            None => math::softmax_row(&mut row[..visible]),
+                        }
                         row[visible..].fill(0.0);
                     }
                     let Some(v) = v else { return scores };
@@ -993,8 +996,13 @@ impl Backend for CpuBackend {
         let c = x.last_dim();
         let mut out = x.data.clone();
         if c > 0 {
-            self.pool
-                .install(|| out.par_chunks_mut(c).for_each(math::softmax_row));
+            self.pool.install(|| {
+                out.par_chunks_mut(c)
+                    .for_each(|row| match self.kernels.avx2 {
+                        Some(a) => a.softmax_row(row),
+                        None => math::softmax_row(row),
+                    })
+            });
         }
         Ok(CpuTensor::new(x.shape.clone(), out))
     }

@@ -302,9 +302,11 @@ impl Kernels {
         out
     }
 
-    /// Encoder shapes, q8 lane: quantize activations once, then tasks over blocks of 16 rows of
-    /// M; within a task, weight panels of 64 rows stay in L1/L2 while 4 activation rows at a time
-    /// stream past them.
+    /// Encoder shapes, q8 lane: dequantize a panel of weight rows to f32 and run the f32 GEMM
+    /// on it (W8A32). On AVX2 without VNNI an int8 `maddubs` GEMM measured ~1.6× slower than the
+    /// f32 GEMM at these shapes (docs/perf-ledger.md), and this path is also exact to the lane's
+    /// meaning (f32 math on the q8-rounded weight). The int8 kernel serves the memory-bound
+    /// M ≤ SMALL_M shapes, where reading 1/4 of the bytes is what counts.
     #[allow(clippy::too_many_arguments)]
     fn linear_q8_large(
         &self,
@@ -316,36 +318,33 @@ impl Kernels {
         kb: usize,
         n: usize,
     ) -> Vec<f32> {
-        const ROWS: usize = 16;
-        const PANEL: usize = 64;
-        let xq = QuantRows::new(x, m, k);
+        const PANEL: usize = 256;
         let mut out = vec![0f32; m * n];
-        out.par_chunks_mut(ROWS * n).enumerate().for_each(|(c, o)| {
-            let m0 = c * ROWS;
-            let mc = o.len() / n;
-            for n0 in (0..n).step_by(PANEL) {
-                let n1 = (n0 + PANEL).min(n);
-                for r0 in (0..mc).step_by(MR) {
-                    let rows = (mc - r0).min(MR);
-                    let rq: [(&[i8], &[f32]); MR] =
-                        std::array::from_fn(|r| xq.row(m0 + r0 + r.min(rows - 1)));
-                    let xqs: [&[i8]; MR] = std::array::from_fn(|r| rq[r].0);
-                    let xss: [&[f32]; MR] = std::array::from_fn(|r| rq[r].1);
-                    for j in n0..n1 {
-                        let res = self.dot_q8(
-                            &xqs,
-                            &xss,
-                            rows,
-                            &q[j * kb * 32..(j + 1) * kb * 32],
-                            &s[j * kb..(j + 1) * kb],
-                        );
-                        for r in 0..rows {
-                            o[(r0 + r) * n + j] = res[r];
-                        }
+        let mut panel = vec![0f32; PANEL * k];
+        let a = Mat {
+            data: x,
+            rs: k,
+            cs: 1,
+        };
+        for n0 in (0..n).step_by(PANEL) {
+            let nc = (n - n0).min(PANEL);
+            let p = &mut panel[..nc * k];
+            p.par_chunks_mut(k).enumerate().for_each(|(i, row)| {
+                let j = n0 + i;
+                let (qr, sr) = (&q[j * kb * 32..(j + 1) * kb * 32], &s[j * kb..(j + 1) * kb]);
+                for (c, (dst, &sc)) in row.chunks_mut(32).zip(sr).enumerate() {
+                    for (d, &v) in dst.iter_mut().zip(&qr[c * 32..]) {
+                        *d = v as f32 * sc;
                     }
                 }
-            }
-        });
+            });
+            let b = Mat {
+                data: p,
+                rs: 1,
+                cs: k,
+            };
+            sgemm(m, nc, k, &mut out[n0..], n, false, a, b, 1.0, self.par());
+        }
         out
     }
 }

@@ -183,6 +183,16 @@ mod x86 {
             unsafe { dot_q8(xq, xs, rows, wq, ws) }
         }
 
+        /// [`crate::math::softmax_row`] compiled with AVX2/FMA (8-wide exp).
+        pub fn softmax_row(self, row: &mut [f32]) {
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn inner(row: &mut [f32]) {
+                crate::math::softmax_row(row)
+            }
+            // SAFETY: the token proves AVX2+FMA.
+            unsafe { inner(row) }
+        }
+
         /// Apply `f` to every element with AVX2/FMA enabled, so the branch-free polynomial
         /// bodies of `math` vectorise 8-wide.
         pub fn map(self, xs: &mut [f32], f: impl Fn(f32) -> f32) {

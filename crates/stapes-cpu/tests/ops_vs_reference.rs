@@ -126,19 +126,19 @@ fn linear_logits_projection_shape() {
 }
 
 #[test]
-fn q8_cpu_stays_within_its_row_and_is_not_exact() {
-    // q8 quantizes activations too, so it must differ from the reference (else the activation
-    // path did not run) yet stay within the q8 row.
+fn q8_cpu_paths_within_their_rows() {
     let p = pair();
-    let x = rnd(&[64, 384], 5, 1.0);
     let w = rnd(&[96, 384], 6, 1.0);
+    // M ≤ 8 runs Q8_0×Q8_0 (activations quantized too): it must differ from the reference (else
+    // the int8 path did not run) yet stay within the q8 row.
+    let x = rnd(&[5, 384], 5, 1.0);
     let (got, want) = both!(p, |be, up| {
         let wt = be.weight(&w, Lane::Q8).expect("weight");
         be.linear(&up(&x), &wt, None).expect("linear")
     });
-    check(Op::Linear, Lane::Q8, "q8 64x384x96", &got, &want);
     let row = lookup(Op::Linear, Lane::Q8, "cpu").expect("row");
-    let m = compare(&got.data, &want.data, &row.tol).expect("within");
+    let m =
+        compare(&got.data, &want.data, &row.tol).unwrap_or_else(|e| panic!("q8 int8 path: {e}"));
     assert!(
         m.rel_l2 > 1e-4,
         "q8 result equals the f32-activation reference: rel_l2 {}",
@@ -150,6 +150,14 @@ fn q8_cpu_stays_within_its_row_and_is_not_exact() {
         "q8 error larger than activation quantization explains: {}",
         m.rel_l2
     );
+    // Larger M dequantizes the weight and runs the f32 GEMM: as exact as the f32 lane.
+    let x = rnd(&[64, 384], 7, 1.0);
+    let (got, want) = both!(p, |be, up| {
+        let wt = be.weight(&w, Lane::Q8).expect("weight");
+        be.linear(&up(&x), &wt, None).expect("linear")
+    });
+    let f32_row = lookup(Op::Linear, Lane::F32, "cpu").expect("row");
+    compare(&got.data, &want.data, &f32_row.tol).unwrap_or_else(|e| panic!("q8 W8A32 path: {e}"));
 }
 
 #[test]
