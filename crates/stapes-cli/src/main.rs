@@ -1,12 +1,12 @@
 //! `stapes`: the command line. Thin: parsing, progress and I/O; everything else is the library.
 
+mod cmd_bench;
 mod cmd_inspect;
 mod cmd_transcribe;
 mod cmd_vad;
 mod serve;
 
 use clap::{Parser, Subcommand};
-use stapes::error::StapesError;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -36,25 +36,7 @@ enum Command {
     /// Serve the OpenAI-compatible HTTP API.
     Serve(serve::Args),
     /// Time encode / decode / end to end.
-    Bench(BenchArgs),
-}
-
-#[derive(clap::Args)]
-struct BenchArgs {
-    #[arg(short = 'm', long = "model")]
-    model: Option<String>,
-    #[arg(long)]
-    synthetic: Option<String>,
-    #[arg(long, default_value = "auto")]
-    device: String,
-    #[arg(long, default_value = "auto")]
-    lane: String,
-    #[arg(long)]
-    audio: Option<std::path::PathBuf>,
-    #[arg(long, default_value_t = 20)]
-    iters: usize,
-    #[arg(long)]
-    json: bool,
+    Bench(cmd_bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -82,9 +64,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd_inspect::run(a),
         Command::Convert(a) => cmd_inspect::convert(a),
         Command::Serve(a) => serve::run(a),
-        Command::Bench(_) => Err(StapesError::Unavailable(
-            "bench: not built yet (issue 4)".into(),
-        )),
+        Command::Bench(a) => cmd_bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

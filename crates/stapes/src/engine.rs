@@ -9,9 +9,10 @@ use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
 use stapes_formats::Format;
 use stapes_models::transcript::Transcript;
+use stapes_models::whisper::config::WhisperConfig;
 use stapes_models::whisper::decoding::{Task as WhisperTask, WhisperOptions};
 use stapes_models::whisper::model::Whisper;
-use stapes_models::whisper::weights::load_checkpoint;
+use stapes_models::whisper::weights::{load_checkpoint, synthetic_checkpoint, WhisperCheckpoint};
 use std::path::Path;
 
 /// How to load a model.
@@ -117,20 +118,37 @@ impl Engine {
             }
         }
         let ckpt = load_checkpoint(model)?;
+        let engine = Self::from_whisper(&ckpt, opts)?;
+        tracing::info!(model = %model.display(), %format, device = %engine.device, lane = %engine.lane, "model loaded");
+        Ok(engine)
+    }
+
+    /// Random weights of a published shape (`whisper-large-v3-turbo`, `whisper-tiny`, …), for
+    /// speed measurements where the real weights are not at hand.
+    pub fn synthetic(name: &str, opts: &EngineOptions) -> Result<Engine, StapesError> {
+        let config = WhisperConfig::published(name).ok_or_else(|| {
+            StapesError::Usage(format!(
+                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo)"
+            ))
+        })?;
+        let ckpt = synthetic_checkpoint(&config, 0x5EED)?;
+        Self::from_whisper(&ckpt, opts)
+    }
+
+    fn from_whisper(ckpt: &WhisperCheckpoint, opts: &EngineOptions) -> Result<Engine, StapesError> {
         let device = pick_device(opts.device)?;
         let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
         let inner = match device {
             Device::Cpu => {
                 let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
-                Inner::WhisperCpu(Whisper::new(be, &ckpt, lane)?)
+                Inner::WhisperCpu(Whisper::new(be, ckpt, lane)?)
             }
             Device::Cuda(n) => {
                 let be = CudaBackend::new(n)
                     .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
-                Inner::WhisperCuda(Whisper::new(be, &ckpt, lane)?)
+                Inner::WhisperCuda(Whisper::new(be, ckpt, lane)?)
             }
         };
-        tracing::info!(model = %model.display(), %format, %device, %lane, "model loaded");
         Ok(Engine {
             family: "whisper",
             device,
@@ -168,7 +186,17 @@ impl Engine {
     }
 }
 
-fn whisper_options(o: &TranscribeOptions) -> WhisperOptions {
+impl Engine {
+    /// Time this engine's stages (encode, batched encode, decode step, end to end).
+    pub fn bench(
+        &self,
+        o: &crate::bench::BenchOptions,
+    ) -> Result<crate::bench::BenchReport, StapesError> {
+        with_whisper!(&self.inner, m => crate::bench::whisper(m, o))
+    }
+}
+
+pub(crate) fn whisper_options(o: &TranscribeOptions) -> WhisperOptions {
     let mut w = WhisperOptions {
         language: o.language.clone(),
         task: match o.task {

@@ -1,0 +1,164 @@
+//! `stapes bench`: stage timings of a loaded model (median and spread over repetitions, after a
+//! warm-up that absorbs module loading, kernel compilation and graph capture).
+
+use crate::engine::{whisper_options, TranscribeOptions};
+use crate::error::StapesError;
+use serde::Serialize;
+use stapes_core::{Backend, HostTensor};
+use stapes_models::whisper::Whisper;
+use std::time::Instant;
+
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub iters: usize,
+    /// Windows in the batched-encode measurement (0 = skip).
+    pub batch: usize,
+    /// Decoder steps timed per repetition.
+    pub decode_tokens: usize,
+    /// 16 kHz samples for the end-to-end measurement (None = skip).
+    pub audio: Option<Vec<f32>>,
+}
+
+/// Milliseconds over repetitions.
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub n: usize,
+}
+
+impl Stats {
+    fn of(mut ms: Vec<f64>) -> Stats {
+        ms.sort_by(|a, b| a.total_cmp(b));
+        let n = ms.len();
+        let median = if n == 0 {
+            0.0
+        } else if n % 2 == 1 {
+            ms[n / 2]
+        } else {
+            (ms[n / 2 - 1] + ms[n / 2]) / 2.0
+        };
+        Stats {
+            median_ms: median,
+            min_ms: ms.first().copied().unwrap_or(0.0),
+            max_ms: ms.last().copied().unwrap_or(0.0),
+            n,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub encode: Stats,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encode_batched: Option<Stats>,
+    pub batch: usize,
+    /// One decoder step (batch 1) including the logits and the argmax.
+    pub decode_token: Stats,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_to_end: Option<Stats>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
+}
+
+fn time<F: FnMut() -> Result<(), StapesError>>(
+    iters: usize,
+    warm: usize,
+    mut f: F,
+) -> Result<Stats, StapesError> {
+    for _ in 0..warm {
+        f()?;
+    }
+    let mut ms = Vec::with_capacity(iters);
+    for _ in 0..iters.max(1) {
+        let t = Instant::now();
+        f()?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(Stats::of(ms))
+}
+
+pub(crate) fn whisper<B: Backend>(
+    m: &Whisper<B>,
+    o: &BenchOptions,
+) -> Result<BenchReport, StapesError> {
+    let be = m.backend();
+    let cfg = &m.config;
+    let frames = 2 * cfg.n_audio_ctx; // mel frames per 30 s window
+    let mel = HostTensor::random(vec![frames, cfg.n_mels], 7, 1.0);
+    let encode = time(o.iters, 3, || {
+        let _enc = m.encode_host(&mel)?;
+        be.synchronize()?;
+        Ok(())
+    })?;
+    let encode_batched = if o.batch > 1 {
+        let melb = HostTensor::random(vec![o.batch, frames, cfg.n_mels], 9, 1.0);
+        let x = be.upload(&melb)?;
+        Some(time(o.iters.min(10), 1, || {
+            let _enc = m.encode(&x)?;
+            be.synchronize()?;
+            Ok(())
+        })?)
+    } else {
+        None
+    };
+
+    let enc = m.encode_host(&mel)?;
+    let tok = &m.tokenizer;
+    let prompt = [tok.sot()];
+    let steps = o.decode_tokens.clamp(1, cfg.n_text_ctx - prompt.len());
+    let mut per_token = Vec::new();
+    for rep in 0..o.iters.clamp(1, 10) + 1 {
+        let mut st = m.decoder_state(&enc, 1)?;
+        let h = m.decode(&mut st, &prompt, prompt.len())?;
+        let last = be.slice(&h, 1, prompt.len() - 1, 1)?;
+        let mut next = be.argmax(&be.reshape(&last, &[1, cfg.d_model])?)?;
+        let t = Instant::now();
+        for _ in 0..steps {
+            let h = m.decode(&mut st, &next, 1)?;
+            let logits = m.logits(&be.reshape(&h, &[1, cfg.d_model])?)?;
+            next = vec![argmax(&logits.data)];
+        }
+        if rep > 0 {
+            per_token.push(t.elapsed().as_secs_f64() * 1e3 / steps as f64);
+        }
+    }
+    let decode_token = Stats::of(per_token);
+
+    let (end_to_end, transcript) = match &o.audio {
+        Some(samples) => {
+            let topts = TranscribeOptions {
+                beam_size: 1,
+                temperature: Some(0.0),
+                ..Default::default()
+            };
+            let w = whisper_options(&topts);
+            let mut text = String::new();
+            let s = time(o.iters.min(10), 1, || {
+                text = m.transcribe(samples, &w)?.text();
+                Ok(())
+            })?;
+            (Some(s), Some(text))
+        }
+        None => (None, None),
+    };
+    Ok(BenchReport {
+        encode,
+        encode_batched,
+        batch: o.batch,
+        decode_token,
+        end_to_end,
+        transcript,
+    })
+}
+
+fn argmax(x: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, v) in x.iter().enumerate() {
+        if *v > x[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
