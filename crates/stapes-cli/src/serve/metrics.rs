@@ -288,7 +288,7 @@ mod tests {
         // 4 s per job, 2 waiting + the one asking, on 2 workers.
         assert_eq!(m.retry_after(2), 6);
         assert!(m
-            .render(1, 1)
+            .render(1, 1, 0)
             .contains("stapes_audio_seconds_total{model=\"tiny\"} 11\n"));
     }
 
