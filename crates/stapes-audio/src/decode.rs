@@ -123,7 +123,7 @@ fn check_duration(label: &Path, frames: u64, rate: u32) -> Result<(), AudioError
     if frames > MAX_SECONDS * rate as u64 {
         return Err(AudioError::TooLong {
             path: label.to_path_buf(),
-            what: format!("more than {:.0} s", frames as f64 / rate as f64),
+            what: format!("{:.0} s", frames as f64 / rate as f64),
             limit: format!("{MAX_SECONDS} s"),
         });
     }

@@ -236,3 +236,225 @@ fn resampling_adds_no_delay_at_common_rates() {
         assert!(d.abs() < 0.01, "{rate} Hz: delay {d} samples");
     }
 }
+
+/// The error for `bytes` written to a file named `name`, and its message.
+fn error_for_file(dir: &Path, name: &str, bytes: &[u8]) -> (AudioError, String) {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).expect("write test file");
+    let err = load_file(&path).expect_err("must be rejected");
+    let msg = err.to_string();
+    assert!(msg.contains(name), "message does not name the file: {msg}");
+    assert!(!msg.contains('\n'), "message is not one line: {msg}");
+    println!("{name}: {msg}");
+    (err, msg)
+}
+
+fn jfk_wav_bytes() -> Vec<u8> {
+    std::fs::read(repo_root().join("samples/jfk.wav")).expect("read jfk.wav")
+}
+
+#[test]
+fn missing_file_is_an_io_error() {
+    let path = scratch("missing").join("no-such-file.wav");
+    let err = load_file(&path).expect_err("missing");
+    assert!(matches!(err, AudioError::Io { .. }), "{err:?}");
+    assert!(err.to_string().contains("no-such-file.wav"));
+}
+
+#[test]
+fn directory_is_rejected() {
+    let dir = scratch("dir");
+    let err = load_file(&dir).expect_err("directory");
+    assert!(matches!(err, AudioError::IsDirectory { .. }), "{err:?}");
+    assert!(err.to_string().contains("is a directory"));
+}
+
+#[test]
+fn empty_file_is_rejected() {
+    let dir = scratch("empty");
+    let (err, _) = error_for_file(&dir, "empty.wav", &[]);
+    assert!(matches!(err, AudioError::Empty { .. }), "{err:?}");
+    assert!(matches!(
+        decode_bytes(Vec::new(), Some("wav")),
+        Err(AudioError::Empty { .. })
+    ));
+}
+
+#[test]
+fn wav_with_no_samples_is_empty() {
+    let dir = scratch("nodata");
+    let path = dir.join("header-only.wav");
+    write_wav(&path, 16_000, 1, &[]);
+    let err = load_file(&path).expect_err("no samples");
+    assert!(matches!(err, AudioError::Empty { .. }), "{err:?}");
+}
+
+#[test]
+fn text_file_is_unsupported() {
+    let dir = scratch("text");
+    let text =
+        b"And so my fellow Americans, ask not what your country can do for you.\n".repeat(40);
+    let (err, _) = error_for_file(&dir, "notes.wav", &text);
+    assert!(matches!(err, AudioError::Unsupported { .. }), "{err:?}");
+}
+
+#[test]
+fn random_bytes_are_rejected() {
+    let dir = scratch("random");
+    // A fixed xorshift stream: reproducible noise with no container signature.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let bytes: Vec<u8> = (0..65_536)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect();
+    let (err, _) = error_for_file(&dir, "noise.mp3", &bytes);
+    assert!(
+        matches!(
+            err,
+            AudioError::Unsupported { .. } | AudioError::Corrupt { .. }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn truncated_wav_data_is_corrupt() {
+    let dir = scratch("truncated");
+    let bytes = jfk_wav_bytes();
+    // Cut in the middle of the samples: the header still declares 176 000 frames.
+    let (err, msg) = error_for_file(&dir, "cut.wav", &bytes[..bytes.len() / 2 + 1]);
+    assert!(matches!(err, AudioError::Corrupt { .. }), "{err:?}");
+    assert!(msg.contains("truncated"), "{msg}");
+    // Cut by a single sample.
+    let (err, _) = error_for_file(&dir, "cut-one.wav", &bytes[..bytes.len() - 2]);
+    assert!(matches!(err, AudioError::Corrupt { .. }), "{err:?}");
+}
+
+#[test]
+fn truncated_wav_header_is_corrupt() {
+    let dir = scratch("truncated-header");
+    let bytes = jfk_wav_bytes();
+    let (err, _) = error_for_file(&dir, "stub.wav", &bytes[..30]);
+    assert!(
+        matches!(
+            err,
+            AudioError::Corrupt { .. } | AudioError::Unsupported { .. }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn declared_length_over_the_limit_is_too_long() {
+    let dir = scratch("too-long");
+    // A WAV header at 8 kHz mono 16-bit declaring ~4 GB of samples (~74 h) with little behind it.
+    let data_len: u32 = 0xFFFF_0000;
+    let mut h = Vec::new();
+    h.extend_from_slice(b"RIFF");
+    h.extend_from_slice(&(data_len + 36).to_le_bytes());
+    h.extend_from_slice(b"WAVEfmt ");
+    h.extend_from_slice(&16u32.to_le_bytes());
+    h.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    h.extend_from_slice(&1u16.to_le_bytes()); // mono
+    h.extend_from_slice(&8_000u32.to_le_bytes());
+    h.extend_from_slice(&16_000u32.to_le_bytes());
+    h.extend_from_slice(&2u16.to_le_bytes());
+    h.extend_from_slice(&16u16.to_le_bytes());
+    h.extend_from_slice(b"data");
+    h.extend_from_slice(&data_len.to_le_bytes());
+    h.extend_from_slice(&[0u8; 3200]);
+    let (err, msg) = error_for_file(&dir, "huge.wav", &h);
+    assert!(matches!(err, AudioError::TooLong { .. }), "{err:?}");
+    assert!(msg.contains("86400"), "{msg}");
+    // Raw PCM: one sample over 24 h at 1 Hz.
+    let raw = vec![0u8; 2 * (stapes_audio::MAX_SECONDS as usize + 1)];
+    assert!(matches!(
+        decode_raw_s16le(&raw, 1, 1),
+        Err(AudioError::TooLong { .. })
+    ));
+}
+
+#[test]
+fn format_is_sniffed_from_content_not_name() {
+    let dir = scratch("sniff");
+    let wav = jfk_wav_bytes();
+    let path = dir.join("actually-a-wav.mp3");
+    std::fs::write(&path, &wav).expect("write");
+    let a = load_file(&path).expect("WAV named .mp3");
+    let b = decode_bytes(wav, Some("ogg")).expect("WAV hinted as ogg");
+    let mp3 = std::fs::read(repo_root().join("samples/jfk.mp3")).expect("read mp3");
+    let c = decode_bytes(mp3, Some("wav")).expect("MP3 hinted as wav");
+    assert_eq!(a.len(), 176_000);
+    assert_eq!(a, b);
+    assert_eq!(c.len(), 176_000);
+}
+
+#[test]
+fn raw_s16le_mixes_channels_and_resamples() {
+    // Stereo 32 kHz: left +0.5, right −0.25 → mono +0.125.
+    let mut raw = Vec::new();
+    for _ in 0..32_000 {
+        raw.extend_from_slice(&16_384i16.to_le_bytes());
+        raw.extend_from_slice(&(-8_192i16).to_le_bytes());
+    }
+    let out = decode_raw_s16le(&raw, 32_000, 2).expect("raw stereo");
+    assert_eq!(out.len(), 16_000);
+    assert!(out[2_000..14_000].iter().all(|&v| (v - 0.125).abs() < 1e-3));
+    assert!(matches!(
+        decode_raw_s16le(&raw[..5], 32_000, 2),
+        Err(AudioError::Corrupt { .. })
+    ));
+    assert!(matches!(
+        decode_raw_s16le(&raw, 32_000, 0),
+        Err(AudioError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        decode_raw_s16le(&raw, 0, 2),
+        Err(AudioError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        decode_raw_s16le(&[], 16_000, 1),
+        Err(AudioError::Empty { .. })
+    ));
+}
+
+/// Runs in a child process (see `stdin_dash_reads_standard_input`); a no-op otherwise.
+#[test]
+fn stdin_child() {
+    if std::env::var_os("STAPES_AUDIO_STDIN_CHILD").is_none() {
+        return;
+    }
+    match load_file(Path::new("-")) {
+        Ok(x) => println!("STDIN-SAMPLES={}", x.len()),
+        Err(e) => println!("STDIN-ERROR={e}"),
+    }
+}
+
+#[test]
+fn stdin_dash_reads_standard_input() {
+    let run = |input: &[u8]| -> String {
+        let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+            .args(["stdin_child", "--exact", "--nocapture", "--test-threads=1"])
+            .env("STAPES_AUDIO_STDIN_CHILD", "1")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn child");
+        let mut stdin = child.stdin.take().expect("child stdin");
+        stdin.write_all(input).expect("write stdin");
+        drop(stdin);
+        let out = child.wait_with_output().expect("child output");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let ok = run(&jfk_wav_bytes());
+    assert!(ok.contains("STDIN-SAMPLES=176000"), "{ok}");
+    let empty = run(&[]);
+    assert!(
+        empty.contains("STDIN-ERROR=<stdin>: empty input"),
+        "{empty}"
+    );
+}
