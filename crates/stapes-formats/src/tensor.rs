@@ -50,7 +50,7 @@ impl DType {
             DType::I8 | DType::U8 => 1,
             DType::I64 => 8,
             DType::Q8_0 => {
-                if n % Q8_0_BLOCK != 0 {
+                if !n.is_multiple_of(Q8_0_BLOCK) {
                     return None;
                 }
                 return (n / Q8_0_BLOCK).checked_mul(Q8_0_BLOCK_BYTES);
@@ -249,7 +249,7 @@ impl RawTensor {
 
 fn check_len(dtype: DType, shape: &[usize], len: usize) -> Result<(), String> {
     let n = numel(shape).ok_or_else(|| format!("shape {shape:?} overflows"))?;
-    if dtype == DType::Q8_0 && shape.last().is_some_and(|&k| k % Q8_0_BLOCK != 0) {
+    if dtype == DType::Q8_0 && shape.last().is_some_and(|&k| !k.is_multiple_of(Q8_0_BLOCK)) {
         return Err(format!(
             "q8_0 rows of {shape:?} are not whole blocks of {Q8_0_BLOCK}"
         ));
@@ -266,7 +266,7 @@ fn check_len(dtype: DType, shape: &[usize], len: usize) -> Result<(), String> {
 /// Quantizes f32 rows to ggml Q8_0 (the row length must be a multiple of 32), as ggml does:
 /// `d = amax / 127`, `q = round(x / d)`.
 pub fn quantize_q8_0(values: &[f32]) -> Option<Vec<u8>> {
-    if values.len() % Q8_0_BLOCK != 0 {
+    if !values.len().is_multiple_of(Q8_0_BLOCK) {
         return None;
     }
     let mut out = Vec::with_capacity(values.len() / Q8_0_BLOCK * Q8_0_BLOCK_BYTES);

@@ -485,3 +485,307 @@ fn tokenizer_from_ggml_style_vocab_resolves_specials() {
         check_tokenizer(&tok, &fx, name);
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// Conversion and the ggml / safetensors containers
+
+use stapes_formats::Format;
+use stapes_models::whisper::weights::{convert, convert_with, WeightType};
+
+fn assert_same_checkpoint(
+    a: &stapes_models::whisper::weights::WhisperCheckpoint,
+    b: &stapes_models::whisper::weights::WhisperCheckpoint,
+    what: &str,
+) {
+    assert_eq!(a.config, b.config, "{what}: config");
+    assert_eq!(a.tensors.len(), b.tensors.len(), "{what}: tensor count");
+    for (name, t) in &a.tensors {
+        let u = b
+            .tensors
+            .get(name)
+            .unwrap_or_else(|| panic!("{what}: {name} missing"));
+        assert_eq!(t.shape, u.shape, "{what}: {name} shape");
+        assert!(t.data == u.data, "{what}: {name} values differ");
+    }
+    assert_eq!(
+        a.tokenizer.special(),
+        b.tokenizer.special(),
+        "{what}: special tokens"
+    );
+    assert_eq!(
+        a.tokenizer.languages(),
+        b.tokenizer.languages(),
+        "{what}: languages"
+    );
+    assert_eq!(
+        a.generation.suppress_tokens, b.generation.suppress_tokens,
+        "{what}: suppress"
+    );
+    assert_eq!(
+        a.generation.begin_suppress_tokens, b.generation.begin_suppress_tokens,
+        "{what}: begin suppress"
+    );
+}
+
+#[test]
+fn convert_ct2_to_ggml_f16_round_trip() {
+    for name in ["whisper-tiny.en", "whisper-base"] {
+        let src = model_dir(name);
+        let dir = scratch(&format!("ggml-{name}"));
+        let out = dir.join("ggml-model.bin");
+        convert(&src, &out, Format::Ggml).expect("convert to ggml");
+        assert_eq!(stapes_formats::sniff(&out).unwrap(), Format::Ggml);
+        let a = load_checkpoint(&src).unwrap();
+        let b = load_checkpoint(&out).expect("load ggml");
+        assert_eq!(b.format, "ggml");
+        assert_same_checkpoint(&a, &b, name);
+        // whisper.cpp's layout: f16 matrices and convolutions, f32 vectors, (d, 1) conv biases.
+        let g = stapes_formats::ggml::read(&out).unwrap();
+        assert_eq!(g.hparams.ftype, 1);
+        let dt = |n: &str| g.get(n).unwrap().dtype;
+        assert_eq!(dt("encoder.conv1.weight"), stapes_formats::DType::F16);
+        assert_eq!(
+            dt("decoder.token_embedding.weight"),
+            stapes_formats::DType::F16
+        );
+        assert_eq!(
+            dt("encoder.blocks.0.attn.query.bias"),
+            stapes_formats::DType::F32
+        );
+        assert_eq!(
+            dt("encoder.positional_embedding"),
+            stapes_formats::DType::F32
+        );
+        assert_eq!(
+            g.get("encoder.conv2.bias").unwrap().shape,
+            vec![a.config.d_model, 1]
+        );
+        assert_eq!(g.vocab.len() as u32, a.tokenizer.eot());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The mel filterbank written into ggml files equals OpenAI's mel_filters.npz.
+#[test]
+fn ggml_mel_filters_match_openai() {
+    let fx = fixture("mel_filters.json");
+    for (key, n_mels) in [("mel_80", 80usize), ("mel_128", 128)] {
+        let got = stapes_audio::features::whisper::filterbank(n_mels);
+        let mut want = vec![0f32; n_mels * 201];
+        for e in fx[key]["nonzero"].as_array().unwrap() {
+            let (r, c) = (
+                e[0].as_u64().unwrap() as usize,
+                e[1].as_u64().unwrap() as usize,
+            );
+            want[r * 201 + c] = e[2].as_f64().unwrap() as f32;
+        }
+        let max = got
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(max < 1e-6, "{key}: max abs diff {max}");
+    }
+    let src = model_dir("whisper-tiny.en");
+    let dir = scratch("ggml-mel");
+    let out = dir.join("m.bin");
+    convert(&src, &out, Format::Ggml).unwrap();
+    let g = stapes_formats::ggml::read(&out).unwrap();
+    assert_eq!((g.mel_filters.n_mel, g.mel_filters.n_fft), (80, 201));
+    assert_eq!(
+        g.mel_filters.data,
+        stapes_audio::features::whisper::filterbank(80)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn convert_ct2_to_ggml_q8_0_and_f32() {
+    let src = model_dir("whisper-tiny.en");
+    let dir = scratch("ggml-q8");
+    let a = load_checkpoint(&src).unwrap();
+    // Q8_0 (amax/127 per 32 values) costs about 1% relative L2 on the embedding table, whose
+    // rows carry outliers; f32 must be exact.
+    for (ty, bound) in [(WeightType::Q8_0, 0.02f32), (WeightType::F32, 0.0)] {
+        let out = dir.join(format!("{ty:?}.bin"));
+        convert_with(&src, &out, Format::Ggml, ty).unwrap();
+        let b = load_checkpoint(&out).unwrap();
+        assert_eq!(a.config, b.config);
+        for (name, t) in &a.tensors {
+            let u = &b.tensors[name];
+            let rel = stapes_core::tensor::rel_l2(&u.data, &t.data);
+            assert!(rel <= bound, "{ty:?} {name}: rel L2 {rel}");
+        }
+        let g = stapes_formats::ggml::read(&out).unwrap();
+        let want = if ty == WeightType::Q8_0 {
+            stapes_formats::DType::Q8_0
+        } else {
+            stapes_formats::DType::F32
+        };
+        assert_eq!(g.get("decoder.blocks.0.mlp.2.weight").unwrap().dtype, want);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn convert_ct2_to_hf_round_trip() {
+    for name in ["whisper-tiny.en", "whisper-base"] {
+        let src = model_dir(name);
+        let out = scratch(&format!("hf-{name}"));
+        convert(&src, &out, Format::Safetensors).expect("convert to HF");
+        assert_eq!(stapes_formats::sniff(&out).unwrap(), Format::Safetensors);
+        for f in [
+            "config.json",
+            "generation_config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "vocab.json",
+        ] {
+            assert!(out.join(f).is_file(), "{name}: {f} missing");
+        }
+        let a = load_checkpoint(&src).unwrap();
+        let b = load_checkpoint(&out).expect("load HF");
+        assert_eq!(b.format, "safetensors");
+        assert_same_checkpoint(&a, &b, name);
+        assert_eq!(a.generation.alignment_heads, b.generation.alignment_heads);
+        // Without tokenizer.json the vocab.json + added_tokens.json pair must do.
+        std::fs::remove_file(out.join("tokenizer.json")).unwrap();
+        let c = load_checkpoint(&out).expect("load HF via vocab.json");
+        assert_eq!(c.tokenizer.special(), a.tokenizer.special());
+        assert_eq!(
+            c.tokenizer.decode(&[50, 51, 52]),
+            a.tokenizer.decode(&[50, 51, 52])
+        );
+        let _ = std::fs::remove_dir_all(&out);
+    }
+}
+
+/// CTranslate2 → CTranslate2 reproduces the converter's file byte for byte (names, order, flags,
+/// fused matrices, alias).
+#[test]
+fn convert_ct2_to_ct2_is_byte_identical() {
+    let src = model_dir("whisper-tiny.en");
+    let out = scratch("ct2-ct2");
+    convert(&src, &out, Format::Ct2).unwrap();
+    let a = std::fs::read(src.join("model.bin")).unwrap();
+    let b = std::fs::read(out.join("model.bin")).unwrap();
+    assert_eq!(a.len(), b.len());
+    assert!(a == b, "model.bin differs");
+    let ck = load_checkpoint(&out).unwrap();
+    assert_same_checkpoint(&load_checkpoint(&src).unwrap(), &ck, "ct2");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn safetensors_sharded_round_trip_and_corruption() {
+    let ck = load_checkpoint(&model_dir("whisper-tiny.en")).unwrap();
+    let out = scratch("hf-sharded");
+    convert(&model_dir("whisper-tiny.en"), &out, Format::Safetensors).unwrap();
+    let single = stapes_formats::safetensors_dir::read_dir(&out).unwrap();
+    std::fs::remove_file(out.join("model.safetensors")).unwrap();
+    stapes_formats::safetensors_dir::write_dir(
+        &out,
+        &single.tensors,
+        &single.metadata,
+        Some(20_000_000),
+    )
+    .unwrap();
+    assert!(out.join("model.safetensors.index.json").is_file());
+    assert!(out.join("model-00001-of-00004.safetensors").is_file());
+    let b = load_checkpoint(&out).expect("sharded");
+    assert_same_checkpoint(&ck, &b, "sharded");
+    // A truncated shard names the file and the tensor past the end.
+    let shard = out.join("model-00002-of-00004.safetensors");
+    let bytes = std::fs::read(&shard).unwrap();
+    std::fs::write(&shard, &bytes[..bytes.len() / 2]).unwrap();
+    let err = load_checkpoint(&out).unwrap_err().to_string();
+    assert!(
+        err.contains("model-00002-of-00004.safetensors") && err.contains("tensor"),
+        "{err}"
+    );
+    for cut in [0usize, 4, 8, 9, 100] {
+        std::fs::write(&shard, &bytes[..cut.min(bytes.len())]).unwrap();
+        assert!(load_checkpoint(&out).is_err(), "cut {cut}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn ggml_corruptions_are_errors() {
+    let dir = scratch("ggml-corrupt");
+    let good = dir.join("good.bin");
+    convert(&model_dir("whisper-tiny.en"), &good, Format::Ggml).unwrap();
+    let src = std::fs::read(&good).unwrap();
+    let p = dir.join("bad.bin");
+    let mut cuts: Vec<usize> = (0..80).collect();
+    cuts.extend([70_000, 500_000, 1_000_000, src.len() / 2, src.len() - 1]);
+    for cut in cuts {
+        std::fs::write(&p, &src[..cut]).unwrap();
+        let e = load_checkpoint(&p).expect_err("truncated ggml accepted");
+        assert!(e.to_string().contains("bad.bin"), "cut {cut}: {e}");
+    }
+    std::fs::write(&p, &src[..src.len() / 2]).unwrap();
+    let e = stapes_formats::ggml::read(&p).unwrap_err().to_string();
+    assert!(e.contains("tensor") && e.contains("truncated"), "{e}");
+    // Vocabulary count absurd, n_dims absurd.
+    let mut b = src.clone();
+    let vocab_at = 4 + 11 * 4 + 8 + 80 * 201 * 4;
+    b[vocab_at..vocab_at + 4].copy_from_slice(&i32::MAX.to_le_bytes());
+    std::fs::write(&p, &b).unwrap();
+    assert!(load_checkpoint(&p).is_err());
+    let mut x = 0x1234_5678u32;
+    for _ in 0..200 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let mut b = src[..600_000].to_vec();
+        let at = x as usize % b.len();
+        b[at] ^= (x >> 24) as u8 | 1;
+        std::fs::write(&p, &b).unwrap();
+        let _ = load_checkpoint(&p); // must return, not panic
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn synthetic_checkpoints_of_published_shapes() {
+    for name in ["tiny", "base.en", "large-v3-turbo"] {
+        let cfg = stapes_models::whisper::config::WhisperConfig::published(name).unwrap();
+        if cfg.d_model > 512 {
+            // Large shapes are slow to fill here; the name table is what matters.
+            assert_eq!(
+                weights::expected_shapes(&cfg).len(),
+                11 + cfg.encoder_layers * 15 + cfg.decoder_layers * 24
+            );
+            continue;
+        }
+        let ck = weights::synthetic_checkpoint(&cfg, 7).unwrap();
+        assert_eq!(ck.config, cfg);
+        assert_eq!(ck.tokenizer.vocab_size(), cfg.vocab_size);
+        assert_eq!(ck.tokenizer.is_multilingual(), cfg.vocab_size >= 51865);
+    }
+}
+
+#[test]
+fn sniff_recognises_containers() {
+    let tiny = model_dir("whisper-tiny.en");
+    assert_eq!(stapes_formats::sniff(&tiny).unwrap(), Format::Ct2);
+    assert_eq!(
+        stapes_formats::sniff(&tiny.join("model.bin")).unwrap(),
+        Format::Ct2
+    );
+    assert!(stapes_formats::sniff(&tiny.join("vocabulary.txt")).is_err());
+    let silero = cache().join("models/silero-vad/silero_vad_16k_op15.onnx");
+    if silero.is_file() {
+        assert_eq!(stapes_formats::sniff(&silero).unwrap(), Format::Onnx);
+    }
+    let dir = scratch("sniff");
+    std::fs::write(dir.join("x.gguf"), b"GGUF\x03\0\0\0rest").unwrap();
+    assert_eq!(
+        stapes_formats::sniff(&dir.join("x.gguf")).unwrap(),
+        Format::Gguf
+    );
+    std::fs::write(dir.join("empty"), b"").unwrap();
+    assert!(stapes_formats::sniff(&dir.join("empty")).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}

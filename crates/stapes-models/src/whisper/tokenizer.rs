@@ -290,6 +290,23 @@ impl WhisperTokenizer {
         Self::from_strings(path, strings, vocab_size)
     }
 
+    /// Whisper's token layout without real text (checkpoints shipped without tokenizer files,
+    /// synthetic models): the 256 byte tokens, then `<|tokN|>` placeholders up to the control
+    /// tokens, which sit where whisper.cpp's rule puts them for `vocab_size`.
+    pub fn placeholder(vocab_size: usize) -> Result<Self> {
+        let eot = if vocab_size >= 51865 { 50257 } else { 50256 };
+        let tokens: Vec<Vec<u8>> = (0..eot)
+            .map(|i| {
+                if i < 256 {
+                    vec![i as u8]
+                } else {
+                    format!("<|tok{i}|>").into_bytes()
+                }
+            })
+            .collect();
+        Self::from_ggml_vocab(Path::new("<placeholder vocabulary>"), &tokens, vocab_size)
+    }
+
     fn from_table(path: &Path, table: Vec<Option<String>>, vocab_size: usize) -> Result<Self> {
         let strings: Vec<String> = table
             .into_iter()

@@ -267,6 +267,8 @@ pub fn checkpoint_from_tensors(
 pub fn load_checkpoint(path: &Path) -> Result<WhisperCheckpoint> {
     match stapes_formats::sniff(path)? {
         Format::Ct2 => load_ct2(path),
+        Format::Ggml => load_ggml(path),
+        Format::Safetensors => load_hf(path),
         other => Err(ModelError::bad_model(
             path,
             format!("{other} files do not hold a Whisper model this engine reads"),
@@ -743,4 +745,868 @@ pub fn non_speech_tokens(tok: &WhisperTokenizer) -> Result<Vec<u32>> {
         }
     }
     Ok(result.into_iter().collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// OpenAI names (whisper.cpp ggml files, OpenAI's PyTorch checkpoints)
+
+/// canonical ↔ OpenAI name; `{}` is the layer index.
+const OPENAI_TABLE: &[(&str, &str)] = &[
+    ("model.encoder.conv1.weight", "encoder.conv1.weight"),
+    ("model.encoder.conv1.bias", "encoder.conv1.bias"),
+    ("model.encoder.conv2.weight", "encoder.conv2.weight"),
+    ("model.encoder.conv2.bias", "encoder.conv2.bias"),
+    (
+        "model.encoder.embed_positions.weight",
+        "encoder.positional_embedding",
+    ),
+    ("model.encoder.layer_norm.weight", "encoder.ln_post.weight"),
+    ("model.encoder.layer_norm.bias", "encoder.ln_post.bias"),
+    (
+        "model.decoder.embed_tokens.weight",
+        "decoder.token_embedding.weight",
+    ),
+    (
+        "model.decoder.embed_positions.weight",
+        "decoder.positional_embedding",
+    ),
+    ("model.decoder.layer_norm.weight", "decoder.ln.weight"),
+    ("model.decoder.layer_norm.bias", "decoder.ln.bias"),
+    (
+        "model.encoder.layers.{}.self_attn.q_proj.weight",
+        "encoder.blocks.{}.attn.query.weight",
+    ),
+    (
+        "model.encoder.layers.{}.self_attn.q_proj.bias",
+        "encoder.blocks.{}.attn.query.bias",
+    ),
+    (
+        "model.encoder.layers.{}.self_attn.k_proj.weight",
+        "encoder.blocks.{}.attn.key.weight",
+    ),
+    (
+        "model.encoder.layers.{}.self_attn.v_proj.weight",
+        "encoder.blocks.{}.attn.value.weight",
+    ),
+    (
+        "model.encoder.layers.{}.self_attn.v_proj.bias",
+        "encoder.blocks.{}.attn.value.bias",
+    ),
+    (
+        "model.encoder.layers.{}.self_attn.out_proj.weight",
+        "encoder.blocks.{}.attn.out.weight",
+    ),
+    (
+        "model.encoder.layers.{}.self_attn.out_proj.bias",
+        "encoder.blocks.{}.attn.out.bias",
+    ),
+    (
+        "model.encoder.layers.{}.self_attn_layer_norm.weight",
+        "encoder.blocks.{}.attn_ln.weight",
+    ),
+    (
+        "model.encoder.layers.{}.self_attn_layer_norm.bias",
+        "encoder.blocks.{}.attn_ln.bias",
+    ),
+    (
+        "model.encoder.layers.{}.fc1.weight",
+        "encoder.blocks.{}.mlp.0.weight",
+    ),
+    (
+        "model.encoder.layers.{}.fc1.bias",
+        "encoder.blocks.{}.mlp.0.bias",
+    ),
+    (
+        "model.encoder.layers.{}.fc2.weight",
+        "encoder.blocks.{}.mlp.2.weight",
+    ),
+    (
+        "model.encoder.layers.{}.fc2.bias",
+        "encoder.blocks.{}.mlp.2.bias",
+    ),
+    (
+        "model.encoder.layers.{}.final_layer_norm.weight",
+        "encoder.blocks.{}.mlp_ln.weight",
+    ),
+    (
+        "model.encoder.layers.{}.final_layer_norm.bias",
+        "encoder.blocks.{}.mlp_ln.bias",
+    ),
+    (
+        "model.decoder.layers.{}.self_attn.q_proj.weight",
+        "decoder.blocks.{}.attn.query.weight",
+    ),
+    (
+        "model.decoder.layers.{}.self_attn.q_proj.bias",
+        "decoder.blocks.{}.attn.query.bias",
+    ),
+    (
+        "model.decoder.layers.{}.self_attn.k_proj.weight",
+        "decoder.blocks.{}.attn.key.weight",
+    ),
+    (
+        "model.decoder.layers.{}.self_attn.v_proj.weight",
+        "decoder.blocks.{}.attn.value.weight",
+    ),
+    (
+        "model.decoder.layers.{}.self_attn.v_proj.bias",
+        "decoder.blocks.{}.attn.value.bias",
+    ),
+    (
+        "model.decoder.layers.{}.self_attn.out_proj.weight",
+        "decoder.blocks.{}.attn.out.weight",
+    ),
+    (
+        "model.decoder.layers.{}.self_attn.out_proj.bias",
+        "decoder.blocks.{}.attn.out.bias",
+    ),
+    (
+        "model.decoder.layers.{}.self_attn_layer_norm.weight",
+        "decoder.blocks.{}.attn_ln.weight",
+    ),
+    (
+        "model.decoder.layers.{}.self_attn_layer_norm.bias",
+        "decoder.blocks.{}.attn_ln.bias",
+    ),
+    (
+        "model.decoder.layers.{}.encoder_attn.q_proj.weight",
+        "decoder.blocks.{}.cross_attn.query.weight",
+    ),
+    (
+        "model.decoder.layers.{}.encoder_attn.q_proj.bias",
+        "decoder.blocks.{}.cross_attn.query.bias",
+    ),
+    (
+        "model.decoder.layers.{}.encoder_attn.k_proj.weight",
+        "decoder.blocks.{}.cross_attn.key.weight",
+    ),
+    (
+        "model.decoder.layers.{}.encoder_attn.v_proj.weight",
+        "decoder.blocks.{}.cross_attn.value.weight",
+    ),
+    (
+        "model.decoder.layers.{}.encoder_attn.v_proj.bias",
+        "decoder.blocks.{}.cross_attn.value.bias",
+    ),
+    (
+        "model.decoder.layers.{}.encoder_attn.out_proj.weight",
+        "decoder.blocks.{}.cross_attn.out.weight",
+    ),
+    (
+        "model.decoder.layers.{}.encoder_attn.out_proj.bias",
+        "decoder.blocks.{}.cross_attn.out.bias",
+    ),
+    (
+        "model.decoder.layers.{}.encoder_attn_layer_norm.weight",
+        "decoder.blocks.{}.cross_attn_ln.weight",
+    ),
+    (
+        "model.decoder.layers.{}.encoder_attn_layer_norm.bias",
+        "decoder.blocks.{}.cross_attn_ln.bias",
+    ),
+    (
+        "model.decoder.layers.{}.fc1.weight",
+        "decoder.blocks.{}.mlp.0.weight",
+    ),
+    (
+        "model.decoder.layers.{}.fc1.bias",
+        "decoder.blocks.{}.mlp.0.bias",
+    ),
+    (
+        "model.decoder.layers.{}.fc2.weight",
+        "decoder.blocks.{}.mlp.2.weight",
+    ),
+    (
+        "model.decoder.layers.{}.fc2.bias",
+        "decoder.blocks.{}.mlp.2.bias",
+    ),
+    (
+        "model.decoder.layers.{}.final_layer_norm.weight",
+        "decoder.blocks.{}.mlp_ln.weight",
+    ),
+    (
+        "model.decoder.layers.{}.final_layer_norm.bias",
+        "decoder.blocks.{}.mlp_ln.bias",
+    ),
+];
+
+/// Replaces the first all-digit segment of a dotted name with `{}` (the layer index).
+fn dotted_pattern(name: &str) -> (String, Option<usize>) {
+    let mut found = None;
+    let parts: Vec<String> = name
+        .split('.')
+        .map(|p| match p.parse::<usize>() {
+            Ok(n) if found.is_none() && !p.is_empty() => {
+                found = Some(n);
+                "{}".to_string()
+            }
+            _ => p.to_string(),
+        })
+        .collect();
+    (parts.join("."), found)
+}
+
+fn translate(name: &str, table: &[(&str, &str)], to_openai: bool) -> Option<String> {
+    let (pattern, layer) = dotted_pattern(name);
+    let (from, to) = table
+        .iter()
+        .find(|(c, o)| (if to_openai { *c } else { *o }) == pattern)
+        .map(|&(c, o)| if to_openai { (c, o) } else { (o, c) })?;
+    let _ = from;
+    Some(match layer {
+        Some(n) => to.replacen("{}", &n.to_string(), 1),
+        None => to.to_string(),
+    })
+}
+
+/// OpenAI / whisper.cpp name of a canonical tensor.
+pub fn openai_name(canonical: &str) -> Option<String> {
+    translate(canonical, OPENAI_TABLE, true)
+}
+
+/// Canonical name of an OpenAI / whisper.cpp tensor.
+pub fn canonical_from_openai(name: &str) -> Option<String> {
+    translate(name, OPENAI_TABLE, false)
+}
+
+fn positive(path: &Path, what: &str, v: i32) -> Result<usize> {
+    usize::try_from(v)
+        .ok()
+        .filter(|&v| v > 0)
+        .ok_or_else(|| ModelError::bad_model(path, format!("hparam {what} = {v}")))
+}
+
+/// Loads a whisper.cpp ggml file (f32, f16 or q8_0 tensors).
+pub fn load_ggml(path: &Path) -> Result<WhisperCheckpoint> {
+    let f = stapes_formats::ggml::read(path)?;
+    let mut tensors = BTreeMap::new();
+    for (name, t) in &f.tensors {
+        let canon = canonical_from_openai(name).ok_or_else(|| {
+            ModelError::bad_tensor(path, name, "unknown tensor for a Whisper model")
+        })?;
+        let mut h = to_host(path, name, t)?;
+        // whisper.cpp stores the conv biases as (d, 1) columns.
+        let conv_bias = canon.ends_with("conv1.bias") || canon.ends_with("conv2.bias");
+        if conv_bias && h.shape.len() == 2 && h.shape[1] == 1 {
+            h.shape.truncate(1);
+        }
+        tensors.insert(canon, h);
+    }
+    let hp = &f.hparams;
+    let config = infer_config(
+        path,
+        &tensors,
+        |t| &t.shape,
+        positive(path, "n_audio_head", hp.n_audio_head)?,
+        positive(path, "n_text_head", hp.n_text_head)?,
+    )?;
+    let declared = [
+        ("n_vocab", hp.n_vocab, config.vocab_size),
+        ("n_audio_ctx", hp.n_audio_ctx, config.n_audio_ctx),
+        ("n_audio_state", hp.n_audio_state, config.d_model),
+        ("n_audio_layer", hp.n_audio_layer, config.encoder_layers),
+        ("n_text_ctx", hp.n_text_ctx, config.n_text_ctx),
+        ("n_text_state", hp.n_text_state, config.d_model),
+        ("n_text_layer", hp.n_text_layer, config.decoder_layers),
+        ("n_mels", hp.n_mels, config.n_mels),
+    ];
+    for (what, declared, found) in declared {
+        if positive(path, what, declared)? != found {
+            return Err(ModelError::bad_model(
+                path,
+                format!("hparam {what} = {declared} but the tensors say {found}"),
+            ));
+        }
+    }
+    let tokenizer = WhisperTokenizer::from_ggml_vocab(path, &f.vocab, config.vocab_size)?;
+    let generation = default_generation(&tokenizer)?;
+    checkpoint_from_tensors(
+        config,
+        generation,
+        tokenizer,
+        tensors,
+        "ggml",
+        path.to_path_buf(),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// HF transformers directories (canonical names already)
+
+fn cfg_usize(path: &Path, v: &serde_json::Value, key: &str) -> Result<usize> {
+    v.get(key)
+        .and_then(|x| x.as_u64())
+        .and_then(|x| usize::try_from(x).ok())
+        .ok_or_else(|| ModelError::bad_model(path, format!("config.json has no integer `{key}`")))
+}
+
+/// Loads an HF `WhisperForConditionalGeneration` directory (config.json + model.safetensors or
+/// shards; tokenizer and generation_config.json where present).
+pub fn load_hf(path: &Path) -> Result<WhisperCheckpoint> {
+    let dir = if path.is_dir() {
+        path.to_path_buf()
+    } else {
+        path.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    let st = if path.is_dir() {
+        stapes_formats::safetensors_dir::read_dir(path)?
+    } else {
+        stapes_formats::safetensors_dir::read_file(path)?
+    };
+    let cfg_path = dir.join("config.json");
+    let cfg = read_json(&cfg_path)?;
+    if let Some(mt) = cfg.get("model_type").and_then(|x| x.as_str()) {
+        if mt != "whisper" {
+            return Err(ModelError::bad_model(
+                &cfg_path,
+                format!("model_type `{mt}` is not whisper"),
+            ));
+        }
+    }
+    let mut tensors = BTreeMap::new();
+    let mut proj_out = None;
+    for (name, t) in &st.tensors {
+        // Checkpoints saved from the bare WhisperModel lack the `model.` prefix.
+        let canon = if name.starts_with("encoder.") || name.starts_with("decoder.") {
+            format!("model.{name}")
+        } else {
+            name.clone()
+        };
+        if canon == "proj_out.weight" {
+            proj_out = Some(to_host(&st.path, name, t)?);
+            continue;
+        }
+        tensors.insert(canon, to_host(&st.path, name, t)?);
+    }
+    let config = infer_config(
+        &st.path,
+        &tensors,
+        |t| &t.shape,
+        cfg_usize(&cfg_path, &cfg, "encoder_attention_heads")?,
+        cfg_usize(&cfg_path, &cfg, "decoder_attention_heads")?,
+    )?;
+    let declared = [
+        ("d_model", config.d_model),
+        ("encoder_layers", config.encoder_layers),
+        ("decoder_layers", config.decoder_layers),
+        ("encoder_ffn_dim", config.encoder_ffn),
+        ("decoder_ffn_dim", config.decoder_ffn),
+        ("num_mel_bins", config.n_mels),
+        ("max_source_positions", config.n_audio_ctx),
+        ("max_target_positions", config.n_text_ctx),
+        ("vocab_size", config.vocab_size),
+    ];
+    for (key, found) in declared {
+        let v = cfg_usize(&cfg_path, &cfg, key)?;
+        if v != found {
+            return Err(ModelError::bad_model(
+                &cfg_path,
+                format!("`{key}` = {v} but the tensors say {found}"),
+            ));
+        }
+    }
+    if let Some(p) = proj_out {
+        // Whisper ties the output projection to the token embeddings.
+        let emb = tensors.get("model.decoder.embed_tokens.weight");
+        if emb.map(|e| e != &p).unwrap_or(true) {
+            return Err(ModelError::bad_tensor(
+                &st.path,
+                "proj_out.weight",
+                "differs from the tied model.decoder.embed_tokens.weight",
+            ));
+        }
+    }
+    let tokenizer = match WhisperTokenizer::from_dir(&dir, config.vocab_size) {
+        Ok(t) => t,
+        Err(e) if !has_tokenizer_files(&dir) => {
+            tracing::warn!("{}: no tokenizer files ({e}); ids only", dir.display());
+            WhisperTokenizer::placeholder(config.vocab_size)?
+        }
+        Err(e) => return Err(e),
+    };
+    let gen_path = dir.join("generation_config.json");
+    let generation = if gen_path.is_file() {
+        generation_from_json(
+            &gen_path,
+            &read_json(&gen_path)?,
+            ["suppress_tokens", "begin_suppress_tokens"],
+        )?
+    } else {
+        generation_from_json(
+            &cfg_path,
+            &cfg,
+            ["suppress_tokens", "begin_suppress_tokens"],
+        )?
+    };
+    checkpoint_from_tensors(
+        config,
+        generation,
+        tokenizer,
+        tensors,
+        "safetensors",
+        path.to_path_buf(),
+    )
+}
+
+fn has_tokenizer_files(dir: &Path) -> bool {
+    ["vocabulary.txt", "tokenizer.json", "vocab.json"]
+        .iter()
+        .any(|f| dir.join(f).is_file())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Synthetic checkpoints (random weights of a published shape) and writers.
+
+/// A checkpoint of `config`'s shape with deterministic random weights (layer norms at 1 / 0),
+/// for speed measurements where the real weights are not at hand. The tokenizer has Whisper's
+/// special-token layout but placeholder text tokens.
+pub fn synthetic_checkpoint(config: &WhisperConfig, seed: u64) -> Result<WhisperCheckpoint> {
+    let mut tensors = BTreeMap::new();
+    for (i, (name, shape)) in expected_shapes(config).into_iter().enumerate() {
+        let is_norm = name.contains("layer_norm");
+        let t = if is_norm && name.ends_with(".weight") {
+            HostTensor {
+                data: vec![1.0; shape.iter().product()],
+                shape,
+            }
+        } else if is_norm {
+            HostTensor::zeros(shape)
+        } else {
+            let fan_in = if shape.len() > 1 {
+                shape[1..].iter().product::<usize>()
+            } else {
+                config.d_model
+            };
+            HostTensor::random(
+                shape,
+                seed.wrapping_add(i as u64),
+                1.0 / (fan_in as f32).sqrt(),
+            )
+        };
+        tensors.insert(name, t);
+    }
+    let tokenizer = WhisperTokenizer::placeholder(config.vocab_size)?;
+    let generation = WhisperGeneration {
+        begin_suppress_tokens: vec![tokenizer.eot()],
+        ..Default::default()
+    };
+    checkpoint_from_tensors(
+        config.clone(),
+        generation,
+        tokenizer,
+        tensors,
+        "synthetic",
+        PathBuf::from("synthetic"),
+    )
+}
+
+/// Storage of the matrices when writing a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightType {
+    F32,
+    F16,
+    /// ggml Q8_0 (ggml output only; 2-D matrices, the rest stays f16/f32 as whisper.cpp expects).
+    Q8_0,
+}
+
+fn raw(
+    path: &Path,
+    name: &str,
+    t: &HostTensor,
+    shape: Vec<usize>,
+    ty: WeightType,
+) -> Result<RawTensor> {
+    let r = match ty {
+        WeightType::F32 => RawTensor::from_f32(shape, &t.data),
+        WeightType::F16 => {
+            let h: Vec<half::f16> = t.data.iter().map(|&v| half::f16::from_f32(v)).collect();
+            RawTensor::from_f16(shape, &h)
+        }
+        WeightType::Q8_0 => stapes_formats::tensor::quantize_q8_0(&t.data)
+            .ok_or_else(|| "not whole q8_0 blocks".to_string())
+            .and_then(|b| RawTensor::from_bytes(DType::Q8_0, shape, b)),
+    };
+    r.map_err(|e| ModelError::bad_tensor(path, name, e))
+}
+
+/// Writes a checkpoint as a whisper.cpp ggml file (`ty`: F16 like whisper.cpp's converter, F32,
+/// or Q8_0). whisper.cpp wants biases, norms and position tables in f32 and the convolutions in
+/// f16 unless the whole file is f32.
+pub fn write_ggml(ck: &WhisperCheckpoint, out: &Path, ty: WeightType) -> Result<()> {
+    let c = &ck.config;
+    let i32_of = |v: usize, what: &str| {
+        i32::try_from(v).map_err(|_| {
+            ModelError::bad_model(out, format!("{what} = {v} does not fit ggml's i32"))
+        })
+    };
+    let hparams = stapes_formats::ggml::GgmlHparams {
+        n_vocab: i32_of(c.vocab_size, "n_vocab")?,
+        n_audio_ctx: i32_of(c.n_audio_ctx, "n_audio_ctx")?,
+        n_audio_state: i32_of(c.d_model, "d_model")?,
+        n_audio_head: i32_of(c.encoder_heads, "encoder_heads")?,
+        n_audio_layer: i32_of(c.encoder_layers, "encoder_layers")?,
+        n_text_ctx: i32_of(c.n_text_ctx, "n_text_ctx")?,
+        n_text_state: i32_of(c.d_model, "d_model")?,
+        n_text_head: i32_of(c.decoder_heads, "decoder_heads")?,
+        n_text_layer: i32_of(c.decoder_layers, "decoder_layers")?,
+        n_mels: i32_of(c.n_mels, "n_mels")?,
+        ftype: stapes_formats::ggml::ftype_for(match ty {
+            WeightType::F32 => DType::F32,
+            WeightType::F16 => DType::F16,
+            WeightType::Q8_0 => DType::Q8_0,
+        })
+        .unwrap_or(1),
+    };
+    if c.encoder_ffn != 4 * c.d_model
+        || c.decoder_ffn != 4 * c.d_model
+        || c.encoder_heads != c.decoder_heads
+    {
+        return Err(ModelError::bad_model(
+            out,
+            "whisper.cpp needs FFN width 4·d_model and equal head counts",
+        ));
+    }
+    let mel_filters = stapes_formats::ggml::MelFilters {
+        n_mel: c.n_mels,
+        n_fft: stapes_audio::features::whisper::N_FREQ,
+        data: stapes_audio::features::whisper::filterbank(c.n_mels),
+    };
+    // Like whisper.cpp's converters: the regular tokens only, as raw bytes; whisper.cpp derives
+    // the control tokens from n_vocab.
+    let vocab: Vec<Vec<u8>> = (0..ck.tokenizer.eot())
+        .map(|i| ck.tokenizer.token_bytes(i).unwrap_or_default().to_vec())
+        .collect();
+    let mut tensors = Vec::new();
+    for (canon, t) in &ck.tensors {
+        let name = openai_name(canon)
+            .ok_or_else(|| ModelError::bad_tensor(out, canon, "no whisper.cpp name"))?;
+        let conv_bias = canon.ends_with("conv1.bias") || canon.ends_with("conv2.bias");
+        let shape = if conv_bias {
+            vec![t.shape[0], 1]
+        } else {
+            t.shape.clone()
+        };
+        let positional = canon.ends_with("embed_positions.weight");
+        let tty = if t.shape.len() < 2 || positional || ty == WeightType::F32 {
+            WeightType::F32
+        } else if t.shape.len() == 3 || ty == WeightType::F16 {
+            WeightType::F16
+        } else {
+            WeightType::Q8_0
+        };
+        tensors.push((name.clone(), raw(out, &name, t, shape, tty)?));
+    }
+    let file = stapes_formats::ggml::GgmlFile {
+        path: out.to_path_buf(),
+        hparams,
+        mel_filters,
+        vocab,
+        tensors,
+    };
+    stapes_formats::ggml::write(out, &file)?;
+    Ok(())
+}
+
+/// Writes a checkpoint as an HF transformers directory: config.json, generation_config.json,
+/// model.safetensors (matrices and vectors in `ty`, F32 or F16), preprocessor_config.json and the
+/// tokenizer (tokenizer.json copied from a source that has one, plus vocab.json and
+/// added_tokens.json).
+pub fn write_hf(ck: &WhisperCheckpoint, out: &Path, ty: WeightType) -> Result<()> {
+    if ty == WeightType::Q8_0 {
+        return Err(ModelError::bad_model(
+            out,
+            "safetensors output is f32 or f16",
+        ));
+    }
+    std::fs::create_dir_all(out).map_err(|source| ModelError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    let c = &ck.config;
+    let tok = &ck.tokenizer;
+    let sp = tok.special();
+    let dtype = if ty == WeightType::F16 {
+        "float16"
+    } else {
+        "float32"
+    };
+    let config = serde_json::json!({
+        "architectures": ["WhisperForConditionalGeneration"],
+        "model_type": "whisper",
+        "activation_function": "gelu",
+        "d_model": c.d_model,
+        "encoder_layers": c.encoder_layers,
+        "encoder_attention_heads": c.encoder_heads,
+        "encoder_ffn_dim": c.encoder_ffn,
+        "decoder_layers": c.decoder_layers,
+        "decoder_attention_heads": c.decoder_heads,
+        "decoder_ffn_dim": c.decoder_ffn,
+        "num_hidden_layers": c.encoder_layers,
+        "num_mel_bins": c.n_mels,
+        "max_source_positions": c.n_audio_ctx,
+        "max_target_positions": c.n_text_ctx,
+        "vocab_size": c.vocab_size,
+        "scale_embedding": false,
+        "tie_word_embeddings": true,
+        "use_cache": true,
+        "dropout": 0.0,
+        "attention_dropout": 0.0,
+        "activation_dropout": 0.0,
+        "encoder_layerdrop": 0.0,
+        "decoder_layerdrop": 0.0,
+        "init_std": 0.02,
+        "bos_token_id": sp.eot,
+        "eos_token_id": sp.eot,
+        "pad_token_id": sp.eot,
+        "decoder_start_token_id": sp.sot,
+        "begin_suppress_tokens": ck.generation.begin_suppress_tokens,
+        "suppress_tokens": ck.generation.suppress_tokens,
+        "torch_dtype": dtype,
+    });
+    let lang_to_id: serde_json::Map<String, serde_json::Value> = tok
+        .languages()
+        .iter()
+        .map(|(code, id)| (format!("<|{code}|>"), serde_json::json!(id)))
+        .collect();
+    let generation = serde_json::json!({
+        "alignment_heads": ck.generation.alignment_heads.iter().map(|&(l, h)| [l, h]).collect::<Vec<_>>(),
+        "begin_suppress_tokens": ck.generation.begin_suppress_tokens,
+        "suppress_tokens": ck.generation.suppress_tokens,
+        "bos_token_id": sp.eot,
+        "eos_token_id": sp.eot,
+        "pad_token_id": sp.eot,
+        "decoder_start_token_id": sp.sot,
+        "no_timestamps_token_id": sp.no_timestamps,
+        "prev_sot_token_id": sp.sot_prev,
+        "is_multilingual": tok.is_multilingual(),
+        "lang_to_id": lang_to_id,
+        "task_to_id": {"transcribe": sp.transcribe, "translate": sp.translate},
+        "max_initial_timestamp_index": 50,
+        "max_length": c.n_text_ctx,
+        "return_timestamps": false,
+    });
+    let preprocessor = serde_json::json!({
+        "feature_extractor_type": "WhisperFeatureExtractor",
+        "processor_class": "WhisperProcessor",
+        "feature_size": c.n_mels,
+        "sampling_rate": 16000,
+        "hop_length": 160,
+        "n_fft": 400,
+        "chunk_length": 30,
+        "n_samples": 480000,
+        "nb_max_frames": 3000,
+        "padding_side": "right",
+        "padding_value": 0.0,
+        "return_attention_mask": false,
+    });
+    let write_json = |name: &str, v: &serde_json::Value| -> Result<()> {
+        let p = out.join(name);
+        let text = serde_json::to_string_pretty(v)
+            .map_err(|e| ModelError::bad_model(&p, e.to_string()))?;
+        std::fs::write(&p, text + "\n").map_err(|source| ModelError::Io {
+            path: p.clone(),
+            source,
+        })
+    };
+    write_json("config.json", &config)?;
+    write_json("generation_config.json", &generation)?;
+    write_json("preprocessor_config.json", &preprocessor)?;
+    let mut vocab = serde_json::Map::new();
+    let mut added = serde_json::Map::new();
+    for id in 0..tok.vocab_size() as u32 {
+        let s = tok.token_str(id).unwrap_or_default().to_string();
+        if id < sp.eot {
+            vocab.entry(s).or_insert(serde_json::json!(id));
+        } else {
+            added.entry(s).or_insert(serde_json::json!(id));
+        }
+    }
+    write_json("vocab.json", &serde_json::Value::Object(vocab))?;
+    write_json("added_tokens.json", &serde_json::Value::Object(added))?;
+    let src_dir = if ck.path.is_dir() {
+        ck.path.clone()
+    } else {
+        ck.path.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    let tj = src_dir.join("tokenizer.json");
+    if tj.is_file() && src_dir != out {
+        std::fs::copy(&tj, out.join("tokenizer.json")).map_err(|source| ModelError::Io {
+            path: tj.clone(),
+            source,
+        })?;
+    }
+    let mut tensors = BTreeMap::new();
+    for (name, t) in &ck.tensors {
+        tensors.insert(name.clone(), raw(out, name, t, t.shape.clone(), ty)?);
+    }
+    let meta: BTreeMap<String, String> = [("format".to_string(), "pt".to_string())].into();
+    stapes_formats::safetensors_dir::write_dir(out, &tensors, &meta, None)?;
+    Ok(())
+}
+
+/// Writes a CTranslate2 directory (model.bin with fused QKV / cross KV, config.json,
+/// vocabulary.txt; tokenizer.json copied where the source has one).
+pub fn write_ct2(ck: &WhisperCheckpoint, out: &Path, ty: WeightType) -> Result<()> {
+    if ty == WeightType::Q8_0 {
+        return Err(ModelError::bad_model(
+            out,
+            "CTranslate2 output is f32 or f16",
+        ));
+    }
+    std::fs::create_dir_all(out).map_err(|source| ModelError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    let bin = out.join("model.bin");
+    let c = &ck.config;
+    let mut vars: BTreeMap<String, RawTensor> = BTreeMap::new();
+    let get = |name: &str| ck.tensor(name);
+    let scalar_i16 = |v: i16| {
+        RawTensor::from_bytes(DType::I16, vec![], v.to_le_bytes().to_vec())
+            .map_err(|e| ModelError::bad_model(&bin, e))
+    };
+    let scalar_i8 = |v: i8| {
+        RawTensor::from_bytes(DType::I8, vec![], vec![v as u8])
+            .map_err(|e| ModelError::bad_model(&bin, e))
+    };
+    for (ct2_pat, canon_pat) in CT2_TABLE {
+        let layers = if ct2_pat.contains("{}") {
+            if ct2_pat.starts_with("encoder") {
+                c.encoder_layers
+            } else {
+                c.decoder_layers
+            }
+        } else {
+            1
+        };
+        for n in 0..layers {
+            let (cn, kn) = (
+                ct2_pat.replace("{}", &n.to_string()),
+                canon_pat.replace("{}", &n.to_string()),
+            );
+            let t = get(&kn)?;
+            vars.insert(cn.clone(), raw(&bin, &cn, t, t.shape.clone(), ty)?);
+        }
+    }
+    for (ct2_pat, parts) in CT2_FUSED {
+        let layers = if ct2_pat.starts_with("encoder") {
+            c.encoder_layers
+        } else {
+            c.decoder_layers
+        };
+        for n in 0..layers {
+            let base = ct2_pat.replace("{}", &n.to_string());
+            let (mut w, mut b) = (Vec::new(), Vec::new());
+            for (canon, has_bias) in parts.iter() {
+                let canon = canon.replace("{}", &n.to_string());
+                w.extend_from_slice(&get(&format!("{canon}.weight"))?.data);
+                if *has_bias {
+                    b.extend_from_slice(&get(&format!("{canon}.bias"))?.data);
+                } else {
+                    b.extend(std::iter::repeat_n(0.0, c.d_model));
+                }
+            }
+            let rows = parts.len() * c.d_model;
+            let wt = HostTensor {
+                shape: vec![rows, c.d_model],
+                data: w,
+            };
+            let bt = HostTensor {
+                shape: vec![rows],
+                data: b,
+            };
+            vars.insert(
+                format!("{base}/weight"),
+                raw(&bin, &base, &wt, wt.shape.clone(), ty)?,
+            );
+            vars.insert(
+                format!("{base}/bias"),
+                raw(&bin, &base, &bt, bt.shape.clone(), ty)?,
+            );
+        }
+    }
+    let heads = |h: usize| {
+        i16::try_from(h).map_err(|_| ModelError::bad_model(&bin, "head count too large"))
+    };
+    vars.insert(
+        "encoder/num_heads".into(),
+        scalar_i16(heads(c.encoder_heads)?)?,
+    );
+    vars.insert(
+        "decoder/num_heads".into(),
+        scalar_i16(heads(c.decoder_heads)?)?,
+    );
+    // CTranslate2 Transformer flags as its Whisper converter sets them (GELU = 3, pre-norm).
+    vars.insert("decoder/activation".into(), scalar_i8(3)?);
+    vars.insert("decoder/pre_norm".into(), scalar_i8(1)?);
+    vars.insert("decoder/alibi".into(), scalar_i8(0)?);
+    vars.insert("decoder/scale_embeddings".into(), scalar_i8(0)?);
+    vars.insert("decoder/start_from_zero_embedding".into(), scalar_i8(0)?);
+    vars.insert("decoder/alignment_layer".into(), scalar_i16(-1)?);
+    vars.insert("decoder/alignment_heads".into(), scalar_i16(1)?);
+    let aliases: BTreeMap<String, String> = [(
+        "decoder/projection/weight".to_string(),
+        "decoder/embeddings/weight".to_string(),
+    )]
+    .into();
+    stapes_formats::ct2::write(&bin, "WhisperSpec", 3, &vars, &aliases)?;
+    let tok = &ck.tokenizer;
+    let config = serde_json::json!({
+        "alignment_heads": ck.generation.alignment_heads.iter().map(|&(l, h)| [l, h]).collect::<Vec<_>>(),
+        "lang_ids": tok.languages().iter().map(|&(_, id)| id).collect::<Vec<_>>(),
+        "suppress_ids": ck.generation.suppress_tokens,
+        "suppress_ids_begin": ck.generation.begin_suppress_tokens,
+    });
+    let p = out.join("config.json");
+    std::fs::write(
+        &p,
+        serde_json::to_string_pretty(&config).unwrap_or_default() + "\n",
+    )
+    .map_err(|source| ModelError::Io {
+        path: p.clone(),
+        source,
+    })?;
+    let mut vocab = String::new();
+    for id in 0..tok.vocab_size() as u32 {
+        vocab.push_str(tok.token_str(id).unwrap_or_default());
+        vocab.push('\n');
+    }
+    let p = out.join("vocabulary.txt");
+    std::fs::write(&p, vocab).map_err(|source| ModelError::Io {
+        path: p.clone(),
+        source,
+    })?;
+    let src_dir = if ck.path.is_dir() {
+        ck.path.clone()
+    } else {
+        ck.path.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    let tj = src_dir.join("tokenizer.json");
+    if tj.is_file() && src_dir != out {
+        std::fs::copy(&tj, out.join("tokenizer.json")).map_err(|source| ModelError::Io {
+            path: tj.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// Converts a Whisper checkpoint in any readable format to `to` (ggml file, HF directory or
+/// CTranslate2 directory), keeping f16 weights f16 (f16 → f32 → f16 is exact).
+pub fn convert(input: &Path, output: &Path, to: Format) -> Result<()> {
+    convert_with(input, output, to, WeightType::F16)
+}
+
+/// [`convert`] with an explicit weight type.
+pub fn convert_with(input: &Path, output: &Path, to: Format, ty: WeightType) -> Result<()> {
+    let ck = load_checkpoint(input)?;
+    match to {
+        Format::Ggml => write_ggml(&ck, output, ty),
+        Format::Safetensors => write_hf(&ck, output, ty),
+        Format::Ct2 => write_ct2(&ck, output, ty),
+        other => Err(ModelError::bad_model(
+            output,
+            format!("cannot write Whisper as {other}"),
+        )),
+    }
 }
