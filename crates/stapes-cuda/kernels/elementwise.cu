@@ -21,7 +21,7 @@ extern "C" __global__ void act_f32(float* __restrict__ y, const float* __restric
 extern "C" __global__ void binary_f32(float* __restrict__ y, const float* __restrict__ a, const float* __restrict__ b,
                                       long long n, long long nb, int op) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        float bv = b[nb == n ? i : i % nb];
+        float bv = b[nb == n ? i : i % nb];  // the modulo only for broadcasts
         y[i] = op == 0 ? a[i] + bv : a[i] * bv;
     }
 }

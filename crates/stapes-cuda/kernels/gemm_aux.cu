@@ -41,14 +41,17 @@ extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* 
 }
 
 // int32 GEMM result (m rows, ldc columns, row-major) -> f32 y (m, n) = acc * sx[row] * sw[col] + bias.
+// grid.y walks rows so no thread divides (64-bit division costs more than the memory traffic).
 extern "C" __global__ void dequant_epilogue(float* __restrict__ y, const int* __restrict__ acc, const float* __restrict__ sx,
                                             const float* __restrict__ sw, const float* __restrict__ bias, int m, int n, int ldc) {
-    long long total = (long long)m * n;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
-        long long r = i / n;
-        int c = (int)(i - r * n);
-        float v = (float)acc[r * ldc + c] * sx[r] * sw[c];
-        y[i] = bias ? v + bias[c] : v;
+    for (int r = blockIdx.y; r < m; r += gridDim.y) {
+        const int* a = acc + (long long)r * ldc;
+        float* yr = y + (long long)r * n;
+        float s = sx[r];
+        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
+            float v = (float)a[c] * s * sw[c];
+            yr[c] = bias ? v + bias[c] : v;
+        }
     }
 }
 

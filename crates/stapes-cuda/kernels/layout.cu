@@ -1,12 +1,13 @@
 // Data movement: strided 2-D copies (slice, concat, KV-cache writes) and transposes.
 
-// dst[r * dst_ld + c] = src[r * src_ld + c] for r < rows, c < cols.
+// dst[r * dst_ld + c] = src[r * src_ld + c] for r < rows, c < cols; rows walk grid.y (no division).
 extern "C" __global__ void copy2d_f32(float* __restrict__ dst, const float* __restrict__ src, long long rows, long long cols,
                                       long long dst_ld, long long src_ld) {
-    long long n = rows * cols;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        long long r = i / cols, c = i - r * cols;
-        dst[r * dst_ld + c] = src[r * src_ld + c];
+    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float* s = src + r * src_ld;
+        float* d = dst + r * dst_ld;
+        for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols; c += (long long)gridDim.x * blockDim.x)
+            d[c] = s[c];
     }
 }
 

@@ -12,7 +12,7 @@ use stapes_core::{
     HostTensor, Lane, Result,
 };
 
-use crate::gemm::{self, LtInt8};
+use crate::gemm::{self, Lt, LtKind};
 use crate::graph::Graphs;
 use crate::kernels::Kernels;
 use crate::pool::{Block, Pool};
@@ -99,7 +99,7 @@ pub struct CudaBackend {
     pub(crate) stream: Arc<CudaStream>,
     kernels: Kernels,
     blas: Mutex<CudaBlas>,
-    lt_int8: LtInt8,
+    lt: Lt,
     _blas_ws: Arc<Block>,
     lt_ws: Arc<Block>,
     pub(crate) pool: Arc<Pool>,
@@ -192,7 +192,7 @@ impl CudaBackend {
             stream,
             kernels,
             blas: Mutex::new(blas),
-            lt_int8: LtInt8::new(WORKSPACE_BYTES)?,
+            lt: Lt::new(WORKSPACE_BYTES)?,
             _blas_ws: blas_ws,
             lt_ws,
             pool,
@@ -321,9 +321,14 @@ impl CudaBackend {
             return Ok(());
         }
         let (r, c, dl, sl) = (rows as i64, cols as i64, dst_ld as i64, src_ld as i64);
+        let grid = (
+            cols.div_ceil(256).min(1024) as u32,
+            rows.min(65535) as u32,
+            1,
+        );
         self.launch(
             "copy2d_f32",
-            grid_1d(rows * cols),
+            grid,
             (256, 1, 1),
             0,
             args![dst, src, r, c, dl, sl],
@@ -364,19 +369,40 @@ impl CudaBackend {
                         0,
                         args![xhp, x, nn],
                     )?;
-                    let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
-                    // SAFETY: y holds m·n f32, xh m·k f16, w n·k f16, all on this stream.
-                    unsafe { gemm::f16_linear(*blas.handle(), y, xh.ptr, wp, m, n, k)? };
-                    drop(blas);
-                    if bias != 0 {
-                        let rows = m as i64;
-                        self.launch(
-                            "bias_rows_f32",
-                            grid_1d(m * n),
-                            (256, 1, 1),
-                            0,
-                            args![y, bias, rows, ni],
-                        )?;
+                    let tune = !self.capturing.load(Ordering::Relaxed);
+                    // SAFETY: y holds m·n f32, xh m·k f16, w n·k f16, bias n f32 (or 0), all on this stream.
+                    let fused = unsafe {
+                        self.lt.matmul(
+                            &self.stream,
+                            LtKind::F16,
+                            y,
+                            wp,
+                            xhp,
+                            bias,
+                            self.lt_ws.ptr,
+                            n,
+                            m,
+                            k,
+                            tune,
+                        )
+                    };
+                    if let Err(e) = fused {
+                        // shapes cuBLASLt has no kernel for (odd leading dimensions): plain GemmEx
+                        tracing::debug!("cuBLASLt f16 ({m}x{k}x{n}): {e}; using cublasGemmEx");
+                        let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
+                        // SAFETY: as above.
+                        unsafe { gemm::f16_linear(*blas.handle(), y, xhp, wp, m, n, k)? };
+                        drop(blas);
+                        if bias != 0 {
+                            let rows = m as i64;
+                            self.launch(
+                                "bias_rows_f32",
+                                grid_1d(m * n),
+                                (256, 1, 1),
+                                0,
+                                args![y, bias, rows, ni],
+                            )?;
+                        }
                     }
                     self.keep_scratch(xh);
                 }
@@ -413,22 +439,26 @@ impl CudaBackend {
                         args![qp, sxp, x, mi, ki, kp],
                     )?;
                     // SAFETY: shapes padded to multiples of 16 as the plan requires; buffers sized above.
+                    let tune = !self.capturing.load(Ordering::Relaxed);
                     unsafe {
-                        self.lt_int8.run(
-                            self.stream.cu_stream() as _,
+                        self.lt.matmul(
+                            &self.stream,
+                            LtKind::I8,
                             accp,
                             wp,
                             qp,
+                            0,
                             self.lt_ws.ptr,
                             *n_pad,
                             m_pad,
                             *k_pad,
+                            tune,
                         )?
                     };
                     let ldc = *n_pad as i32;
                     self.launch(
                         "dequant_epilogue",
-                        grid_1d(m * n),
+                        (n.div_ceil(256).min(64) as u32, m.min(65535) as u32, 1),
                         (256, 1, 1),
                         0,
                         args![y, accp, sxp, sp, bias, mi, ni, ldc],
@@ -496,7 +526,9 @@ impl CudaBackend {
         }
         if let Some(v) = v {
             if v.shape != k.shape {
-                return Err(self.decline(op, format!("v {:?} differs from k {:?}", v.shape, k.shape)));
+                return Err(
+                    self.decline(op, format!("v {:?} differs from k {:?}", v.shape, k.shape))
+                );
             }
         }
         let kv_len = p.kv_len.unwrap_or(tk);
@@ -556,8 +588,20 @@ impl CudaBackend {
             let k16 = self.pool.alloc(kv_n * 2)?;
             let v16 = self.pool.alloc(kv_n * 2)?;
             let (k16p, v16p, nn) = (k16.ptr, v16.ptr, kv_n as i64);
-            self.launch("cast_f32_f16", grid_1d(kv_n), (256, 1, 1), 0, args![k16p, kp, nn])?;
-            self.launch("cast_f32_f16", grid_1d(kv_n), (256, 1, 1), 0, args![v16p, vp, nn])?;
+            self.launch(
+                "cast_f32_f16",
+                grid_1d(kv_n),
+                (256, 1, 1),
+                0,
+                args![k16p, kp, nn],
+            )?;
+            self.launch(
+                "cast_f32_f16",
+                grid_1d(kv_n),
+                (256, 1, 1),
+                0,
+                args![v16p, vp, nn],
+            )?;
             let (kp, vp) = (k16p, v16p);
             self.launch(
                 kname,

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::CudaStream;
 
 use cudarc::cublas::{self, sys as bsys};
 use cudarc::cublaslt::{self, result as ltr, sys as lts};
@@ -110,18 +112,37 @@ pub unsafe fn f32_matmul(
     .map_err(blas_err("cublasGemmStridedBatchedEx f32"))
 }
 
-/// A cached cuBLASLt int8 plan for one (m, n, k): `C (m × n, i32) = Aᵀ · B`, A stored k × m,
-/// B stored k × n (both int8, column-major), i.e. row-major `acc (n_rows, m) = x8 · w8ᵀ`.
+/// Which cuBLASLt GEMM: f16 operands with f32 output (and an optional fused bias), or int8
+/// operands with i32 output (IMMA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LtKind {
+    F16,
+    I8,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    kind: LtKind,
+    m: usize,
+    n: usize,
+    k: usize,
+    bias: bool,
+}
+
+/// A cached plan for `D (m × n) = Aᵀ · B (+ bias per row of D)`, A stored k × m, B stored
+/// k × n, column-major: with A = W (row-major (N, K)) and B = x (row-major (M, K)) that is the
+/// row-major `y (M, N) = x · Wᵀ`.
 struct LtPlan {
     desc: lts::cublasLtMatmulDesc_t,
     la: lts::cublasLtMatrixLayout_t,
     lb: lts::cublasLtMatrixLayout_t,
     lc: lts::cublasLtMatrixLayout_t,
     algo: lts::cublasLtMatmulAlgo_t,
+    /// Candidates not yet timed (autotuning happens on the first eager call).
+    candidates: Vec<lts::cublasLtMatmulAlgo_t>,
 }
 
-// SAFETY: the descriptors are plain heap objects of cuBLASLt, used under the plans' mutex or
-// read-only after creation.
+// SAFETY: descriptors are plain cuBLASLt heap objects, only touched under the plans' mutex.
 unsafe impl Send for LtPlan {}
 
 impl Drop for LtPlan {
@@ -136,17 +157,21 @@ impl Drop for LtPlan {
     }
 }
 
-pub struct LtInt8 {
+/// cuBLASLt with plans cached per shape and the algorithm chosen by timing the heuristic's top
+/// candidates once (cuBLASLt's first pick is often not the fastest at these shapes).
+pub struct Lt {
     handle: lts::cublasLtHandle_t,
-    plans: Mutex<HashMap<(usize, usize, usize), LtPlan>>,
+    /// `None`: cuBLASLt has no algorithm for that shape (remembered so the caller's fallback is
+    /// taken without asking again).
+    plans: Mutex<HashMap<Key, Option<LtPlan>>>,
     pub workspace_bytes: usize,
 }
 
-// SAFETY: the handle is used only under the plans' mutex (see `run`).
-unsafe impl Send for LtInt8 {}
-unsafe impl Sync for LtInt8 {}
+// SAFETY: the handle is used only under the plans' mutex (see `matmul`).
+unsafe impl Send for Lt {}
+unsafe impl Sync for Lt {}
 
-impl Drop for LtInt8 {
+impl Drop for Lt {
     fn drop(&mut self) {
         self.plans
             .get_mut()
@@ -157,7 +182,9 @@ impl Drop for LtInt8 {
     }
 }
 
-impl LtInt8 {
+const CANDIDATES: usize = 8;
+
+impl Lt {
     pub fn new(workspace_bytes: usize) -> Result<Self, CudaError> {
         let handle = ltr::create_handle().map_err(lt_err("cublasLtCreate"))?;
         Ok(Self {
@@ -167,20 +194,25 @@ impl LtInt8 {
         })
     }
 
-    fn plan(
-        &self,
-        handle: lts::cublasLtHandle_t,
-        m: usize,
-        n: usize,
-        k: usize,
-    ) -> Result<LtPlan, CudaError> {
-        let desc = ltr::create_matmul_desc(
-            lts::cublasComputeType_t::CUBLAS_COMPUTE_32I,
-            lts::cudaDataType_t::CUDA_R_32I,
-        )
-        .map_err(lt_err("create_matmul_desc"))?;
+    fn plan(&self, key: Key) -> Result<LtPlan, CudaError> {
+        let (m, n, k) = (key.m as u64, key.n as u64, key.k as u64);
+        let (compute, scale, ab, cd) = match key.kind {
+            LtKind::F16 => (
+                lts::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                lts::cudaDataType_t::CUDA_R_32F,
+                lts::cudaDataType_t::CUDA_R_16F,
+                lts::cudaDataType_t::CUDA_R_32F,
+            ),
+            LtKind::I8 => (
+                lts::cublasComputeType_t::CUBLAS_COMPUTE_32I,
+                lts::cudaDataType_t::CUDA_R_32I,
+                lts::cudaDataType_t::CUDA_R_8I,
+                lts::cudaDataType_t::CUDA_R_32I,
+            ),
+        };
+        let desc = ltr::create_matmul_desc(compute, scale).map_err(lt_err("create_matmul_desc"))?;
         let t: i32 = 1; // CUBLAS_OP_T
-                        // SAFETY: the attribute is an i32 as documented.
+                        // SAFETY: attributes are an i32 and a u32 enum as documented.
         unsafe {
             ltr::set_matmul_desc_attribute(
                 desc,
@@ -188,25 +220,27 @@ impl LtInt8 {
                 &t as *const i32 as *const c_void,
                 4,
             )
+            .map_err(lt_err("TRANSA"))?;
+            if key.bias {
+                let epi = lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS;
+                ltr::set_matmul_desc_attribute(
+                    desc,
+                    lts::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE,
+                    &epi as *const _ as *const c_void,
+                    std::mem::size_of_val(&epi),
+                )
+                .map_err(lt_err("EPILOGUE"))?;
+            }
         }
-        .map_err(lt_err("TRANSA"))?;
-        let la =
-            ltr::create_matrix_layout(lts::cudaDataType_t::CUDA_R_8I, k as u64, m as u64, k as i64)
-                .map_err(lt_err("layout A"))?;
-        let lb =
-            ltr::create_matrix_layout(lts::cudaDataType_t::CUDA_R_8I, k as u64, n as u64, k as i64)
-                .map_err(lt_err("layout B"))?;
-        let lc = ltr::create_matrix_layout(
-            lts::cudaDataType_t::CUDA_R_32I,
-            m as u64,
-            n as u64,
-            m as i64,
-        )
-        .map_err(lt_err("layout C"))?;
+        let la = ltr::create_matrix_layout(ab, k, m, k as i64).map_err(lt_err("layout A"))?;
+        let lb = ltr::create_matrix_layout(ab, k, n, k as i64).map_err(lt_err("layout B"))?;
+        let lc = ltr::create_matrix_layout(cd, m, n, m as i64).map_err(lt_err("layout C"))?;
         let pref = ltr::create_matmul_pref().map_err(lt_err("pref"))?;
         let ws = self.workspace_bytes;
-        // SAFETY: the attribute is a usize as documented.
-        let heur = unsafe {
+        let mut results: Vec<lts::cublasLtMatmulHeuristicResult_t> = Vec::with_capacity(CANDIDATES);
+        let mut count = 0i32;
+        // SAFETY: `results` has room for CANDIDATES entries; the count says how many were written.
+        let st = unsafe {
             ltr::set_matmul_pref_attribute(
                 pref,
                 lts::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -214,60 +248,156 @@ impl LtInt8 {
                 std::mem::size_of::<usize>(),
             )
             .map_err(lt_err("pref workspace"))?;
-            let h = ltr::get_matmul_algo_heuristic(handle, desc, la, lb, lc, lc, pref);
+            let st = lts::cublasLtMatmulAlgoGetHeuristic(
+                self.handle,
+                desc,
+                la,
+                lb,
+                lc,
+                lc,
+                pref,
+                CANDIDATES as i32,
+                results.as_mut_ptr(),
+                &mut count,
+            );
             let _ = ltr::destroy_matmul_pref(pref);
-            h.map_err(lt_err("cublasLtMatmulAlgoGetHeuristic int8"))?
+            results.set_len(count.clamp(0, CANDIDATES as i32) as usize);
+            st
         };
+        let algos: Vec<_> = results
+            .iter()
+            .filter(|r| r.state == lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
+            .map(|r| r.algo)
+            .collect();
+        if st != lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS || algos.is_empty() {
+            // SAFETY: created above.
+            unsafe {
+                let _ = ltr::destroy_matrix_layout(la);
+                let _ = ltr::destroy_matrix_layout(lb);
+                let _ = ltr::destroy_matrix_layout(lc);
+                let _ = ltr::destroy_matmul_desc(desc);
+            }
+            return Err(CudaError::Blas(format!(
+                "no cuBLASLt algorithm for {key:?}: {st:?}"
+            )));
+        }
         Ok(LtPlan {
             desc,
             la,
             lb,
             lc,
-            algo: heur.algo,
+            algo: algos[0],
+            candidates: algos,
         })
     }
 
     /// # Safety
-    /// Pointers must be valid device buffers: `a` k×m int8, `b` k×n int8, `c` m×n i32,
-    /// `ws` of `workspace_bytes`; `m`, `n`, `k` multiples of 4.
+    /// `a` (k×m), `b` (k×n), `d` (m×n) and `bias` (m, f32, or 0) must be valid device buffers of
+    /// the kind's types; `ws` holds `workspace_bytes`. For `I8`, m, n, k are multiples of 4.
+    /// `tune` must be false during a graph capture.
     #[allow(clippy::too_many_arguments)]
-    pub unsafe fn run(
+    pub unsafe fn matmul(
         &self,
-        stream: lts::cudaStream_t,
-        c: u64,
+        stream: &Arc<CudaStream>,
+        kind: LtKind,
+        d: u64,
         a: u64,
         b: u64,
+        bias: u64,
         ws: u64,
         m: usize,
         n: usize,
         k: usize,
+        tune: bool,
     ) -> Result<(), CudaError> {
-        let handle = self.handle;
-        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
-        let p = match plans.entry((m, n, k)) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(self.plan(handle, m, n, k)?),
+        let key = Key {
+            kind,
+            m,
+            n,
+            k,
+            bias: bias != 0,
         };
-
-        let (alpha, beta) = (1i32, 0i32);
-        ltr::matmul(
-            handle,
-            p.desc,
-            &alpha as *const i32 as *const c_void,
-            &beta as *const i32 as *const c_void,
-            a as *const c_void,
-            p.la,
-            b as *const c_void,
-            p.lb,
-            c as *const c_void,
-            p.lc,
-            c as *mut c_void,
-            p.lc,
-            &p.algo,
-            ws as *mut c_void,
-            self.workspace_bytes,
-            stream,
-        )
-        .map_err(lt_err("cublasLtMatmul int8"))
+        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = match plans.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(self.plan(key).ok()),
+        };
+        let Some(p) = entry.as_mut() else {
+            return Err(CudaError::Blas(format!(
+                "no cuBLASLt algorithm for {key:?}"
+            )));
+        };
+        if bias != 0 {
+            ltr::set_matmul_desc_attribute(
+                p.desc,
+                lts::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                &bias as *const u64 as *const c_void,
+                8,
+            )
+            .map_err(lt_err("BIAS_POINTER"))?;
+        }
+        let cs = stream.cu_stream() as lts::cudaStream_t;
+        let run = |algo: &lts::cublasLtMatmulAlgo_t| {
+            let (f1, f0) = (1f32, 0f32);
+            let (i1, i0) = (1i32, 0i32);
+            let (alpha, beta): (*const c_void, *const c_void) = match kind {
+                LtKind::F16 => (&f1 as *const f32 as _, &f0 as *const f32 as _),
+                LtKind::I8 => (&i1 as *const i32 as _, &i0 as *const i32 as _),
+            };
+            ltr::matmul(
+                self.handle,
+                p.desc,
+                alpha,
+                beta,
+                a as *const c_void,
+                p.la,
+                b as *const c_void,
+                p.lb,
+                d as *const c_void,
+                p.lc,
+                d as *mut c_void,
+                p.lc,
+                algo,
+                ws as *mut c_void,
+                self.workspace_bytes,
+                cs,
+            )
+        };
+        if tune && p.candidates.len() > 1 {
+            let candidates = std::mem::take(&mut p.candidates);
+            let ctx = stream.context();
+            let mut best: Option<(f32, lts::cublasLtMatmulAlgo_t)> = None;
+            for algo in &candidates {
+                if run(algo).is_err() {
+                    continue;
+                }
+                let (Ok(e0), Ok(e1)) = (
+                    ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
+                    ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
+                ) else {
+                    break;
+                };
+                let _ = e0.record(stream);
+                for _ in 0..5 {
+                    let _ = run(algo);
+                }
+                let _ = e1.record(stream);
+                if let Ok(ms) = e0
+                    .elapsed_ms(&e1)
+                    .or_else(|_| e1.synchronize().and_then(|_| e0.elapsed_ms(&e1)))
+                {
+                    if best.is_none_or(|(b, _)| ms < b) {
+                        best = Some((ms, *algo));
+                    }
+                }
+            }
+            if let Some((ms, algo)) = best {
+                tracing::debug!(?key, ms_per_5 = ms, "cuBLASLt algorithm chosen");
+                p.algo = algo;
+            }
+        }
+        // the algorithm is frozen after its first use, so a graph and the eager path agree bit for bit
+        p.candidates.clear();
+        run(&p.algo).map_err(lt_err("cublasLtMatmul"))
     }
 }
