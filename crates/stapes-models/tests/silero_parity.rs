@@ -465,8 +465,7 @@ fn bad_files_and_inputs_are_typed_errors() {
     assert_eq!(vad.rates(), vec![VadRate::Hz16000]);
     let e = vad
         .probabilities(&[0.0; 1000], 8000)
-        .err()
-        .expect("no 8 kHz branch")
+        .expect_err("no 8 kHz branch")
         .to_string();
     assert!(e.contains("8000"), "{e}");
     assert!(vad.probabilities(&[0.0; 1000], 44100).is_err());

@@ -138,15 +138,23 @@ impl<B: Backend> Branch<B> {
     ) -> Result<Vec<f32>> {
         let n = frames.shape()[0];
         let enc = self.encode(be, frames)?; // (n, H)
-        let mut hs = be.upload(&HostTensor::zeros(vec![1, n, HIDDEN]))?; // (1, n, H)
+                                            // Outputs are gathered with one concat at the end: per-step copies into a preallocated
+                                            // buffer would add two ops to every step, and per-op cost dominates this tiny cell.
+        let mut outs: Vec<B::Tensor> = Vec::with_capacity(n); // n × (1, H)
         for i in 0..n {
             let x = be.slice(&enc, 0, i, 1)?; // (1, H)
-            let (h2, c2) = self.step(be, &x, h, c)?;
-            be.write_rows(&mut hs, &be.reshape(&h2, &[1, 1, HIDDEN])?, i)?;
-            *h = h2;
+            let prev = outs.last().unwrap_or(&*h);
+            let (h2, c2) = self.step(be, &x, prev, c)?;
+            outs.push(h2);
             *c = c2;
         }
-        let hs = be.reshape(&hs, &[n, HIDDEN])?;
+        let hs = {
+            let refs: Vec<&B::Tensor> = outs.iter().collect();
+            be.concat(&refs, 0)? // (n, H)
+        };
+        if let Some(last) = outs.pop() {
+            *h = last;
+        }
         let p = be.download(&self.head(be, &hs)?)?;
         Ok(p.data)
     }
