@@ -458,3 +458,52 @@ fn stdin_dash_reads_standard_input() {
         "{empty}"
     );
 }
+
+fn fixture_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+/// Best lag within ±`max_lag` of `got` against `want`, and the correlation there.
+fn align(want: &[f32], got: &[f32], max_lag: isize) -> (isize, f64) {
+    (-max_lag..=max_lag)
+        .map(|lag| (lag, correlation(want, got, lag)))
+        .fold((0, f64::MIN), |best, c| if c.1 > best.1 { c } else { best })
+}
+
+#[test]
+fn flac_16k_mono_is_lossless() {
+    let wav = load_file(&repo_root().join("samples/jfk.wav")).expect("jfk.wav");
+    let flac = load_file(&fixture_path("jfk_2s_16k_mono.flac")).expect("flac");
+    assert_eq!(flac.as_slice(), &wav[..32_000]);
+}
+
+// These two were resampled by ffmpeg when encoded and are resampled back by us: two different
+// resamplers and (for Vorbis) a lossy codec lie between them and jfk.wav, so the check is a high
+// correlation at zero lag rather than equality. A wrong rate, channel mix or a delay drops it.
+#[test]
+fn flac_44100_stereo_24bit_decodes_and_resamples() {
+    let wav = load_file(&repo_root().join("samples/jfk.wav")).expect("jfk.wav");
+    let got = load_file(&fixture_path("jfk_2s_44k_stereo_s24.flac")).expect("flac 44.1k");
+    assert_eq!(got.len(), 32_000);
+    let (lag, corr) = align(&wav[..32_000], &got, 50);
+    println!("44.1 kHz stereo FLAC: lag {lag}, correlation {corr:.5}");
+    assert_eq!(lag, 0);
+    assert!(corr > 0.999, "correlation {corr}");
+}
+
+#[test]
+fn ogg_vorbis_48k_stereo_decodes_and_resamples() {
+    let wav = load_file(&repo_root().join("samples/jfk.wav")).expect("jfk.wav");
+    let got = load_file(&fixture_path("jfk_3s_48k_stereo.ogg")).expect("ogg");
+    let (lag, corr) = align(&wav[..48_000], &got, 2_000);
+    println!(
+        "48 kHz stereo Vorbis: {} samples, lag {lag}, correlation {corr:.5}",
+        got.len()
+    );
+    // The final granule position marks the true end, so the length is exact.
+    assert_eq!(got.len(), 48_000);
+    assert_eq!(lag, 0);
+    assert!(corr > 0.999, "correlation {corr}");
+}
