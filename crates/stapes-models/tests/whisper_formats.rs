@@ -539,6 +539,12 @@ fn convert_ct2_to_ggml_f16_round_trip() {
         let b = load_checkpoint(&out).expect("load ggml");
         assert_eq!(b.format, "ggml");
         assert_same_checkpoint(&a, &b, name);
+        // ggml files carry no alignment heads; OpenAI's published ones equal the CT2 config's.
+        let mut want = a.generation.alignment_heads.clone();
+        let mut got = b.generation.alignment_heads.clone();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{name}: alignment heads");
         // whisper.cpp's layout: f16 matrices and convolutions, f32 vectors, (d, 1) conv biases.
         let g = stapes_formats::ggml::read(&out).unwrap();
         assert_eq!(g.hparams.ftype, 1);
@@ -648,6 +654,20 @@ fn convert_ct2_to_hf_round_trip() {
         assert_eq!(b.format, "safetensors");
         assert_same_checkpoint(&a, &b, name);
         assert_eq!(a.generation.alignment_heads, b.generation.alignment_heads);
+        // HF → CTranslate2 gives back the original model.bin byte for byte, and the vocabulary.
+        let back = scratch(&format!("hf-ct2-{name}"));
+        convert(&out, &back, Format::Ct2).expect("HF to CT2");
+        let orig = std::fs::read(src.join("model.bin")).unwrap();
+        assert!(
+            std::fs::read(back.join("model.bin")).unwrap() == orig,
+            "{name}: model.bin differs"
+        );
+        assert_eq!(
+            std::fs::read_to_string(back.join("vocabulary.txt")).unwrap(),
+            std::fs::read_to_string(src.join("vocabulary.txt")).unwrap(),
+            "{name}: vocabulary.txt"
+        );
+        let _ = std::fs::remove_dir_all(&back);
         // Without tokenizer.json the vocab.json + added_tokens.json pair must do.
         std::fs::remove_file(out.join("tokenizer.json")).unwrap();
         let c = load_checkpoint(&out).expect("load HF via vocab.json");

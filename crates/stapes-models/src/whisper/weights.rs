@@ -717,6 +717,107 @@ pub fn default_generation(tok: &WhisperTokenizer) -> Result<WhisperGeneration> {
     })
 }
 
+/// OpenAI's published cross-attention alignment heads (decoder layer, head) for the released
+/// models, recognised by shape; for files that carry none (ggml). Large v1 and v2 share a shape
+/// and are not told apart.
+pub fn published_alignment_heads(c: &WhisperConfig) -> Option<Vec<(usize, usize)>> {
+    let multilingual = c.vocab_size >= 51865;
+    let heads: &[(usize, usize)] =
+        match (c.d_model, c.encoder_layers, c.decoder_layers, multilingual) {
+            (384, 4, 4, false) => &[
+                (1, 0),
+                (2, 0),
+                (2, 5),
+                (3, 0),
+                (3, 1),
+                (3, 2),
+                (3, 3),
+                (3, 4),
+            ],
+            (384, 4, 4, true) => &[(2, 2), (3, 0), (3, 2), (3, 3), (3, 4), (3, 5)],
+            (512, 6, 6, false) => &[(3, 3), (4, 7), (5, 1), (5, 5), (5, 7)],
+            (512, 6, 6, true) => &[
+                (3, 1),
+                (4, 2),
+                (4, 3),
+                (4, 7),
+                (5, 1),
+                (5, 2),
+                (5, 4),
+                (5, 6),
+            ],
+            (768, 12, 12, false) => &[
+                (6, 6),
+                (7, 0),
+                (7, 3),
+                (7, 8),
+                (8, 2),
+                (8, 5),
+                (8, 7),
+                (9, 0),
+                (9, 4),
+                (9, 8),
+                (9, 10),
+                (10, 0),
+                (10, 1),
+                (10, 2),
+                (10, 3),
+                (10, 6),
+                (10, 11),
+                (11, 2),
+                (11, 4),
+            ],
+            (768, 12, 12, true) => &[
+                (5, 3),
+                (5, 9),
+                (8, 0),
+                (8, 4),
+                (8, 7),
+                (8, 8),
+                (9, 0),
+                (9, 7),
+                (9, 9),
+                (10, 5),
+            ],
+            (1024, 24, 24, false) => &[
+                (11, 4),
+                (14, 1),
+                (14, 12),
+                (14, 14),
+                (15, 4),
+                (16, 0),
+                (16, 4),
+                (16, 9),
+                (17, 12),
+                (17, 14),
+                (18, 7),
+                (18, 10),
+                (18, 15),
+                (20, 0),
+                (20, 3),
+                (20, 9),
+                (20, 14),
+                (21, 12),
+            ],
+            (1024, 24, 24, true) => &[(13, 15), (15, 4), (15, 15), (16, 1), (20, 0), (23, 4)],
+            (1280, 32, 32, true) if c.vocab_size == 51866 => &[
+                (7, 0),
+                (10, 17),
+                (12, 18),
+                (13, 12),
+                (16, 1),
+                (17, 14),
+                (19, 11),
+                (21, 4),
+                (24, 1),
+                (25, 6),
+            ],
+            (1280, 32, 4, true) => &[(2, 4), (2, 11), (3, 3), (3, 6), (3, 11), (3, 14)],
+            _ => return None,
+        };
+    Some(heads.to_vec())
+}
+
 /// OpenAI's `Tokenizer.non_speech_tokens`: symbols that are never speech, found by encoding them.
 pub fn non_speech_tokens(tok: &WhisperTokenizer) -> Result<Vec<u32>> {
     let mut symbols: Vec<String> = "\"#()*+/:;<=>@[\\]^_`{|}~「」『』"
@@ -1019,7 +1120,8 @@ pub fn load_ggml(path: &Path) -> Result<WhisperCheckpoint> {
         }
     }
     let tokenizer = WhisperTokenizer::from_ggml_vocab(path, &f.vocab, config.vocab_size)?;
-    let generation = default_generation(&tokenizer)?;
+    let mut generation = default_generation(&tokenizer)?;
+    generation.alignment_heads = published_alignment_heads(&config).unwrap_or_default();
     checkpoint_from_tensors(
         config,
         generation,
