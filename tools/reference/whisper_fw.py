@@ -40,6 +40,17 @@ for n in ("0870", "0880", "0890", "0920", "0930"):
 
 MODELS = ["whisper-tiny.en", "whisper-base"]
 
+# Long-form input: the clips above in order, three times, each preceded by LONG_GAP s of silence,
+# LONG_GAP s of silence at the end (about 190 s). The Rust test builds the same signal.
+LONG_GAP = 2.5
+LONG_REPEAT = 3
+
+# espeak-ng sentences for language detection and translation (written to $STAPES_CACHE/audio).
+ESPEAK = {
+    "de": "Guten Morgen. Heute ist das Wetter sehr schön, und wir gehen zusammen in den Park.",
+    "es": "Buenos días. Hoy hace muy buen tiempo y vamos juntos al parque.",
+}
+
 # The exact options of the acceptance runs (everything else at faster-whisper's defaults).
 COMMON = dict(
     temperature=0.0,
@@ -81,6 +92,40 @@ def save_safetensors(path, tensors):
             f.write(b)
 
 
+def word_json(w):
+    return {"start": w.start, "end": w.end, "word": w.word, "probability": w.probability}
+
+
+def longform():
+    parts, bounds, t = [], [], 0.0
+    gap = np.zeros(int(LONG_GAP * 16000), dtype=np.float32)
+    for _ in range(LONG_REPEAT):
+        for clip, path in CLIPS.items():
+            a = decode_audio(str(path), sampling_rate=16000)
+            parts.append(gap)
+            t += len(gap) / 16000
+            bounds.append([clip, t, t + len(a) / 16000])
+            parts.append(a)
+            t += len(a) / 16000
+    parts.append(gap)
+    return np.concatenate(parts), bounds
+
+
+def espeak_clips():
+    import subprocess
+    import tempfile
+    out = {}
+    for lang, text in ESPEAK.items():
+        dst = CACHE / f"audio/espeak-{lang}.wav"
+        if not dst.exists():
+            with tempfile.TemporaryDirectory() as tmp:
+                raw = Path(tmp) / "raw.wav"
+                subprocess.run(["espeak-ng", "-v", lang, "-w", str(raw), text], check=True)
+                subprocess.run(["sox", str(raw), "-r", "16000", "-c", "1", "-b", "16", str(dst)], check=True)
+        out[lang] = dst
+    return out
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     out = {
@@ -99,6 +144,9 @@ def main():
             for label, beam in (("greedy", 1), ("beam5", 5)):
                 segs, info = model.transcribe(audio, beam_size=beam, **COMMON)
                 segs = [seg_json(s) for s in segs]
+                if info.all_language_probs and clip == "jfk" and label == "greedy":
+                    # transcribe's own detection (first 30 s of features, all frames)
+                    per_model["jfk_language_probs"] = [[c, p] for c, p in info.all_language_probs[:10]]
                 entry[label] = {
                     "language": info.language,
                     "text": "".join(s["text"] for s in segs).strip(),
@@ -108,6 +156,32 @@ def main():
             print(name, clip, entry["greedy"]["text"], file=sys.stderr)
 
         audio = decode_audio(str(CLIPS["jfk"]), sampling_rate=16000)
+        segs, _ = model.transcribe(audio, beam_size=1, word_timestamps=True, **COMMON)
+        per_model["jfk_words"] = [
+            {**seg_json(x), "words": [word_json(w) for w in x.words]} for x in segs
+        ]
+
+        long_audio, bounds = longform()
+        out["longform_bounds"] = bounds
+        for label, words in (("longform", False), ("longform_words", True)):
+            segs, _ = model.transcribe(long_audio, beam_size=1, word_timestamps=words, **COMMON)
+            per_model[label] = [
+                {**seg_json(x), "words": [word_json(w) for w in x.words] if words else None}
+                for x in segs
+            ]
+
+        if model.model.is_multilingual:
+            for lang, path in espeak_clips().items():
+                a = decode_audio(str(path), sampling_rate=16000)
+                for task in ("transcribe", "translate"):
+                    segs, info = model.transcribe(a, beam_size=5, task=task, **COMMON)
+                    per_model[f"espeak-{lang}-{task}"] = {
+                        "language": info.language,
+                        "language_probability": info.language_probability,
+                        "text": "".join(x.text for x in segs).strip(),
+                        "segments": [seg_json(x) for x in segs],
+                    }
+
         mel = model.feature_extractor(audio)  # (n_mels, frames)
         if name == MODELS[0]:
             tensors["jfk.mel"] = mel.astype(np.float32)
@@ -117,11 +191,6 @@ def main():
         tensors[f"{name}.enc_head"] = enc[:64]
         tensors[f"{name}.enc_tail"] = enc[-16:]
 
-        if model.model.is_multilingual:
-            res = model.model.detect_language(
-                ctranslate2.StorageView.from_array(np.ascontiguousarray(np.array(enc)[None]))
-            )[0]
-            per_model["jfk_language_probs"] = [[tok[2:-2], p] for tok, p in res[:10]]
         out["models"][name] = per_model
 
     with open(OUT / "fw_decode.json", "w") as f:

@@ -34,20 +34,24 @@ pub(crate) struct Decoder<B: Backend> {
     vocab: usize,
 }
 
-/// Per-window decoding state: the self-attention caches of `batch` sequences and the
-/// cross-attention K/V of the window (computed once, shared by every sequence).
-pub struct DecoderState<B: Backend> {
+/// Cross-attention K/V of one encoded window, per layer `(1, n_audio_ctx, d)`: computed once per
+/// window and shared by language detection, every temperature, every beam and the alignment.
+pub struct CrossKv<B: Backend> {
+    k: Vec<B::Tensor>,
+    v: Vec<B::Tensor>,
+}
+
+/// Per-sequence decoding state: the self-attention caches of `batch` sequences over one window.
+pub struct DecoderState<'a, B: Backend> {
     batch: usize,
     len: usize,
     /// Per layer `(batch, n_text_ctx, d)`, rows `0..len` valid.
     self_k: Vec<B::Tensor>,
     self_v: Vec<B::Tensor>,
-    /// Per layer `(1, n_audio_ctx, d)`.
-    cross_k: Vec<B::Tensor>,
-    cross_v: Vec<B::Tensor>,
+    cross: &'a CrossKv<B>,
 }
 
-impl<B: Backend> DecoderState<B> {
+impl<B: Backend> DecoderState<'_, B> {
     pub fn batch(&self) -> usize {
         self.batch
     }
@@ -104,33 +108,40 @@ impl<B: Backend> Decoder<B> {
         self.n_ctx
     }
 
-    /// Fresh caches for `batch` sequences; cross K/V of `encoded (1, n_audio_ctx, d)` per layer.
-    pub fn new_state(&self, b: &B, encoded: &B::Tensor, batch: usize) -> Result<DecoderState<B>> {
+    /// Cross K/V of `encoded (1, n_audio_ctx, d)` for every layer.
+    pub fn cross_kv(&self, b: &B, encoded: &B::Tensor) -> Result<CrossKv<B>> {
         let s = encoded.shape();
         if s.len() != 3 || s[0] != 1 || s[2] != self.d {
             return Err(ModelError::BadInput(format!("encoded window must be (1, T, {}), got {s:?}", self.d)));
         }
+        let mut kv = CrossKv { k: Vec::with_capacity(self.layers.len()), v: Vec::with_capacity(self.layers.len()) };
+        for layer in &self.layers {
+            kv.k.push(layer.cross_k.forward(b, encoded)?); // (1, 1500, d)
+            kv.v.push(layer.cross_v.forward(b, encoded)?);
+        }
+        Ok(kv)
+    }
+
+    /// Fresh self-attention caches for `batch` sequences over a window's cross K/V.
+    pub fn new_state<'a>(&self, b: &B, cross: &'a CrossKv<B>, batch: usize) -> Result<DecoderState<'a, B>> {
         let mut st = DecoderState {
             batch,
             len: 0,
             self_k: Vec::with_capacity(self.layers.len()),
             self_v: Vec::with_capacity(self.layers.len()),
-            cross_k: Vec::with_capacity(self.layers.len()),
-            cross_v: Vec::with_capacity(self.layers.len()),
+            cross,
         };
         let zeros = HostTensor::zeros(vec![batch, self.n_ctx, self.d]);
-        for layer in &self.layers {
+        for _ in &self.layers {
             st.self_k.push(b.upload(&zeros)?);
             st.self_v.push(b.upload(&zeros)?);
-            st.cross_k.push(layer.cross_k.forward(b, encoded)?); // (1, 1500, d)
-            st.cross_v.push(layer.cross_v.forward(b, encoded)?);
         }
         Ok(st)
     }
 
     /// Reorder (and possibly resize) the batch: sequence `i` of the result continues sequence
     /// `idx[i]` (beam search; expanding one prompt into several candidates).
-    pub fn reorder(&self, b: &B, st: &mut DecoderState<B>, idx: &[usize]) -> Result<()> {
+    pub fn reorder(&self, b: &B, st: &mut DecoderState<'_, B>, idx: &[usize]) -> Result<()> {
         if idx.iter().any(|&i| i >= st.batch) {
             return Err(ModelError::BadInput(format!("reorder index out of range (batch {})", st.batch)));
         }
@@ -159,7 +170,7 @@ impl<B: Backend> Decoder<B> {
     }
 
     /// `tokens (batch·n)` at positions `len .. len+n` → final hidden states `(batch, n, d)`.
-    pub fn forward(&self, b: &B, st: &mut DecoderState<B>, tokens: &[u32], n: usize) -> Result<B::Tensor> {
+    pub fn forward(&self, b: &B, st: &mut DecoderState<'_, B>, tokens: &[u32], n: usize) -> Result<B::Tensor> {
         self.forward_inner(b, st, tokens, n, &[]).map(|(x, _)| x)
     }
 
@@ -168,7 +179,7 @@ impl<B: Backend> Decoder<B> {
     pub fn forward_with_probs(
         &self,
         b: &B,
-        st: &mut DecoderState<B>,
+        st: &mut DecoderState<'_, B>,
         tokens: &[u32],
         n: usize,
         probs_of: &[usize],
@@ -179,7 +190,7 @@ impl<B: Backend> Decoder<B> {
     fn forward_inner(
         &self,
         b: &B,
-        st: &mut DecoderState<B>,
+        st: &mut DecoderState<'_, B>,
         tokens: &[u32],
         n: usize,
         probs_of: &[usize],
@@ -221,9 +232,9 @@ impl<B: Backend> Decoder<B> {
             let q = layer.cross_q.forward(b, &h)?; // (batch, n, d)
             let q = b.reshape(&q, &[1, batch * n, self.d])?; // (1, batch·n, d)
             let p = attn_params(&q, self.heads, None, false);
-            let a = b.attention(&q, &st.cross_k[l], &st.cross_v[l], &p)?; // (1, batch·n, d)
+            let a = b.attention(&q, &st.cross.k[l], &st.cross.v[l], &p)?; // (1, batch·n, d)
             if probs_of.contains(&l) {
-                let pr = b.attention_probs(&q, &st.cross_k[l], &p)?; // (1, H, batch·n, Tk)
+                let pr = b.attention_probs(&q, &st.cross.k[l], &p)?; // (1, H, batch·n, Tk)
                 probs.push(pr);
             }
             let a = b.reshape(&a, &[batch, n, self.d])?;

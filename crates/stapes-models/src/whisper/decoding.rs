@@ -2,6 +2,7 @@
 //! greedy / sampling / beam search with CTranslate2's bookkeeping, temperature fallback, language
 //! detection and the 30 s seek loop.
 
+use super::decoder::{CrossKv, DecoderState};
 use super::model::Whisper;
 use crate::transcript::{Segment, Transcript};
 use crate::{ModelError, Result};
@@ -303,9 +304,8 @@ impl<B: Backend> Whisper<B> {
         }
     }
 
-    /// Decode one encoded window `(1, n_audio_ctx, d)` from `prompt`, as CTranslate2's
-    /// `Whisper.generate` does.
-    pub fn generate(&self, encoded: &B::Tensor, prompt: &[u32], o: &GenerateOptions) -> Result<Generated> {
+    /// Decode one window (its cross K/V) from `prompt`, as CTranslate2's `Whisper.generate` does.
+    pub fn generate(&self, cross: &CrossKv<B>, prompt: &[u32], o: &GenerateOptions) -> Result<Generated> {
         let sp = self.special().clone();
         let sot_index = prompt
             .iter()
@@ -319,7 +319,7 @@ impl<B: Backend> Whisper<B> {
         if prompt.len() >= ctx {
             return Err(ModelError::BadInput(format!("prompt of {} tokens exceeds the context", prompt.len())));
         }
-        let mut state = self.decoder_state(encoded, 1)?;
+        let mut state = self.decoder_state(cross, 1)?;
         let prefill = &prompt[..prompt_length - 1];
         let start = &prompt[prompt_length - 1..];
         let sot_is_start = sot_index == prompt_length - 1;
@@ -369,7 +369,7 @@ impl<B: Backend> Whisper<B> {
     #[allow(clippy::too_many_arguments)]
     fn greedy(
         &self,
-        state: &mut super::decoder::DecoderState<B>,
+        state: &mut DecoderState<'_, B>,
         start_id: u32,
         prefix: &[u32],
         max_len: usize,
@@ -440,7 +440,7 @@ impl<B: Backend> Whisper<B> {
     #[allow(clippy::too_many_arguments)]
     fn beam(
         &self,
-        state: &mut super::decoder::DecoderState<B>,
+        state: &mut DecoderState<'_, B>,
         start_id: u32,
         prefix: &[u32],
         max_len: usize,
@@ -541,14 +541,14 @@ impl<B: Backend> Whisper<B> {
         Ok((finished, no_speech))
     }
 
-    /// Language probabilities on an encoded window, best first (CTranslate2's
-    /// `detect_language`: one step from `<|startoftranscript|>`, softmax over language tokens).
-    pub fn detect_language(&self, encoded: &B::Tensor) -> Result<Vec<(String, f32)>> {
+    /// Language probabilities on a window, best first (CTranslate2's `detect_language`: one step
+    /// from `<|startoftranscript|>`, softmax over the language tokens).
+    pub fn detect_language(&self, cross: &CrossKv<B>) -> Result<Vec<(String, f32)>> {
         let langs = self.tokenizer.languages();
         if !self.tokenizer.is_multilingual() || langs.is_empty() {
             return Err(ModelError::BadInput("language detection needs a multilingual model".into()));
         }
-        let mut state = self.decoder_state(encoded, 1)?;
+        let mut state = self.decoder_state(cross, 1)?;
         let hidden = self.decode(&mut state, &[self.special().sot], 1)?;
         let logits = self.last_logits(&hidden, 1)?;
         let sel: Vec<f32> = langs.iter().map(|(_, id)| logits.data.get(*id as usize).copied().unwrap_or(DISABLED)).collect();
@@ -616,7 +616,12 @@ impl<B: Backend> Whisper<B> {
         let sp = self.special().clone();
         let tok = &self.tokenizer;
 
-        // language
+        let content_frames = feats.n_frames.saturating_sub(1);
+        // The first window is encoded once, for language detection and for decoding.
+        // faster-whisper detects on all frames of the first 30 s, the transcription window holds
+        // one frame fewer when the audio is shorter than 30 s; stapes uses the transcription
+        // window for both (language probabilities move by ~1e-4, the encoder runs once).
+        let mut first: Option<CrossKv<B>> = None;
         let (language, language_probability) = match &opts.language {
             _ if !tok.is_multilingual() => ("en".to_string(), 1.0),
             Some(code) => {
@@ -626,11 +631,10 @@ impl<B: Backend> Whisper<B> {
                 (code.clone(), 1.0)
             }
             None => {
-                // faster-whisper detects on the first 30 s of features (all frames, padded)
-                let n = feats.n_frames.min(window);
-                let enc = self.encode_frames(&feats.data, 0, n)?;
-                let probs = self.detect_language(&enc)?;
-                probs.into_iter().next().map(|(c, p)| (c, p)).unwrap_or(("en".into(), 0.0))
+                let cross = self.window_cross(&feats.data, 0, window.min(content_frames))?;
+                let probs = self.detect_language(&cross)?;
+                first = Some(cross);
+                probs.into_iter().next().unwrap_or(("en".into(), 0.0))
             }
         };
 
@@ -646,7 +650,6 @@ impl<B: Backend> Whisper<B> {
         let suppress = self.suppress_set(&opts.suppress_tokens);
         let max_length = self.decoder.n_ctx();
 
-        let content_frames = feats.n_frames.saturating_sub(1);
         let mut seek = 0usize;
         let mut all_tokens: Vec<u32> = Vec::new();
         let mut prompt_reset_since = 0usize;
@@ -668,7 +671,10 @@ impl<B: Backend> Whisper<B> {
             let time_offset = seek as f64 / 100.0;
             let segment_size = window.min(content_frames - seek);
             let segment_duration = segment_size as f64 / 100.0;
-            let encoded = self.encode_frames(&feats.data, seek, segment_size)?;
+            let cross = match first.take() {
+                Some(c) if seek == 0 => c,
+                _ => self.window_cross(&feats.data, seek, segment_size)?,
+            };
 
             let previous = &all_tokens[prompt_reset_since.min(all_tokens.len())..];
             let mut prompt = Vec::new();
@@ -688,7 +694,7 @@ impl<B: Backend> Whisper<B> {
                 prompt.extend_from_slice(&prefix_tokens);
             }
 
-            let res = self.generate_with_fallback(&encoded, &prompt, opts, &suppress, max_length, window_index)?;
+            let res = self.generate_with_fallback(&cross, &prompt, opts, &suppress, max_length, window_index)?;
             window_index += 1;
 
             if let Some(thr) = opts.no_speech_threshold {
@@ -715,7 +721,7 @@ impl<B: Backend> Whisper<B> {
             if opts.word_timestamps {
                 last_speech_timestamp = self.add_word_timestamps(
                     &mut current,
-                    &encoded,
+                    &cross,
                     &sot_sequence,
                     &language,
                     segment_size,
@@ -761,6 +767,13 @@ impl<B: Backend> Whisper<B> {
         Ok(Transcript { language, language_probability, duration, segments })
     }
 
+    /// Encode a window and compute its cross-attention K/V (the encoder output itself is not
+    /// needed afterwards).
+    fn window_cross(&self, data: &[f32], start: usize, len: usize) -> Result<CrossKv<B>> {
+        let enc = self.encode_frames(data, start, len)?;
+        self.cross_kv(&enc)
+    }
+
     /// Encode mel frames `[start, start+len)` of frames-major `data`, zero-padded to a window.
     fn encode_frames(&self, data: &[f32], start: usize, len: usize) -> Result<B::Tensor> {
         let n_mels = self.config.n_mels;
@@ -797,7 +810,7 @@ impl<B: Backend> Whisper<B> {
 
     fn generate_with_fallback(
         &self,
-        encoded: &B::Tensor,
+        cross: &CrossKv<B>,
         prompt: &[u32],
         opts: &WhisperOptions,
         suppress: &[u32],
@@ -831,7 +844,7 @@ impl<B: Backend> Whisper<B> {
                 max_initial_timestamp_index: (opts.max_initial_timestamp as f64 / TIME_PRECISION).round() as u32,
                 seed: opts.seed ^ (window_index << 8) ^ (t * 1000.0) as u64,
             };
-            let gen = self.generate(encoded, prompt, &o)?;
+            let gen = self.generate(cross, prompt, &o)?;
             let n = gen.tokens.len() as f32;
             let cum = gen.score * n.powf(opts.length_penalty);
             let avg_logprob = cum / (n + 1.0);

@@ -1,7 +1,7 @@
 //! `Whisper<B>`: the weights on a backend, and the building blocks shared by encoder and decoder.
 
 use super::config::{WhisperConfig, WhisperGeneration};
-use super::decoder::{Decoder, DecoderState};
+use super::decoder::{CrossKv, Decoder, DecoderState};
 use super::encoder::{Encoder, LN_EPS};
 use super::tokenizer::WhisperTokenizer;
 use super::weights::WhisperCheckpoint;
@@ -205,14 +205,19 @@ impl<B: Backend> Whisper<B> {
         self.encode(&x)
     }
 
-    /// A decoder state for `batch` sequences over one encoded window `(1, n_audio_ctx, d)`.
-    pub fn decoder_state(&self, encoded: &B::Tensor, batch: usize) -> Result<DecoderState<B>> {
-        self.decoder.new_state(&self.backend, encoded, batch)
+    /// Cross-attention K/V of one encoded window `(1, n_audio_ctx, d)`, computed once.
+    pub fn cross_kv(&self, encoded: &B::Tensor) -> Result<CrossKv<B>> {
+        self.decoder.cross_kv(&self.backend, encoded)
+    }
+
+    /// A decoder state for `batch` sequences over a window's cross K/V.
+    pub fn decoder_state<'a>(&self, cross: &'a CrossKv<B>, batch: usize) -> Result<DecoderState<'a, B>> {
+        self.decoder.new_state(&self.backend, cross, batch)
     }
 
     /// Feed `tokens` (`batch × n`, row-major) through the decoder at the state's current
     /// position; returns the final hidden states `(batch, n, d)` (before the output projection).
-    pub fn decode(&self, state: &mut DecoderState<B>, tokens: &[u32], n: usize) -> Result<B::Tensor> {
+    pub fn decode(&self, state: &mut DecoderState<'_, B>, tokens: &[u32], n: usize) -> Result<B::Tensor> {
         self.decoder.forward(&self.backend, state, tokens, n)
     }
 

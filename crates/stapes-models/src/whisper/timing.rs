@@ -2,6 +2,7 @@
 //! CTranslate2's `Whisper.align` and faster-whisper's `add_word_timestamps` compute them.
 
 use super::decoding::{RawSegment, WhisperOptions};
+use super::decoder::CrossKv;
 use super::model::Whisper;
 use crate::transcript::Word;
 use crate::{ModelError, Result};
@@ -147,7 +148,7 @@ impl<B: Backend> Whisper<B> {
     /// probability of each text token (CTranslate2's `align`).
     pub fn align(
         &self,
-        encoded: &B::Tensor,
+        cross: &CrossKv<B>,
         sot_sequence: &[u32],
         text: &[u32],
         num_frames: usize,
@@ -172,7 +173,7 @@ impl<B: Backend> Whisper<B> {
         if let Some(&l) = layers.iter().find(|&&l| l >= self.config.decoder_layers) {
             return Err(ModelError::bad_model(&self.path, format!("alignment head in layer {l} of {}", self.config.decoder_layers)));
         }
-        let mut state = self.decoder_state(encoded, 1)?;
+        let mut state = self.decoder_state(cross, 1)?;
         let (hidden, probs) = self.decoder.forward_with_probs(&self.backend, &mut state, &input, n, &layers)?;
 
         // probability of each next token among text tokens only
@@ -250,7 +251,7 @@ impl<B: Backend> Whisper<B> {
     /// window) and mean token probability.
     pub(crate) fn find_alignment(
         &self,
-        encoded: &B::Tensor,
+        cross: &CrossKv<B>,
         sot_sequence: &[u32],
         language: &str,
         text: &[u32],
@@ -259,7 +260,7 @@ impl<B: Backend> Whisper<B> {
         if text.is_empty() {
             return Ok(Vec::new());
         }
-        let (path, probs) = self.align(encoded, sot_sequence, text, num_frames, 7)?;
+        let (path, probs) = self.align(cross, sot_sequence, text, num_frames, 7)?;
         let mut with_eot = text.to_vec();
         with_eot.push(self.tokenizer.special().eot);
         let words = self.tokenizer.split_to_word_tokens(&with_eot, language);
@@ -296,7 +297,7 @@ impl<B: Backend> Whisper<B> {
     pub(crate) fn add_word_timestamps(
         &self,
         segments: &mut [RawSegment],
-        encoded: &B::Tensor,
+        cross: &CrossKv<B>,
         sot_sequence: &[u32],
         language: &str,
         num_frames: usize,
@@ -310,7 +311,7 @@ impl<B: Backend> Whisper<B> {
         let eot = self.tokenizer.special().eot;
         let per_seg: Vec<Vec<u32>> = segments.iter().map(|s| s.tokens.iter().copied().filter(|&t| t < eot).collect()).collect();
         let text: Vec<u32> = per_seg.iter().flatten().copied().collect();
-        let mut alignment = self.find_alignment(encoded, sot_sequence, language, &text, num_frames)?;
+        let mut alignment = self.find_alignment(cross, sot_sequence, language, &text, num_frames)?;
 
         let mut durations: Vec<f64> = alignment.iter().map(|w| w.end - w.start).filter(|&d| d != 0.0).collect();
         let median_duration = median(&mut durations).min(0.7);
