@@ -507,3 +507,28 @@ fn ogg_vorbis_48k_stereo_decodes_and_resamples() {
     assert_eq!(lag, 0);
     assert!(corr > 0.999, "correlation {corr}");
 }
+
+// `ffmpeg … -f wav -` cannot seek back to fill in the sizes and leaves both at 0xFFFFFFFF: the
+// stream must then be read to its end, not rejected as truncated or over-long.
+#[test]
+fn streamed_wav_with_unknown_sizes_decodes_fully() {
+    let mut bytes = jfk_wav_bytes();
+    let data = bytes
+        .windows(4)
+        .position(|w| w == b"data")
+        .expect("data chunk");
+    bytes[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    bytes[data + 4..data + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+    let got = decode_bytes(bytes, None).expect("streamed WAV");
+    let want = load_file(&repo_root().join("samples/jfk.wav")).expect("jfk.wav");
+    assert_eq!(got, want);
+}
+
+#[test]
+fn truncated_flac_is_corrupt() {
+    let dir = scratch("truncated-flac");
+    let bytes = std::fs::read(fixture_path("jfk_2s_16k_mono.flac")).expect("read flac");
+    let (err, msg) = error_for_file(&dir, "cut.flac", &bytes[..bytes.len() / 2]);
+    assert!(matches!(err, AudioError::Corrupt { .. }), "{err:?}");
+    assert!(msg.contains("truncated"), "{msg}");
+}
