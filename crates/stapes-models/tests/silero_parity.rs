@@ -244,6 +244,7 @@ fn check_backend<B: Backend>(make: impl Fn() -> B, only: Option<&[&str]>) {
     let all = cases();
     for file in ["silero_vad.onnx", "silero_vad_16k_op15.onnx"] {
         let vad = SileroVad::load(make(), model(file)).expect("model loads");
+        let before = vad.backend().counters().snapshot();
         for c in all.iter().filter(|c| c.models.iter().any(|m| m == file)) {
             if only.is_some_and(|o| !o.contains(&c.name.as_str())) {
                 continue;
@@ -285,6 +286,19 @@ fn check_backend<B: Backend>(make: impl Fn() -> B, only: Option<&[&str]>) {
                 assert_eq!(&got, want, "{file} {}@{}: {params:?}", c.name, c.model_rate);
             }
         }
+        // Engagement: the f32 lane's GEMMs on this backend did the work.
+        let after = vad.backend().counters().snapshot();
+        assert!(
+            after.gemm_f32 > before.gemm_f32,
+            "{}: no f32 GEMM ran",
+            vad.backend().name()
+        );
+        assert!(
+            after.declines.is_empty(),
+            "{}: declined {:?}",
+            vad.backend().name(),
+            after.declines
+        );
     }
 }
 

@@ -2,6 +2,7 @@
 //! timings on a shared machine are noise for CI; run with
 //! `cargo test --release -p stapes-models --test silero_speed -- --ignored --nocapture`.
 
+use stapes_core::{Backend, HostTensor};
 use stapes_cpu::CpuBackend;
 use stapes_models::silero::{SileroVad, VadParams, VadRate};
 use std::path::PathBuf;
@@ -71,6 +72,37 @@ fn silero_throughput_one_thread() {
         }
         s.finish().expect("finish");
     });
+    // Where the time goes: ops issued per window, and what one tiny op costs on this home.
+    let ops = |f: &dyn Fn()| {
+        let before = vad.backend().counters().snapshot().ops;
+        f();
+        vad.backend().counters().snapshot().ops - before
+    };
+    let windows = (audio.len() / 512) as f64;
+    let offline_ops = ops(&|| {
+        vad.probabilities(&audio, 16000).expect("runs");
+    }) as f64
+        / windows;
+    let stream_ops = ops(&|| {
+        let mut s = vad
+            .stream(VadRate::Hz16000, &VadParams::default())
+            .expect("stream");
+        for chunk in audio.chunks(512) {
+            s.feed(chunk).expect("feed");
+        }
+    }) as f64
+        / windows;
+    let be = vad.backend();
+    let x = be.upload(&HostTensor::zeros(vec![1, 128])).expect("upload");
+    let tiny = best(3, || {
+        for _ in 0..2000 {
+            be.affine(&x, 1.0, 0.5).expect("affine");
+        }
+    }) / 2000.0;
+    println!(
+        "silero ops/window: offline {offline_ops:.1}, stream {stream_ops:.1}; one (1,128) affine on this home: {:.2} us",
+        tiny * 1e6
+    );
     for (what, t) in [
         ("offline 16 kHz", t16),
         ("offline 8 kHz", t8),
