@@ -184,8 +184,15 @@ impl MelStft {
         }
     }
 
-    /// Mel power of frames `0..n_frames` of `x`, frames-major, each value passed through `post`.
-    pub fn run(&self, x: &[f32], n_frames: usize, post: impl Fn(f32) -> f32 + Sync) -> Vec<f32> {
+    /// Mel power of frames `0..n_frames` of `x` followed by `zeros` zero samples (padding that is
+    /// never materialised), frames-major, each value passed through `post`.
+    pub fn run(
+        &self,
+        x: &[f32],
+        zeros: usize,
+        n_frames: usize,
+        post: impl Fn(f32) -> f32 + Sync,
+    ) -> Vec<f32> {
         let n_mels = self.mel.n_mels;
         let mut out = vec![0.0f32; n_frames * n_mels];
         if n_mels == 0 || n_frames == 0 {
@@ -205,7 +212,7 @@ impl MelStft {
                 |(frame, spec, scratch, power), (task, chunk)| {
                     for (i, row) in chunk.chunks_mut(n_mels).enumerate() {
                         let f = task * FRAMES_PER_TASK + i;
-                        self.fill_frame(x, f, frame);
+                        self.fill_frame(x, zeros, f, frame);
                         // The buffers are sized by the plan itself, so this cannot fail.
                         let _ = self.fft.process_with_scratch(frame, spec, scratch);
                         for (p, c) in power.iter_mut().zip(spec.iter()) {
@@ -221,10 +228,11 @@ impl MelStft {
         out
     }
 
-    fn fill_frame(&self, x: &[f32], f: usize, frame: &mut [f32]) {
+    fn fill_frame(&self, x: &[f32], zeros: usize, f: usize, frame: &mut [f32]) {
         let start = (f * self.hop) as isize - self.left_pad as isize;
-        let len = x.len() as isize;
-        if start >= 0 && start + self.n_fft as isize <= len {
+        let real = x.len() as isize;
+        let len = (x.len() + zeros) as isize;
+        if start >= 0 && start + self.n_fft as isize <= real {
             let s = start as usize;
             for ((d, &v), &w) in frame
                 .iter_mut()
@@ -235,14 +243,15 @@ impl MelStft {
             }
             return;
         }
+        let at = |i: usize| x.get(i).copied().unwrap_or(0.0);
         for (j, (d, &w)) in frame.iter_mut().zip(&self.window).enumerate() {
             let i = start + j as isize;
             let v = if (0..len).contains(&i) {
-                x[i as usize]
+                at(i as usize)
             } else {
                 match self.pad {
                     Pad::Zero => 0.0,
-                    Pad::Reflect => x[reflect_index(i, x.len())],
+                    Pad::Reflect => at(reflect_index(i, len as usize)),
                 }
             };
             *d = v * w;

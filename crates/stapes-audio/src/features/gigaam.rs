@@ -103,7 +103,7 @@ pub fn log_mel(samples: &[f32], cfg: &GigaamConfig) -> Features {
         Pad::Reflect,
         SparseMel::from_dense(&fb, cfg.n_mels, cfg.n_fft / 2 + 1),
     );
-    let data = stft.run(samples, n_frames, |p| p.clamp(1e-9, 1e9).ln());
+    let data = stft.run(samples, 0, n_frames, |p| p.clamp(1e-9, 1e9).ln());
     Features {
         n_frames,
         n_bins: cfg.n_mels,

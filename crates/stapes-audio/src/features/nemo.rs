@@ -99,7 +99,7 @@ pub fn log_mel(samples: &[f32], cfg: &NemoConfig) -> Features {
         SparseMel::from_dense(&fb, n_mels, n_bins),
     );
     let guard = cfg.log_guard;
-    let mut data = stft.run(x, n_frames, |p| (p + guard).ln());
+    let mut data = stft.run(x, 0, n_frames, |p| (p + guard).ln());
     if cfg.normalize == Normalize::PerFeature {
         normalize_per_feature(&mut data, n_frames, n_mels);
     }

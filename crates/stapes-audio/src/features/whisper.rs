@@ -16,11 +16,8 @@ pub const N_FREQ: usize = N_FFT / 2 + 1;
 /// Returns `(len + padding) / 160` frames of `n_mels` bins, frames-major. faster-whisper's
 /// default is `padding = 160`; OpenAI's `transcribe` uses 480 000 (30 s).
 pub fn log_mel(samples: &[f32], n_mels: usize, padding: usize) -> Features {
-    let mut x = Vec::with_capacity(samples.len() + padding);
-    x.extend_from_slice(samples);
-    x.resize(samples.len() + padding, 0.0);
     // 1 + len / hop centred frames, of which the last is dropped (as Whisper does).
-    let n_frames = x.len() / HOP_LENGTH;
+    let n_frames = (samples.len() + padding) / HOP_LENGTH;
     let stft = MelStft::new(
         N_FFT,
         HOP_LENGTH,
@@ -29,7 +26,7 @@ pub fn log_mel(samples: &[f32], n_mels: usize, padding: usize) -> Features {
         Pad::Reflect,
         SparseMel::from_dense(&filterbank_f64(n_mels), n_mels, N_FREQ),
     );
-    let mut data = stft.run(&x, n_frames, |p| p.max(1e-10).log10());
+    let mut data = stft.run(samples, padding, n_frames, |p| p.max(1e-10).log10());
     let max = data.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let floor = max - 8.0;
     for v in &mut data {
