@@ -809,3 +809,80 @@ fn sniff_recognises_containers() {
     assert!(stapes_formats::sniff(&dir.join("empty")).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Newer CTranslate2 converters write `vocabulary.json` (a JSON list) instead of the text file.
+#[test]
+fn tokenizer_vocabulary_json_matches_text_file() {
+    let src = model_dir("whisper-base");
+    let text = std::fs::read_to_string(src.join("vocabulary.txt")).unwrap();
+    let tokens: Vec<&str> = text.strip_suffix('\n').unwrap().split('\n').collect();
+    let dir = scratch("vocab-json");
+    std::fs::write(
+        dir.join("vocabulary.json"),
+        serde_json::to_string_pretty(&tokens).unwrap(),
+    )
+    .unwrap();
+    let a = WhisperTokenizer::from_dir(&dir, 51865).unwrap();
+    let b = WhisperTokenizer::from_vocabulary_txt(&src.join("vocabulary.txt"), 51865).unwrap();
+    check_tokenizer(&a, &fixture("tokenizer_base.json"), "vocabulary.json");
+    for id in 0..51865u32 {
+        assert_eq!(a.token_bytes(id), b.token_bytes(id), "token {id}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// CTranslate2 int8 weights: `q` int8 with a per-row `weight_scale`, w = q / scale.
+#[test]
+fn ct2_int8_weights_are_dequantized() {
+    let src = model_dir("whisper-tiny.en");
+    let f = stapes_formats::ct2::read(&src.join("model.bin")).unwrap();
+    let dir = scratch("ct2-int8");
+    for name in ["config.json", "vocabulary.txt"] {
+        std::fs::copy(src.join(name), dir.join(name)).unwrap();
+    }
+    let mut vars = f.variables.clone();
+    let name = "encoder/layer_0/ffn/linear_1/weight";
+    let w = f.get(name).unwrap();
+    let (rows, cols) = (w.shape[0], w.shape[1]);
+    let vals = w.to_f32();
+    let mut q = Vec::with_capacity(vals.len());
+    let mut scales = Vec::with_capacity(rows);
+    for r in 0..rows {
+        let row = &vals[r * cols..(r + 1) * cols];
+        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let s = 127.0 / amax;
+        scales.push(s);
+        q.extend(row.iter().map(|v| (v * s).round() as i8 as u8));
+    }
+    vars.insert(
+        name.into(),
+        stapes_formats::RawTensor::from_bytes(
+            stapes_formats::DType::I8,
+            w.shape.clone(),
+            q.clone(),
+        )
+        .unwrap(),
+    );
+    vars.insert(
+        format!("{name}_scale"),
+        stapes_formats::RawTensor::from_f32(vec![rows], &scales).unwrap(),
+    );
+    stapes_formats::ct2::write(
+        &dir.join("model.bin"),
+        &f.spec,
+        f.spec_revision,
+        &vars,
+        &f.aliases,
+    )
+    .unwrap();
+    let ck = load_checkpoint(&dir).unwrap();
+    let got = &ck.tensor("model.encoder.layers.0.fc2.weight").unwrap().data;
+    for (i, g) in got.iter().enumerate() {
+        let want = (q[i] as i8) as f32 / scales[i / cols];
+        assert_eq!(*g, want, "element {i}");
+    }
+    let rel = stapes_core::tensor::rel_l2(got, &vals);
+    // Per-row int8 over 1536 values: about 1.3% relative L2.
+    assert!(rel < 0.02, "int8 rel L2 {rel}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

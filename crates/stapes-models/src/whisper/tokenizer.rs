@@ -138,13 +138,16 @@ fn place(path: &Path, table: &mut Vec<Option<String>>, token: &str, id: u64) -> 
 }
 
 impl WhisperTokenizer {
-    /// Loads the tokenizer of a model directory: `vocabulary.txt` (CTranslate2), else
+    /// Loads the tokenizer of a model directory: `vocabulary.json` / `vocabulary.txt`
+    /// (CTranslate2), else
     /// `tokenizer.json`, else `vocab.json`. A `tokenizer.json`, where present, is used for
     /// encoding. `vocab_size` is the model's (embedding rows): tokens the files do not list
     /// (e.g. timestamps missing from a tokenizer.json) are filled in.
     pub fn from_dir(dir: &Path, vocab_size: usize) -> Result<Self> {
         let tj = dir.join("tokenizer.json");
-        let mut tok = if dir.join("vocabulary.txt").is_file() {
+        let mut tok = if dir.join("vocabulary.json").is_file() {
+            Self::from_vocabulary_json(&dir.join("vocabulary.json"), vocab_size)?
+        } else if dir.join("vocabulary.txt").is_file() {
             Self::from_vocabulary_txt(&dir.join("vocabulary.txt"), vocab_size)?
         } else if tj.is_file() {
             Self::from_tokenizer_json(&tj, vocab_size)?
@@ -171,6 +174,24 @@ impl WhisperTokenizer {
             .split('\n')
             .map(|s| s.strip_suffix('\r').unwrap_or(s).to_string())
             .collect();
+        Self::from_strings(path, strings, vocab_size)
+    }
+
+    /// CTranslate2 ≥ 3 `vocabulary.json`: a JSON list of tokens in id order.
+    pub fn from_vocabulary_json(path: &Path, vocab_size: usize) -> Result<Self> {
+        let v = read_json(path)?;
+        let list = v
+            .as_array()
+            .ok_or_else(|| bad(path, "vocabulary.json is not a list"))?;
+        let strings = list
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                t.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| bad(path, format!("entry {i} is not a string")))
+            })
+            .collect::<Result<Vec<String>>>()?;
         Self::from_strings(path, strings, vocab_size)
     }
 
