@@ -162,6 +162,31 @@ fn main() {
         );
     }
 
+    println!("\n## q8 linear by phase (M = {t}), median ms: quantize | cuBLASLt int8 | epilogue | cublasGemmEx int8");
+    for &(k, n) in &[(d, d), (d, ffn), (ffn, d)] {
+        let x = g
+            .upload(&HostTensor::random(vec![1, t, k], 1, 1.0))
+            .unwrap();
+        let wt = g
+            .weight(
+                &HostTensor::random(vec![n, k], 2, 1.0 / (k as f32).sqrt()),
+                Lane::Q8,
+            )
+            .unwrap();
+        let ph: Vec<f64> = (0..4u8)
+            .map(|p| time(&g, reps, || g.q8_phase(&x, &wt, p).unwrap()).median)
+            .collect();
+        println!(
+            "{t}×{k} → {n}: {:.4} | {:.4} ({:.0} TOP/s) | {:.4} | {:.4} ({:.0} TOP/s)",
+            ph[0],
+            ph[1],
+            2.0 * (t * k * n) as f64 / ph[1] / 1e9,
+            ph[2],
+            ph[3],
+            2.0 * (t * k * n) as f64 / ph[3] / 1e9
+        );
+    }
+
     println!("\n## decoder-step GEMV (M = 1), median ms");
     println!("| shape (K → N) | f16 ms | q8 ms | f16 GB/s (weights) | q8 GB/s |");
     println!("|---|---|---|---|---|");

@@ -25,12 +25,18 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
 // K and V arrive as f16 (B, Tk, H*D) (cast once per call by cast_f32_f16), so tiles move with
 // 16-byte loads and no conversion; both stay row-major in shared memory and V's mma operand is
 // read transposed by ldmatrix.trans.
-template <int D>
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+}
+
+// STAGES = 2 double-buffers the K/V tiles with cp.async (the next tile loads while this one is
+// used); D = 128 keeps one stage to stay inside 48 KB of static shared memory.
+template <int D, int STAGES>
 __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* __restrict__ Q, const h16* __restrict__ K,
                                            const h16* __restrict__ V, int Tq, int Tk, int H, int kv_len, float scale,
                                            int causal) {
-    __shared__ __align__(16) h16 Ks[FA_BK][D + FA_PAD];
-    __shared__ __align__(16) h16 Vs[FA_BK][D + FA_PAD];
+    __shared__ __align__(16) h16 Ks[STAGES][FA_BK][D + FA_PAD];
+    __shared__ __align__(16) h16 Vs[STAGES][FA_BK][D + FA_PAD];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z;
@@ -81,18 +87,32 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
     // ldmatrix.x4.trans row this thread addresses: matrices (keys 0-7 | 8-15) x (d tile, d tile + 1)
     const int lm_key = (lane & 7) + ((lane >> 3) & 1) * 8, lm_col = (lane >> 4) * 8;
 
-    for (int k0 = 0; k0 < kend; k0 += FA_BK) {
-        __syncthreads();
+    auto load_tile = [&](int st, int k0) {
         for (int idx = tid; idx < FA_BK * (D / 8); idx += blockDim.x) {
             int key = idx / (D / 8), d8 = (idx - key * (D / 8)) * 8;
             int j = k0 + key;
-            uint4 kv = make_uint4(0u, 0u, 0u, 0u), vv = kv;
-            if (j < kv_len) {
-                kv = *(const uint4*)(Kb + (long long)j * ld + d8);
-                vv = *(const uint4*)(Vb + (long long)j * ld + d8);
-            }
-            *(uint4*)&Ks[key][d8] = kv;
-            *(uint4*)&Vs[key][d8] = vv;
+            bool in = j < kv_len;
+            long long off = in ? (long long)j * ld + d8 : 0;
+            // rows past kv_len are zero-filled (src size 0), never read
+            cp_async16(&Ks[st][key][d8], Kb + off, in ? 16 : 0);
+            cp_async16(&Vs[st][key][d8], Vb + off, in ? 16 : 0);
+        }
+    };
+    if (STAGES == 2 && kend > 0) {
+        load_tile(0, 0);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    int it = 0;
+    for (int k0 = 0; k0 < kend; k0 += FA_BK, ++it) {
+        const int st = STAGES == 2 ? (it & 1) : 0;
+        if (STAGES == 2) {
+            if (k0 + FA_BK < kend) load_tile(st ^ 1, k0 + FA_BK);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+            asm volatile("cp.async.wait_group 1;" ::: "memory");
+        } else {
+            load_tile(0, k0);
+            asm volatile("cp.async.commit_group;" ::: "memory");
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
         }
         __syncthreads();
 
@@ -102,8 +122,8 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
-                u32 b0 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t];
-                u32 b1 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t + 8];
+                u32 b0 = *(const u32*)&Ks[st][nt * 8 + g][kk * 16 + 2 * t];
+                u32 b1 = *(const u32*)&Ks[st][nt * 8 + g][kk * 16 + 2 * t + 8];
                 mma16816(s[nt], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b0, b1);
             }
         }
@@ -157,7 +177,7 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
 #pragma unroll
             for (int dn = 0; dn < D / 8; dn += 2) {
                 u32 b0, b1, b2, b3;
-                u32 addr = smem_addr(&Vs[ks * 16 + lm_key][dn * 8 + lm_col]);
+                u32 addr = smem_addr(&Vs[st][ks * 16 + lm_key][dn * 8 + lm_col]);
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                              : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
                              : "r"(addr));
@@ -165,6 +185,8 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
                 mma16816(o[dn + 1], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b2, b3);
             }
         }
+        // the next iteration's loads overwrite the stage just read
+        __syncthreads();
     }
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -187,11 +209,11 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
 
 extern "C" __global__ void __launch_bounds__(128) flash_attn_d64(float* O, const float* Q, const h16* K, const h16* V,
                                                                  int Tq, int Tk, int H, int kv_len, float scale, int causal) {
-    flash_attn<64>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
+    flash_attn<64, 2>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, const float* Q, const h16* K, const h16* V,
                                                                   int Tq, int Tk, int H, int kv_len, float scale, int causal) {
-    flash_attn<128>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
+    flash_attn<128, 1>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
 }
 
 // ---------------------------------------------------------------------------------------------

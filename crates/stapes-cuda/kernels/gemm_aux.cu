@@ -69,16 +69,22 @@ extern "C" __global__ void gemv_f16(float* __restrict__ y, const float* __restri
     float acc[GEMV_MAX_M];
 #pragma unroll
     for (int r = 0; r < GEMV_MAX_M; ++r) acc[r] = 0.f;
-    if ((k & 3) == 0) {
-        for (int i = lane * 4; i < k; i += 128) {
-            uint2 raw = *(const uint2*)(wr + i);
-            float w0 = h2f((h16)(raw.x & 0xffff)), w1 = h2f((h16)(raw.x >> 16));
-            float w2 = h2f((h16)(raw.y & 0xffff)), w3 = h2f((h16)(raw.y >> 16));
+    if ((k & 7) == 0) {
+        // 16-byte weight loads, several in flight: this kernel is bound by streaming W once
+#pragma unroll 4
+        for (int i = lane * 8; i < k; i += 256) {
+            uint4 raw = *(const uint4*)(wr + i);
+            float wv[8];
+            wv[0] = h2f((h16)(raw.x & 0xffff)); wv[1] = h2f((h16)(raw.x >> 16));
+            wv[2] = h2f((h16)(raw.y & 0xffff)); wv[3] = h2f((h16)(raw.y >> 16));
+            wv[4] = h2f((h16)(raw.z & 0xffff)); wv[5] = h2f((h16)(raw.z >> 16));
+            wv[6] = h2f((h16)(raw.w & 0xffff)); wv[7] = h2f((h16)(raw.w >> 16));
 #pragma unroll
             for (int r = 0; r < GEMV_MAX_M; ++r) {
                 if (r < m) {
-                    const float* xr = x + (long long)r * k + i;
-                    acc[r] += w0 * xr[0] + w1 * xr[1] + w2 * xr[2] + w3 * xr[3];
+                    const float4* xr = (const float4*)(x + (long long)r * k + i);
+                    float4 a = xr[0], b = xr[1];
+                    acc[r] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
                 }
             }
         }
@@ -112,7 +118,32 @@ extern "C" __global__ void gemv_i8(float* __restrict__ y, const float* __restric
 #pragma unroll
     for (int r = 0; r < GEMV_MAX_M; ++r) acc[r] = 0.f;
     int k4 = k & ~3;
-    for (int i = lane * 4; i < k4; i += 128) {
+    int start = 0;
+    if ((k & 15) == 0) {
+        // 16 weights per 16-byte load, several in flight
+#pragma unroll 4
+        for (int i = lane * 16; i < k; i += 512) {
+            int4 raw = *(const int4*)(wr + i);
+            int wq[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int r = 0; r < GEMV_MAX_M; ++r) {
+                if (r < m) {
+                    const float4* xr = (const float4*)(x + (long long)r * k + i);
+                    float sum = 0.f;
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        float4 a = xr[e];
+                        int v = wq[e];
+                        sum += (float)(signed char)(v & 0xff) * a.x + (float)(signed char)((v >> 8) & 0xff) * a.y +
+                               (float)(signed char)((v >> 16) & 0xff) * a.z + (float)(signed char)(v >> 24) * a.w;
+                    }
+                    acc[r] += sum;
+                }
+            }
+        }
+        start = k;
+    }
+    for (int i = start + lane * 4; i < k4; i += 128) {
         int raw = *(const int*)(wr + i);
         float w0 = (float)(signed char)(raw & 0xff), w1 = (float)(signed char)((raw >> 8) & 0xff);
         float w2 = (float)(signed char)((raw >> 16) & 0xff), w3 = (float)(signed char)((raw >> 24) & 0xff);
@@ -124,7 +155,7 @@ extern "C" __global__ void gemv_i8(float* __restrict__ y, const float* __restric
             }
         }
     }
-    for (int i = k4 + lane; i < k; i += 32) {
+    for (int i = (start > k4 ? start : k4) + lane; i < k; i += 32) {
         float wv = (float)wr[i];
 #pragma unroll
         for (int r = 0; r < GEMV_MAX_M; ++r)

@@ -480,6 +480,78 @@ impl CudaBackend {
         drop(b);
     }
 
+    /// One phase of the q8 library path alone, for the benchmark's breakdown: 0 quantize the
+    /// activations, 1 the cuBLASLt int8 GEMM, 2 the scaling epilogue, 3 the int8 GEMM through
+    /// cublasGemmEx instead. Scratch contents are meaningless.
+    #[doc(hidden)]
+    pub fn q8_phase(&self, x: &CudaTensor, w: &CudaWeight, phase: u8) -> Result<()> {
+        let WeightData::Q8 {
+            w8,
+            scales,
+            n_pad,
+            k_pad,
+        } = &w.data
+        else {
+            return Err(Error::shape("q8_phase", "not a q8 weight"));
+        };
+        let (n, k) = (w.n, w.k);
+        let m = x.numel() / k.max(1);
+        let m_pad = round_up(m, 16);
+        let q = self.pool.alloc(m_pad * k_pad)?;
+        let sx = self.pool.alloc(m_pad * 4)?;
+        let acc = self.pool.alloc(m_pad * n_pad * 4)?;
+        let y = self.pool.alloc(m * n * 4)?;
+        let (qp, sxp, accp, yp, xp, wp, sp) =
+            (q.ptr, sx.ptr, acc.ptr, y.ptr, x.buf.ptr, w8.ptr, scales.ptr);
+        let (mi, ni, ki, kp, ldc, z) = (
+            m as i32,
+            n as i32,
+            k as i32,
+            *k_pad as i32,
+            *n_pad as i32,
+            0u64,
+        );
+        match phase {
+            0 => self.launch(
+                "quantize_rows_i8",
+                (m_pad as u32, 1, 1),
+                (256, 1, 1),
+                0,
+                args![qp, sxp, xp, mi, ki, kp],
+            ),
+            // SAFETY: buffers sized above for the padded shapes.
+            1 => unsafe {
+                self.lt.matmul(
+                    &self.stream,
+                    LtKind::I8,
+                    accp,
+                    wp,
+                    qp,
+                    0,
+                    self.lt_ws.ptr,
+                    *n_pad,
+                    m_pad,
+                    *k_pad,
+                    true,
+                )
+            }
+            .map_err(Into::into),
+            2 => self.launch(
+                "dequant_epilogue",
+                (n.div_ceil(256).min(64) as u32, m.min(65535) as u32, 1),
+                (256, 1, 1),
+                0,
+                args![yp, accp, sxp, sp, z, mi, ni, ldc],
+            ),
+            _ => {
+                let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
+                // SAFETY: as above.
+                unsafe { gemm::i8_gemm_ex(*blas.handle(), accp, wp, qp, *n_pad, m_pad, *k_pad) }
+                    .map_err(Into::into)
+            }
+        }
+    }
+
     fn decline(&self, op: &'static str, reason: String) -> Error {
         if self.counters.decline(&format!("{op}: {reason}")) {
             tracing::info!("cuda declined {op}: {reason}");

@@ -401,3 +401,42 @@ impl Lt {
         run(&p.algo).map_err(lt_err("cublasLtMatmul"))
     }
 }
+
+/// int8 GEMM through cublasGemmEx (TN, i32 out): the alternative to cuBLASLt, for benchmarks.
+///
+/// # Safety
+/// As [`Lt::matmul`] for `LtKind::I8`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn i8_gemm_ex(
+    handle: bsys::cublasHandle_t,
+    c: u64,
+    a: u64,
+    b: u64,
+    m: usize,
+    n: usize,
+    k: usize,
+) -> Result<(), CudaError> {
+    let (alpha, beta) = (1i32, 0i32);
+    cublas::result::gemm_ex(
+        handle,
+        bsys::cublasOperation_t::CUBLAS_OP_T,
+        bsys::cublasOperation_t::CUBLAS_OP_N,
+        m as i32,
+        n as i32,
+        k as i32,
+        &alpha as *const i32 as *const c_void,
+        a as *const c_void,
+        bsys::cudaDataType_t::CUDA_R_8I,
+        k as i32,
+        b as *const c_void,
+        bsys::cudaDataType_t::CUDA_R_8I,
+        k as i32,
+        &beta as *const i32 as *const c_void,
+        c as *mut c_void,
+        bsys::cudaDataType_t::CUDA_R_32I,
+        m as i32,
+        bsys::cublasComputeType_t::CUBLAS_COMPUTE_32I,
+        bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+    )
+    .map_err(blas_err("cublasGemmEx int8"))
+}
