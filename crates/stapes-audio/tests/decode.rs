@@ -532,3 +532,57 @@ fn truncated_flac_is_corrupt() {
     assert!(matches!(err, AudioError::Corrupt { .. }), "{err:?}");
     assert!(msg.contains("truncated"), "{msg}");
 }
+
+/// Amplitude of the `hz` component of `x` (16 kHz), by correlation with a sine/cosine pair.
+fn amplitude_at(x: &[f32], hz: f64) -> f64 {
+    let w = 2.0 * std::f64::consts::PI * hz / 16_000.0;
+    let (re, im) = x.iter().enumerate().fold((0.0, 0.0), |(re, im), (n, &s)| {
+        (
+            re + s as f64 * (w * n as f64).cos(),
+            im + s as f64 * (w * n as f64).sin(),
+        )
+    });
+    2.0 * (re * re + im * im).sqrt() / x.len() as f64
+}
+
+// Downsampling must remove what 16 kHz cannot hold (a 9 kHz tone would fold to 7 kHz) and keep
+// the speech band up to ~7 kHz at its level.
+#[test]
+fn downsampling_rejects_aliases_and_keeps_the_passband() {
+    for rate in [44_100u32, 48_000] {
+        let alias = resample(&tone(rate, 1.0, 9_000.0, 0.5, 0.0), rate).expect("resample");
+        let folded = amplitude_at(&alias[2_000..14_000], 16_000.0 - 9_000.0);
+        println!("{rate} Hz: 9 kHz tone folds to 7 kHz at amplitude {folded:.2e}");
+        assert!(folded < 5e-4, "{rate} Hz: alias amplitude {folded}");
+        for hz in [100.0, 3_000.0, 7_000.0] {
+            let kept = resample(&tone(rate, 1.0, hz, 0.5, 0.0), rate).expect("resample");
+            let a = amplitude_at(&kept[2_000..14_000], hz);
+            println!("{rate} Hz: {hz} Hz tone amplitude {a:.5} (input 0.5)");
+            assert!((a - 0.5).abs() < 0.01, "{rate} Hz: {hz} Hz amplitude {a}");
+        }
+    }
+}
+
+#[test]
+fn float_wav_at_22050_decodes() {
+    let dir = scratch("float22k");
+    let path = dir.join("float.wav");
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 22_050,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let x = tone(22_050, 1.0, 500.0, 0.5, 0.0);
+    let mut w = hound::WavWriter::create(&path, spec).expect("create");
+    for &s in &x {
+        w.write_sample(s).expect("write");
+    }
+    w.finalize().expect("finalize");
+    let got = load_file(&path).expect("float WAV");
+    assert_eq!(got.len(), 16_000);
+    let ideal = tone(16_000, 1.0, 500.0, 0.5, 0.0);
+    let err = max_err_vs_ideal(&got, &ideal, 1_000..15_000);
+    assert!(err < 1e-3, "max error {err}");
+    std::fs::remove_dir_all(dir).ok();
+}
