@@ -19,6 +19,8 @@ use stapes_core::{
 
 /// Elements per task in element-wise ops: below this, splitting costs more than it saves.
 const ELEM_CHUNK: usize = 1 << 14;
+/// Below this many scalar operations an op runs on the caller's thread (see `for_chunks`).
+const PAR_MIN_WORK: usize = 1 << 16;
 
 /// An activation tensor in host memory, row-major.
 #[derive(Clone, Debug, PartialEq)]
@@ -224,15 +226,44 @@ impl CpuBackend {
         });
     }
 
+    /// `f(chunk index, chunk)` over `chunk`-sized pieces of `data`: on the pool when `work`
+    /// (≈ scalar operations) pays for the hand-off to it (~10–20 µs, measured), else on the
+    /// caller's thread, so decoder-step ops on a few hundred values stay cheap.
+    fn for_chunks<T: Send>(
+        &self,
+        work: usize,
+        data: &mut [T],
+        chunk: usize,
+        f: impl Fn(usize, &mut [T]) + Sync + Send,
+    ) {
+        if chunk == 0 {
+            return;
+        }
+        if self.parallel(work) {
+            self.pool.install(|| {
+                data.par_chunks_mut(chunk)
+                    .enumerate()
+                    .for_each(|(i, c)| f(i, c))
+            });
+        } else {
+            data.chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(i, c)| f(i, c));
+        }
+    }
+
+    fn parallel(&self, work: usize) -> bool {
+        self.kernels.threads > 1 && work >= PAR_MIN_WORK
+    }
+
     /// Element-wise map in parallel chunks, vectorised with AVX2 where present.
     fn map(&self, x: &CpuTensor, f: impl Fn(f32) -> f32 + Sync + Send + Copy) -> CpuTensor {
         let mut data = x.data.clone();
         let avx2 = self.kernels.avx2;
-        self.pool.install(|| {
-            data.par_chunks_mut(ELEM_CHUNK).for_each(|c| match avx2 {
-                Some(a) => a.map(c, f),
-                None => c.iter_mut().for_each(|v| *v = f(*v)),
-            })
+        // Transcendental bodies cost ~20 operations per element.
+        self.for_chunks(data.len() * 20, &mut data, ELEM_CHUNK, |_, c| match avx2 {
+            Some(a) => a.map(c, f),
+            None => c.iter_mut().for_each(|v| *v = f(*v)),
         });
         CpuTensor::new(x.shape.clone(), data)
     }
@@ -256,24 +287,25 @@ impl CpuBackend {
         if nb > 0 {
             // Chunks are whole multiples of b so every chunk starts at b's first element.
             let chunk = nb * ELEM_CHUNK.div_ceil(nb);
-            self.pool.install(|| {
-                data.par_chunks_mut(chunk).for_each(|c| {
-                    for (seg, _) in c.chunks_mut(nb).zip(0..) {
-                        seg.iter_mut()
-                            .zip(&b.data)
-                            .for_each(|(x, &y)| *x = f(*x, y));
-                    }
-                })
+            self.for_chunks(data.len(), &mut data, chunk, |_, c| {
+                for seg in c.chunks_mut(nb) {
+                    seg.iter_mut()
+                        .zip(&b.data)
+                        .for_each(|(x, &y)| *x = f(*x, y));
+                }
             });
         }
         Ok(CpuTensor::new(sa.clone(), data))
     }
 
     fn linear_raw(&self, x: &[f32], m: usize, w: &CpuWeight, bias: Option<&CpuTensor>) -> Vec<f32> {
-        self.pool.install(|| {
-            self.kernels
-                .linear(x, m, w.k, &w.store, w.n, bias.map(|b| b.data.as_slice()))
-        })
+        let bias = bias.map(|b| b.data.as_slice());
+        if self.parallel(m * w.n * w.k / 16) {
+            self.pool
+                .install(|| self.kernels.linear(x, m, w.k, &w.store, w.n, bias, true))
+        } else {
+            self.kernels.linear(x, m, w.k, &w.store, w.n, bias, false)
+        }
     }
 
     /// Attention core shared by `attention` and `attention_probs`: per (batch, head) task, the
@@ -288,75 +320,76 @@ impl CpuBackend {
     ) -> Vec<Vec<f32>> {
         let c = d.h * d.dh;
         let cv = d.h * d.dv;
-        self.pool.install(|| {
-            (0..d.b * d.h)
-                .into_par_iter()
-                .map(|bh| {
-                    let (b, h) = (bh / d.h, bh % d.h);
-                    let mut scores = vec![0f32; d.tq * d.kv_len]; // (Tq, kv_len)
-                    let qh = Mat {
-                        data: &q.data[b * d.tq * c + h * d.dh..],
-                        rs: c,
-                        cs: 1,
-                    };
-                    let kt = Mat {
-                        data: &k.data[b * d.tk * c + h * d.dh..],
-                        rs: 1,
-                        cs: c,
-                    };
-                    sgemm(
-                        d.tq,
-                        d.kv_len,
-                        d.dh,
-                        &mut scores,
-                        d.kv_len,
-                        false,
-                        qh,
-                        kt,
-                        p.scale,
-                        gemm::Parallelism::None,
-                    );
-                    for (i, row) in scores.chunks_mut(d.kv_len).enumerate() {
-                        // Query i sees keys 0 ..= kv_len − Tq + i when causal.
-                        let visible = if p.causal {
-                            d.kv_len - d.tq + i + 1
-                        } else {
-                            d.kv_len
-                        };
-                        match self.kernels.avx2 {
-                            Some(a) => a.softmax_row(&mut row[..visible]),
-                            None => math::softmax_row(&mut row[..visible]),
-                        }
-                        row[visible..].fill(0.0);
-                    }
-                    let Some(v) = v else { return scores };
-                    let mut out = vec![0f32; d.tq * d.dv]; // (Tq, Dv)
-                    let pm = Mat {
-                        data: &scores,
-                        rs: d.kv_len,
-                        cs: 1,
-                    };
-                    let vh = Mat {
-                        data: &v.data[b * d.tk * cv + h * d.dv..],
-                        rs: cv,
-                        cs: 1,
-                    };
-                    sgemm(
-                        d.tq,
-                        d.dv,
-                        d.kv_len,
-                        &mut out,
-                        d.dv,
-                        false,
-                        pm,
-                        vh,
-                        1.0,
-                        gemm::Parallelism::None,
-                    );
-                    out
-                })
-                .collect()
-        })
+        let task = |bh: usize| {
+            let (b, h) = (bh / d.h, bh % d.h);
+            let mut scores = vec![0f32; d.tq * d.kv_len]; // (Tq, kv_len)
+            let qh = Mat {
+                data: &q.data[b * d.tq * c + h * d.dh..],
+                rs: c,
+                cs: 1,
+            };
+            let kt = Mat {
+                data: &k.data[b * d.tk * c + h * d.dh..],
+                rs: 1,
+                cs: c,
+            };
+            sgemm(
+                d.tq,
+                d.kv_len,
+                d.dh,
+                &mut scores,
+                d.kv_len,
+                false,
+                qh,
+                kt,
+                p.scale,
+                gemm::Parallelism::None,
+            );
+            for (i, row) in scores.chunks_mut(d.kv_len).enumerate() {
+                // Query i sees keys 0 ..= kv_len − Tq + i when causal.
+                let visible = if p.causal {
+                    d.kv_len - d.tq + i + 1
+                } else {
+                    d.kv_len
+                };
+                match self.kernels.avx2 {
+                    Some(a) => a.softmax_row(&mut row[..visible]),
+                    None => math::softmax_row(&mut row[..visible]),
+                }
+                row[visible..].fill(0.0);
+            }
+            let Some(v) = v else { return scores };
+            let mut out = vec![0f32; d.tq * d.dv]; // (Tq, Dv)
+            let pm = Mat {
+                data: &scores,
+                rs: d.kv_len,
+                cs: 1,
+            };
+            let vh = Mat {
+                data: &v.data[b * d.tk * cv + h * d.dv..],
+                rs: cv,
+                cs: 1,
+            };
+            sgemm(
+                d.tq,
+                d.dv,
+                d.kv_len,
+                &mut out,
+                d.dv,
+                false,
+                pm,
+                vh,
+                1.0,
+                gemm::Parallelism::None,
+            );
+            out
+        };
+        if self.parallel(d.b * d.h * d.tq * d.kv_len * (d.dh + d.dv + 20)) {
+            self.pool
+                .install(|| (0..d.b * d.h).into_par_iter().map(task).collect())
+        } else {
+            (0..d.b * d.h).map(task).collect()
+        }
     }
 }
 
@@ -915,23 +948,21 @@ impl Backend for CpuBackend {
         check_vec("layer_norm", "beta", beta, c)?;
         let mut out = x.data.clone();
         if c > 0 {
-            self.pool.install(|| {
-                out.par_chunks_mut(c).for_each(|row| {
-                    let mean = row.iter().sum::<f32>() / c as f32;
-                    let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / c as f32;
-                    let inv = 1.0 / (var + eps).sqrt();
-                    match beta {
-                        Some(b) => row
-                            .iter_mut()
-                            .zip(&gamma.data)
-                            .zip(&b.data)
-                            .for_each(|((v, &g), &bb)| *v = (*v - mean) * inv * g + bb),
-                        None => row
-                            .iter_mut()
-                            .zip(&gamma.data)
-                            .for_each(|(v, &g)| *v = (*v - mean) * inv * g),
-                    }
-                })
+            self.for_chunks(out.len() * 4, &mut out, c, |_, row| {
+                let mean = row.iter().sum::<f32>() / c as f32;
+                let var = row.iter().map(|&v| (v - mean) * (v - mean)).sum::<f32>() / c as f32;
+                let inv = 1.0 / (var + eps).sqrt();
+                match beta {
+                    Some(b) => row
+                        .iter_mut()
+                        .zip(&gamma.data)
+                        .zip(&b.data)
+                        .for_each(|((v, &g), &bb)| *v = (*v - mean) * inv * g + bb),
+                    None => row
+                        .iter_mut()
+                        .zip(&gamma.data)
+                        .for_each(|(v, &g)| *v = (*v - mean) * inv * g),
+                }
             });
         }
         Ok(CpuTensor::new(x.shape.clone(), out))
@@ -943,14 +974,12 @@ impl Backend for CpuBackend {
         check_vec("rms_norm", "gamma", Some(gamma), c)?;
         let mut out = x.data.clone();
         if c > 0 {
-            self.pool.install(|| {
-                out.par_chunks_mut(c).for_each(|row| {
-                    let ms = row.iter().map(|&v| v * v).sum::<f32>() / c as f32;
-                    let inv = 1.0 / (ms + eps).sqrt();
-                    row.iter_mut()
-                        .zip(&gamma.data)
-                        .for_each(|(v, &g)| *v *= inv * g);
-                })
+            self.for_chunks(out.len() * 3, &mut out, c, |_, row| {
+                let ms = row.iter().map(|&v| v * v).sum::<f32>() / c as f32;
+                let inv = 1.0 / (ms + eps).sqrt();
+                row.iter_mut()
+                    .zip(&gamma.data)
+                    .for_each(|(v, &g)| *v *= inv * g);
             });
         }
         Ok(CpuTensor::new(x.shape.clone(), out))
@@ -996,12 +1025,11 @@ impl Backend for CpuBackend {
         let c = x.last_dim();
         let mut out = x.data.clone();
         if c > 0 {
-            self.pool.install(|| {
-                out.par_chunks_mut(c)
-                    .for_each(|row| match self.kernels.avx2 {
-                        Some(a) => a.softmax_row(row),
-                        None => math::softmax_row(row),
-                    })
+            self.for_chunks(out.len() * 20, &mut out, c, |_, row| {
+                match self.kernels.avx2 {
+                    Some(a) => a.softmax_row(row),
+                    None => math::softmax_row(row),
+                }
             });
         }
         Ok(CpuTensor::new(x.shape.clone(), out))
@@ -1012,15 +1040,13 @@ impl Backend for CpuBackend {
         let c = x.last_dim();
         let mut out = x.data.clone();
         if c > 0 {
-            self.pool.install(|| {
-                out.par_chunks_mut(c).for_each(|row| {
-                    let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-                    // f64 sum: rows are vocabulary-long (51864), where an f32 running sum drifts
-                    // by ~1e-5 relative.
-                    let sum: f64 = row.iter().map(|&v| math::exp(v - max) as f64).sum();
-                    let lse = max + sum.ln() as f32;
-                    row.iter_mut().for_each(|v| *v -= lse);
-                })
+            self.for_chunks(out.len() * 20, &mut out, c, |_, row| {
+                let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                // f64 sum: rows are vocabulary-long (51864), where an f32 running sum drifts
+                // by ~1e-5 relative.
+                let sum: f64 = row.iter().map(|&v| math::exp(v - max) as f64).sum();
+                let lse = max + sum.ln() as f32;
+                row.iter_mut().for_each(|v| *v -= lse);
             });
         }
         Ok(CpuTensor::new(x.shape.clone(), out))

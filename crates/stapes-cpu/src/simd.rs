@@ -41,10 +41,88 @@ mod x86 {
         _mm_cvtss_f32(s)
     }
 
+    /// One row: four named accumulators (32 values per step) so the FMA latency (4 cycles,
+    /// 2 per cycle) is covered when the weight is cache-resident (decoder layers).
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot1_f32(x: &[f32], w: &[f32]) -> f32 {
+        let k = w.len();
+        let (xp, wp) = (x.as_ptr(), w.as_ptr());
+        let (mut a0, mut a1, mut a2, mut a3) = (
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+        );
+        let mut i = 0;
+        while i + 32 <= k {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i)), _mm256_loadu_ps(wp.add(i)), a0);
+            a1 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(xp.add(i + 8)),
+                _mm256_loadu_ps(wp.add(i + 8)),
+                a1,
+            );
+            a2 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(xp.add(i + 16)),
+                _mm256_loadu_ps(wp.add(i + 16)),
+                a2,
+            );
+            a3 = _mm256_fmadd_ps(
+                _mm256_loadu_ps(xp.add(i + 24)),
+                _mm256_loadu_ps(wp.add(i + 24)),
+                a3,
+            );
+            i += 32;
+        }
+        while i + 8 <= k {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i)), _mm256_loadu_ps(wp.add(i)), a0);
+            i += 8;
+        }
+        let mut s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        for j in i..k {
+            s += x[j] * w[j];
+        }
+        s
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn dot1_f16(x: &[f32], w: &[half::f16]) -> f32 {
+        let k = w.len();
+        let (xp, wp) = (x.as_ptr(), w.as_ptr() as *const u16);
+        let ld = |i: usize| _mm256_cvtph_ps(_mm_loadu_si128(wp.add(i) as *const __m128i));
+        let (mut a0, mut a1, mut a2, mut a3) = (
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+        );
+        let mut i = 0;
+        while i + 32 <= k {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i)), ld(i), a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i + 8)), ld(i + 8), a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i + 16)), ld(i + 16), a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i + 24)), ld(i + 24), a3);
+            i += 32;
+        }
+        while i + 8 <= k {
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(xp.add(i)), ld(i), a0);
+            i += 8;
+        }
+        let mut s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        for j in i..k {
+            s += x[j] * w[j].to_f32();
+        }
+        s
+    }
+
     /// `out[r] = x[r] · w` for `rows ≤ MR` activation rows of length `k` (f32 weights).
     #[target_feature(enable = "avx2,fma")]
     unsafe fn dot_f32(x: &[&[f32]; MR], rows: usize, w: &[f32]) -> [f32; MR] {
         let k = w.len();
+        if rows == 1 {
+            let mut out = [0f32; MR];
+            out[0] = dot1_f32(x[0], w);
+            return out;
+        }
         let mut acc = [_mm256_setzero_ps(); MR];
         let mut acc2 = [_mm256_setzero_ps(); MR];
         let mut i = 0;
@@ -83,6 +161,11 @@ mod x86 {
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn dot_f16(x: &[&[f32]; MR], rows: usize, w: &[half::f16]) -> [f32; MR] {
         let k = w.len();
+        if rows == 1 {
+            let mut out = [0f32; MR];
+            out[0] = dot1_f16(x[0], w);
+            return out;
+        }
         let wp = w.as_ptr() as *const u16;
         let mut acc = [_mm256_setzero_ps(); MR];
         let mut acc2 = [_mm256_setzero_ps(); MR];
@@ -153,7 +236,130 @@ mod x86 {
         out
     }
 
+    /// One activation row against 4 consecutive weight rows (`w` holds 4·k values): the
+    /// decoder's M = 1 case, where four independent streams keep more loads in flight and the
+    /// horizontal sums are amortised.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot4_f32(x: &[f32], w: &[f32]) -> [f32; 4] {
+        // Named accumulators, not an array: LLVM keeps them in registers (an array indexed in
+        // a loop was spilled, costing 4× here).
+        let k = x.len();
+        let (xp, w0, w1, w2, w3) = (
+            x.as_ptr(),
+            w.as_ptr(),
+            w.as_ptr().add(k),
+            w.as_ptr().add(2 * k),
+            w.as_ptr().add(3 * k),
+        );
+        let (mut a0, mut a1, mut a2, mut a3) = (
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+        );
+        let mut i = 0;
+        while i + 8 <= k {
+            let xv = _mm256_loadu_ps(xp.add(i));
+            a0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w0.add(i)), a0);
+            a1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w1.add(i)), a1);
+            a2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w2.add(i)), a2);
+            a3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w3.add(i)), a3);
+            i += 8;
+        }
+        let mut out = [hsum(a0), hsum(a1), hsum(a2), hsum(a3)];
+        for j in i..k {
+            for (r, o) in out.iter_mut().enumerate() {
+                *o += x[j] * w[r * k + j];
+            }
+        }
+        out
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn dot4_f16(x: &[f32], w: &[half::f16]) -> [f32; 4] {
+        let k = x.len();
+        let wp = w.as_ptr() as *const u16;
+        let (xp, w0, w1, w2, w3) = (x.as_ptr(), wp, wp.add(k), wp.add(2 * k), wp.add(3 * k));
+        let ld = |p: *const u16| _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i));
+        let (mut a0, mut a1, mut a2, mut a3) = (
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+        );
+        let mut i = 0;
+        while i + 8 <= k {
+            let xv = _mm256_loadu_ps(xp.add(i));
+            a0 = _mm256_fmadd_ps(xv, ld(w0.add(i)), a0);
+            a1 = _mm256_fmadd_ps(xv, ld(w1.add(i)), a1);
+            a2 = _mm256_fmadd_ps(xv, ld(w2.add(i)), a2);
+            a3 = _mm256_fmadd_ps(xv, ld(w3.add(i)), a3);
+            i += 8;
+        }
+        let mut out = [hsum(a0), hsum(a1), hsum(a2), hsum(a3)];
+        for j in i..k {
+            for (r, o) in out.iter_mut().enumerate() {
+                *o += x[j] * w[r * k + j].to_f32();
+            }
+        }
+        out
+    }
+
+    /// q8 version: `wq` holds 4·kb blocks, `ws` 4·kb scales.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn dot4_q8(xq: &[i8], xs: &[f32], wq: &[i8], ws: &[f32]) -> [f32; 4] {
+        let kb = xs.len();
+        let ones = _mm256_set1_epi16(1);
+        let wp = wq.as_ptr();
+        let (mut a0, mut a1, mut a2, mut a3) = (
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+            _mm256_setzero_ps(),
+        );
+        for b in 0..kb {
+            let x = _mm256_loadu_si256(xq.as_ptr().add(b * 32) as *const __m256i);
+            let ax = _mm256_sign_epi8(x, x);
+            let xsb = *xs.get_unchecked(b);
+            let term = |r: usize| {
+                let w = _mm256_loadu_si256(wp.add((r * kb + b) * 32) as *const __m256i);
+                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(w, x)), ones);
+                (
+                    _mm256_cvtepi32_ps(p),
+                    _mm256_set1_ps(xsb * *ws.get_unchecked(r * kb + b)),
+                )
+            };
+            let (p0, s0) = term(0);
+            a0 = _mm256_fmadd_ps(p0, s0, a0);
+            let (p1, s1) = term(1);
+            a1 = _mm256_fmadd_ps(p1, s1, a1);
+            let (p2, s2) = term(2);
+            a2 = _mm256_fmadd_ps(p2, s2, a2);
+            let (p3, s3) = term(3);
+            a3 = _mm256_fmadd_ps(p3, s3, a3);
+        }
+        [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]
+    }
+
     impl Avx2 {
+        pub fn dot4_f32(self, x: &[f32], w: &[f32]) -> [f32; 4] {
+            assert!(w.len() >= 4 * x.len());
+            // SAFETY: the token proves AVX2+FMA; w covers 4 rows of x.len().
+            unsafe { dot4_f32(x, w) }
+        }
+
+        pub fn dot4_f16(self, x: &[f32], w: &[half::f16]) -> [f32; 4] {
+            assert!(w.len() >= 4 * x.len());
+            // SAFETY: as dot4_f32, plus F16C.
+            unsafe { dot4_f16(x, w) }
+        }
+
+        pub fn dot4_q8(self, xq: &[i8], xs: &[f32], wq: &[i8], ws: &[f32]) -> [f32; 4] {
+            let kb = xs.len();
+            assert!(xq.len() >= kb * 32 && wq.len() >= 4 * kb * 32 && ws.len() >= 4 * kb);
+            // SAFETY: the token proves AVX2+FMA; the assert covers every block read.
+            unsafe { dot4_q8(xq, xs, wq, ws) }
+        }
         pub fn dot_f32(self, x: &[&[f32]; MR], rows: usize, w: &[f32]) -> [f32; MR] {
             debug_assert!(x[..rows].iter().all(|r| r.len() >= w.len()));
             // SAFETY: the token proves AVX2+FMA; every x row is at least w.len() long (callers

@@ -1,0 +1,73 @@
+//! Best-of-15 timing of decoder-step GEMVs per lane against the `gemm` crate's f32 call.
+//! The minimum is reported because this shared machine is noisy.
+//! `cargo run --release -p stapes-cpu --example gemv_probe -- [threads]`
+use stapes_core::{Backend, HostTensor, Lane};
+use stapes_cpu::CpuBackend;
+use std::time::Instant;
+
+fn best<F: FnMut()>(mut f: F) -> f64 {
+    let mut b = f64::MAX;
+    for _ in 0..15 {
+        let t = Instant::now();
+        f();
+        b = b.min(t.elapsed().as_secs_f64() * 1e3);
+    }
+    b
+}
+
+fn main() {
+    let threads: usize = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let be = CpuBackend::new(threads).expect("cpu");
+    for (m, k, n) in [
+        (1usize, 384usize, 51864usize),
+        (5, 384, 51864),
+        (1, 384, 1536),
+        (1, 1536, 384),
+    ] {
+        let x = HostTensor::random(vec![m, k], 1, 1.0);
+        let w = HostTensor::random(vec![n, k], 2, 0.05);
+        let mut out = vec![0f32; m * n];
+        let par = if threads > 1 {
+            gemm::Parallelism::Rayon(threads)
+        } else {
+            gemm::Parallelism::None
+        };
+        // SAFETY: x (m, k), w (n, k) read as Wᵀ, out (m, n), all allocated at those sizes.
+        let base = best(|| unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                out.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                x.data.as_ptr(),
+                1,
+                k as isize,
+                w.data.as_ptr(),
+                k as isize,
+                1,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            )
+        });
+        let xt = be.upload(&x).expect("up");
+        let mut line = format!("m={m} k={k} n={n}: gemm_crate {base:.3} ms");
+        for lane in [Lane::F32, Lane::F16, Lane::Q8] {
+            let wt = be.weight(&w, lane).expect("w");
+            let t = best(|| {
+                be.linear(&xt, &wt, None).expect("linear");
+            });
+            line += &format!(", {lane} {t:.3} ms");
+        }
+        println!("{line}");
+    }
+}
