@@ -81,10 +81,13 @@ def main():
         mel_out[key] = {"shape": list(m.shape), "nonzero": nz}
     (OUT / "mel_filters.json").write_text(json.dumps(mel_out) + "\n")
     print("wrote", OUT / "mel_filters.json")
-    for name in ["whisper-tiny.en", "whisper-base"]:
+    for name in ["whisper-tiny.en", "whisper-base", "whisper-base-newconv"]:
         d = Path(args.cache) / "models" / name
         hf = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
-        vocab_size = sum(1 for _ in open(d / "vocabulary.txt", encoding="utf-8"))
+        if (d / "vocabulary.json").is_file():
+            vocab_size = len(json.load(open(d / "vocabulary.json", encoding="utf-8")))
+        else:
+            vocab_size = sum(1 for _ in open(d / "vocabulary.txt", encoding="utf-8"))
         multilingual = vocab_size >= 51865
         tok = Tokenizer(hf, multilingual, task="transcribe", language="en")
         ct2_config = json.load(open(d / "config.json"))

@@ -279,6 +279,23 @@ fn ct2_unknown_scalars_ok_unknown_tensors_rejected() {
 // ------------------------------------------------------------------------------------------
 // Tokenizer (expected values from faster-whisper / HF tokenizers)
 
+/// (model, fixture) pairs: the two CTranslate2 conversions and the newer converter's base.
+const MODELS: [(&str, &str); 3] = [
+    ("whisper-tiny.en", "tokenizer_tiny.en.json"),
+    ("whisper-base", "tokenizer_base.json"),
+    ("whisper-base-newconv", "tokenizer_base-newconv.json"),
+];
+
+/// The tokenizer from the CTranslate2 vocabulary file alone (no tokenizer.json).
+fn vocab_only(name: &str, n: usize) -> WhisperTokenizer {
+    let dir = model_dir(name);
+    if dir.join("vocabulary.json").is_file() {
+        WhisperTokenizer::from_vocabulary_json(&dir.join("vocabulary.json"), n).unwrap()
+    } else {
+        WhisperTokenizer::from_vocabulary_txt(&dir.join("vocabulary.txt"), n).unwrap()
+    }
+}
+
 fn check_tokenizer(tok: &WhisperTokenizer, fx: &Value, what: &str) {
     let sp = tok.special();
     let want = &fx["special"];
@@ -333,15 +350,11 @@ fn check_tokenizer(tok: &WhisperTokenizer, fx: &Value, what: &str) {
 }
 
 #[test]
-fn tokenizer_vocabulary_txt_matches_faster_whisper() {
-    for (name, fx) in [
-        ("whisper-tiny.en", "tokenizer_tiny.en.json"),
-        ("whisper-base", "tokenizer_base.json"),
-    ] {
+fn tokenizer_vocabulary_file_matches_faster_whisper() {
+    for (name, fx) in MODELS {
         let fx = fixture(fx);
         let n = fx["vocab_size"].as_u64().unwrap() as usize;
-        let tok = WhisperTokenizer::from_vocabulary_txt(&model_dir(name).join("vocabulary.txt"), n)
-            .unwrap();
+        let tok = vocab_only(name, n);
         check_tokenizer(&tok, &fx, name);
         for (id, s) in fx["token_strs"].as_object().unwrap() {
             assert_eq!(
@@ -355,10 +368,7 @@ fn tokenizer_vocabulary_txt_matches_faster_whisper() {
 
 #[test]
 fn tokenizer_json_matches_faster_whisper() {
-    for (name, fx) in [
-        ("whisper-tiny.en", "tokenizer_tiny.en.json"),
-        ("whisper-base", "tokenizer_base.json"),
-    ] {
+    for (name, fx) in MODELS {
         let fx = fixture(fx);
         let n = fx["vocab_size"].as_u64().unwrap() as usize;
         let tok = WhisperTokenizer::from_tokenizer_json(&model_dir(name).join("tokenizer.json"), n)
@@ -370,18 +380,14 @@ fn tokenizer_json_matches_faster_whisper() {
 
 #[test]
 fn tokenizer_encode_matches_hf() {
-    for (name, fx) in [
-        ("whisper-tiny.en", "tokenizer_tiny.en.json"),
-        ("whisper-base", "tokenizer_base.json"),
-    ] {
+    for (name, fx) in MODELS {
         let fx = fixture(fx);
         let n = fx["vocab_size"].as_u64().unwrap() as usize;
         let dir = model_dir(name);
         // With tokenizer.json (HF tokenizers, as faster-whisper) and without (BPE over the
         // vocabulary alone, as OpenAI's tiktoken tokenizer).
         let with_json = WhisperTokenizer::from_dir(&dir, n).unwrap();
-        let vocab_only =
-            WhisperTokenizer::from_vocabulary_txt(&dir.join("vocabulary.txt"), n).unwrap();
+        let plain = vocab_only(name, n);
         for case in fx["encode"].as_array().unwrap() {
             let text = case["text"].as_str().unwrap();
             let want = ids(&case["ids"]);
@@ -393,7 +399,7 @@ fn tokenizer_encode_matches_hf() {
             // HF's merges and OpenAI's tiktoken ranks disagree on a few words; each path must
             // match its own reference.
             assert_eq!(
-                vocab_only.encode(text).unwrap(),
+                plain.encode(text).unwrap(),
                 ids(&case["openai_ids"]),
                 "{name} vocabulary BPE: {text:?}"
             );
@@ -403,14 +409,10 @@ fn tokenizer_encode_matches_hf() {
 
 #[test]
 fn tokenizer_non_speech_and_default_generation_match_ct2_config() {
-    for (name, fx) in [
-        ("whisper-tiny.en", "tokenizer_tiny.en.json"),
-        ("whisper-base", "tokenizer_base.json"),
-    ] {
+    for (name, fx) in MODELS {
         let fx = fixture(fx);
         let n = fx["vocab_size"].as_u64().unwrap() as usize;
-        let tok = WhisperTokenizer::from_vocabulary_txt(&model_dir(name).join("vocabulary.txt"), n)
-            .unwrap();
+        let tok = vocab_only(name, n);
         assert_eq!(
             weights::non_speech_tokens(&tok).unwrap(),
             ids(&fx["non_speech_tokens"]),
@@ -428,14 +430,10 @@ fn tokenizer_non_speech_and_default_generation_match_ct2_config() {
 
 #[test]
 fn tokenizer_word_split_matches_faster_whisper() {
-    for (name, fx) in [
-        ("whisper-tiny.en", "tokenizer_tiny.en.json"),
-        ("whisper-base", "tokenizer_base.json"),
-    ] {
+    for (name, fx) in MODELS {
         let fx = fixture(fx);
         let n = fx["vocab_size"].as_u64().unwrap() as usize;
-        let tok = WhisperTokenizer::from_vocabulary_txt(&model_dir(name).join("vocabulary.txt"), n)
-            .unwrap();
+        let tok = vocab_only(name, n);
         for case in fx["words"].as_array().unwrap() {
             let got =
                 tok.split_to_word_tokens(&ids(&case["ids"]), case["language"].as_str().unwrap());
@@ -469,15 +467,10 @@ fn tokenizer_word_split_matches_faster_whisper() {
 /// vocabulary has them.
 #[test]
 fn tokenizer_from_ggml_style_vocab_resolves_specials() {
-    for (name, fx) in [
-        ("whisper-tiny.en", "tokenizer_tiny.en.json"),
-        ("whisper-base", "tokenizer_base.json"),
-    ] {
+    for (name, fx) in MODELS {
         let fx = fixture(fx);
         let n = fx["vocab_size"].as_u64().unwrap() as usize;
-        let full =
-            WhisperTokenizer::from_vocabulary_txt(&model_dir(name).join("vocabulary.txt"), n)
-                .unwrap();
+        let full = vocab_only(name, n);
         let regular: Vec<Vec<u8>> = (0..full.eot())
             .map(|i| full.token_bytes(i).unwrap().to_vec())
             .collect();
@@ -885,4 +878,21 @@ fn ct2_int8_weights_are_dequantized() {
     // Per-row int8 over 1536 values: about 1.3% relative L2.
     assert!(rel < 0.02, "int8 rel L2 {rel}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The newer converter's file holds the same base weights with extra scalar flags, a
+/// vocabulary.json and `<|nospeech|>`: everything must load to the same checkpoint.
+#[test]
+fn ct2_newer_converter_loads_same_weights() {
+    let a = load_checkpoint(&model_dir("whisper-base")).unwrap();
+    let b = load_checkpoint(&model_dir("whisper-base-newconv")).expect("newer converter");
+    assert_same_checkpoint(&a, &b, "base newconv");
+    assert_eq!(
+        b.tokenizer.token_str(b.tokenizer.special().no_speech),
+        Some("<|nospeech|>")
+    );
+    assert_eq!(
+        a.tokenizer.token_str(a.tokenizer.special().no_speech),
+        Some("<|nocaptions|>")
+    );
 }

@@ -280,12 +280,20 @@ impl WhisperTokenizer {
                 ),
             ));
         }
+        // A short list leaves holes below EOT; they decode to nothing (whisper.cpp names them
+        // "[_extra_token_N]").
+        if strings.len() < eot {
+            strings.resize(eot, String::new());
+        }
         let mut specials = vec![
             "<|endoftext|>".to_string(),
             "<|startoftranscript|>".to_string(),
         ];
         for i in 0..n_lang {
-            specials.push(format!("<|{}|>", LANGUAGES.get(i).copied().unwrap_or("xx")));
+            match LANGUAGES.get(i) {
+                Some(code) => specials.push(format!("<|{code}|>")),
+                None => specials.push(format!("<|lang{i}|>")),
+            }
         }
         let no_speech = if vocab_size >= 51866 {
             "<|nospeech|>"
