@@ -50,6 +50,9 @@ pub struct Args {
     /// Cut the audio at silences with Silero VAD first.
     #[arg(long)]
     vad: bool,
+    /// VAD model for --vad (file, directory or cached name).
+    #[arg(long, default_value = stapes::vad::DEFAULT_VAD_MODEL)]
+    vad_model: String,
     /// Word-level timestamps (cross-attention alignment).
     #[arg(long)]
     word_timestamps: bool,
@@ -84,11 +87,6 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
     if a.threads == Some(0) {
         return Err(usage("--threads must be at least 1".into()));
     }
-    if a.vad {
-        return Err(StapesError::Unavailable(
-            "--vad: VAD-driven transcription is not wired yet (issue 6)".into(),
-        ));
-    }
     let opts = EngineOptions {
         device: a.device.parse().map_err(usage)?,
         lane: stapes::runtime::requested_lane(Some(&a.lane)).map_err(usage)?,
@@ -106,6 +104,10 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
     };
     let model = stapes::models::resolve(&a.model)?;
     let engine = Engine::load(&model, &opts)?;
+    let vad = match a.vad {
+        true => Some(stapes::vad::Vad::load(&a.vad_model)?),
+        false => None,
+    };
     if verbose {
         eprintln!(
             "stapes: {} ({}) on {} in lane {}",
@@ -122,7 +124,15 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
     }
     let mut failures = Vec::new();
     for file in &a.files {
-        match transcribe_one(&engine, file, &topts, format, a.output.as_ref(), several) {
+        match transcribe_one(
+            &engine,
+            vad.as_ref(),
+            file,
+            &topts,
+            format,
+            a.output.as_ref(),
+            several,
+        ) {
             Ok(()) => {}
             Err(e) if several => {
                 eprintln!("stapes: {e}");
@@ -142,6 +152,7 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
 
 fn transcribe_one(
     engine: &Engine,
+    vad: Option<&stapes::vad::Vad>,
     file: &std::path::Path,
     topts: &TranscribeOptions,
     format: OutputFormat,
@@ -156,7 +167,10 @@ fn transcribe_one(
             b.set_position((done * 10.0) as u64);
         }
     };
-    let transcript = engine.transcribe(&samples, topts, Some(&on_progress))?;
+    let transcript = match vad {
+        Some(v) => engine.transcribe_with_vad(&samples, v, topts, Some(&on_progress))?,
+        None => engine.transcribe(&samples, topts, Some(&on_progress))?,
+    };
     if let Some(b) = bar {
         b.finish_and_clear();
     }

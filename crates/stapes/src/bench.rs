@@ -105,12 +105,13 @@ pub(crate) fn whisper<B: Backend>(
     };
 
     let enc = m.encode_host(&mel)?;
+    let cross = m.cross_kv(&enc)?;
     let tok = &m.tokenizer;
     let prompt = [tok.sot()];
     let steps = o.decode_tokens.clamp(1, cfg.n_text_ctx - prompt.len());
     let mut per_token = Vec::new();
     for rep in 0..o.iters.clamp(1, 10) + 1 {
-        let mut st = m.decoder_state(&enc, 1)?;
+        let mut st = m.decoder_state(&cross, 1)?;
         let h = m.decode(&mut st, &prompt, prompt.len())?;
         let last = be.slice(&h, 1, prompt.len() - 1, 1)?;
         let mut next = be.argmax(&be.reshape(&last, &[1, cfg.d_model])?)?;

@@ -196,6 +196,64 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Transcribe only where `vad` hears speech: spans of at most 30 s cut at silences, each
+    /// transcribed alone, times mapped back to the input's timeline.
+    pub fn transcribe_with_vad(
+        &self,
+        samples: &[f32],
+        vad: &crate::vad::Vad,
+        opts: &TranscribeOptions,
+        progress: Option<&dyn Fn(f64)>,
+    ) -> Result<Transcript, StapesError> {
+        const SR: f64 = 16_000.0;
+        let params = stapes_models::silero::VadParams::default();
+        let speech = vad.speech(samples, &params)?;
+        let mut out = Transcript {
+            duration: samples.len() as f64 / SR,
+            ..Default::default()
+        };
+        let mut language: Option<String> = opts.language.clone();
+        for span in crate::vad::spans(&speech, 30.0) {
+            let a = ((span.start * SR) as usize).min(samples.len());
+            let b = ((span.end * SR) as usize).clamp(a, samples.len());
+            if b - a < 1600 {
+                continue; // under 0.1 s: nothing a recogniser can use
+            }
+            // The language detected on the first span holds for the rest, as on the plain path.
+            let o = TranscribeOptions {
+                language: language.clone(),
+                ..opts.clone()
+            };
+            let t = self.transcribe(&samples[a..b], &o, None)?;
+            if language.is_none() && !t.language.is_empty() {
+                language = Some(t.language.clone());
+                out.language = t.language.clone();
+                out.language_probability = t.language_probability;
+            }
+            for mut seg in t.segments {
+                seg.id = out.segments.len();
+                seg.start = (seg.start + span.start).min(span.end);
+                seg.end = (seg.end + span.start).min(span.end);
+                if let Some(words) = seg.words.as_mut() {
+                    for w in words.iter_mut() {
+                        w.start += span.start;
+                        w.end += span.start;
+                    }
+                }
+                out.segments.push(seg);
+            }
+            if let Some(p) = progress {
+                p(span.end);
+            }
+        }
+        if out.language.is_empty() {
+            out.language = language.unwrap_or_default();
+        }
+        Ok(out)
+    }
+}
+
 pub(crate) fn whisper_options(o: &TranscribeOptions) -> WhisperOptions {
     let mut w = WhisperOptions {
         language: o.language.clone(),

@@ -8,6 +8,7 @@ pub mod error;
 pub mod models;
 pub mod output;
 pub mod runtime;
+pub mod vad;
 
 pub use engine::{Engine, EngineOptions, Task, TranscribeOptions};
 pub use error::StapesError;
