@@ -10,7 +10,7 @@ use symphonia::core::formats::{FormatOptions, FormatReader, TrackType};
 use symphonia::core::io::{MediaSource, MediaSourceStream, MediaSourceStreamOptions};
 use symphonia::core::meta::MetadataOptions;
 
-use crate::resample::resample_labeled;
+use crate::resample::Stream;
 use crate::AudioError;
 
 /// Longest input accepted, in seconds of audio (24 h).
@@ -108,7 +108,9 @@ pub fn decode_raw_s16le(
             sum as f32 * scale
         })
         .collect();
-    resample_labeled(&mono, sample_rate, &label)
+    let mut stream = Stream::new(sample_rate, &label)?;
+    stream.push(&mono)?;
+    stream.finish()
 }
 
 fn too_many_bytes(label: &Path, len: u64) -> AudioError {
@@ -150,15 +152,6 @@ fn read_limited(reader: impl Read, label: &Path) -> Result<Vec<u8>, AudioError> 
     Ok(bytes)
 }
 
-fn decode_labeled(
-    source: Box<dyn MediaSource>,
-    hint_ext: Option<&str>,
-    label: &Path,
-) -> Result<Vec<f32>, AudioError> {
-    let (mono, rate) = decode_mono(source, hint_ext, label)?;
-    resample_labeled(&mono, rate, label)
-}
-
 fn corrupt(label: &Path, detail: impl Into<String>) -> AudioError {
     AudioError::Corrupt {
         path: label.to_path_buf(),
@@ -192,12 +185,13 @@ fn probe_error(label: &Path, err: SymError) -> AudioError {
     }
 }
 
-/// Decodes the default audio track to mono (channel mean) at its own sample rate.
-fn decode_mono(
+/// Decodes the default audio track to mono (channel mean) and resamples it to 16 kHz as the
+/// packets arrive.
+fn decode_labeled(
     source: Box<dyn MediaSource>,
     hint_ext: Option<&str>,
     label: &Path,
-) -> Result<(Vec<f32>, u32), AudioError> {
+) -> Result<Vec<f32>, AudioError> {
     let mss = MediaSourceStream::new(source, MediaSourceStreamOptions::default());
     let mut hint = Hint::new();
     if let Some(ext) = hint_ext {
@@ -235,6 +229,7 @@ fn decode_mono(
         check_duration(label, n, r)?;
     }
 
+    let mut stream: Option<Stream> = None;
     let mut mono: Vec<f32> = Vec::new();
     let mut interleaved: Vec<f32> = Vec::new();
     let mut packets = 0usize;
@@ -281,6 +276,9 @@ fn decode_mono(
             Err(e) => return Err(corrupt(label, e.to_string())),
         };
         let spec_rate = buf.spec().rate();
+        if spec_rate == 0 {
+            return Err(corrupt(label, "the stream declares a sample rate of 0 Hz"));
+        }
         match rate {
             None => rate = Some(spec_rate),
             Some(r) if r != spec_rate => {
@@ -298,6 +296,7 @@ fn decode_mono(
         }
         interleaved.clear();
         buf.copy_to_vec_interleaved(&mut interleaved);
+        mono.clear();
         if channels == 1 {
             mono.extend_from_slice(&interleaved[..frames.min(interleaved.len())]);
         } else {
@@ -308,9 +307,12 @@ fn decode_mono(
                     .map(|f| f.iter().sum::<f32>() * inv),
             );
         }
-        if let Some(r) = rate {
-            check_duration(label, mono.len() as u64, r)?;
-        }
+        let stream = match stream.as_mut() {
+            Some(s) => s,
+            None => stream.insert(Stream::new(spec_rate, label)?),
+        };
+        stream.push(&mono)?;
+        check_duration(label, stream.input_len(), spec_rate)?;
     }
 
     if packets > 0 && bad_packets * 2 > packets {
@@ -329,7 +331,7 @@ fn decode_mono(
                 .saturating_mul(2)
                 .min(16_384);
             let lossless = is_lossless(&params);
-            let got = mono.len() as u64;
+            let got = stream.as_ref().map_or(0, Stream::input_len);
             if (lossless && got < declared) || (!lossless && got + slack < declared) {
                 return Err(corrupt(
                     label,
@@ -338,19 +340,13 @@ fn decode_mono(
             }
         }
     }
-    if mono.is_empty() {
-        if packets == 0 && !ended_early {
-            return Err(AudioError::Empty {
-                path: label.to_path_buf(),
-            });
-        }
-        return Err(corrupt(label, "no audio could be decoded"));
+    match stream {
+        Some(s) if s.input_len() > 0 => s.finish(),
+        _ if packets == 0 && !ended_early => Err(AudioError::Empty {
+            path: label.to_path_buf(),
+        }),
+        _ => Err(corrupt(label, "no audio could be decoded")),
     }
-    let rate = rate.ok_or_else(|| corrupt(label, "the stream has no sample rate"))?;
-    if rate == 0 {
-        return Err(corrupt(label, "the stream declares a sample rate of 0 Hz"));
-    }
-    Ok((mono, rate))
 }
 
 fn is_lossless(params: &symphonia::core::codecs::audio::AudioCodecParameters) -> bool {
