@@ -6,51 +6,83 @@ extern "C" __global__ void cast_f32_f16(h16* __restrict__ y, const float* __rest
         y[i] = f2h(x[i]);
 }
 
-// Per-row symmetric int8 quantization of activations for the int8 GEMM: one block per output row
-// (m < m_pad). Rows >= m and columns >= k are zero so the padded GEMM dimensions add nothing.
-// q (m_pad, k_pad) int8, sx (m_pad) the row scales.
+// Per-row symmetric int8 quantization of activations for the int8 GEMM. One warp per row
+// (m_pad rows): amax reduced across the warp, then the row written back as packed int8. Rows >= m and columns >= k are zero
+// so the padded GEMM dimensions add nothing. q (m_pad, k_pad) int8, sx (m_pad) the row scales.
 extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* __restrict__ sx, const float* __restrict__ x,
                                             int m, int k, int k_pad) {
-    __shared__ float scratch[32];
-    int r = blockIdx.x;
-    signed char* qr = q + (long long)r * k_pad;
+    int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    int m_pad = gridDim.x * (blockDim.x >> 5);
+    if (r >= m_pad) return;
+    u32* qr = (u32*)(q + (long long)r * k_pad);
+    int groups = k_pad >> 2;  // packed words per row
     if (r >= m) {
-        for (int i = threadIdx.x; i < k_pad; i += blockDim.x) qr[i] = 0;
-        if (threadIdx.x == 0) sx[r] = 0.f;
+        for (int i = lane; i < groups; i += 32) qr[i] = 0u;
+        if (lane == 0) sx[r] = 0.f;
         return;
     }
     const float* xr = x + (long long)r * k;
     float a = 0.f;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) a = fmaxf(a, fabsf(xr[i]));
-    a = block_max(a, scratch);
-    float s = a / 127.f;
-    float inv = a > 0.f ? 127.f / a : 0.f;
-    // four values per thread so the stores are 32-bit
-    for (int i4 = threadIdx.x; i4 < k_pad / 4; i4 += blockDim.x) {
-        u32 packed = 0;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            int i = i4 * 4 + e;
-            float v = i < k ? xr[i] * inv : 0.f;
-            int qi = __float2int_rn(fminf(fmaxf(v, -127.f), 127.f));
-            packed |= ((u32)(qi & 0xff)) << (8 * e);
+    if ((k & 3) == 0) {
+        // common case: 16-byte loads; the second pass re-reads the row from L1
+        const float4* x4 = (const float4*)xr;
+        int k4 = k >> 2;
+        for (int i4 = lane; i4 < k4; i4 += 32) {
+            float4 v = x4[i4];
+            a = fmaxf(a, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
         }
-        ((u32*)qr)[i4] = packed;
+        a = warp_max(a);
+        float inv = a > 0.f ? 127.f / a : 0.f;
+        for (int i4 = lane; i4 < groups; i4 += 32) {
+            float4 v = i4 < k4 ? x4[i4] : make_float4(0.f, 0.f, 0.f, 0.f);
+            int q0 = __float2int_rn(v.x * inv), q1 = __float2int_rn(v.y * inv);
+            int q2 = __float2int_rn(v.z * inv), q3 = __float2int_rn(v.w * inv);
+            qr[i4] = (u32)(q0 & 0xff) | ((u32)(q1 & 0xff) << 8) | ((u32)(q2 & 0xff) << 16) | ((u32)(q3 & 0xff) << 24);
+        }
+    } else {
+        for (int i = lane; i < k; i += 32) a = fmaxf(a, fabsf(xr[i]));
+        a = warp_max(a);
+        float inv = a > 0.f ? 127.f / a : 0.f;
+        for (int i4 = lane; i4 < groups; i4 += 32) {
+            u32 packed = 0;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                int i = i4 * 4 + e;
+                float v = i < k ? xr[i] * inv : 0.f;
+                int qi = __float2int_rn(fminf(fmaxf(v, -127.f), 127.f));
+                packed |= ((u32)(qi & 0xff)) << (8 * e);
+            }
+            qr[i4] = packed;
+        }
     }
-    if (threadIdx.x == 0) sx[r] = s;
+    if (lane == 0) sx[r] = a / 127.f;
 }
 
 // int32 GEMM result (m rows, ldc columns, row-major) -> f32 y (m, n) = acc * sx[row] * sw[col] + bias.
-// grid.y walks rows so no thread divides (64-bit division costs more than the memory traffic).
+// grid.y walks rows so no thread divides; four columns per thread when n allows 16-byte stores.
 extern "C" __global__ void dequant_epilogue(float* __restrict__ y, const int* __restrict__ acc, const float* __restrict__ sx,
                                             const float* __restrict__ sw, const float* __restrict__ bias, int m, int n, int ldc) {
     for (int r = blockIdx.y; r < m; r += gridDim.y) {
         const int* a = acc + (long long)r * ldc;
         float* yr = y + (long long)r * n;
         float s = sx[r];
-        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
-            float v = (float)a[c] * s * sw[c];
-            yr[c] = bias ? v + bias[c] : v;
+        if ((n & 3) == 0) {
+            for (int c4 = blockIdx.x * blockDim.x + threadIdx.x; c4 < (n >> 2); c4 += gridDim.x * blockDim.x) {
+                int4 iv = ((const int4*)a)[c4];
+                float4 w = ((const float4*)sw)[c4];
+                float4 o = make_float4((float)iv.x * s * w.x, (float)iv.y * s * w.y, (float)iv.z * s * w.z, (float)iv.w * s * w.w);
+                if (bias) {
+                    float4 bb = ((const float4*)bias)[c4];
+                    o.x += bb.x; o.y += bb.y; o.z += bb.z; o.w += bb.w;
+                }
+                ((float4*)yr)[c4] = o;
+            }
+        } else {
+            for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
+                float v = (float)a[c] * s * sw[c];
+                yr[c] = bias ? v + bias[c] : v;
+            }
         }
     }
 }

@@ -433,7 +433,7 @@ impl CudaBackend {
                     let (qp, sxp, accp) = (q.ptr, sx.ptr, acc.ptr);
                     self.launch(
                         "quantize_rows_i8",
-                        (m_pad as u32, 1, 1),
+                        ((m_pad / 8) as u32, 1, 1),
                         (256, 1, 1),
                         0,
                         args![qp, sxp, x, mi, ki, kp],
@@ -458,7 +458,7 @@ impl CudaBackend {
                     let ldc = *n_pad as i32;
                     self.launch(
                         "dequant_epilogue",
-                        (n.div_ceil(256).min(64) as u32, m.min(65535) as u32, 1),
+                        (n.div_ceil(1024).clamp(1, 64) as u32, m.min(65535) as u32, 1),
                         (256, 1, 1),
                         0,
                         args![y, accp, sxp, sp, bias, mi, ni, ldc],
@@ -514,7 +514,7 @@ impl CudaBackend {
         match phase {
             0 => self.launch(
                 "quantize_rows_i8",
-                (m_pad as u32, 1, 1),
+                ((m_pad / 8) as u32, 1, 1),
                 (256, 1, 1),
                 0,
                 args![qp, sxp, xp, mi, ki, kp],
@@ -538,7 +538,7 @@ impl CudaBackend {
             .map_err(Into::into),
             2 => self.launch(
                 "dequant_epilogue",
-                (n.div_ceil(256).min(64) as u32, m.min(65535) as u32, 1),
+                (n.div_ceil(1024).clamp(1, 64) as u32, m.min(65535) as u32, 1),
                 (256, 1, 1),
                 0,
                 args![yp, accp, sxp, sp, z, mi, ni, ldc],
