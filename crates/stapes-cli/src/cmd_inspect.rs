@@ -9,17 +9,24 @@ pub struct Args {
 
 #[derive(clap::Args)]
 pub struct ConvertArgs {
+    /// Whisper weights in any format we read (directory, file or cached name).
     input: String,
+    /// Output file (ggml) or directory (hf, ct2).
     output: PathBuf,
-    /// ggml | hf
+    /// ggml | hf | ct2
     #[arg(long)]
     to: String,
 }
 
-pub fn run(_a: Args) -> Result<(), StapesError> {
-    Err(StapesError::Unavailable("inspect: being wired".into()))
+pub fn run(a: Args) -> Result<(), StapesError> {
+    let path = stapes::models::resolve(&a.model)?;
+    print!("{}", stapes::inspect::describe(&path)?);
+    Ok(())
 }
 
-pub fn convert(_a: ConvertArgs) -> Result<(), StapesError> {
-    Err(StapesError::Unavailable("convert: being wired".into()))
+pub fn convert(a: ConvertArgs) -> Result<(), StapesError> {
+    let input = stapes::models::resolve(&a.input)?;
+    stapes::inspect::convert(&input, &a.output, &a.to)?;
+    eprintln!("stapes: wrote {}", a.output.display());
+    Ok(())
 }

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod engine;
 pub mod error;
+pub mod inspect;
 pub mod models;
 pub mod output;
 pub mod runtime;

@@ -1,0 +1,70 @@
+//! `stapes inspect`: what a model file holds (format, family, hyper-parameters, tensors) and
+//! `stapes convert` between the Whisper formats we read.
+
+use crate::error::StapesError;
+use stapes_formats::Format;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// A human-readable description of the model at `path`.
+pub fn describe(path: &Path) -> Result<String, StapesError> {
+    let format = stapes_formats::sniff(path)?;
+    let mut out = String::new();
+    let _ = writeln!(out, "path:    {}", path.display());
+    let _ = writeln!(out, "format:  {format}");
+    match format {
+        Format::Ct2 | Format::Ggml | Format::Safetensors => {
+            let ck = stapes_models::whisper::weights::load_checkpoint(path)?;
+            let c = &ck.config;
+            let _ = writeln!(out, "family:  whisper");
+            let _ = writeln!(
+                out,
+                "hparams: n_mels {} d_model {} encoder {}×{} heads ffn {} decoder {}×{} heads ffn {} audio_ctx {} text_ctx {} vocab {}",
+                c.n_mels, c.d_model, c.encoder_layers, c.encoder_heads, c.encoder_ffn, c.decoder_layers,
+                c.decoder_heads, c.decoder_ffn, c.n_audio_ctx, c.n_text_ctx, c.vocab_size
+            );
+            let tok = &ck.tokenizer;
+            let _ = writeln!(
+                out,
+                "tokens:  vocab {} multilingual {} languages {}",
+                tok.vocab_size(),
+                tok.is_multilingual(),
+                tok.languages().len()
+            );
+            let g = &ck.generation;
+            let _ = writeln!(
+                out,
+                "decode:  {} suppressed tokens, {} begin-suppressed, {} alignment heads",
+                g.suppress_tokens.len(),
+                g.begin_suppress_tokens.len(),
+                g.alignment_heads.len()
+            );
+            let total: usize = ck.tensors.values().map(|t| t.len()).sum();
+            let _ = writeln!(out, "tensors: {} ({:.1} M parameters), transformers names:", ck.tensors.len(), total as f64 / 1e6);
+            for (name, t) in &ck.tensors {
+                let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
+            }
+        }
+        Format::Onnx => {
+            let f = stapes_formats::onnx::read_onnx(path)?;
+            let _ = writeln!(out, "family:  onnx graph ({} nodes, producer {:?}, opsets {:?})", f.nodes.len(), f.producer, f.opsets);
+            let _ = writeln!(out, "tensors: {}", f.tensors.len());
+            for (name, t) in &f.tensors {
+                let _ = writeln!(out, "  {name:<60} {:?} (onnx type {})", t.dims, t.data_type);
+            }
+        }
+        other => {
+            let _ = writeln!(out, "family:  unknown ({other} models are not read by this build yet)");
+        }
+    }
+    Ok(out)
+}
+
+/// Convert Whisper weights at `input` into `to` (ggml file or HF safetensors directory).
+pub fn convert(input: &Path, output: &Path, to: &str) -> Result<(), StapesError> {
+    let format = Format::parse(to)
+        .filter(|f| matches!(f, Format::Ggml | Format::Safetensors | Format::Ct2))
+        .ok_or_else(|| StapesError::Usage(format!("--to {to}: expected ggml, hf or ct2")))?;
+    stapes_models::whisper::weights::convert(input, output, format)?;
+    Ok(())
+}
