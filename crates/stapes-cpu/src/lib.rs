@@ -480,21 +480,18 @@ impl Backend for CpuBackend {
         let (a, b) = (s[s.len() - 2], s[s.len() - 1]);
         let mut out = vec![0f32; t.data.len()];
         if a * b > 0 {
-            self.pool.install(|| {
-                out.par_chunks_mut(a * b)
-                    .zip(t.data.par_chunks(a * b))
-                    .for_each(|(o, i)| {
-                        // 32×32 tiles keep both the read and the write side in cache.
-                        for i0 in (0..a).step_by(32) {
-                            for j0 in (0..b).step_by(32) {
-                                for ii in i0..(i0 + 32).min(a) {
-                                    for jj in j0..(j0 + 32).min(b) {
-                                        o[jj * a + ii] = i[ii * b + jj];
-                                    }
-                                }
+            self.for_chunks(out.len(), &mut out, a * b, |n, o| {
+                let i = &t.data[n * a * b..(n + 1) * a * b];
+                // 32×32 tiles keep both the read and the write side in cache.
+                for i0 in (0..a).step_by(32) {
+                    for j0 in (0..b).step_by(32) {
+                        for ii in i0..(i0 + 32).min(a) {
+                            for jj in j0..(j0 + 32).min(b) {
+                                o[jj * a + ii] = i[ii * b + jj];
                             }
                         }
-                    })
+                    }
+                }
             });
         }
         let mut shape = s.clone();
@@ -667,33 +664,32 @@ impl Backend for CpuBackend {
         let mut out = vec![0f32; batch * m * n];
         if m * n > 0 {
             // Many small products run one per task; one big product uses the threads inside gemm.
-            let inner = if batch >= self.kernels.threads {
+            let work = batch * m * n * k;
+            let inner = if batch >= self.kernels.threads || !self.parallel(work) {
                 gemm::Parallelism::None
             } else {
                 gemm::Parallelism::Rayon(self.kernels.threads)
             };
-            self.pool.install(|| {
-                out.par_chunks_mut(m * n).enumerate().for_each(|(bi, o)| {
-                    let am = Mat {
-                        data: &a.data[bi * m * k..(bi + 1) * m * k],
-                        rs: k,
+            self.for_chunks(work, &mut out, m * n, |bi, o| {
+                let am = Mat {
+                    data: &a.data[bi * m * k..(bi + 1) * m * k],
+                    rs: k,
+                    cs: 1,
+                };
+                let bm = if trans_b {
+                    Mat {
+                        data: &b.data[bi * k * n..(bi + 1) * k * n],
+                        rs: 1,
+                        cs: k,
+                    }
+                } else {
+                    Mat {
+                        data: &b.data[bi * k * n..(bi + 1) * k * n],
+                        rs: n,
                         cs: 1,
-                    };
-                    let bm = if trans_b {
-                        Mat {
-                            data: &b.data[bi * k * n..(bi + 1) * k * n],
-                            rs: 1,
-                            cs: k,
-                        }
-                    } else {
-                        Mat {
-                            data: &b.data[bi * k * n..(bi + 1) * k * n],
-                            rs: n,
-                            cs: 1,
-                        }
-                    };
-                    sgemm(m, n, k, o, n, false, am, bm, 1.0, inner);
-                })
+                    }
+                };
+                sgemm(m, n, k, o, n, false, am, bm, 1.0, inner);
             });
         }
         let mut shape = sa.clone();
@@ -722,20 +718,18 @@ impl Backend for CpuBackend {
         let tout = (t + 2 * p.padding - kk) / p.stride + 1;
         // im2col: row (b, t_out) holds [c_in][k], the weight's own layout, so the GEMM is linear.
         let mut col = vec![0f32; b * tout * w.k]; // (B·T_out, C_in·K)
-        self.pool.install(|| {
-            col.par_chunks_mut(w.k).enumerate().for_each(|(row, dst)| {
-                let (bi, to) = (row / tout, row % tout);
-                for kj in 0..kk {
-                    let ti = (to * p.stride + kj) as isize - p.padding as isize;
-                    if ti < 0 || ti >= t as isize {
-                        continue;
-                    }
-                    let src = &x.data[(bi * t + ti as usize) * cin..][..cin];
-                    for (ci, &v) in src.iter().enumerate() {
-                        dst[ci * kk + kj] = v;
-                    }
+        self.for_chunks(col.len(), &mut col, w.k, |row, dst| {
+            let (bi, to) = (row / tout, row % tout);
+            for kj in 0..kk {
+                let ti = (to * p.stride + kj) as isize - p.padding as isize;
+                if ti < 0 || ti >= t as isize {
+                    continue;
                 }
-            })
+                let src = &x.data[(bi * t + ti as usize) * cin..][..cin];
+                for (ci, &v) in src.iter().enumerate() {
+                    dst[ci * kk + kj] = v;
+                }
+            }
         });
         let out = self.linear_raw(&col, b * tout, w, bias);
         Ok(CpuTensor::new(vec![b, tout, w.n], out))
@@ -777,25 +771,22 @@ impl Backend for CpuBackend {
         }
         let mut out = vec![0f32; b * tout * c];
         if c > 0 {
-            self.pool.install(|| {
-                out.par_chunks_mut(c).enumerate().for_each(|(row, o)| {
-                    let (bi, to) = (row / tout, row % tout);
-                    match bias {
-                        Some(bv) => o.copy_from_slice(&bv.data),
-                        None => o.fill(0.0),
+            self.for_chunks(out.len() * kk, &mut out, c, |row, o| {
+                let (bi, to) = (row / tout, row % tout);
+                match bias {
+                    Some(bv) => o.copy_from_slice(&bv.data),
+                    None => o.fill(0.0),
+                }
+                for kj in 0..kk {
+                    let ti = (to * stride + kj) as isize - padding as isize;
+                    if ti < 0 || ti >= t as isize {
+                        continue;
                     }
-                    for kj in 0..kk {
-                        let ti = (to * stride + kj) as isize - padding as isize;
-                        if ti < 0 || ti >= t as isize {
-                            continue;
-                        }
-                        let src = &x.data[(bi * t + ti as usize) * c..][..c];
-                        for ((ov, &xv), &wv) in o.iter_mut().zip(src).zip(&wt[kj * c..(kj + 1) * c])
-                        {
-                            *ov += xv * wv;
-                        }
+                    let src = &x.data[(bi * t + ti as usize) * c..][..c];
+                    for ((ov, &xv), &wv) in o.iter_mut().zip(src).zip(&wt[kj * c..(kj + 1) * c]) {
+                        *ov += xv * wv;
                     }
-                })
+                }
             });
         }
         Ok(CpuTensor::new(vec![b, tout, c], out))
@@ -844,64 +835,54 @@ impl Backend for CpuBackend {
         let wo = (ww + 2 * p.padding.1 - kw) / p.stride.1 + 1;
         let (cout_g, kdim, npix) = (cout / g, cin_g * kh * kw, ho * wo);
         let mut out = vec![0f32; b * cout * npix];
-        self.pool.install(|| {
-            // One task per (batch, group): im2col (C_in/g·kh·kw, Ho·Wo), then W_g · col.
-            out.par_chunks_mut(cout_g * npix)
-                .enumerate()
-                .for_each(|(task, o)| {
-                    let (bi, grp) = (task / g, task % g);
-                    let mut col = vec![0f32; kdim * npix];
-                    for cl in 0..cin_g {
-                        let plane = &x.data[(bi * cin + grp * cin_g + cl) * hh * ww..][..hh * ww];
-                        for i in 0..kh {
-                            for j in 0..kw {
-                                let crow = &mut col[((cl * kh + i) * kw + j) * npix..][..npix];
-                                for oy in 0..ho {
-                                    let y = (oy * p.stride.0 + i) as isize - p.padding.0 as isize;
-                                    if y < 0 || y >= hh as isize {
-                                        continue;
-                                    }
-                                    for ox in 0..wo {
-                                        let xx =
-                                            (ox * p.stride.1 + j) as isize - p.padding.1 as isize;
-                                        if xx >= 0 && xx < ww as isize {
-                                            crow[oy * wo + ox] =
-                                                plane[y as usize * ww + xx as usize];
-                                        }
-                                    }
+        // One task per (batch, group): im2col (C_in/g·kh·kw, Ho·Wo), then W_g · col; with fewer
+        // tasks than threads the GEMM itself is split.
+        let work = b * cout * npix * kdim;
+        let inner = if b * g >= self.kernels.threads || !self.parallel(work) {
+            gemm::Parallelism::None
+        } else {
+            gemm::Parallelism::Rayon(self.kernels.threads)
+        };
+        self.for_chunks(work, &mut out, cout_g * npix, |task, o| {
+            let (bi, grp) = (task / g, task % g);
+            let mut col = vec![0f32; kdim * npix];
+            for cl in 0..cin_g {
+                let plane = &x.data[(bi * cin + grp * cin_g + cl) * hh * ww..][..hh * ww];
+                for i in 0..kh {
+                    for j in 0..kw {
+                        let crow = &mut col[((cl * kh + i) * kw + j) * npix..][..npix];
+                        for oy in 0..ho {
+                            let y = (oy * p.stride.0 + i) as isize - p.padding.0 as isize;
+                            if y < 0 || y >= hh as isize {
+                                continue;
+                            }
+                            for ox in 0..wo {
+                                let xx = (ox * p.stride.1 + j) as isize - p.padding.1 as isize;
+                                if xx >= 0 && xx < ww as isize {
+                                    crow[oy * wo + ox] = plane[y as usize * ww + xx as usize];
                                 }
                             }
                         }
                     }
-                    let wm = Mat {
-                        data: &w.data[grp * cout_g * kdim..(grp + 1) * cout_g * kdim],
-                        rs: kdim,
-                        cs: 1,
-                    };
-                    let cm = Mat {
-                        data: &col,
-                        rs: npix,
-                        cs: 1,
-                    };
-                    sgemm(
-                        cout_g,
-                        npix,
-                        kdim,
-                        o,
-                        npix,
-                        false,
-                        wm,
-                        cm,
-                        1.0,
-                        gemm::Parallelism::None,
-                    );
-                    if let Some(bv) = bias {
-                        for (co, plane) in o.chunks_mut(npix).enumerate() {
-                            let bval = bv.data[grp * cout_g + co];
-                            plane.iter_mut().for_each(|v| *v += bval);
-                        }
-                    }
-                })
+                }
+            }
+            let wm = Mat {
+                data: &w.data[grp * cout_g * kdim..(grp + 1) * cout_g * kdim],
+                rs: kdim,
+                cs: 1,
+            };
+            let cm = Mat {
+                data: &col,
+                rs: npix,
+                cs: 1,
+            };
+            sgemm(cout_g, npix, kdim, o, npix, false, wm, cm, 1.0, inner);
+            if let Some(bv) = bias {
+                for (co, plane) in o.chunks_mut(npix).enumerate() {
+                    let bval = bv.data[grp * cout_g + co];
+                    plane.iter_mut().for_each(|v| *v += bval);
+                }
+            }
         });
         Ok(CpuTensor::new(vec![b, cout, ho, wo], out))
     }
@@ -1002,16 +983,12 @@ impl Backend for CpuBackend {
         let half = c / 2;
         let mut out = vec![0f32; x.data.len() / 2];
         if half > 0 {
-            self.pool.install(|| {
-                out.par_chunks_mut(half)
-                    .zip(x.data.par_chunks(c))
-                    .for_each(|(o, row)| {
-                        let (a, g) = row.split_at(half);
-                        o.iter_mut()
-                            .zip(a)
-                            .zip(g)
-                            .for_each(|((o, &a), &g)| *o = a * math::sigmoid(g));
-                    })
+            self.for_chunks(out.len() * 20, &mut out, half, |r, o| {
+                let (a, g) = x.data[r * c..(r + 1) * c].split_at(half);
+                o.iter_mut()
+                    .zip(a)
+                    .zip(g)
+                    .for_each(|((o, &a), &g)| *o = a * math::sigmoid(g));
             });
         }
         let mut shape = x.shape.clone();
