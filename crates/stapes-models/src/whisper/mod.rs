@@ -2,9 +2,12 @@
 
 pub mod config;
 pub mod decoder;
+pub mod decoding;
 pub mod encoder;
 pub mod model;
+pub mod timing;
 pub mod tokenizer;
 pub mod weights;
 
+pub use decoding::{Task, WhisperOptions};
 pub use model::Whisper;
