@@ -275,3 +275,28 @@ fn gigaam_edge_inputs_do_not_panic() {
         1
     );
 }
+
+#[test]
+fn gigaam_checkpoint_buffers_give_the_same_features() {
+    let x = jfk();
+    let cfg = gigaam::GigaamConfig::v3();
+    let (window, fb) = gigaam::buffers(&cfg);
+    let got = gigaam::log_mel_with_buffers(&x[..48000], &cfg, &window, &fb).expect("buffers fit");
+    assert_eq!(got, gigaam::log_mel(&x[..48000], &cfg));
+    check(
+        "gigaam v3 from buffers",
+        &got,
+        "gigaam_ref.safetensors",
+        "v3_jfk3s",
+        1e-3,
+        1e-5,
+    );
+    assert!(matches!(
+        gigaam::log_mel_with_buffers(&x, &cfg, &window[1..], &fb),
+        Err(stapes_audio::AudioError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        gigaam::log_mel_with_buffers(&x, &cfg, &window, &fb[..fb.len() - 1]),
+        Err(stapes_audio::AudioError::InvalidArgument(_))
+    ));
+}

@@ -9,6 +9,7 @@
 
 use super::core::{hann, mel_filterbank, MelScale, MelStft, Pad, SparseMel};
 use super::Features;
+use crate::AudioError;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct GigaamConfig {
@@ -69,16 +70,67 @@ pub fn n_frames(n_samples: usize, cfg: &GigaamConfig) -> usize {
 
 /// Log-mel features of `samples` (16 kHz mono), frames-major.
 pub fn log_mel(samples: &[f32], cfg: &GigaamConfig) -> Features {
+    let (window, fb) = buffers(cfg);
+    // The buffers are built for `cfg`, so their sizes always fit.
+    log_mel_with_buffers(samples, cfg, &window, &fb).unwrap_or_else(|_| empty(cfg))
+}
+
+/// [`log_mel`] with the window and mel matrix taken from a checkpoint
+/// (`preprocessor.featurizer.0.spectrogram.window`, `win_length` values, and
+/// `preprocessor.featurizer.0.mel_scale.fb`, `(n_fft / 2 + 1, n_mels)` row-major as torchaudio
+/// stores it), for exact parity whatever precision the checkpoint stored them in.
+/// `cfg.bf16_buffers` is ignored.
+pub fn log_mel_with_buffers(
+    samples: &[f32],
+    cfg: &GigaamConfig,
+    window: &[f32],
+    fb: &[f32],
+) -> Result<Features, AudioError> {
+    let n_freq = cfg.n_fft / 2 + 1;
+    if window.len() != cfg.win_length || fb.len() != n_freq * cfg.n_mels {
+        return Err(AudioError::InvalidArgument(format!(
+            "GigaAM front end: window of {} values and mel matrix of {} values do not fit \
+             win_length {} and ({n_freq}, {})",
+            window.len(),
+            fb.len(),
+            cfg.win_length,
+            cfg.n_mels
+        )));
+    }
     let n_frames = n_frames(samples.len(), cfg);
     if n_frames == 0 || cfg.n_fft == 0 || cfg.win_length > cfg.n_fft {
-        return Features {
-            n_frames: 0,
-            n_bins: cfg.n_mels,
-            data: Vec::new(),
-        };
+        return Ok(empty(cfg));
     }
+    // torchaudio keeps the matrix frequency-major; the STFT wants one row per mel filter.
+    let mut dense = vec![0.0f64; cfg.n_mels * n_freq];
+    for k in 0..n_freq {
+        for m in 0..cfg.n_mels {
+            dense[m * n_freq + k] = fb[k * cfg.n_mels + m] as f64;
+        }
+    }
+    let window: Vec<f64> = window.iter().map(|&w| w as f64).collect();
+    let stft = MelStft::new(
+        cfg.n_fft,
+        cfg.hop_length,
+        &window,
+        if cfg.center { cfg.n_fft / 2 } else { 0 },
+        Pad::Reflect,
+        SparseMel::from_dense(&dense, cfg.n_mels, n_freq),
+    );
+    let data = stft.run(samples, 0, n_frames, |p| p.clamp(1e-9, 1e9).ln());
+    Ok(Features {
+        n_frames,
+        n_bins: cfg.n_mels,
+        data,
+    })
+}
+
+/// The window and mel matrix [`log_mel`] uses for `cfg`, in the layout of
+/// [`log_mel_with_buffers`]: `(window, fb)` with `fb` `(n_fft / 2 + 1, n_mels)` row-major.
+pub fn buffers(cfg: &GigaamConfig) -> (Vec<f32>, Vec<f32>) {
     let sr = cfg.sample_rate as f64;
-    let mut fb = mel_filterbank(
+    let n_freq = cfg.n_fft / 2 + 1;
+    let dense = mel_filterbank(
         sr,
         cfg.n_fft,
         cfg.n_mels,
@@ -87,27 +139,25 @@ pub fn log_mel(samples: &[f32], cfg: &GigaamConfig) -> Features {
         MelScale::Htk,
         false,
     );
-    let mut window = hann(cfg.win_length, true);
-    if cfg.bf16_buffers {
-        fb.iter_mut()
-            .for_each(|w| *w = round_bf16(*w as f32) as f64);
-        window
-            .iter_mut()
-            .for_each(|w| *w = round_bf16(*w as f32) as f64);
+    let round = |x: f32| if cfg.bf16_buffers { round_bf16(x) } else { x };
+    let mut fb = vec![0.0f32; n_freq * cfg.n_mels];
+    for m in 0..cfg.n_mels {
+        for k in 0..n_freq {
+            fb[k * cfg.n_mels + m] = round(dense[m * n_freq + k] as f32);
+        }
     }
-    let stft = MelStft::new(
-        cfg.n_fft,
-        cfg.hop_length,
-        &window,
-        if cfg.center { cfg.n_fft / 2 } else { 0 },
-        Pad::Reflect,
-        SparseMel::from_dense(&fb, cfg.n_mels, cfg.n_fft / 2 + 1),
-    );
-    let data = stft.run(samples, 0, n_frames, |p| p.clamp(1e-9, 1e9).ln());
+    let window = hann(cfg.win_length, true)
+        .iter()
+        .map(|&w| round(w as f32))
+        .collect();
+    (window, fb)
+}
+
+fn empty(cfg: &GigaamConfig) -> Features {
     Features {
-        n_frames,
+        n_frames: 0,
         n_bins: cfg.n_mels,
-        data,
+        data: Vec::new(),
     }
 }
 
