@@ -9,7 +9,11 @@ use std::time::Instant;
 use whisper_common::*;
 
 fn list(var: &str, default: &str) -> Vec<String> {
-    std::env::var(var).unwrap_or_else(|_| default.into()).split(',').map(|s| s.trim().to_string()).collect()
+    std::env::var(var)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect()
 }
 
 #[test]

@@ -8,8 +8,13 @@ use stapes_core::Lane;
 use stapes_models::transcript::Transcript;
 use whisper_common::*;
 
-fn run(m: &stapes_models::whisper::Whisper<stapes_cpu::CpuBackend>, clip: &str, beam: usize) -> Transcript {
-    m.transcribe(&audio(clip), &ref_options(beam)).unwrap_or_else(|e| panic!("{clip}: {e}"))
+fn run(
+    m: &stapes_models::whisper::Whisper<stapes_cpu::CpuBackend>,
+    clip: &str,
+    beam: usize,
+) -> Transcript {
+    m.transcribe(&audio(clip), &ref_options(beam))
+        .unwrap_or_else(|e| panic!("{clip}: {e}"))
 }
 
 fn greedy_ids(name: &str) {
@@ -22,17 +27,26 @@ fn greedy_ids(name: &str) {
         let got_ids: Vec<Vec<u32>> = got.segments.iter().map(|s| s.tokens.clone()).collect();
         let want_ids: Vec<Vec<u32>> = want.iter().map(|s| s.0.clone()).collect();
         if got_ids != want_ids {
-            failures.push(format!("{clip}: ids differ\n  got  {got_ids:?}\n  want {want_ids:?}"));
+            failures.push(format!(
+                "{clip}: ids differ\n  got  {got_ids:?}\n  want {want_ids:?}"
+            ));
             continue;
         }
         for (s, w) in got.segments.iter().zip(&want) {
             if (s.start - w.1).abs() > 1e-3 || (s.end - w.2).abs() > 1e-3 || s.text != w.3 {
-                failures.push(format!("{clip}: segment {:?} {}–{} vs {:?} {}–{}", s.text, s.start, s.end, w.3, w.1, w.2));
+                failures.push(format!(
+                    "{clip}: segment {:?} {}–{} vs {:?} {}–{}",
+                    s.text, s.start, s.end, w.3, w.1, w.2
+                ));
             }
         }
         eprintln!("{name} {clip}: {}", got.text());
     }
-    assert!(failures.is_empty(), "{name} greedy:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{name} greedy:\n{}",
+        failures.join("\n")
+    );
 }
 
 /// Word-level edit distance (the q8 rule for tiny.en).
@@ -43,7 +57,9 @@ fn word_edits(a: &str, b: &str) -> usize {
     for (i, x) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(x != y)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(x != y))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -60,11 +76,17 @@ fn texts_within(name: &str, lane: Lane, beam: usize, key: &str, slack: usize) {
     let m = model(name, lane);
     let mut failures = Vec::new();
     for clip in CLIPS {
-        let want = r["models"][name]["clips"][clip][key]["text"].as_str().unwrap_or("").to_string();
+        let want = r["models"][name]["clips"][clip][key]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
         let got = run(&m, clip, beam).text();
         eprintln!("{name} {lane} beam {beam} {clip}: {got}");
         if got != want {
-            failures.push((word_edits(&got, &want), format!("{clip}:\n  got  {got:?}\n  want {want:?}")));
+            failures.push((
+                word_edits(&got, &want),
+                format!("{clip}:\n  got  {got:?}\n  want {want:?}"),
+            ));
         }
     }
     let hard = failures.len() > slack || failures.iter().any(|(e, _)| *e > 2);
@@ -111,7 +133,10 @@ fn q8_greedy_text_matches_base() {
 #[test]
 fn language_probabilities_match_base_on_jfk() {
     let r = reference();
-    let want = r["models"]["whisper-base"]["jfk_language_probs"].as_array().expect("probs").clone();
+    let want = r["models"]["whisper-base"]["jfk_language_probs"]
+        .as_array()
+        .expect("probs")
+        .clone();
     let m = model("whisper-base", Lane::F32);
     let t = m.transcribe(&audio("jfk"), &ref_options(1)).unwrap();
     assert_eq!(t.language, "en");
@@ -119,5 +144,9 @@ fn language_probabilities_match_base_on_jfk() {
     let p_en = want[0][1].as_f64().unwrap() as f32;
     // stapes detects on the transcription window (one mel frame fewer than faster-whisper's
     // detection input for audio under 30 s), which moves the probability by ~2e-4
-    assert!((t.language_probability - p_en).abs() < 1e-3, "{} vs {p_en}", t.language_probability);
+    assert!(
+        (t.language_probability - p_en).abs() < 1e-3,
+        "{} vs {p_en}",
+        t.language_probability
+    );
 }

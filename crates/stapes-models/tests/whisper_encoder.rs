@@ -35,7 +35,10 @@ fn check(name: &str, lane: Lane, bar: f32) -> (f32, f32) {
     let e_head = rel_l2(&out.data[..n_head * d], &head.data);
     let e_tail = rel_l2(&out.data[(1500 - n_tail) * d..], &tail.data);
     eprintln!("{name} {lane}: rel L2 head {e_head:.2e}, tail {e_tail:.2e}");
-    assert!(e_head <= bar && e_tail <= bar, "{name} {lane}: rel L2 head {e_head}, tail {e_tail} > {bar}");
+    assert!(
+        e_head <= bar && e_tail <= bar,
+        "{name} {lane}: rel L2 head {e_head}, tail {e_tail} > {bar}"
+    );
     (e_head, e_tail)
 }
 

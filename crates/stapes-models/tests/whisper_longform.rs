@@ -33,7 +33,12 @@ fn longform() -> (Vec<f32>, Vec<(String, f64, f64)>) {
 
 fn norm_words(s: &str) -> Vec<String> {
     s.split_whitespace()
-        .map(|w| w.chars().filter(|c| c.is_alphanumeric()).collect::<String>().to_lowercase())
+        .map(|w| {
+            w.chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect::<String>()
+                .to_lowercase()
+        })
         .filter(|w| !w.is_empty())
         .collect()
 }
@@ -43,7 +48,9 @@ fn edits(a: &[String], b: &[String]) -> usize {
     for (i, x) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(x != y)).min(prev[j + 1] + 1).min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(x != y))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -58,7 +65,14 @@ fn ref_ids(v: &Value) -> Vec<Vec<u32>> {
     v.as_array()
         .expect("segments")
         .iter()
-        .map(|s| s["tokens"].as_array().expect("tokens").iter().map(|t| t.as_u64().unwrap_or(0) as u32).collect())
+        .map(|s| {
+            s["tokens"]
+                .as_array()
+                .expect("tokens")
+                .iter()
+                .map(|t| t.as_u64().unwrap_or(0) as u32)
+                .collect()
+        })
         .collect()
 }
 
@@ -68,10 +82,20 @@ fn ref_ids(v: &Value) -> Vec<Vec<u32>> {
 /// timestamps (faster-whisper's, ids identical) start segments up to 3.9 s early in the silences,
 /// and merge a clip's tail with the next clip. Clip ends are not checked: jfk and beckett carry
 /// 0.4–1.3 s of non-speech at their ends.
-fn check_against_truth(name: &str, t: &Transcript, bounds: &[(String, f64, f64)], r: &Value, words: bool) {
+fn check_against_truth(
+    name: &str,
+    t: &Transcript,
+    bounds: &[(String, f64, f64)],
+    r: &Value,
+    words: bool,
+) {
     let mut want = Vec::new();
     for (clip, _, _) in bounds {
-        want.extend(norm_words(r["models"][name]["clips"][clip.as_str()]["greedy"]["text"].as_str().unwrap_or("")));
+        want.extend(norm_words(
+            r["models"][name]["clips"][clip.as_str()]["greedy"]["text"]
+                .as_str()
+                .unwrap_or(""),
+        ));
     }
     let got = norm_words(&t.text());
     let e = edits(&got, &want);
@@ -81,25 +105,49 @@ fn check_against_truth(name: &str, t: &Transcript, bounds: &[(String, f64, f64)]
         want.len()
     );
     for w in t.segments.windows(2) {
-        assert!(w[0].start <= w[1].start && w[0].end <= w[1].end + 1e-9, "segments out of order: {w:?}");
+        assert!(
+            w[0].start <= w[1].start && w[0].end <= w[1].end + 1e-9,
+            "segments out of order: {w:?}"
+        );
     }
     let mut failures = Vec::new();
-    let all: Vec<_> = t.segments.iter().flat_map(|s| s.words.clone().unwrap_or_default()).collect();
+    let all: Vec<_> = t
+        .segments
+        .iter()
+        .flat_map(|s| s.words.clone().unwrap_or_default())
+        .collect();
     for (clip, start, _) in bounds {
-        let d = t.segments.iter().map(|s| (s.start - start).abs()).fold(f64::INFINITY, f64::min);
+        let d = t
+            .segments
+            .iter()
+            .map(|s| (s.start - start).abs())
+            .fold(f64::INFINITY, f64::min);
         if d > 0.5 {
-            eprintln!("{name}: {clip} at {start:.2}: nearest segment start {d:.2} s away (not asserted)");
+            eprintln!(
+                "{name}: {clip} at {start:.2}: nearest segment start {d:.2} s away (not asserted)"
+            );
         }
         if words {
-            let d = all.iter().map(|w| (w.start - start).abs()).fold(f64::INFINITY, f64::min);
+            let d = all
+                .iter()
+                .map(|w| (w.start - start).abs())
+                .fold(f64::INFINITY, f64::min);
             if d > 0.4 {
-                failures.push(format!("{clip} at {start:.2}: nearest word start {d:.2} s away"));
+                failures.push(format!(
+                    "{clip} at {start:.2}: nearest word start {d:.2} s away"
+                ));
             }
         }
     }
     for w in &all {
-        if !bounds.iter().any(|(_, s, e)| w.start >= s - 0.5 && w.end <= e + 0.5) {
-            failures.push(format!("word {:?} {:.2}–{:.2} lies in a silence", w.word, w.start, w.end));
+        if !bounds
+            .iter()
+            .any(|(_, s, e)| w.start >= s - 0.5 && w.end <= e + 0.5)
+        {
+            failures.push(format!(
+                "word {:?} {:.2}–{:.2} lies in a silence",
+                w.word, w.start, w.end
+            ));
         }
     }
     if !failures.is_empty() {
@@ -118,7 +166,11 @@ fn longform_tiny_en_matches_faster_whisper_and_boundaries() {
     let name = "whisper-tiny.en";
     let m = model(name, Lane::F32);
     let t = m.transcribe(&samples, &ref_options(1)).unwrap();
-    assert_eq!(seg_ids(&t), ref_ids(&r["models"][name]["longform"]), "{name}: long-form ids differ from faster-whisper");
+    assert_eq!(
+        seg_ids(&t),
+        ref_ids(&r["models"][name]["longform"]),
+        "{name}: long-form ids differ from faster-whisper"
+    );
     check_against_truth(name, &t, &bounds, &r, false);
 }
 
@@ -128,10 +180,17 @@ fn longform_base_words_match_boundaries() {
     let (samples, bounds) = longform();
     let name = "whisper-base";
     let m = model(name, Lane::F32);
-    let opts = WhisperOptions { word_timestamps: true, ..ref_options(1) };
+    let opts = WhisperOptions {
+        word_timestamps: true,
+        ..ref_options(1)
+    };
     let t = m.transcribe(&samples, &opts).unwrap();
     let want = &r["models"][name]["longform_words"];
-    assert_eq!(seg_ids(&t), ref_ids(want), "{name}: long-form (word timestamps) ids differ from faster-whisper");
+    assert_eq!(
+        seg_ids(&t),
+        ref_ids(want),
+        "{name}: long-form (word timestamps) ids differ from faster-whisper"
+    );
     check_against_truth(name, &t, &bounds, &r, true);
 }
 
@@ -142,7 +201,10 @@ fn words_match_faster_whisper_on_jfk() {
     let mut failures = Vec::new();
     for name in MODELS {
         let m = model(name, Lane::F32);
-        let opts = WhisperOptions { word_timestamps: true, ..ref_options(1) };
+        let opts = WhisperOptions {
+            word_timestamps: true,
+            ..ref_options(1)
+        };
         let t = m.transcribe(&audio("jfk"), &opts).unwrap();
         let want: Vec<&Value> = r["models"][name]["jfk_words"]
             .as_array()
@@ -150,16 +212,34 @@ fn words_match_faster_whisper_on_jfk() {
             .iter()
             .flat_map(|s| s["words"].as_array().expect("words").iter())
             .collect();
-        let got: Vec<_> = t.segments.iter().flat_map(|s| s.words.clone().unwrap_or_default()).collect();
+        let got: Vec<_> = t
+            .segments
+            .iter()
+            .flat_map(|s| s.words.clone().unwrap_or_default())
+            .collect();
         if got.len() != want.len() {
-            failures.push(format!("{name}: {} words vs {}: {got:?}", got.len(), want.len()));
+            failures.push(format!(
+                "{name}: {} words vs {}: {got:?}",
+                got.len(),
+                want.len()
+            ));
             continue;
         }
         for (g, w) in got.iter().zip(&want) {
-            let (ws, we) = (w["start"].as_f64().unwrap_or(-1.0), w["end"].as_f64().unwrap_or(-1.0));
+            let (ws, we) = (
+                w["start"].as_f64().unwrap_or(-1.0),
+                w["end"].as_f64().unwrap_or(-1.0),
+            );
             let wp = w["probability"].as_f64().unwrap_or(-1.0) as f32;
-            if g.word != w["word"].as_str().unwrap_or("") || (g.start - ws).abs() > 0.02 || (g.end - we).abs() > 0.02 || (g.probability - wp).abs() > 0.01 {
-                failures.push(format!("{name}: {:?} {:.2}–{:.2} p{:.3} vs {} {ws:.2}–{we:.2} p{wp:.3}", g.word, g.start, g.end, g.probability, w["word"]));
+            if g.word != w["word"].as_str().unwrap_or("")
+                || (g.start - ws).abs() > 0.02
+                || (g.end - we).abs() > 0.02
+                || (g.probability - wp).abs() > 0.01
+            {
+                failures.push(format!(
+                    "{name}: {:?} {:.2}–{:.2} p{:.3} vs {} {ws:.2}–{we:.2} p{wp:.3}",
+                    g.word, g.start, g.end, g.probability, w["word"]
+                ));
             }
         }
     }
@@ -174,12 +254,24 @@ fn base_detects_and_translates_espeak_clips() {
     let mut failures = Vec::new();
     for lang in ["de", "es"] {
         let p = cache().join(format!("audio/espeak-{lang}.wav"));
-        let a = stapes_audio::load_file(&p).unwrap_or_else(|e| panic!("{}: {e} (run tools/reference/whisper_fw.py)", p.display()));
-        for (task, key) in [(Task::Transcribe, "transcribe"), (Task::Translate, "translate")] {
+        let a = stapes_audio::load_file(&p)
+            .unwrap_or_else(|e| panic!("{}: {e} (run tools/reference/whisper_fw.py)", p.display()));
+        for (task, key) in [
+            (Task::Transcribe, "transcribe"),
+            (Task::Translate, "translate"),
+        ] {
             let want = &r["models"]["whisper-base"][format!("espeak-{lang}-{key}")];
-            let opts = WhisperOptions { task, ..ref_options(5) };
+            let opts = WhisperOptions {
+                task,
+                ..ref_options(5)
+            };
             let t = m.transcribe(&a, &opts).unwrap();
-            eprintln!("{lang} {key}: [{} {:.3}] {}", t.language, t.language_probability, t.text());
+            eprintln!(
+                "{lang} {key}: [{} {:.3}] {}",
+                t.language,
+                t.language_probability,
+                t.text()
+            );
             if t.language != lang || want["language"].as_str() != Some(lang) {
                 failures.push(format!("{lang} {key}: detected {}", t.language));
             }

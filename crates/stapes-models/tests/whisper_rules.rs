@@ -24,7 +24,11 @@ fn rules(max_initial: u32) -> LogitRules {
 }
 
 fn allowed(row: &[f32]) -> Vec<usize> {
-    row.iter().enumerate().filter(|(_, &x)| x > -1e30).map(|(i, _)| i).collect()
+    row.iter()
+        .enumerate()
+        .filter(|(_, &x)| x > -1e30)
+        .map(|(i, _)| i)
+        .collect()
 }
 
 fn flat() -> Vec<f32> {
@@ -40,14 +44,22 @@ fn first_step_is_an_early_timestamp() {
 
 #[test]
 fn suppress_and_begin_suppress_without_timestamps() {
-    let r = LogitRules { suppress: vec![3], suppress_begin: vec![1, EOT], timestamps: None };
+    let r = LogitRules {
+        suppress: vec![3],
+        suppress_begin: vec![1, EOT],
+        timestamps: None,
+    };
     let mut row = flat();
     r.apply(&mut row, 0, 0, &[]);
-    assert!(!allowed(&row).contains(&1) && !allowed(&row).contains(&3) && !allowed(&row).contains(&10));
+    assert!(
+        !allowed(&row).contains(&1) && !allowed(&row).contains(&3) && !allowed(&row).contains(&10)
+    );
     let mut row = flat();
     r.apply(&mut row, 1, 0, &[5]);
     // blank and end-of-text are only forbidden at the first step
-    assert!(allowed(&row).contains(&1) && allowed(&row).contains(&10) && !allowed(&row).contains(&3));
+    assert!(
+        allowed(&row).contains(&1) && allowed(&row).contains(&10) && !allowed(&row).contains(&3)
+    );
 }
 
 #[test]
@@ -90,11 +102,13 @@ fn timestamp_mass_beats_best_text_token() {
     // each timestamp alone is weaker than the best text token, their sum is not → text banned
     let mut row = flat();
     row[5] = 2.0;
-    for t in 15..V {
-        row[t] = 1.0; // 7 × e^1 ≈ 19 > e^2 ≈ 7.4
-    }
+    row[15..V].fill(1.0); // 7 × e^1 ≈ 19 > e^2 ≈ 7.4
     rules(50).apply(&mut row, 2, 0, &[14, 5]);
-    assert!(allowed(&row).iter().all(|&i| i >= TS0 as usize), "{:?}", allowed(&row));
+    assert!(
+        allowed(&row).iter().all(|&i| i >= TS0 as usize),
+        "{:?}",
+        allowed(&row)
+    );
     // and the other way round: a dominant text token keeps text allowed
     let mut row = flat();
     row[5] = 6.0;
@@ -112,7 +126,8 @@ fn forced_prefix_shifts_the_first_step() {
 
 #[test]
 fn compression_ratio_flags_repetition() {
-    let plain = compression_ratio("And so my fellow Americans, ask not what your country can do for you.");
+    let plain =
+        compression_ratio("And so my fellow Americans, ask not what your country can do for you.");
     let loop_ = compression_ratio(&"I'm going to go. ".repeat(20));
     assert!(plain < 1.6, "{plain}");
     assert!(loop_ > 2.4, "{loop_}");

@@ -72,7 +72,10 @@ impl<B: Backend> Decoder<B> {
         if embed_host.shape != [cfg.vocab_size, cfg.d_model] {
             return Err(t.bad(
                 &embed_name,
-                &format!("expected ({}, {}), got {:?}", cfg.vocab_size, cfg.d_model, embed_host.shape),
+                &format!(
+                    "expected ({}, {}), got {:?}",
+                    cfg.vocab_size, cfg.d_model, embed_host.shape
+                ),
             ));
         }
         let mut layers = Vec::with_capacity(cfg.decoder_layers);
@@ -112,9 +115,15 @@ impl<B: Backend> Decoder<B> {
     pub fn cross_kv(&self, b: &B, encoded: &B::Tensor) -> Result<CrossKv<B>> {
         let s = encoded.shape();
         if s.len() != 3 || s[0] != 1 || s[2] != self.d {
-            return Err(ModelError::BadInput(format!("encoded window must be (1, T, {}), got {s:?}", self.d)));
+            return Err(ModelError::BadInput(format!(
+                "encoded window must be (1, T, {}), got {s:?}",
+                self.d
+            )));
         }
-        let mut kv = CrossKv { k: Vec::with_capacity(self.layers.len()), v: Vec::with_capacity(self.layers.len()) };
+        let mut kv = CrossKv {
+            k: Vec::with_capacity(self.layers.len()),
+            v: Vec::with_capacity(self.layers.len()),
+        };
         for layer in &self.layers {
             kv.k.push(layer.cross_k.forward(b, encoded)?); // (1, 1500, d)
             kv.v.push(layer.cross_v.forward(b, encoded)?);
@@ -123,7 +132,12 @@ impl<B: Backend> Decoder<B> {
     }
 
     /// Fresh self-attention caches for `batch` sequences over a window's cross K/V.
-    pub fn new_state<'a>(&self, b: &B, cross: &'a CrossKv<B>, batch: usize) -> Result<DecoderState<'a, B>> {
+    pub fn new_state<'a>(
+        &self,
+        b: &B,
+        cross: &'a CrossKv<B>,
+        batch: usize,
+    ) -> Result<DecoderState<'a, B>> {
         let mut st = DecoderState {
             batch,
             len: 0,
@@ -143,13 +157,20 @@ impl<B: Backend> Decoder<B> {
     /// `idx[i]` (beam search; expanding one prompt into several candidates).
     pub fn reorder(&self, b: &B, st: &mut DecoderState<'_, B>, idx: &[usize]) -> Result<()> {
         if idx.iter().any(|&i| i >= st.batch) {
-            return Err(ModelError::BadInput(format!("reorder index out of range (batch {})", st.batch)));
+            return Err(ModelError::BadInput(format!(
+                "reorder index out of range (batch {})",
+                st.batch
+            )));
         }
         if idx.len() == st.batch && idx.iter().enumerate().all(|(i, &j)| i == j) {
             return Ok(());
         }
         let fresh = idx.len() != st.batch;
-        let zeros = if fresh { Some(HostTensor::zeros(vec![idx.len(), self.n_ctx, self.d])) } else { None };
+        let zeros = if fresh {
+            Some(HostTensor::zeros(vec![idx.len(), self.n_ctx, self.d]))
+        } else {
+            None
+        };
         for cache in st.self_k.iter_mut().chain(st.self_v.iter_mut()) {
             // Only the filled rows move: the copy grows with the sequence, not with n_text_ctx.
             let live = if st.len > 0 {
@@ -170,7 +191,13 @@ impl<B: Backend> Decoder<B> {
     }
 
     /// `tokens (batch·n)` at positions `len .. len+n` → final hidden states `(batch, n, d)`.
-    pub fn forward(&self, b: &B, st: &mut DecoderState<'_, B>, tokens: &[u32], n: usize) -> Result<B::Tensor> {
+    pub fn forward(
+        &self,
+        b: &B,
+        st: &mut DecoderState<'_, B>,
+        tokens: &[u32],
+        n: usize,
+    ) -> Result<B::Tensor> {
         self.forward_inner(b, st, tokens, n, &[]).map(|(x, _)| x)
     }
 
@@ -197,7 +224,10 @@ impl<B: Backend> Decoder<B> {
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         let batch = st.batch;
         if n == 0 || tokens.len() != batch * n {
-            return Err(ModelError::BadInput(format!("{} tokens for a batch of {batch} × {n}", tokens.len())));
+            return Err(ModelError::BadInput(format!(
+                "{} tokens for a batch of {batch} × {n}",
+                tokens.len()
+            )));
         }
         if st.len + n > self.n_ctx {
             return Err(ModelError::BadInput(format!(
@@ -206,7 +236,10 @@ impl<B: Backend> Decoder<B> {
             )));
         }
         if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.vocab) {
-            return Err(ModelError::BadInput(format!("token id {t} outside the vocabulary ({})", self.vocab)));
+            return Err(ModelError::BadInput(format!(
+                "token id {t} outside the vocabulary ({})",
+                self.vocab
+            )));
         }
         let offset = st.len;
         let x = b.gather_rows(&self.embed, tokens)?; // (batch·n, d)

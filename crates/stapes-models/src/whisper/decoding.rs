@@ -154,7 +154,11 @@ impl LogitRules {
         } else if step > sample_begin {
             let last = seq.get(step - 1).copied().unwrap_or(0);
             if last >= ts.timestamp_begin {
-                let penultimate = if step - 1 > sample_begin { seq.get(step - 2).copied().unwrap_or(0) } else { last };
+                let penultimate = if step - 1 > sample_begin {
+                    seq.get(step - 2).copied().unwrap_or(0)
+                } else {
+                    last
+                };
                 if penultimate >= ts.timestamp_begin {
                     // a closed pair: text or end-of-text must follow
                     if tb <= te {
@@ -238,7 +242,10 @@ impl Rng {
     /// A draw from `softmax(logprobs / t)`.
     fn sample(&mut self, logprobs: &[f32], t: f32) -> usize {
         let m = logprobs.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-        let w: Vec<f64> = logprobs.iter().map(|&v| (((v - m) / t) as f64).exp()).collect();
+        let w: Vec<f64> = logprobs
+            .iter()
+            .map(|&v| (((v - m) / t) as f64).exp())
+            .collect();
         let total: f64 = w.iter().sum();
         let mut u = self.uniform() * total;
         for (i, &p) in w.iter().enumerate() {
@@ -305,19 +312,29 @@ impl<B: Backend> Whisper<B> {
     }
 
     /// Decode one window (its cross K/V) from `prompt`, as CTranslate2's `Whisper.generate` does.
-    pub fn generate(&self, cross: &CrossKv<B>, prompt: &[u32], o: &GenerateOptions) -> Result<Generated> {
+    pub fn generate(
+        &self,
+        cross: &CrossKv<B>,
+        prompt: &[u32],
+        o: &GenerateOptions,
+    ) -> Result<Generated> {
         let sp = self.special().clone();
         let sot_index = prompt
             .iter()
             .position(|&t| t == sp.sot)
             .ok_or_else(|| ModelError::BadInput("prompt has no <|startoftranscript|>".into()))?;
         let mut prompt_length = sot_index;
-        while prompt_length < prompt.len() && (sp.sot..=sp.no_timestamps).contains(&prompt[prompt_length]) {
+        while prompt_length < prompt.len()
+            && (sp.sot..=sp.no_timestamps).contains(&prompt[prompt_length])
+        {
             prompt_length += 1;
         }
         let ctx = self.decoder.n_ctx();
         if prompt.len() >= ctx {
-            return Err(ModelError::BadInput(format!("prompt of {} tokens exceeds the context", prompt.len())));
+            return Err(ModelError::BadInput(format!(
+                "prompt of {} tokens exceeds the context",
+                prompt.len()
+            )));
         }
         let mut state = self.decoder_state(cross, 1)?;
         let prefill = &prompt[..prompt_length - 1];
@@ -333,13 +350,19 @@ impl<B: Backend> Whisper<B> {
             }
         }
         let start_step = prefill.len();
-        let max_len = (o.max_length / 2).min(o.max_length.saturating_sub(start_step)).max(1);
+        let max_len = (o.max_length / 2)
+            .min(o.max_length.saturating_sub(start_step))
+            .max(1);
         let max_len = max_len.min(ctx - start_step);
         let start_id = start[0];
         let prefix = &start[1..];
         let rules = LogitRules {
             suppress: o.rules_suppress.clone(),
-            suppress_begin: if o.suppress_blank { self.generation.begin_suppress_tokens.clone() } else { Vec::new() },
+            suppress_begin: if o.suppress_blank {
+                self.generation.begin_suppress_tokens.clone()
+            } else {
+                Vec::new()
+            },
             timestamps: (prompt[prompt_length - 1] != sp.no_timestamps).then(|| TimestampRules {
                 eot: sp.eot,
                 no_timestamps: sp.no_timestamps,
@@ -350,9 +373,25 @@ impl<B: Backend> Whisper<B> {
         };
         let first_step_no_speech = sot_is_start.then_some(sp.no_speech as usize);
         let (mut hyps, ns) = if o.beam_size <= 1 {
-            self.greedy(&mut state, start_id, prefix, max_len, &rules, o, first_step_no_speech)?
+            self.greedy(
+                &mut state,
+                start_id,
+                prefix,
+                max_len,
+                &rules,
+                o,
+                first_step_no_speech,
+            )?
         } else {
-            self.beam(&mut state, start_id, prefix, max_len, &rules, o, first_step_no_speech)?
+            self.beam(
+                &mut state,
+                start_id,
+                prefix,
+                max_len,
+                &rules,
+                o,
+                first_step_no_speech,
+            )?
         };
         if let Some(p) = ns {
             no_speech_prob = p;
@@ -361,8 +400,15 @@ impl<B: Backend> Whisper<B> {
             h.score /= (h.tokens.len() as f32).powf(o.length_penalty);
         }
         hyps.sort_by(|a, b| b.score.total_cmp(&a.score));
-        let best = hyps.into_iter().next().ok_or_else(|| ModelError::BadInput("decoding produced no hypothesis".into()))?;
-        Ok(Generated { tokens: best.tokens, score: best.score, no_speech_prob })
+        let best = hyps
+            .into_iter()
+            .next()
+            .ok_or_else(|| ModelError::BadInput("decoding produced no hypothesis".into()))?;
+        Ok(Generated {
+            tokens: best.tokens,
+            score: best.score,
+            no_speech_prob,
+        })
     }
 
     /// Greedy search, or `num_hypotheses` independent samples at `temperature`.
@@ -378,12 +424,21 @@ impl<B: Backend> Whisper<B> {
         no_speech_id: Option<usize>,
     ) -> Result<(Vec<Hyp>, Option<f32>)> {
         let eot = self.special().eot;
-        let n = if o.temperature > 0.0 { o.num_hypotheses.max(1) } else { 1 };
+        let n = if o.temperature > 0.0 {
+            o.num_hypotheses.max(1)
+        } else {
+            1
+        };
         if n > 1 {
             self.decoder.reorder(&self.backend, state, &vec![0; n])?;
         }
         let mut rng = Rng::new(o.seed);
-        let mut hyps: Vec<Hyp> = (0..n).map(|_| Hyp { tokens: Vec::new(), score: 0.0 }).collect();
+        let mut hyps: Vec<Hyp> = (0..n)
+            .map(|_| Hyp {
+                tokens: Vec::new(),
+                score: 0.0,
+            })
+            .collect();
         // row r of the batch decodes hypothesis alive[r]
         let mut alive: Vec<usize> = (0..n).collect();
         let mut input = vec![start_id; n];
@@ -486,7 +541,10 @@ impl<B: Backend> Whisper<B> {
                     top.truncate(n_cand);
                 }
             }
-            let mut cand: Vec<(usize, u32, f32)> = top.iter().map(|&(s, f)| (f / v, (f % v) as u32, s)).collect();
+            let mut cand: Vec<(usize, u32, f32)> = top
+                .iter()
+                .map(|&(s, f)| (f / v, (f % v) as u32, s))
+                .collect();
             if step < prefix.len() {
                 for (k, c) in cand.iter_mut().enumerate() {
                     *c = (0, prefix[step], if k == 0 { 0.0 } else { -1e10 });
@@ -521,7 +579,11 @@ impl<B: Backend> Whisper<B> {
                 active.push(next);
             }
             let done = is_last
-                || if early_exit { top_beam_finished && !finished.is_empty() } else { finished.len() >= max_candidates };
+                || if early_exit {
+                    top_beam_finished && !finished.is_empty()
+                } else {
+                    finished.len() >= max_candidates
+                };
             if done {
                 break;
             }
@@ -546,14 +608,23 @@ impl<B: Backend> Whisper<B> {
     pub fn detect_language(&self, cross: &CrossKv<B>) -> Result<Vec<(String, f32)>> {
         let langs = self.tokenizer.languages();
         if !self.tokenizer.is_multilingual() || langs.is_empty() {
-            return Err(ModelError::BadInput("language detection needs a multilingual model".into()));
+            return Err(ModelError::BadInput(
+                "language detection needs a multilingual model".into(),
+            ));
         }
         let mut state = self.decoder_state(cross, 1)?;
         let hidden = self.decode(&mut state, &[self.special().sot], 1)?;
         let logits = self.last_logits(&hidden, 1)?;
-        let sel: Vec<f32> = langs.iter().map(|(_, id)| logits.data.get(*id as usize).copied().unwrap_or(DISABLED)).collect();
+        let sel: Vec<f32> = langs
+            .iter()
+            .map(|(_, id)| logits.data.get(*id as usize).copied().unwrap_or(DISABLED))
+            .collect();
         let lse = log_sum_exp(&sel);
-        let mut out: Vec<(String, f32)> = langs.iter().zip(&sel).map(|((c, _), &x)| (c.clone(), (x - lse).exp())).collect();
+        let mut out: Vec<(String, f32)> = langs
+            .iter()
+            .zip(&sel)
+            .map(|((c, _), &x)| (c.clone(), (x - lse).exp()))
+            .collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1));
         Ok(out)
     }
@@ -570,7 +641,11 @@ pub fn compression_ratio(text: &str) -> f32 {
         return 0.0;
     }
     let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
-    let compressed = enc.write_all(bytes).and_then(|_| enc.finish()).map(|v| v.len()).unwrap_or(bytes.len());
+    let compressed = enc
+        .write_all(bytes)
+        .and_then(|_| enc.finish())
+        .map(|v| v.len())
+        .unwrap_or(bytes.len());
     bytes.len() as f32 / compressed.max(1) as f32
 }
 
@@ -640,7 +715,9 @@ impl<B: Backend> Whisper<B> {
 
         let mut sot_sequence = vec![sp.sot];
         if tok.is_multilingual() {
-            let lang = tok.language_token(&language).ok_or_else(|| ModelError::BadInput(format!("unknown language `{language}`")))?;
+            let lang = tok
+                .language_token(&language)
+                .ok_or_else(|| ModelError::BadInput(format!("unknown language `{language}`")))?;
             sot_sequence.push(lang);
             sot_sequence.push(match opts.task {
                 Task::Transcribe => sp.transcribe,
@@ -694,7 +771,14 @@ impl<B: Backend> Whisper<B> {
                 prompt.extend_from_slice(&prefix_tokens);
             }
 
-            let res = self.generate_with_fallback(&cross, &prompt, opts, &suppress, max_length, window_index)?;
+            let res = self.generate_with_fallback(
+                &cross,
+                &prompt,
+                opts,
+                &suppress,
+                max_length,
+                window_index,
+            )?;
             window_index += 1;
 
             if let Some(thr) = opts.no_speech_threshold {
@@ -714,8 +798,14 @@ impl<B: Backend> Whisper<B> {
             }
 
             let tokens = &res.gen.tokens;
-            let (mut current, new_seek, single_timestamp_ending) =
-                split_by_timestamps(tokens, sp.timestamp_begin, time_offset, seek, segment_size, segment_duration);
+            let (mut current, new_seek, single_timestamp_ending) = split_by_timestamps(
+                tokens,
+                sp.timestamp_begin,
+                time_offset,
+                seek,
+                segment_size,
+                segment_duration,
+            );
             seek = new_seek;
 
             if opts.word_timestamps {
@@ -757,14 +847,21 @@ impl<B: Backend> Whisper<B> {
                     words: s.words,
                 });
             }
-            if !opts.condition_on_previous_text || res.temperature > opts.prompt_reset_on_temperature {
+            if !opts.condition_on_previous_text
+                || res.temperature > opts.prompt_reset_on_temperature
+            {
                 prompt_reset_since = all_tokens.len();
             }
             if let Some(cb) = progress {
                 cb((seek.min(content_frames)) as f64 / 100.0);
             }
         }
-        Ok(Transcript { language, language_probability, duration, segments })
+        Ok(Transcript {
+            language,
+            language_probability,
+            duration,
+            segments,
+        })
     }
 
     /// Encode a window and compute its cross-attention K/V (the encoder output itself is not
@@ -802,7 +899,14 @@ impl<B: Backend> Whisper<B> {
                 out.extend_from_slice(&self.generation.suppress_tokens);
             }
         }
-        out.extend([sp.transcribe, sp.translate, sp.sot, sp.sot_prev, sp.sot_lm, sp.no_speech]);
+        out.extend([
+            sp.transcribe,
+            sp.translate,
+            sp.sot,
+            sp.sot_prev,
+            sp.sot_lm,
+            sp.no_speech,
+        ]);
         out.sort_unstable();
         out.dedup();
         out
@@ -830,7 +934,11 @@ impl<B: Backend> Whisper<B> {
         }
         let mut all: Vec<WindowResult> = Vec::new();
         let mut below_cr: Vec<usize> = Vec::new();
-        let temps = if opts.temperatures.is_empty() { vec![0.0] } else { opts.temperatures.clone() };
+        let temps = if opts.temperatures.is_empty() {
+            vec![0.0]
+        } else {
+            opts.temperatures.clone()
+        };
         for &t in &temps {
             let o = GenerateOptions {
                 beam_size: if t > 0.0 { 1 } else { opts.beam_size.max(1) },
@@ -841,7 +949,8 @@ impl<B: Backend> Whisper<B> {
                 max_length,
                 rules_suppress: suppress.to_vec(),
                 suppress_blank: opts.suppress_blank,
-                max_initial_timestamp_index: (opts.max_initial_timestamp as f64 / TIME_PRECISION).round() as u32,
+                max_initial_timestamp_index: (opts.max_initial_timestamp as f64 / TIME_PRECISION)
+                    .round() as u32,
                 seed: opts.seed ^ (window_index << 8) ^ (t * 1000.0) as u64,
             };
             let gen = self.generate(cross, prompt, &o)?;
@@ -868,7 +977,12 @@ impl<B: Backend> Whisper<B> {
                     needs_fallback = false;
                 }
             }
-            let r = WindowResult { gen, avg_logprob, temperature: t, compression_ratio: cr };
+            let r = WindowResult {
+                gen,
+                avg_logprob,
+                temperature: t,
+                compression_ratio: cr,
+            };
             if !needs_fallback {
                 return Ok(r);
             }
@@ -876,7 +990,11 @@ impl<B: Backend> Whisper<B> {
         }
         // every temperature failed: the best average log-probability, preferring results that
         // passed the compression check; the last temperature is reported (prompt reset rule)
-        let pool: Vec<usize> = if below_cr.is_empty() { (0..all.len()).collect() } else { below_cr };
+        let pool: Vec<usize> = if below_cr.is_empty() {
+            (0..all.len()).collect()
+        } else {
+            below_cr
+        };
         let best = pool
             .into_iter()
             .max_by(|&a, &b| all[a].avg_logprob.total_cmp(&all[b].avg_logprob))
@@ -890,19 +1008,32 @@ impl<B: Backend> Whisper<B> {
 
 fn validate(o: &WhisperOptions) -> Result<()> {
     if o.beam_size == 0 || o.beam_size > 64 {
-        return Err(ModelError::BadInput(format!("beam size must be 1..=64, got {}", o.beam_size)));
+        return Err(ModelError::BadInput(format!(
+            "beam size must be 1..=64, got {}",
+            o.beam_size
+        )));
     }
     if o.best_of == 0 || o.best_of > 64 {
-        return Err(ModelError::BadInput(format!("best_of must be 1..=64, got {}", o.best_of)));
+        return Err(ModelError::BadInput(format!(
+            "best_of must be 1..=64, got {}",
+            o.best_of
+        )));
     }
-    if !(o.patience > 0.0) {
+    if o.patience.is_nan() || o.patience <= 0.0 {
         return Err(ModelError::BadInput("patience must be > 0".into()));
     }
     if o.temperatures.iter().any(|t| !t.is_finite() || *t < 0.0) {
-        return Err(ModelError::BadInput("temperatures must be finite and ≥ 0".into()));
+        return Err(ModelError::BadInput(
+            "temperatures must be finite and ≥ 0".into(),
+        ));
     }
-    if !o.length_penalty.is_finite() || !o.max_initial_timestamp.is_finite() || o.max_initial_timestamp < 0.0 {
-        return Err(ModelError::BadInput("length_penalty and max_initial_timestamp must be finite".into()));
+    if !o.length_penalty.is_finite()
+        || !o.max_initial_timestamp.is_finite()
+        || o.max_initial_timestamp < 0.0
+    {
+        return Err(ModelError::BadInput(
+            "length_penalty and max_initial_timestamp must be finite".into(),
+        ));
     }
     Ok(())
 }
@@ -920,7 +1051,9 @@ pub(crate) fn split_by_timestamps(
     let is_ts = |t: u32| t >= timestamp_begin;
     let n = tokens.len();
     let single_timestamp_ending = n >= 2 && !is_ts(tokens[n - 2]) && is_ts(tokens[n - 1]);
-    let consecutive: Vec<usize> = (1..n).filter(|&i| is_ts(tokens[i]) && is_ts(tokens[i - 1])).collect();
+    let consecutive: Vec<usize> = (1..n)
+        .filter(|&i| is_ts(tokens[i]) && is_ts(tokens[i - 1]))
+        .collect();
     let mut out = Vec::new();
     let mut seek = seek;
     let pos = |t: u32| (t - timestamp_begin) as f64;
@@ -955,7 +1088,12 @@ pub(crate) fn split_by_timestamps(
                 duration = pos(t) * TIME_PRECISION;
             }
         }
-        out.push(RawSegment { start: time_offset, end: time_offset + duration, tokens: tokens.to_vec(), words: None });
+        out.push(RawSegment {
+            start: time_offset,
+            end: time_offset + duration,
+            tokens: tokens.to_vec(),
+            words: None,
+        });
         seek += segment_size;
     }
     (out, seek, single_timestamp_ending)

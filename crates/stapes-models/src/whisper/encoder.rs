@@ -67,7 +67,11 @@ impl<B: Backend> Encoder<B> {
 
     /// `mel (B, n_frames, n_mels)` → `(B, n_audio_ctx, d)`.
     pub fn forward(&self, b: &B, mel: &B::Tensor) -> Result<B::Tensor> {
-        let k3 = |stride| Conv1dParams { kernel: 3, stride, padding: 1 };
+        let k3 = |stride| Conv1dParams {
+            kernel: 3,
+            stride,
+            padding: 1,
+        };
         let x = b.conv1d(mel, &self.conv1_w, Some(&self.conv1_b), k3(1))?; // (B, 3000, d)
         let x = b.activation(&x, Activation::Gelu)?;
         let x = b.conv1d(&x, &self.conv2_w, Some(&self.conv2_b), k3(2))?; // (B, 1500, d)

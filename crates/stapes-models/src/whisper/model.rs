@@ -35,7 +35,10 @@ impl<'a> Tensors<'a> {
     pub fn weight<B: Backend>(&self, b: &B, name: &str, lane: Lane) -> Result<B::Weight> {
         let w = self.get(name)?;
         if w.shape.len() != 2 {
-            return Err(self.bad(name, &format!("expected a (N, K) matrix, got {:?}", w.shape)));
+            return Err(self.bad(
+                name,
+                &format!("expected a (N, K) matrix, got {:?}", w.shape),
+            ));
         }
         Ok(b.weight(w, lane)?)
     }
@@ -106,10 +109,20 @@ impl<B: Backend> Attn<B> {
     }
 }
 
-pub(crate) fn attn_params<T: DeviceTensor>(x: &T, heads: usize, kv_len: Option<usize>, causal: bool) -> AttnParams {
+pub(crate) fn attn_params<T: DeviceTensor>(
+    x: &T,
+    heads: usize,
+    kv_len: Option<usize>,
+    causal: bool,
+) -> AttnParams {
     let d = x.shape().last().copied().unwrap_or(1);
     let dh = (d / heads.max(1)).max(1);
-    AttnParams { n_heads: heads, scale: 1.0 / (dh as f32).sqrt(), kv_len, causal }
+    AttnParams {
+        n_heads: heads,
+        scale: 1.0 / (dh as f32).sqrt(),
+        kv_len,
+        causal,
+    }
 }
 
 /// fc1 → GELU → fc2.
@@ -170,12 +183,31 @@ impl<B: Backend> Whisper<B> {
         lane: Lane,
     ) -> Result<Self> {
         if !backend.supports_lane(lane) {
-            return Err(stapes_core::Error::LaneUnavailable { lane, backend: backend.name() }.into());
+            return Err(stapes_core::Error::LaneUnavailable {
+                lane,
+                backend: backend.name(),
+            }
+            .into());
         }
         let t = Tensors { map: tensors, path };
-        let encoder = Encoder::load(&backend, &t, config.encoder_layers, config.encoder_heads, lane)?;
+        let encoder = Encoder::load(
+            &backend,
+            &t,
+            config.encoder_layers,
+            config.encoder_heads,
+            lane,
+        )?;
         let decoder = Decoder::load(&backend, &t, &config, lane)?;
-        Ok(Self { backend, config, generation, tokenizer, lane, path: path.to_path_buf(), encoder, decoder })
+        Ok(Self {
+            backend,
+            config,
+            generation,
+            tokenizer,
+            lane,
+            path: path.to_path_buf(),
+            encoder,
+            decoder,
+        })
     }
 
     pub fn backend(&self) -> &B {
@@ -201,7 +233,9 @@ impl<B: Backend> Whisper<B> {
     /// Encode a host mel window `(n_frames, n_mels)` (one sequence).
     pub fn encode_host(&self, mel: &HostTensor) -> Result<B::Tensor> {
         let x = self.backend.upload(mel)?;
-        let x = self.backend.reshape(&x, &[1, self.encoder.n_frames, self.config.n_mels])?;
+        let x = self
+            .backend
+            .reshape(&x, &[1, self.encoder.n_frames, self.config.n_mels])?;
         self.encode(&x)
     }
 
@@ -211,13 +245,22 @@ impl<B: Backend> Whisper<B> {
     }
 
     /// A decoder state for `batch` sequences over a window's cross K/V.
-    pub fn decoder_state<'a>(&self, cross: &'a CrossKv<B>, batch: usize) -> Result<DecoderState<'a, B>> {
+    pub fn decoder_state<'a>(
+        &self,
+        cross: &'a CrossKv<B>,
+        batch: usize,
+    ) -> Result<DecoderState<'a, B>> {
         self.decoder.new_state(&self.backend, cross, batch)
     }
 
     /// Feed `tokens` (`batch × n`, row-major) through the decoder at the state's current
     /// position; returns the final hidden states `(batch, n, d)` (before the output projection).
-    pub fn decode(&self, state: &mut DecoderState<'_, B>, tokens: &[u32], n: usize) -> Result<B::Tensor> {
+    pub fn decode(
+        &self,
+        state: &mut DecoderState<'_, B>,
+        tokens: &[u32],
+        n: usize,
+    ) -> Result<B::Tensor> {
         self.decoder.forward(&self.backend, state, tokens, n)
     }
 

@@ -1,8 +1,8 @@
 //! Word timestamps: cross-attention of the alignment heads → DTW path → word boundaries, as
 //! CTranslate2's `Whisper.align` and faster-whisper's `add_word_timestamps` compute them.
 
-use super::decoding::{RawSegment, WhisperOptions};
 use super::decoder::CrossKv;
+use super::decoding::{RawSegment, WhisperOptions};
 use super::model::Whisper;
 use crate::transcript::Word;
 use crate::{ModelError, Result};
@@ -20,7 +20,7 @@ pub fn median_filter(x: &mut [f32], width: usize) {
     }
     let src = x.to_vec();
     let mut win = vec![0f32; width];
-    for j in 0..n {
+    for (j, out) in x.iter_mut().enumerate() {
         for (k, w) in win.iter_mut().enumerate() {
             let mut read = (j as isize + k as isize - rank as isize).unsigned_abs();
             if read >= n {
@@ -29,7 +29,7 @@ pub fn median_filter(x: &mut [f32], width: usize) {
             *w = src[read.min(n - 1)];
         }
         win.select_nth_unstable_by(rank, |a, b| a.total_cmp(b));
-        x[j] = win[rank];
+        *out = win[rank];
     }
 }
 
@@ -56,9 +56,7 @@ pub fn negative_dtw(x: &[f32], n: usize, m: usize) -> Vec<(usize, usize)> {
             trace[i * w + j] = t;
         }
     }
-    for k in 0..=m {
-        trace[k] = 2;
-    }
+    trace[..=m].fill(2);
     for k in 0..=n {
         trace[k * w] = 1;
     }
@@ -78,6 +76,9 @@ pub fn negative_dtw(x: &[f32], n: usize, m: usize) -> Vec<(usize, usize)> {
     path.reverse();
     path
 }
+
+/// A DTW path: (text row, encoder position) pairs.
+pub type Path = Vec<(usize, usize)>;
 
 /// One word (or punctuation run) with its tokens, before merging and offsets.
 #[derive(Clone, Debug, PartialEq)]
@@ -153,11 +154,14 @@ impl<B: Backend> Whisper<B> {
         text: &[u32],
         num_frames: usize,
         median_filter_width: usize,
-    ) -> Result<(Vec<(usize, usize)>, Vec<f32>)> {
+    ) -> Result<(Path, Vec<f32>)> {
         let sp = self.tokenizer.special();
         let heads = &self.generation.alignment_heads;
         if heads.is_empty() {
-            return Err(ModelError::bad_model(&self.path, "no alignment heads: word timestamps unavailable"));
+            return Err(ModelError::bad_model(
+                &self.path,
+                "no alignment heads: word timestamps unavailable",
+            ));
         }
         let mut input = sot_sequence.to_vec();
         input.push(sp.no_timestamps);
@@ -165,16 +169,27 @@ impl<B: Backend> Whisper<B> {
         input.push(sp.eot);
         let n = input.len();
         if n > self.decoder.n_ctx() {
-            return Err(ModelError::BadInput(format!("{} tokens are too many to align", text.len())));
+            return Err(ModelError::BadInput(format!(
+                "{} tokens are too many to align",
+                text.len()
+            )));
         }
         let mut layers: Vec<usize> = heads.iter().map(|&(l, _)| l).collect();
         layers.sort_unstable();
         layers.dedup();
         if let Some(&l) = layers.iter().find(|&&l| l >= self.config.decoder_layers) {
-            return Err(ModelError::bad_model(&self.path, format!("alignment head in layer {l} of {}", self.config.decoder_layers)));
+            return Err(ModelError::bad_model(
+                &self.path,
+                format!(
+                    "alignment head in layer {l} of {}",
+                    self.config.decoder_layers
+                ),
+            ));
         }
         let mut state = self.decoder_state(cross, 1)?;
-        let (hidden, probs) = self.decoder.forward_with_probs(&self.backend, &mut state, &input, n, &layers)?;
+        let (hidden, probs) =
+            self.decoder
+                .forward_with_probs(&self.backend, &mut state, &input, n, &layers)?;
 
         // probability of each next token among text tokens only
         let logits = self.logits(&hidden)?; // (1, n, V)
@@ -187,7 +202,9 @@ impl<B: Backend> Whisper<B> {
             let r = &row[..eot.min(v)];
             let m = r.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
             let s: f64 = r.iter().map(|&x| ((x - m) as f64).exp()).sum();
-            let p = r.get(id as usize).map_or(0.0, |&x| (((x - m) as f64).exp() / s) as f32);
+            let p = r
+                .get(id as usize)
+                .map_or(0.0, |&x| (((x - m) as f64).exp() / s) as f32);
             token_probs.push(p);
         }
 
@@ -203,7 +220,10 @@ impl<B: Backend> Whisper<B> {
             let p = self.backend.download(&probs[li])?; // (1, H, n, Tk)
             let tk = p.last_dim();
             if h >= n_heads || p.data.len() != n_heads * n * tk {
-                return Err(ModelError::bad_model(&self.path, format!("alignment head ({l}, {h}) out of range")));
+                return Err(ModelError::bad_model(
+                    &self.path,
+                    format!("alignment head ({l}, {h}) out of range"),
+                ));
             }
             for i in 0..n {
                 let src = &p.data[(h * n + i) * tk..(h * n + i) * tk + frames];
@@ -219,15 +239,25 @@ impl<B: Backend> Whisper<B> {
             for f in 0..frames {
                 let col = |i: usize| (hi * n + i) * frames + f;
                 let mean = (0..n).map(|i| w[col(i)] as f64).sum::<f64>() / n as f64;
-                let var = (0..n).map(|i| (w[col(i)] as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+                let var = (0..n)
+                    .map(|i| (w[col(i)] as f64 - mean).powi(2))
+                    .sum::<f64>()
+                    / n as f64;
                 let sd = var.sqrt();
                 for i in 0..n {
                     let x = w[col(i)] as f64;
-                    w[col(i)] = if sd > 0.0 { ((x - mean) / sd) as f32 } else { 0.0 };
+                    w[col(i)] = if sd > 0.0 {
+                        ((x - mean) / sd) as f32
+                    } else {
+                        0.0
+                    };
                 }
             }
             for i in 0..n {
-                median_filter(&mut w[(hi * n + i) * frames..(hi * n + i + 1) * frames], median_filter_width);
+                median_filter(
+                    &mut w[(hi * n + i) * frames..(hi * n + i + 1) * frames],
+                    median_filter_width,
+                );
             }
         }
         // mean over heads of rows sot_len ..= sot_len + len(text)
@@ -283,10 +313,22 @@ impl<B: Backend> Whisper<B> {
         let mut out = Vec::new();
         for (k, (word, tokens)) in words.iter().enumerate().take(boundaries.len() - 1) {
             let (a, b) = (boundaries[k], boundaries[k + 1]);
-            let (Some(&start), Some(&end)) = (jump_times.get(a), jump_times.get(b)) else { break };
+            let (Some(&start), Some(&end)) = (jump_times.get(a), jump_times.get(b)) else {
+                break;
+            };
             let p = &probs[a.min(probs.len())..b.min(probs.len())];
-            let probability = if p.is_empty() { f32::NAN } else { p.iter().sum::<f32>() / p.len() as f32 };
-            out.push(Timing { word: word.clone(), tokens: tokens.clone(), start, end, probability });
+            let probability = if p.is_empty() {
+                f32::NAN
+            } else {
+                p.iter().sum::<f32>() / p.len() as f32
+            };
+            out.push(Timing {
+                word: word.clone(),
+                tokens: tokens.clone(),
+                start,
+                end,
+                probability,
+            });
         }
         Ok(out)
     }
@@ -309,11 +351,19 @@ impl<B: Backend> Whisper<B> {
             return Ok(last_speech_timestamp);
         }
         let eot = self.tokenizer.special().eot;
-        let per_seg: Vec<Vec<u32>> = segments.iter().map(|s| s.tokens.iter().copied().filter(|&t| t < eot).collect()).collect();
+        let per_seg: Vec<Vec<u32>> = segments
+            .iter()
+            .map(|s| s.tokens.iter().copied().filter(|&t| t < eot).collect())
+            .collect();
         let text: Vec<u32> = per_seg.iter().flatten().copied().collect();
-        let mut alignment = self.find_alignment(cross, sot_sequence, language, &text, num_frames)?;
+        let mut alignment =
+            self.find_alignment(cross, sot_sequence, language, &text, num_frames)?;
 
-        let mut durations: Vec<f64> = alignment.iter().map(|w| w.end - w.start).filter(|&d| d != 0.0).collect();
+        let mut durations: Vec<f64> = alignment
+            .iter()
+            .map(|w| w.end - w.start)
+            .filter(|&d| d != 0.0)
+            .collect();
         let median_duration = median(&mut durations).min(0.7);
         let max_duration = median_duration * 2.0;
         if !durations.is_empty() {
@@ -328,7 +378,11 @@ impl<B: Backend> Whisper<B> {
                 }
             }
         }
-        merge_punctuations(&mut alignment, &opts.prepend_punctuations, &opts.append_punctuations);
+        merge_punctuations(
+            &mut alignment,
+            &opts.prepend_punctuations,
+            &opts.append_punctuations,
+        );
 
         let mut wi = 0usize;
         for (si, seg) in segments.iter_mut().enumerate() {
