@@ -67,6 +67,9 @@ struct Layer {
     bq: CudaTensor,
     b1: CudaTensor,
     b2: CudaTensor,
+    /// q, k, v stacked (3d, d): one GEMM instead of three (a model-side fusion, measured here)
+    qkv: CudaWeight,
+    bqkv: CudaTensor,
 }
 
 fn layer(g: &CudaBackend, d: usize, f: usize, lane: Lane, seed: u64) -> Layer {
@@ -84,6 +87,8 @@ fn layer(g: &CudaBackend, d: usize, f: usize, lane: Lane, seed: u64) -> Layer {
         bq: g.upload(&r(&[d], 9, 0.1)).unwrap(),
         b1: g.upload(&r(&[f], 10, 0.1)).unwrap(),
         b2: g.upload(&r(&[d], 11, 0.1)).unwrap(),
+        qkv: g.weight(&r(&[3 * d, d], 12, inv_d), lane).unwrap(),
+        bqkv: g.upload(&r(&[3 * d], 13, 0.1)).unwrap(),
     }
 }
 
@@ -106,9 +111,20 @@ fn encoder(
     for i in 0..n_layers {
         let l = &layers[i % layers.len()];
         let n = g.layer_norm(&h, &l.ln_g, Some(&l.ln_b), 1e-5)?;
-        let q = g.linear(&n, &l.q, Some(&l.bq))?;
-        let k = g.linear(&n, &l.k, None)?;
-        let v = g.linear(&n, &l.v, Some(&l.bq))?;
+        let (q, k, v) = if fused_qkv {
+            let qkv = g.linear(&n, &l.qkv, Some(&l.bqkv))?;
+            (
+                g.slice(&qkv, 2, 0, d)?,
+                g.slice(&qkv, 2, d, d)?,
+                g.slice(&qkv, 2, 2 * d, d)?,
+            )
+        } else {
+            (
+                g.linear(&n, &l.q, Some(&l.bq))?,
+                g.linear(&n, &l.k, None)?,
+                g.linear(&n, &l.v, Some(&l.bq))?,
+            )
+        };
         let a = g.attention(&q, &k, &v, &p)?;
         h = g.add(&h, &g.linear(&a, &l.o, Some(&l.b2))?)?;
         let n = g.layer_norm(&h, &l.ln_g, Some(&l.ln_b), 1e-5)?;
@@ -212,7 +228,9 @@ fn main() {
         );
     }
 
-    println!("\n## attention, {heads} heads × {t} × 64 (fused, f16 tensor cores)");
+    println!(
+        "\n## attention, {heads} heads × {t} × 64 (fused, f16 tensor cores; incl. the K/V casts)"
+    );
     for b in [1usize, batch.max(1)] {
         let q = g
             .upload(&HostTensor::random(vec![b, t, d], 5, 1.0))
@@ -229,25 +247,29 @@ fn main() {
             kv_len: None,
             causal: false,
         };
-        let s = time(&g, reps, || {
-            g.attention(&q, &k, &v, &p).unwrap();
-        });
-        let fl = 4.0 * (b * heads * t * t * 64) as f64;
-        println!(
-            "batch {b}: {:.4} ms [{:.4}..{:.4}] = {:.0} TFLOP/s",
-            s.median,
-            s.min,
-            s.max,
-            fl / s.median / 1e9
-        );
+        for variant in [0u8, 1] {
+            g.set_attention_variant(variant);
+            let s = time(&g, reps, || {
+                g.attention(&q, &k, &v, &p).unwrap();
+            });
+            let fl = 4.0 * (b * heads * t * t * 64) as f64;
+            println!(
+                "batch {b}, kernel variant {variant}: {:.4} ms [{:.4}..{:.4}] = {:.0} TFLOP/s",
+                s.median,
+                s.min,
+                s.max,
+                fl / s.median / 1e9
+            );
+        }
+        g.set_attention_variant(0);
         if b == batch {
             break;
         }
     }
 
     println!("\n## synthetic turbo encoder: {n_layers} layers (8 distinct weight sets), T = {t}, batch {batch}, no conv stem");
-    println!("| lane | eager ms | graph replay ms | capture s |");
-    println!("|---|---|---|---|");
+    println!("| lane | q/k/v | eager ms | graph replay ms | capture s |");
+    println!("|---|---|---|---|---|");
     for lane in [Lane::Q8, Lane::F16] {
         let t0 = Instant::now();
         let layers: Vec<Layer> = (0..8.min(n_layers))
@@ -257,39 +279,42 @@ fn main() {
         let x = g
             .upload(&HostTensor::random(vec![batch, t, d], 12, 1.0))
             .unwrap();
-        let eager = time(&g, reps, || {
-            encoder(&g, &x, &layers, n_layers, heads).unwrap();
-        });
-        let key = format!("bench-{lane}-{batch}");
-        let t1 = Instant::now();
-        let out = g
-            .run_graph(&key, |b| {
-                Ok(vec![encoder(b, &x, &layers, n_layers, heads)?])
-            })
-            .unwrap();
-        g.synchronize().unwrap();
-        let cap_s = t1.elapsed().as_secs_f64();
-        let replay = time(&g, reps, || {
+        for fused in [false, true] {
+            let eager = time(&g, reps, || {
+                encoder(&g, &x, &layers, n_layers, heads, fused).unwrap();
+            });
+            let key = format!("bench-{lane}-{batch}-{fused}");
+            let t1 = Instant::now();
+            let out = g
+                .run_graph(&key, |b| {
+                    Ok(vec![encoder(b, &x, &layers, n_layers, heads, fused)?])
+                })
+                .unwrap();
+            g.synchronize().unwrap();
+            let cap_s = t1.elapsed().as_secs_f64();
+            let replay = time(&g, reps, || {
+                g.replay(&key).unwrap();
+            });
+            // graph result equals eager, bit for bit
+            let e = g
+                .download(&encoder(&g, &x, &layers, n_layers, heads, fused).unwrap())
+                .unwrap();
             g.replay(&key).unwrap();
-        });
-        // graph result equals eager, bit for bit
-        let e = g
-            .download(&encoder(&g, &x, &layers, n_layers, heads).unwrap())
-            .unwrap();
-        g.replay(&key).unwrap();
-        let r = g.download(&out[0]).unwrap();
-        let same = e.data == r.data;
-        println!(
-            "| {lane} | {:.3} [{:.3}..{:.3}] | {:.3} [{:.3}..{:.3}] | {cap_s:.2} (weights {load_s:.1} s) |{}",
-            eager.median,
-            eager.min,
-            eager.max,
-            replay.median,
-            replay.min,
-            replay.max,
-            if same { "" } else { " GRAPH != EAGER" }
-        );
-        g.drop_graph(&key);
+            let r = g.download(&out[0]).unwrap();
+            let same = e.data == r.data;
+            println!(
+                "| {lane} | {} | {:.3} [{:.3}..{:.3}] | {:.3} [{:.3}..{:.3}] | {cap_s:.2} (weights {load_s:.1} s) |{}",
+                if fused { "one (3d×d) GEMM" } else { "three GEMMs" },
+                eager.median,
+                eager.min,
+                eager.max,
+                replay.median,
+                replay.min,
+                replay.max,
+                if same { "" } else { " GRAPH != EAGER" }
+            );
+            g.drop_graph(&key);
+        }
     }
     let c = g.counters().snapshot();
     println!("\ncounters: {c:?}");

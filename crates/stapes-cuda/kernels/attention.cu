@@ -207,8 +207,14 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
     }
 }
 
+// Register budget variants (benchmarked): the plain one lets the compiler take what it wants
+// (3 blocks per SM), `_b4` caps registers for 4 resident blocks.
 extern "C" __global__ void __launch_bounds__(128) flash_attn_d64(float* O, const float* Q, const h16* K, const h16* V,
                                                                  int Tq, int Tk, int H, int kv_len, float scale, int causal) {
+    flash_attn<64, 2>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
+}
+extern "C" __global__ void __launch_bounds__(128, 4) flash_attn_d64_b4(float* O, const float* Q, const h16* K, const h16* V,
+                                                                       int Tq, int Tk, int H, int kv_len, float scale, int causal) {
     flash_attn<64, 2>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, const float* Q, const h16* K, const h16* V,

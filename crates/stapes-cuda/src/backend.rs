@@ -108,6 +108,8 @@ pub struct CudaBackend {
     /// Blocks read by ops during a capture: kept alive as long as the graph.
     pub(crate) capture_keep: Mutex<Vec<Arc<Block>>>,
     pub(crate) graphs: Graphs,
+    /// Which d = 64 attention kernel runs (0 plain, 1 register-capped); benchmarked, see `set_attention_variant`.
+    fa_variant: std::sync::atomic::AtomicU8,
     arch: &'static str,
     name: String,
 }
@@ -200,6 +202,7 @@ impl CudaBackend {
             capturing: AtomicBool::new(false),
             capture_keep: Mutex::new(Vec::new()),
             graphs: Graphs::new(graphs_on),
+            fa_variant: std::sync::atomic::AtomicU8::new(0),
             arch,
             name,
         })
@@ -480,6 +483,13 @@ impl CudaBackend {
         drop(b);
     }
 
+    /// Select the d = 64 fused-attention kernel variant (0 plain, 1 register-capped), for the
+    /// benchmark; results are the same function, timings differ.
+    #[doc(hidden)]
+    pub fn set_attention_variant(&self, v: u8) {
+        self.fa_variant.store(v.min(1), Ordering::Relaxed);
+    }
+
     /// One phase of the q8 library path alone, for the benchmark's breakdown: 0 quantize the
     /// activations, 1 the cuBLASLt int8 GEMM, 2 the scaling epilogue, 3 the int8 GEMM through
     /// cublasGemmEx instead. Scratch contents are meaningless.
@@ -649,6 +659,7 @@ impl CudaBackend {
             return Ok(out);
         }
         let flash = match d {
+            64 if self.fa_variant.load(Ordering::Relaxed) == 1 => Some("flash_attn_d64_b4"),
             64 => Some("flash_attn_d64"),
             128 => Some("flash_attn_d128"),
             _ => None,

@@ -66,7 +66,12 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "attention",
         source: include_str!("../kernels/attention.cu"),
-        entries: &["flash_attn_d64", "flash_attn_d128", "attn_rows_f32"],
+        entries: &[
+            "flash_attn_d64",
+            "flash_attn_d64_b4",
+            "flash_attn_d128",
+            "attn_rows_f32",
+        ],
     },
 ];
 

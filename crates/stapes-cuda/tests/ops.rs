@@ -166,6 +166,8 @@ fn attention_fused_and_rows() {
         (1, 300, 1500, 4, 64, None, false),
     ];
     for (i, &(b, tq, tk, h, d, kv, causal)) in cases.iter().enumerate() {
+        // alternate the two d = 64 kernel variants over the fused cases
+        g.set_attention_variant((i % 2) as u8);
         let q = rnd(&[b, tq, h * d], 90 + i as u64, 1.0);
         let k = rnd(&[b, tk, h * d], 100 + i as u64, 1.0);
         let v = rnd(&[b, tk, h * d], 110 + i as u64, 1.0);
