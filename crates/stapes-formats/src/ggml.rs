@@ -9,7 +9,7 @@
 //! tensors until EOF: i32 n_dims, i32 name_len, i32 type, i32 ne[n_dims] (innermost first),
 //!                    name, data (no padding)
 //! ```
-//! Tensor types: 0 f32, 1 f16, 8 q8_0. Shapes are reported outermost first, like every other
+//! Tensor types: ggml's numbering (f32, f16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k, bf16). Shapes are reported outermost first, like every other
 //! container here (ggml's `ne` is reversed).
 
 use crate::tensor::{DType, RawTensor};
@@ -66,21 +66,46 @@ impl GgmlFile {
     }
 }
 
-fn dtype_from_code(code: i32) -> Option<DType> {
+/// ggml's `ggml_type` numbering (shared by ggml files and GGUF).
+pub fn dtype_from_code(code: i32) -> Option<DType> {
     Some(match code {
         0 => DType::F32,
         1 => DType::F16,
+        2 => DType::Q4_0,
+        3 => DType::Q4_1,
+        6 => DType::Q5_0,
+        7 => DType::Q5_1,
         8 => DType::Q8_0,
+        12 => DType::Q4K,
+        13 => DType::Q5K,
+        14 => DType::Q6K,
+        24 => DType::I8,
+        25 => DType::I16,
+        26 => DType::I32,
+        27 => DType::I64,
+        30 => DType::BF16,
         _ => return None,
     })
 }
 
-fn dtype_code(d: DType) -> Option<i32> {
+pub fn dtype_code(d: DType) -> Option<i32> {
     Some(match d {
         DType::F32 => 0,
         DType::F16 => 1,
+        DType::Q4_0 => 2,
+        DType::Q4_1 => 3,
+        DType::Q5_0 => 6,
+        DType::Q5_1 => 7,
         DType::Q8_0 => 8,
-        _ => return None,
+        DType::Q4K => 12,
+        DType::Q5K => 13,
+        DType::Q6K => 14,
+        DType::I8 => 24,
+        DType::I16 => 25,
+        DType::I32 => 26,
+        DType::I64 => 27,
+        DType::BF16 => 30,
+        DType::U8 => return None,
     })
 }
 
@@ -175,8 +200,9 @@ pub fn read(path: &Path) -> Result<GgmlFile, FormatError> {
             }
             name = String::from_utf8(c.take(name_len)?.to_vec())
                 .map_err(|_| "name is not UTF-8".to_string())?;
-            let dtype = dtype_from_code(code)
-                .ok_or_else(|| format!("unsupported ggml type {code} (f32, f16, q8_0 are read)"))?;
+            let dtype = dtype_from_code(code).ok_or_else(|| {
+                format!("unsupported ggml type {code} (f32, f16, bf16, q4_0/1, q5_0/1, q8_0, q4_k, q5_k, q6_k are read)")
+            })?;
             let shape: Vec<usize> = ne.into_iter().rev().collect();
             let n = crate::tensor::numel(&shape).ok_or("shape overflows")?;
             let bytes = dtype

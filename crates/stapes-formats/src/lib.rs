@@ -3,6 +3,7 @@
 
 pub mod ct2;
 pub mod ggml;
+pub mod gguf;
 pub mod onnx;
 pub mod safetensors_dir;
 pub mod sniff;
@@ -113,6 +114,12 @@ impl<'a> Cursor<'a> {
     }
     pub(crate) fn i32(&mut self) -> Result<i32, String> {
         Ok(self.u32()? as i32)
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, String> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
     }
     /// CTranslate2 string: u16 length including a trailing NUL.
     pub(crate) fn str16(&mut self) -> Result<String, String> {

@@ -52,7 +52,7 @@ fn dtype_name(d: DType) -> Option<&'static str> {
         DType::I16 => "I16",
         DType::I32 => "I32",
         DType::I64 => "I64",
-        DType::Q8_0 => return None,
+        _ => return None,
     })
 }
 

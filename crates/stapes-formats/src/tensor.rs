@@ -20,11 +20,27 @@ pub enum DType {
     U8,
     /// ggml Q8_0: blocks of 32 along the innermost axis, one f16 scale then 32 i8 values.
     Q8_0,
+    /// ggml Q4_0: 32 values, f16 scale, 16 bytes of 4-bit codes (value = (q − 8)·d).
+    Q4_0,
+    /// ggml Q4_1: 32 values, f16 scale and min, 16 bytes of 4-bit codes (value = q·d + m).
+    Q4_1,
+    /// ggml Q5_0: 32 values, f16 scale, 32 high bits, 16 bytes of low nibbles ((q − 16)·d).
+    Q5_0,
+    /// ggml Q5_1: 32 values, f16 scale and min, 32 high bits, 16 bytes of low nibbles.
+    Q5_1,
+    /// ggml Q4_K: super-blocks of 256 (8 sub-blocks with 6-bit scales and mins).
+    Q4K,
+    /// ggml Q5_K: super-blocks of 256, as Q4_K plus one high bit per value.
+    Q5K,
+    /// ggml Q6_K: super-blocks of 256 (16 sub-blocks with i8 scales, 6-bit codes).
+    Q6K,
 }
 
 /// Values per ggml Q8_0 block.
 pub const Q8_0_BLOCK: usize = 32;
 const Q8_0_BLOCK_BYTES: usize = 2 + Q8_0_BLOCK;
+/// Values per ggml k-quant super-block.
+pub const QK_K: usize = 256;
 
 impl DType {
     pub fn name(self) -> &'static str {
@@ -38,25 +54,46 @@ impl DType {
             DType::I64 => "i64",
             DType::U8 => "u8",
             DType::Q8_0 => "q8_0",
+            DType::Q4_0 => "q4_0",
+            DType::Q4_1 => "q4_1",
+            DType::Q5_0 => "q5_0",
+            DType::Q5_1 => "q5_1",
+            DType::Q4K => "q4_k",
+            DType::Q5K => "q5_k",
+            DType::Q6K => "q6_k",
         }
     }
 
-    /// Bytes needed for `n` elements; `None` on overflow or for a Q8_0 count that is not a whole
-    /// number of blocks.
+    /// (values, bytes) of one block: (1, size) for plain types.
+    pub fn block(self) -> (usize, usize) {
+        match self {
+            DType::F32 | DType::I32 => (1, 4),
+            DType::F16 | DType::BF16 | DType::I16 => (1, 2),
+            DType::I8 | DType::U8 => (1, 1),
+            DType::I64 => (1, 8),
+            DType::Q8_0 => (Q8_0_BLOCK, Q8_0_BLOCK_BYTES),
+            DType::Q4_0 => (32, 18),
+            DType::Q4_1 => (32, 20),
+            DType::Q5_0 => (32, 22),
+            DType::Q5_1 => (32, 24),
+            DType::Q4K => (QK_K, 144),
+            DType::Q5K => (QK_K, 176),
+            DType::Q6K => (QK_K, 210),
+        }
+    }
+
+    pub fn is_quantized(self) -> bool {
+        self.block().0 > 1
+    }
+
+    /// Bytes needed for `n` elements; `None` on overflow or for a block-quantized count that is
+    /// not a whole number of blocks.
     pub fn storage_bytes(self, n: usize) -> Option<usize> {
-        let size = match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 | DType::I16 => 2,
-            DType::I8 | DType::U8 => 1,
-            DType::I64 => 8,
-            DType::Q8_0 => {
-                if !n.is_multiple_of(Q8_0_BLOCK) {
-                    return None;
-                }
-                return (n / Q8_0_BLOCK).checked_mul(Q8_0_BLOCK_BYTES);
-            }
-        };
-        n.checked_mul(size)
+        let (per, bytes) = self.block();
+        if !n.is_multiple_of(per) {
+            return None;
+        }
+        (n / per).checked_mul(bytes)
     }
 }
 
@@ -153,7 +190,7 @@ impl RawTensor {
         numel(&self.shape).unwrap_or(0)
     }
 
-    /// Values as f32 (integers converted, Q8_0 dequantized).
+    /// Values as f32 (integers converted, ggml block types dequantized as ggml does).
     pub fn to_f32(&self) -> Vec<f32> {
         let b = self.bytes();
         match self.dtype {
@@ -185,11 +222,13 @@ impl RawTensor {
                     i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32
                 })
                 .collect(),
-            DType::Q8_0 => {
+            q => {
+                let (per, bytes) = q.block();
                 let mut out = Vec::with_capacity(self.numel());
-                for block in b.chunks_exact(Q8_0_BLOCK_BYTES) {
-                    let d = f16::from_le_bytes([block[0], block[1]]).to_f32();
-                    out.extend(block[2..].iter().map(|&q| q as i8 as f32 * d));
+                for block in b.chunks_exact(bytes) {
+                    let start = out.len();
+                    out.resize(start + per, 0.0);
+                    dequantize_block(q, block, &mut out[start..]);
                 }
                 out
             }
@@ -239,7 +278,7 @@ impl RawTensor {
         let row_bytes = self
             .dtype
             .storage_bytes(row_elems)
-            .ok_or("rows are not whole Q8_0 blocks")?;
+            .ok_or("rows are not whole quantization blocks")?;
         let bytes = self.bytes()[from * row_bytes..to * row_bytes].to_vec();
         let mut shape = self.shape.clone();
         shape[0] = to - from;
@@ -249,9 +288,10 @@ impl RawTensor {
 
 fn check_len(dtype: DType, shape: &[usize], len: usize) -> Result<(), String> {
     let n = numel(shape).ok_or_else(|| format!("shape {shape:?} overflows"))?;
-    if dtype == DType::Q8_0 && shape.last().is_some_and(|&k| !k.is_multiple_of(Q8_0_BLOCK)) {
+    let per = dtype.block().0;
+    if per > 1 && shape.last().is_some_and(|&k| !k.is_multiple_of(per)) {
         return Err(format!(
-            "q8_0 rows of {shape:?} are not whole blocks of {Q8_0_BLOCK}"
+            "{dtype} rows of {shape:?} are not whole blocks of {per}"
         ));
     }
     let want = dtype
@@ -278,4 +318,125 @@ pub fn quantize_q8_0(values: &[f32]) -> Option<Vec<u8>> {
         out.extend(block.iter().map(|v| ((v * id).round() as i8) as u8));
     }
     Some(out)
+}
+
+fn f16_at(b: &[u8], i: usize) -> f32 {
+    f16::from_le_bytes([b[i], b[i + 1]]).to_f32()
+}
+
+/// 6-bit scale and min `j` of a k-quant super-block (ggml's `get_scale_min_k4`).
+fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// Dequantizes one ggml block into `y` (`y.len()` = the block's value count), following ggml's
+/// `dequantize_row_*` reference code.
+fn dequantize_block(dtype: DType, b: &[u8], y: &mut [f32]) {
+    match dtype {
+        DType::Q8_0 => {
+            let d = f16_at(b, 0);
+            for (o, &q) in y.iter_mut().zip(&b[2..34]) {
+                *o = q as i8 as f32 * d;
+            }
+        }
+        DType::Q4_0 | DType::Q4_1 => {
+            let d = f16_at(b, 0);
+            let (m, qs) = if dtype == DType::Q4_1 {
+                (f16_at(b, 2), &b[4..20])
+            } else {
+                (0.0, &b[2..18])
+            };
+            let off = if dtype == DType::Q4_0 { 8 } else { 0 };
+            for j in 0..16 {
+                y[j] = ((qs[j] & 0xF) as i32 - off) as f32 * d + m;
+                y[j + 16] = ((qs[j] >> 4) as i32 - off) as f32 * d + m;
+            }
+        }
+        DType::Q5_0 | DType::Q5_1 => {
+            let d = f16_at(b, 0);
+            let (m, rest) = if dtype == DType::Q5_1 {
+                (f16_at(b, 2), &b[4..])
+            } else {
+                (0.0, &b[2..])
+            };
+            let qh = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]);
+            let qs = &rest[4..20];
+            let off = if dtype == DType::Q5_0 { 16 } else { 0 };
+            for j in 0..16 {
+                let h0 = (((qh >> j) << 4) & 0x10) as u8;
+                let h1 = ((qh >> (j + 12)) & 0x10) as u8;
+                y[j] = (((qs[j] & 0xF) | h0) as i32 - off) as f32 * d + m;
+                y[j + 16] = (((qs[j] >> 4) | h1) as i32 - off) as f32 * d + m;
+            }
+        }
+        DType::Q4K | DType::Q5K => {
+            let d = f16_at(b, 0);
+            let dmin = f16_at(b, 2);
+            let scales = &b[4..16];
+            let (qh, qs) = if dtype == DType::Q5K {
+                (&b[16..48], &b[48..176])
+            } else {
+                (&b[0..0], &b[16..144])
+            };
+            let mut is = 0;
+            let mut k = 0;
+            let (mut u1, mut u2) = (1u8, 2u8);
+            for j in (0..QK_K).step_by(64) {
+                let q = &qs[j / 2..j / 2 + 32];
+                let (sc, m) = scale_min_k4(is, scales);
+                let (d1, m1) = (d * sc as f32, dmin * m as f32);
+                let (sc, m) = scale_min_k4(is + 1, scales);
+                let (d2, m2) = (d * sc as f32, dmin * m as f32);
+                for l in 0..32 {
+                    let hi = if dtype == DType::Q5K && qh[l] & u1 != 0 {
+                        16
+                    } else {
+                        0
+                    };
+                    y[k + l] = d1 * ((q[l] & 0xF) + hi) as f32 - m1;
+                }
+                for l in 0..32 {
+                    let hi = if dtype == DType::Q5K && qh[l] & u2 != 0 {
+                        16
+                    } else {
+                        0
+                    };
+                    y[k + 32 + l] = d2 * ((q[l] >> 4) + hi) as f32 - m2;
+                }
+                k += 64;
+                is += 2;
+                u1 <<= 2;
+                u2 <<= 2;
+            }
+        }
+        DType::Q6K => {
+            let ql = &b[0..128];
+            let qh = &b[128..192];
+            let sc = &b[192..208];
+            let d = f16_at(b, 208);
+            for n in 0..2 {
+                let (ql, qh, sc) = (&ql[n * 64..], &qh[n * 32..], &sc[n * 8..]);
+                let y = &mut y[n * 128..];
+                for l in 0..32 {
+                    let is = l / 16;
+                    let q1 = ((ql[l] & 0xF) | ((qh[l] & 3) << 4)) as i32 - 32;
+                    let q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) as i32 - 32;
+                    let q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i32 - 32;
+                    let q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i32 - 32;
+                    y[l] = d * (sc[is] as i8) as f32 * q1 as f32;
+                    y[l + 32] = d * (sc[is + 2] as i8) as f32 * q2 as f32;
+                    y[l + 64] = d * (sc[is + 4] as i8) as f32 * q3 as f32;
+                    y[l + 96] = d * (sc[is + 6] as i8) as f32 * q4 as f32;
+                }
+            }
+        }
+        _ => {}
+    }
 }
