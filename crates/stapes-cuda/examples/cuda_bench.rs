@@ -99,6 +99,7 @@ fn encoder(
     layers: &[Layer],
     n_layers: usize,
     heads: usize,
+    fused_qkv: bool,
 ) -> stapes_core::Result<CudaTensor> {
     let d = x.shape()[2];
     let p = AttnParams {
