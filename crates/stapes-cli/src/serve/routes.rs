@@ -304,44 +304,42 @@ fn audio_error(e: AudioError, name: &str) -> ApiError {
 /// Waits for a worker, then transcribes on the blocking pool. Dropping the future while it waits
 /// gives the place up; once running, the job finishes (the engine has no cancellation) and keeps
 /// its worker slot until then, so `--workers` really bounds the compute.
-fn run_job(
+async fn run_job(
     s: Arc<AppState>,
     entry: Arc<ModelEntry>,
     samples: Vec<f32>,
     opts: TranscribeOptions,
-) -> impl Future<Output = Result<Transcript, ApiError>> + Send + 'static {
-    async move {
-        let permit = {
-            let _waiting = s.metrics.enter_queue();
-            Arc::clone(&s.worker_slots)
-                .acquire_owned()
-                .await
-                .map_err(|_| ApiError::internal("the worker pool is closed"))?
-        };
-        let metrics = Arc::clone(&s.metrics);
-        let joined = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let _running = metrics.enter_running();
-            let engine = entry.engine().map_err(|e| {
-                ApiError::unavailable(
-                    "model_unavailable",
-                    format!("model `{}` could not be loaded: {e}", entry.name),
-                )
-            })?;
-            let t0 = std::time::Instant::now();
-            let r = engine.transcribe(&samples, &opts, None);
-            let audio = r.is_ok().then_some(samples.len() as f64 / SAMPLE_RATE);
-            metrics.observe_job(&entry.name, t0.elapsed(), audio);
-            r.map_err(ApiError::from)
-        })
-        .await;
-        joined.unwrap_or_else(|e| {
-            tracing::error!("transcription job failed: {e}");
-            Err(ApiError::internal(
-                "the transcription job failed unexpectedly",
-            ))
-        })
-    }
+) -> Result<Transcript, ApiError> {
+    let permit = {
+        let _waiting = s.metrics.enter_queue();
+        Arc::clone(&s.worker_slots)
+            .acquire_owned()
+            .await
+            .map_err(|_| ApiError::internal("the worker pool is closed"))?
+    };
+    let metrics = Arc::clone(&s.metrics);
+    let joined = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        let _running = metrics.enter_running();
+        let engine = entry.engine().map_err(|e| {
+            ApiError::unavailable(
+                "model_unavailable",
+                format!("model `{}` could not be loaded: {e}", entry.name),
+            )
+        })?;
+        let t0 = std::time::Instant::now();
+        let r = engine.transcribe(&samples, &opts, None);
+        let audio = r.is_ok().then_some(samples.len() as f64 / SAMPLE_RATE);
+        metrics.observe_job(&entry.name, t0.elapsed(), audio);
+        r.map_err(ApiError::from)
+    })
+    .await;
+    joined.unwrap_or_else(|e| {
+        tracing::error!("transcription job failed: {e}");
+        Err(ApiError::internal(
+            "the transcription job failed unexpectedly",
+        ))
+    })
 }
 
 fn usage(t: &Transcript) -> Value {
