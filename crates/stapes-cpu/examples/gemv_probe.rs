@@ -1,7 +1,7 @@
 //! Best-of-15 timing of decoder-step GEMVs per lane against the `gemm` crate's f32 call.
 //! The minimum is reported because this shared machine is noisy.
 //! `cargo run --release -p stapes-cpu --example gemv_probe -- [threads]`
-use stapes_core::{Backend, HostTensor, Lane};
+use stapes_core::{Activation, AttnParams, Backend, HostTensor, Lane};
 use stapes_cpu::CpuBackend;
 use std::time::Instant;
 
@@ -70,4 +70,28 @@ fn main() {
         }
         println!("{line}");
     }
+    // Whisper-tiny encoder pieces: self-attention over 1500 frames (6 heads of 64), the FFN
+    // activation, softmax rows.
+    let x = be
+        .upload(&HostTensor::random(vec![1, 1500, 384], 3, 1.0))
+        .expect("up");
+    let p = AttnParams {
+        n_heads: 6,
+        scale: 0.125,
+        kv_len: None,
+        causal: false,
+    };
+    let t = best(|| {
+        be.attention(&x, &x, &x, &p).expect("attention");
+    });
+    let h = be
+        .upload(&HostTensor::random(vec![1500, 1536], 4, 3.0))
+        .expect("up");
+    let g = best(|| {
+        be.activation(&h, Activation::Gelu).expect("gelu");
+    });
+    let s = best(|| {
+        be.softmax(&h).expect("softmax");
+    });
+    println!("attention 1500x1500 6x64: {t:.2} ms; gelu 1500x1536: {g:.2} ms; softmax 1500x1536: {s:.2} ms");
 }

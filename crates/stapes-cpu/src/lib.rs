@@ -21,6 +21,9 @@ use stapes_core::{
 const ELEM_CHUNK: usize = 1 << 14;
 /// Below this many scalar operations an op runs on the caller's thread (see `for_chunks`).
 const PAR_MIN_WORK: usize = 1 << 16;
+/// Query rows per attention task: a (128, 1500) score block (768 KB) stays in L2 between the
+/// q·kᵀ GEMM, the softmax and the P·v GEMM, where a whole head's (1500, 1500) scores did not.
+const ATTN_QBLOCK: usize = 128;
 
 /// An activation tensor in host memory, row-major.
 #[derive(Clone, Debug, PartialEq)]
@@ -320,11 +323,17 @@ impl CpuBackend {
     ) -> Vec<Vec<f32>> {
         let c = d.h * d.dh;
         let cv = d.h * d.dv;
-        let task = |bh: usize| {
+        let nqb = d.tq.div_ceil(ATTN_QBLOCK);
+        // Task t: (batch·head, query block); outputs come back in that order, so the blocks of
+        // one head concatenate to its rows.
+        let task = |t: usize| {
+            let (bh, qb) = (t / nqb, t % nqb);
             let (b, h) = (bh / d.h, bh % d.h);
-            let mut scores = vec![0f32; d.tq * d.kv_len]; // (Tq, kv_len)
+            let q0 = qb * ATTN_QBLOCK;
+            let qn = (d.tq - q0).min(ATTN_QBLOCK);
+            let mut scores = vec![0f32; qn * d.kv_len]; // (qn, kv_len)
             let qh = Mat {
-                data: &q.data[b * d.tq * c + h * d.dh..],
+                data: &q.data[(b * d.tq + q0) * c + h * d.dh..],
                 rs: c,
                 cs: 1,
             };
@@ -334,7 +343,7 @@ impl CpuBackend {
                 cs: c,
             };
             sgemm(
-                d.tq,
+                qn,
                 d.kv_len,
                 d.dh,
                 &mut scores,
@@ -345,10 +354,10 @@ impl CpuBackend {
                 p.scale,
                 gemm::Parallelism::None,
             );
-            for (i, row) in scores.chunks_mut(d.kv_len).enumerate() {
+            for (li, row) in scores.chunks_mut(d.kv_len).enumerate() {
                 // Query i sees keys 0 ..= kv_len − Tq + i when causal.
                 let visible = if p.causal {
-                    d.kv_len - d.tq + i + 1
+                    d.kv_len - d.tq + q0 + li + 1
                 } else {
                     d.kv_len
                 };
@@ -359,7 +368,7 @@ impl CpuBackend {
                 row[visible..].fill(0.0);
             }
             let Some(v) = v else { return scores };
-            let mut out = vec![0f32; d.tq * d.dv]; // (Tq, Dv)
+            let mut out = vec![0f32; qn * d.dv]; // (qn, Dv)
             let pm = Mat {
                 data: &scores,
                 rs: d.kv_len,
@@ -371,7 +380,7 @@ impl CpuBackend {
                 cs: 1,
             };
             sgemm(
-                d.tq,
+                qn,
                 d.dv,
                 d.kv_len,
                 &mut out,
@@ -384,11 +393,12 @@ impl CpuBackend {
             );
             out
         };
+        let tasks = d.b * d.h * nqb;
         if self.parallel(d.b * d.h * d.tq * d.kv_len * (d.dh + d.dv + 20)) {
             self.pool
-                .install(|| (0..d.b * d.h).into_par_iter().map(task).collect())
+                .install(|| (0..tasks).into_par_iter().map(task).collect())
         } else {
-            (0..d.b * d.h).map(task).collect()
+            (0..tasks).map(task).collect()
         }
     }
 }
@@ -896,14 +906,16 @@ impl Backend for CpuBackend {
     ) -> Result<CpuTensor> {
         self.op();
         let d = attn_dims("attention", q, k, Some(v), p)?;
-        let heads = self.attend(q, k, Some(v), &d, p);
+        let blocks = self.attend(q, k, Some(v), &d, p);
         let cv = d.h * d.dv;
+        let nqb = d.tq.div_ceil(ATTN_QBLOCK);
         let mut out = vec![0f32; d.b * d.tq * cv];
-        for (bh, hout) in heads.iter().enumerate() {
+        for (t, hout) in blocks.iter().enumerate() {
+            let (bh, qb) = (t / nqb, t % nqb);
             let (b, h) = (bh / d.h, bh % d.h);
-            for i in 0..d.tq {
-                out[(b * d.tq + i) * cv + h * d.dv..][..d.dv]
-                    .copy_from_slice(&hout[i * d.dv..(i + 1) * d.dv]);
+            for (li, row) in hout.chunks(d.dv.max(1)).enumerate() {
+                let i = qb * ATTN_QBLOCK + li;
+                out[(b * d.tq + i) * cv + h * d.dv..][..d.dv].copy_from_slice(row);
             }
         }
         Ok(CpuTensor::new(vec![d.b, d.tq, cv], out))

@@ -346,6 +346,8 @@ fn attention_and_probs_shapes() {
         (1, 7, 64, 2, 32, Some(40), true),
         (3, 33, 33, 3, 8, None, false),
         (1, 1500, 1500, 1, 64, None, false),
+        // several query blocks of the CPU kernel, causal across the block boundaries
+        (1, 300, 333, 2, 16, Some(310), true),
     ];
     for (i, &(b, tq, tk, h, dh, kv_len, causal)) in cases.iter().enumerate() {
         let q = rnd(&[b, tq, h * dh], 150 + i as u64, 1.0);
