@@ -278,7 +278,9 @@ pub fn load_checkpoint(path: &Path) -> Result<WhisperCheckpoint> {
 
 fn to_host(path: &Path, name: &str, t: &RawTensor) -> Result<HostTensor> {
     match t.dtype {
-        DType::F32 | DType::F16 | DType::BF16 | DType::Q8_0 => {}
+        DType::F32 | DType::F16 | DType::BF16 => {}
+        // whisper.cpp's quantized files (q5_0, q8_0, k-quants …) dequantize to f32 here.
+        q if q.is_quantized() => {}
         other => {
             return Err(ModelError::bad_tensor(
                 path,
