@@ -166,6 +166,22 @@ pub trait Backend: Send + Sync {
         Ok((h2, c2))
     }
 
+    /// Run `f` as one chain under `key`. A home with graph capture (CUDA) records the chain the
+    /// first time and replays it afterwards, so the tensors `f` reads must outlive every replay
+    /// and keep their storage (refresh inputs in place with [`Backend::write_rows`] before the
+    /// call), and the returned tensors are overwritten by the next replay. `key` names the shape
+    /// bucket and lane. The default runs `f` eagerly.
+    fn chain(
+        &self,
+        _key: &str,
+        f: &mut dyn FnMut(&Self) -> Result<Vec<Self::Tensor>>,
+    ) -> Result<Vec<Self::Tensor>>
+    where
+        Self: Sized,
+    {
+        f(self)
+    }
+
     /// Wait until queued work is done (no-op on synchronous homes).
     fn synchronize(&self) -> Result<()> {
         Ok(())
