@@ -11,6 +11,7 @@
 //! ```
 
 pub mod config;
+pub mod frontend;
 pub mod model;
 pub mod stream;
 pub mod timestamps;
@@ -81,6 +82,19 @@ impl<B: Backend> SileroVad<B> {
     pub fn lane(&self) -> Lane {
         self.lane
     }
+    /// Choose the STFT path: the host FFT (default, where the file's basis is a windowed DFT)
+    /// or the strided conv over the backend (always available; the export's own formulation).
+    pub fn set_host_stft(&mut self, on: bool) {
+        for b in &mut self.branches {
+            b.use_host_stft = on;
+        }
+    }
+
+    /// Whether every branch of this file can take the host FFT path.
+    pub fn host_stft_available(&self) -> bool {
+        self.branches.iter().all(|b| b.has_host_stft())
+    }
+
     /// The network rates this file supports.
     pub fn rates(&self) -> Vec<VadRate> {
         self.branches.iter().map(|b| b.rate).collect()
@@ -123,17 +137,12 @@ impl<B: Backend> SileroVad<B> {
         let n_windows = samples.len().div_ceil(rate.window());
         let mut probs = Vec::with_capacity(n_windows);
         let (mut h, mut c) = zero_state(be)?;
-        let width = 2 * rate.context() + rate.window();
         let mut buf = Vec::new();
         let mut first = 0;
         while first < n_windows {
             let n = BLOCK_WINDOWS.min(n_windows - first);
             frames_for(samples, rate, first, n, &mut buf);
-            let frames = be.upload(&HostTensor::new(
-                vec![n, width, 1],
-                std::mem::take(&mut buf),
-            )?)?;
-            probs.extend(branch.run_block(be, &frames, &mut h, &mut c)?);
+            probs.extend(branch.run_block(be, &buf, n, &mut h, &mut c)?);
             first += n;
         }
         Ok(probs)

@@ -11,6 +11,7 @@
 //! the windows one by one.
 
 use super::config::{VadRate, HIDDEN};
+use super::frontend::StftFrontEnd;
 use super::weights::{BranchWeights, ENCODER_KERNEL, ENCODER_STRIDES};
 use crate::error::Result;
 use stapes_core::{Activation, Backend, Conv1dParams, DeviceTensor, HostTensor, Lane};
@@ -24,6 +25,10 @@ pub struct Branch<B: Backend> {
     pub rate: VadRate,
     /// `(2F, K)`, real/imaginary rows interleaved.
     stft: B::Weight,
+    /// The same STFT by host FFT, when the basis is a windowed DFT (see `frontend.rs`).
+    host_stft: Option<StftFrontEnd>,
+    /// Whether runs take `host_stft` (when present) or the conv over the backend.
+    pub use_host_stft: bool,
     /// `(2)`: `1/√2` twice (the rms_norm gain of the magnitude trick).
     pair_gain: B::Tensor,
     /// `(1, 2)`: ones (sums each re/im pair).
@@ -51,6 +56,8 @@ impl<B: Backend> Branch<B> {
             // The STFT basis and the pair sum stay exact: they are fixed transforms, not learned
             // GEMMs, and a lane that rounds them would shift every probability.
             stft: be.weight(&w.stft_basis, best_exact_lane(be, lane))?,
+            host_stft: StftFrontEnd::from_basis(w.rate, &w.stft_basis),
+            use_host_stft: true,
             pair_gain: be.upload(&HostTensor::new(vec![2], vec![half, half])?)?,
             pair_sum: be.weight(
                 &HostTensor::new(vec![1, 2], vec![1.0, 1.0])?,
@@ -65,22 +72,18 @@ impl<B: Backend> Branch<B> {
         })
     }
 
-    /// Model inputs of `n` windows, already reflect-padded: `(n, ctx + win + ctx, 1)` → `(n, H)`.
-    pub fn encode(&self, be: &B, frames: &B::Tensor) -> Result<B::Tensor> {
+    /// STFT magnitude on the backend: model inputs `frames (n, ctx + win + ctx, 1)`, already
+    /// reflect-padded → `(n, 4, F)`.
+    pub fn stft_conv(&self, be: &B, frames: &B::Tensor) -> Result<B::Tensor> {
         let n = frames.shape()[0];
         let k = self.rate.filter_length();
         let bins = k / 2 + 1;
-        // (n, 4, 2F): interleaved re/im of 4 STFT frames
-        let spec = be.conv1d(
-            frames,
-            &self.stft,
-            None,
-            Conv1dParams {
-                kernel: k,
-                stride: k / 2,
-                padding: 0,
-            },
-        )?;
+        let p = Conv1dParams {
+            kernel: k,
+            stride: k / 2,
+            padding: 0,
+        };
+        let spec = be.conv1d(frames, &self.stft, None, p)?; // (n, 4, 2F), re/im interleaved
         let t = spec.shape()[1];
         // The contract has no sqrt; |z| comes from rms_norm over each (re, im) pair:
         // r = z / sqrt((re² + im²)/2) · (1/√2)  ⇒  re·r₀ + im·r₁ = sqrt(re² + im²).
@@ -88,15 +91,23 @@ impl<B: Backend> Branch<B> {
         let r = be.rms_norm(&pairs, &self.pair_gain, MAG_EPS)?;
         let prod = be.mul(&pairs, &r)?;
         let mag = be.linear(&prod, &self.pair_sum, None)?; // (n, 4, F, 1)
-        let mut x = be.reshape(&mag, &[n, t, bins])?; // (n, 4, F)
+        Ok(be.reshape(&mag, &[n, t, bins])?)
+    }
+
+    /// The encoder after the STFT: `mag (n, 4, F)` → `(n, H)`.
+    pub fn encode_spectrum(&self, be: &B, mag: &B::Tensor) -> Result<B::Tensor> {
+        let n = mag.shape()[0];
+        let mut x: Option<B::Tensor> = None;
         for ((w, b), stride) in self.encoder.iter().zip(ENCODER_STRIDES) {
             let p = Conv1dParams {
                 kernel: ENCODER_KERNEL,
                 stride,
                 padding: 1,
             };
-            x = be.activation(&be.conv1d(&x, w, Some(b), p)?, Activation::Relu)?;
+            let y = be.conv1d(x.as_ref().unwrap_or(mag), w, Some(b), p)?;
+            x = Some(be.activation(&y, Activation::Relu)?);
         }
+        let x = x.ok_or_else(|| stapes_core::Error::shape("silero encode", "no encoder blocks"))?;
         // (n, 1, H) after strides 1·2·2·1 on 4 frames
         let frames_out = x.shape()[1];
         if frames_out != 1 {
@@ -109,15 +120,64 @@ impl<B: Backend> Branch<B> {
         Ok(be.reshape(&x, &[n, HIDDEN])?)
     }
 
-    /// One LSTM step: `x, h, c (1, H)` → `(h', c')`.
-    pub fn step(
+    /// Model inputs of `n` windows on the host, `(n, ctx + win + ctx)` row-major and already
+    /// reflect-padded → encoder output `(n, H)`, by the host FFT or the backend conv.
+    pub fn encode(&self, be: &B, frames: &[f32], n: usize) -> Result<B::Tensor> {
+        let width = 2 * self.rate.context() + self.rate.window();
+        match (&self.host_stft, self.use_host_stft) {
+            (Some(fe), true) => {
+                let mag = be.upload(&fe.magnitudes(frames, n, width)?)?; // (n, 4, F)
+                self.encode_spectrum(be, &mag)
+            }
+            _ => {
+                let x = be.upload(&HostTensor::new(vec![n, width, 1], frames.to_vec())?)?;
+                self.encode_spectrum(be, &self.stft_conv(be, &x)?)
+            }
+        }
+    }
+
+    /// Whether this branch can take the host FFT path.
+    pub fn has_host_stft(&self) -> bool {
+        self.host_stft.is_some()
+    }
+
+    /// The LSTM over encoder outputs `enc (n, H)` from state `(h, c)`; returns every step's
+    /// `h` as `(n, H)` and leaves `(h, c)` after the last step.
+    ///
+    /// The input projection `enc·W_ihᵀ + b` does not depend on the recurrence, so it runs as one
+    /// GEMM for the block and each step's slice of it becomes the bias of the step's only GEMV,
+    /// `h·W_hhᵀ`. (`lstm_cell` would issue two GEMVs per step; on the CPU home each small GEMV
+    /// costs ~5 µs of dispatch, more than its arithmetic.)
+    pub fn walk(
         &self,
         be: &B,
-        x: &B::Tensor,
-        h: &B::Tensor,
-        c: &B::Tensor,
-    ) -> Result<(B::Tensor, B::Tensor)> {
-        Ok(be.lstm_cell(x, h, c, &self.w_ih, &self.w_hh, Some(&self.lstm_bias))?)
+        enc: &B::Tensor,
+        h: &mut B::Tensor,
+        c: &mut B::Tensor,
+    ) -> Result<B::Tensor> {
+        let n = enc.shape()[0];
+        let g4 = 4 * HIDDEN;
+        let gx = be.linear(enc, &self.w_ih, Some(&self.lstm_bias))?; // (n, 4H)
+        let gx = be.reshape(&gx, &[n * g4])?; // flat: each step's slice is a (4H) bias
+                                              // Outputs are gathered with one concat at the end: per-step copies into a preallocated
+                                              // buffer would add two ops to every step.
+        let mut outs: Vec<B::Tensor> = Vec::with_capacity(n); // n × (1, H)
+        for i in 0..n {
+            let gx_i = be.slice(&gx, 0, i * g4, g4)?; // (4H)
+            let prev = outs.last().unwrap_or(&*h);
+            let gates = be.linear(prev, &self.w_hh, Some(&gx_i))?; // (1, 4H)
+            let (h2, c2) = lstm_gates(be, &gates, c)?;
+            outs.push(h2);
+            *c = c2;
+        }
+        let hs = {
+            let refs: Vec<&B::Tensor> = outs.iter().collect();
+            be.concat(&refs, 0)? // (n, H)
+        };
+        if let Some(last) = outs.pop() {
+            *h = last;
+        }
+        Ok(hs)
     }
 
     /// Speech probability of each LSTM output: `hs (n, H)` → `(n, 1)`.
@@ -132,32 +192,35 @@ impl<B: Backend> Branch<B> {
     pub fn run_block(
         &self,
         be: &B,
-        frames: &B::Tensor,
+        frames: &[f32],
+        n: usize,
         h: &mut B::Tensor,
         c: &mut B::Tensor,
     ) -> Result<Vec<f32>> {
-        let n = frames.shape()[0];
-        let enc = self.encode(be, frames)?; // (n, H)
-                                            // Outputs are gathered with one concat at the end: per-step copies into a preallocated
-                                            // buffer would add two ops to every step, and per-op cost dominates this tiny cell.
-        let mut outs: Vec<B::Tensor> = Vec::with_capacity(n); // n × (1, H)
-        for i in 0..n {
-            let x = be.slice(&enc, 0, i, 1)?; // (1, H)
-            let prev = outs.last().unwrap_or(&*h);
-            let (h2, c2) = self.step(be, &x, prev, c)?;
-            outs.push(h2);
-            *c = c2;
-        }
-        let hs = {
-            let refs: Vec<&B::Tensor> = outs.iter().collect();
-            be.concat(&refs, 0)? // (n, H)
-        };
-        if let Some(last) = outs.pop() {
-            *h = last;
-        }
+        let enc = self.encode(be, frames, n)?; // (n, H)
+        let hs = self.walk(be, &enc, h, c)?; // (n, H)
         let p = be.download(&self.head(be, &hs)?)?;
         Ok(p.data)
     }
+}
+
+/// The LSTM cell after its GEMMs (PyTorch gate order i, f, g, o): `gates (1, 4H)`, `c (1, H)`
+/// → `(h', c')` with `c' = σ(f)·c + σ(i)·tanh(g)`, `h' = σ(o)·tanh(c')`.
+fn lstm_gates<B: Backend>(
+    be: &B,
+    gates: &B::Tensor,
+    c: &B::Tensor,
+) -> Result<(B::Tensor, B::Tensor)> {
+    let gate = |k: usize, act: Activation| -> Result<B::Tensor> {
+        Ok(be.activation(&be.slice(gates, 1, k * HIDDEN, HIDDEN)?, act)?)
+    };
+    let i = gate(0, Activation::Sigmoid)?;
+    let f = gate(1, Activation::Sigmoid)?;
+    let g = gate(2, Activation::Tanh)?;
+    let o = gate(3, Activation::Sigmoid)?;
+    let c2 = be.add(&be.mul(&f, c)?, &be.mul(&i, &g)?)?;
+    let h2 = be.mul(&o, &be.activation(&c2, Activation::Tanh)?)?;
+    Ok((h2, c2))
 }
 
 /// Fixed transforms keep f32 where the home has it, else the lane asked for.

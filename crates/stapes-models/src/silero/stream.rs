@@ -11,7 +11,7 @@ use super::model::{reflect_tail, Branch};
 use super::timestamps::VadParams;
 use super::{zero_state, SileroVad};
 use crate::error::{ModelError, Result};
-use stapes_core::{Backend, HostTensor};
+use stapes_core::Backend;
 
 /// A change of state, positions in samples at the stream's rate since the last reset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,8 +173,8 @@ impl<'a, B: Backend> VadStream<'a, B> {
         self.context
             .copy_from_slice(&self.frames[last + win..last + win + ctx]);
         let be = self.vad.backend();
-        let frames = be.upload(&HostTensor::new(vec![n, width, 1], self.frames.clone())?)?;
-        self.branch.run_block(be, &frames, &mut self.h, &mut self.c)
+        self.branch
+            .run_block(be, &self.frames, n, &mut self.h, &mut self.c)
     }
 
     /// VADIterator.__call__ for one window's probability.
