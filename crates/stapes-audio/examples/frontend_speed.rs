@@ -41,6 +41,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             best_of(20, || whisper::log_mel(&x, n_mels, 0))
         );
     }
+    let one_s = &x[..16_000];
+    println!(
+        "whisper log_mel 1 s, 80 mels (fixed cost): {:.3} ms",
+        best_of(50, || whisper::log_mel(one_s, 80, 0))
+    );
     let cfg = nemo::NemoConfig::parakeet(128);
     println!(
         "nemo log_mel 30 s, 128 mels: {:.2} ms",

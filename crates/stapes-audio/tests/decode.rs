@@ -9,11 +9,32 @@ fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A scratch folder unique to this test.
-fn scratch(name: &str) -> PathBuf {
+/// A scratch folder unique to this test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("stapes-audio-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+    Scratch(dir)
 }
 
 fn write_wav(path: &Path, rate: u32, channels: u16, frames: &[Vec<f32>]) {
@@ -151,7 +172,6 @@ fn stereo_44100_resamples_with_exact_timing() {
     assert!(err < 5e-3, "max error {err}");
     // Silence before the onset stays silent (no leading delay, only the filter's short ringing).
     assert!(rms(&got[..7_800]) < 1e-3);
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -185,7 +205,6 @@ fn mono_8000_upsamples_with_exact_timing_and_no_image() {
     let image_amp = 2.0 * (re * re + im * im).sqrt() / seg.len() as f64;
     println!("image at {image} Hz: amplitude {image_amp:.2e}");
     assert!(image_amp < 0.5e-3, "image amplitude {image_amp}");
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -255,7 +274,8 @@ fn jfk_wav_bytes() -> Vec<u8> {
 
 #[test]
 fn missing_file_is_an_io_error() {
-    let path = scratch("missing").join("no-such-file.wav");
+    let dir = scratch("missing");
+    let path = dir.join("no-such-file.wav");
     let err = load_file(&path).expect_err("missing");
     assert!(matches!(err, AudioError::Io { .. }), "{err:?}");
     assert!(err.to_string().contains("no-such-file.wav"));
@@ -584,5 +604,4 @@ fn float_wav_at_22050_decodes() {
     let ideal = tone(16_000, 1.0, 500.0, 0.5, 0.0);
     let err = max_err_vs_ideal(&got, &ideal, 1_000..15_000);
     assert!(err < 1e-3, "max error {err}");
-    std::fs::remove_dir_all(dir).ok();
 }
