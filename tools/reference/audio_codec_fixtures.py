@@ -7,6 +7,8 @@ original jfk.wav, not anything our decoder produced.
   * jfk_2s_44k_stereo_s24.flac first 2 s resampled by ffmpeg to 44.1 kHz, stereo, 24-bit.
   * jfk_3s_48k_stereo.ogg     first 3 s resampled by ffmpeg to 48 kHz, stereo, Vorbis.
 Run from the repository root: python tools/reference/audio_codec_fixtures.py
+The FLAC files come out byte-identical on every run; the Ogg file differs in its random stream
+serial number (and so the page checksums) only.
 """
 
 import fractions
