@@ -122,9 +122,23 @@ fn jfk_in_every_response_format() {
         words(last["text"].as_str().unwrap_or_default())
     );
 
+    // English-only model: translation to English is the transcript itself.
+    let r = s.post(
+        "/v1/audio/translations",
+        &[
+            Part::File("file", "jfk.wav", &wav),
+            Part::Text("response_format", "verbose_json"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["task"], "translate");
+    assert_jfk(v["text"].as_str().unwrap_or_default());
+
     let text = s.get("/metrics").text();
     assert!(
-        text.contains("stapes_audio_seconds_total{model=\"tiny.en\"} 77"),
+        text.contains("stapes_audio_seconds_total{model=\"tiny.en\"} 88"),
         "{text}"
     );
 }

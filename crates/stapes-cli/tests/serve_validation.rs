@@ -172,6 +172,26 @@ fn api_key_is_required_on_v1_only() {
 }
 
 #[test]
+fn api_key_from_the_environment() {
+    let dir = empty_model_dir();
+    let spec = format!("tiny={}", dir.display());
+    let s = Server::start_with_env(
+        &["--lazy-load", "-m", &spec],
+        &[("STAPES_API_KEY", "from-env")],
+    );
+    get(&s.addr, "/v1/models", &[]).assert_error(401, "invalid_api_key", None);
+    assert_eq!(
+        get(
+            &s.addr,
+            "/v1/models",
+            &[("Authorization", "Bearer from-env")]
+        )
+        .status,
+        200
+    );
+}
+
+#[test]
 fn full_queue_is_429_with_retry_after() {
     let s = lazy_server(&["--queue", "0", "--workers", "1"]);
     let wav = jfk_wav();

@@ -63,12 +63,16 @@ pub struct Server {
     log: Arc<Mutex<String>>,
 }
 
-fn spawn(args: &[&str]) -> (Child, mpsc::Receiver<String>, Arc<Mutex<String>>) {
+fn spawn(
+    args: &[&str],
+    envs: &[(&str, &str)],
+) -> (Child, mpsc::Receiver<String>, Arc<Mutex<String>>) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_stapes"))
         .arg("serve")
         .args(["--host", "127.0.0.1", "--port", "0"])
         .args(args)
         .env_remove("STAPES_API_KEY")
+        .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -100,7 +104,11 @@ fn spawn(args: &[&str]) -> (Child, mpsc::Receiver<String>, Arc<Mutex<String>>) {
 
 impl Server {
     pub fn start(args: &[&str]) -> Server {
-        let (mut child, rx, log) = spawn(args);
+        Self::start_with_env(args, &[])
+    }
+
+    pub fn start_with_env(args: &[&str], envs: &[(&str, &str)]) -> Server {
+        let (mut child, rx, log) = spawn(args, envs);
         match rx.recv_timeout(Duration::from_secs(120)) {
             Ok(addr) => Server { child, addr, log },
             Err(_) => {
