@@ -262,10 +262,40 @@ fn main() {
                 fl / s.median / 1e9
             );
         }
-        g.set_attention_variant(0);
+        g.set_attention_variant(1);
         if b == batch {
             break;
         }
+    }
+
+    println!("\n## one encoder layer's other ops, isolated (eager, median ms)");
+    {
+        let x = g
+            .upload(&HostTensor::random(vec![1, t, d], 21, 1.0))
+            .unwrap();
+        let y = g
+            .upload(&HostTensor::random(vec![1, t, d], 22, 1.0))
+            .unwrap();
+        let big = g
+            .upload(&HostTensor::random(vec![1, t, ffn], 23, 1.0))
+            .unwrap();
+        let gam = g.upload(&HostTensor::random(vec![d], 24, 1.0)).unwrap();
+        let ln = time(&g, reps, || {
+            g.layer_norm(&x, &gam, Some(&gam), 1e-5).unwrap();
+        });
+        let add = time(&g, reps, || {
+            g.add(&x, &y).unwrap();
+        });
+        let gelu = time(&g, reps, || {
+            g.activation(&big, Activation::Gelu).unwrap();
+        });
+        let sl = time(&g, reps, || {
+            g.slice(&big, 2, 0, d).unwrap();
+        });
+        println!(
+            "layer_norm {t}×{d}: {:.4} | add {t}×{d}: {:.4} | gelu {t}×{ffn}: {:.4} | slice {t}×{d} of {ffn}: {:.4}",
+            ln.median, add.median, gelu.median, sl.median
+        );
     }
 
     println!("\n## synthetic turbo encoder: {n_layers} layers (8 distinct weight sets), T = {t}, batch {batch}, no conv stem");
