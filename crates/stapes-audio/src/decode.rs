@@ -185,9 +185,27 @@ fn probe_error(label: &Path, err: SymError) -> AudioError {
     }
 }
 
+/// [`decode_inner`], with a panic inside a codec (malformed input reaching an unchecked path in
+/// a demuxer or decoder) turned into [`AudioError::Corrupt`] rather than taking the process down.
+fn decode_labeled(
+    source: Box<dyn MediaSource>,
+    hint_ext: Option<&str>,
+    label: &Path,
+) -> Result<Vec<f32>, AudioError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decode_inner(source, hint_ext, label)
+    }))
+    .unwrap_or_else(|_| {
+        Err(corrupt(
+            label,
+            "the decoder failed on malformed data (internal panic caught)",
+        ))
+    })
+}
+
 /// Decodes the default audio track to mono (channel mean) and resamples it to 16 kHz as the
 /// packets arrive.
-fn decode_labeled(
+fn decode_inner(
     source: Box<dyn MediaSource>,
     hint_ext: Option<&str>,
     label: &Path,
