@@ -206,6 +206,7 @@ fn attention_fused_and_rows() {
             &want,
         );
     }
+    g.set_attention_variant(1);
 }
 
 #[test]
