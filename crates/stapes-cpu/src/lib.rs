@@ -185,6 +185,16 @@ fn attn_dims(
 impl CpuBackend {
     /// A backend running on `threads` worker threads (0 = one per available core).
     pub fn new(threads: usize) -> Result<Self> {
+        Self::build(threads, simd::Avx2::new())
+    }
+
+    /// As [`CpuBackend::new`] but with the portable kernels only, even where AVX2 is present:
+    /// lets the fallback path be tested (and timed) on machines that would never pick it.
+    pub fn new_portable(threads: usize) -> Result<Self> {
+        Self::build(threads, None)
+    }
+
+    fn build(threads: usize, avx2: Option<simd::Avx2>) -> Result<Self> {
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
@@ -199,10 +209,7 @@ impl CpuBackend {
             })?;
         Ok(CpuBackend {
             pool,
-            kernels: Kernels {
-                avx2: simd::Avx2::new(),
-                threads,
-            },
+            kernels: Kernels { avx2, threads },
             counters: Counters::default(),
         })
     }

@@ -675,3 +675,130 @@ fn bad_shapes_are_typed_errors() {
         "kernel longer than input"
     );
 }
+
+#[test]
+fn portable_kernels_match_the_reference() {
+    // The non-AVX2 fallback never runs by itself on an AVX2 machine: force it and check the
+    // lanes' dot kernels (GEMV and GEMM paths) and the element-wise maps.
+    let p = Pair {
+        cpu: CpuBackend::new_portable(2).expect("portable cpu"),
+        rf: ReferenceBackend::new(),
+    };
+    assert!(!p.cpu.has_avx2());
+    let cases: &[(&[usize], usize)] = &[
+        (&[1, 7], 5),
+        (&[5, 384], 300),
+        (&[2, 3, 31], 33),
+        (&[64, 100], 31),
+        (&[1, 33], 9),
+    ];
+    for &lane in &LANES {
+        for (i, &(xs, n)) in cases.iter().enumerate() {
+            let k = *xs.last().expect("rank");
+            let x = rnd(xs, 400 + i as u64, 1.0);
+            let w = rnd(&[n, k], 410 + i as u64, 1.0);
+            let (got, want) = both!(p, |be, up| {
+                let wt = be.weight(&w, lane).expect("weight");
+                be.linear(&up(&x), &wt, None).expect("linear")
+            });
+            check(
+                Op::Linear,
+                lane,
+                &format!("portable linear {lane} x{xs:?} n={n}"),
+                &got,
+                &want,
+            );
+        }
+    }
+    let x = rnd(&[33, 1500], 420, 4.0);
+    for act in [Activation::Gelu, Activation::Silu, Activation::Tanh] {
+        let (got, want) = both!(p, |be, up| be.activation(&up(&x), act).expect("act"));
+        check(
+            Op::Activation,
+            Lane::F32,
+            &format!("portable {act:?}"),
+            &got,
+            &want,
+        );
+    }
+    let (got, want) = both!(p, |be, up| be.softmax(&up(&x)).expect("softmax"));
+    check(Op::Softmax, Lane::F32, "portable softmax", &got, &want);
+}
+
+#[test]
+fn single_thread_equals_two_threads() {
+    // The serial (caller-thread) and pooled paths split work differently but must agree; the
+    // shapes are big enough that two threads take the parallel path.
+    let one = CpuBackend::new(1).expect("cpu");
+    let two = CpuBackend::new(2).expect("cpu");
+    let x = rnd(&[300, 384], 430, 1.0);
+    let w = rnd(&[1536, 384], 431, 1.0);
+    let q = rnd(&[1, 300, 384], 432, 1.0);
+    let prm = AttnParams {
+        n_heads: 6,
+        scale: 0.125,
+        kv_len: None,
+        causal: true,
+    };
+    for lane in LANES {
+        for rows in [1usize, 5, 300] {
+            let xr = HostTensor::new(vec![rows, 384], x.data[..rows * 384].to_vec()).expect("rows");
+            let a = one
+                .download(
+                    &one.linear(
+                        &one.upload(&xr).expect("up"),
+                        &one.weight(&w, lane).expect("w"),
+                        None,
+                    )
+                    .expect("linear"),
+                )
+                .expect("down");
+            let b = two
+                .download(
+                    &two.linear(
+                        &two.upload(&xr).expect("up"),
+                        &two.weight(&w, lane).expect("w"),
+                        None,
+                    )
+                    .expect("linear"),
+                )
+                .expect("down");
+            check(
+                Op::Linear,
+                lane,
+                &format!("1 vs 2 threads, linear {lane} rows={rows}"),
+                &a,
+                &b,
+            );
+        }
+    }
+    let a = one
+        .download(
+            &one.attention(
+                &one.upload(&q).expect("up"),
+                &one.upload(&q).expect("up"),
+                &one.upload(&q).expect("up"),
+                &prm,
+            )
+            .expect("attn"),
+        )
+        .expect("down");
+    let b = two
+        .download(
+            &two.attention(
+                &two.upload(&q).expect("up"),
+                &two.upload(&q).expect("up"),
+                &two.upload(&q).expect("up"),
+                &prm,
+            )
+            .expect("attn"),
+        )
+        .expect("down");
+    check(
+        Op::Attention,
+        Lane::F32,
+        "1 vs 2 threads, attention",
+        &a,
+        &b,
+    );
+}
