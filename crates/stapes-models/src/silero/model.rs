@@ -75,7 +75,7 @@ impl<B: Backend> Branch<B> {
     /// STFT magnitude on the backend: model inputs `frames (n, ctx + win + ctx, 1)`, already
     /// reflect-padded → `(n, 4, F)`.
     pub fn stft_conv(&self, be: &B, frames: &B::Tensor) -> Result<B::Tensor> {
-        let n = frames.shape()[0];
+        let n = dim0(frames, "silero stft_conv")?;
         let k = self.rate.filter_length();
         let bins = k / 2 + 1;
         let p = Conv1dParams {
@@ -96,7 +96,7 @@ impl<B: Backend> Branch<B> {
 
     /// The encoder after the STFT: `mag (n, 4, F)` → `(n, H)`.
     pub fn encode_spectrum(&self, be: &B, mag: &B::Tensor) -> Result<B::Tensor> {
-        let n = mag.shape()[0];
+        let n = dim0(mag, "silero encode")?;
         let mut x: Option<B::Tensor> = None;
         for ((w, b), stride) in self.encoder.iter().zip(ENCODER_STRIDES) {
             let p = Conv1dParams {
@@ -124,6 +124,13 @@ impl<B: Backend> Branch<B> {
     /// reflect-padded → encoder output `(n, H)`, by the host FFT or the backend conv.
     pub fn encode(&self, be: &B, frames: &[f32], n: usize) -> Result<B::Tensor> {
         let width = 2 * self.rate.context() + self.rate.window();
+        if frames.len() != n * width {
+            return Err(stapes_core::Error::shape(
+                "silero encode",
+                format!("{} samples for {n} windows of {width}", frames.len()),
+            )
+            .into());
+        }
         match (&self.host_stft, self.use_host_stft) {
             (Some(fe), true) => {
                 let mag = be.upload(&fe.magnitudes(frames, n, width)?)?; // (n, 4, F)
@@ -155,7 +162,7 @@ impl<B: Backend> Branch<B> {
         h: &mut B::Tensor,
         c: &mut B::Tensor,
     ) -> Result<B::Tensor> {
-        let n = enc.shape()[0];
+        let n = dim0(enc, "silero lstm")?;
         let g4 = 4 * HIDDEN;
         let gx = be.linear(enc, &self.w_ih, Some(&self.lstm_bias))?; // (n, 4H)
         let gx = be.reshape(&gx, &[n * g4])?; // flat: each step's slice is a (4H) bias
@@ -223,6 +230,14 @@ fn lstm_gates<B: Backend>(
     Ok((h2, c2))
 }
 
+/// Leading dimension, or a shape error for a scalar.
+fn dim0<T: DeviceTensor>(t: &T, op: &'static str) -> Result<usize> {
+    Ok(t.shape()
+        .first()
+        .copied()
+        .ok_or_else(|| stapes_core::Error::shape(op, "scalar tensor"))?)
+}
+
 /// Fixed transforms keep f32 where the home has it, else the lane asked for.
 fn best_exact_lane<B: Backend>(be: &B, lane: Lane) -> Lane {
     if be.supports_lane(Lane::F32) {
@@ -253,7 +268,9 @@ pub fn frames_for(samples: &[f32], rate: VadRate, first: usize, n: usize, out: &
             }
         }
         let avail = samples.len().saturating_sub(start).min(win);
-        row[ctx..ctx + avail].copy_from_slice(&samples[start..start + avail]);
+        if avail > 0 {
+            row[ctx..ctx + avail].copy_from_slice(&samples[start..start + avail]);
+        }
         reflect_tail(row, ctx + win, ctx);
     }
 }
