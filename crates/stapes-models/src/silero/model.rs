@@ -1,5 +1,6 @@
-//! Silero VAD v6 over the op contract: STFT as a strided conv with the file's fixed basis, the
-//! magnitude, four conv + ReLU encoder blocks, one LSTM cell, ReLU → 1×1 conv → sigmoid.
+//! Silero VAD v6 over the op contract: STFT magnitude (the export's strided conv with its fixed
+//! basis, or the same windowed DFT by host FFT — see `frontend.rs`), four conv + ReLU encoder
+//! blocks, one LSTM cell, ReLU → 1×1 conv → sigmoid.
 //!
 //! Per 32 ms window at 16 kHz: model input = 64 context samples ++ 512 new samples, reflect-padded
 //! by 64 on the right (640), STFT (filter 256, hop 128) → 4 frames × 129 bins, encoder strides
@@ -16,7 +17,7 @@ use super::weights::{BranchWeights, ENCODER_KERNEL, ENCODER_STRIDES};
 use crate::error::Result;
 use stapes_core::{Activation, Backend, Conv1dParams, DeviceTensor, HostTensor, Lane};
 
-/// `rms_norm`'s epsilon in the magnitude (see [`Branch::encode`]): far below any non-zero
+/// `rms_norm`'s epsilon in the magnitude (see [`Branch::stft_conv`]): far below any non-zero
 /// `(re² + im²)/2` of 16-bit audio (≥ ~1e-12), so it changes nothing but 0/0.
 const MAG_EPS: f32 = 1e-30;
 
@@ -253,6 +254,9 @@ fn best_exact_lane<B: Backend>(be: &B, lane: Lane) -> Lane {
 /// `rate`, as `(n, ctx + win + ctx)` row-major: the previous `ctx` samples (zeros before the
 /// start), `win` new samples (zeros past the end), then the reflection of the last `ctx` of those
 /// (PyTorch `reflect` excludes the edge sample).
+///
+/// The reflection is built here, on the host, while the frames are assembled anyway: the
+/// contract has no pad op and a slice + concat chain per window would cost more than the copy.
 pub fn frames_for(samples: &[f32], rate: VadRate, first: usize, n: usize, out: &mut Vec<f32>) {
     let (win, ctx) = (rate.window(), rate.context());
     let len = ctx + win + ctx;
