@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dump Silero VAD v6 reference outputs for the stapes parity tests.
 
-Needs `pip install onnxruntime numpy soundfile` (tested with onnxruntime 1.23.2, numpy 2.3) and
+Needs `pip install onnxruntime numpy soundfile` (tested with onnxruntime 1.32.0, numpy 2.4.6, soundfile 0.14.0) and
 `scripts/fetch-models.sh silero-vad audio` (the ONNX files, Noise.wav, the LibriVox clips); the
 silero-vad 6.2.3 wheel itself is read from $STAPES_CACHE/downloads (fetch-models leaves it there)
 or any path given as the first argument.
