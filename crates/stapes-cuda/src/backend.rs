@@ -1359,13 +1359,24 @@ impl Backend for CudaBackend {
             n as i32,
             beta.is_some() as i32,
         );
-        self.launch(
-            "layer_norm_f32",
-            (rows as u32, 1, 1),
-            (256, 1, 1),
-            0,
-            args![y, xp, gp, bp, ni, eps, hb],
-        )?;
+        if n.is_multiple_of(4) && n <= 2048 {
+            let ri = rows as i32;
+            self.launch(
+                "layer_norm_rows_f32",
+                (rows.div_ceil(4) as u32, 1, 1),
+                (128, 1, 1),
+                0,
+                args![y, xp, gp, bp, ri, ni, eps, hb],
+            )?;
+        } else {
+            self.launch(
+                "layer_norm_f32",
+                (rows as u32, 1, 1),
+                (256, 1, 1),
+                0,
+                args![y, xp, gp, bp, ni, eps, hb],
+            )?;
+        }
         Ok(out)
     }
 
