@@ -94,4 +94,52 @@ fn main() {
         be.softmax(&h).expect("softmax");
     });
     println!("attention 1500x1500 6x64: {t:.2} ms; gelu 1500x1536: {g:.2} ms; softmax 1500x1536: {s:.2} ms");
+    // Encoder GEMM: the gemm crate's own threading vs two row halves, each single-threaded.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .expect("pool");
+    let (m, k, n) = (1500usize, 384usize, 1536usize);
+    let x = HostTensor::random(vec![m, k], 5, 1.0);
+    let w = HostTensor::random(vec![n, k], 6, 0.05);
+    let mut out = vec![0f32; m * n];
+    let call = |out: &mut [f32], rows: usize, x: &[f32], par: gemm::Parallelism| {
+        // SAFETY: x (rows, k), w (n, k) read as Wᵀ, out (rows, n).
+        unsafe {
+            gemm::gemm(
+                rows,
+                n,
+                k,
+                out.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                x.as_ptr(),
+                1,
+                k as isize,
+                w.data.as_ptr(),
+                k as isize,
+                1,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            )
+        }
+    };
+    let own = best(|| pool.install(|| call(&mut out, m, &x.data, gemm::Parallelism::Rayon(2))));
+    let halves = best(|| {
+        let (o1, o2) = out.split_at_mut(m / 2 * n);
+        let (x1, x2) = x.data.split_at(m / 2 * k);
+        pool.install(|| {
+            rayon::join(
+                || call(o1, m / 2, x1, gemm::Parallelism::None),
+                || call(o2, m - m / 2, x2, gemm::Parallelism::None),
+            )
+        });
+    });
+    let single = best(|| call(&mut out, m, &x.data, gemm::Parallelism::None));
+    println!("gemm 1500x384x1536: Rayon(2) {own:.2} ms, two halves {halves:.2} ms, one thread {single:.2} ms");
 }

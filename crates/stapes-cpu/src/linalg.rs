@@ -339,10 +339,12 @@ impl Kernels {
     }
 
     /// Encoder shapes, f16 lane: widen a panel of weight rows to f32 (exact), then the f32 GEMM
-    /// writes that panel's columns. The panel stays cache-resident across all m rows.
+    /// writes that panel's columns. Panels bound the scratch to 1024·K floats without a full f32
+    /// copy of the weight; each panel costs the GEMM one more packing pass over x, so they are
+    /// kept large.
     fn linear_f16_large(&self, x: &[f32], m: usize, k: usize, wd: &[f16], n: usize) -> Vec<f32> {
         use half::slice::HalfFloatSliceExt;
-        const PANEL: usize = 256;
+        const PANEL: usize = 1024;
         let mut out = vec![0f32; m * n];
         let mut panel = vec![0f32; PANEL * k];
         let a = Mat {
@@ -380,7 +382,7 @@ impl Kernels {
         kb: usize,
         n: usize,
     ) -> Vec<f32> {
-        const PANEL: usize = 256;
+        const PANEL: usize = 1024;
         let mut out = vec![0f32; m * n];
         let mut panel = vec![0f32; PANEL * k];
         let a = Mat {
