@@ -76,7 +76,9 @@ pub struct WhisperTokenizer {
     languages: Vec<(String, u32)>,
     multilingual: bool,
     /// HF tokenizer for encoding where a tokenizer.json exists.
-    hf: Option<tokenizers::Tokenizer>,
+    /// Loaded on the first `encode` only: building it costs more than the rest of the load.
+    hf_path: Option<std::path::PathBuf>,
+    hf: std::sync::OnceLock<std::result::Result<tokenizers::Tokenizer, String>>,
     /// Regular tokens by bytes; the id is the BPE merge rank (tiktoken's convention, which
     /// Whisper's vocabularies follow).
     ranks: HashMap<Vec<u8>, u32>,
@@ -101,6 +103,7 @@ impl Clone for WhisperTokenizer {
             special: self.special.clone(),
             languages: self.languages.clone(),
             multilingual: self.multilingual,
+            hf_path: self.hf_path.clone(),
             hf: self.hf.clone(),
             ranks: self.ranks.clone(),
             pattern: fancy_regex::Regex::new(GPT2_PATTERN).ok(),
@@ -159,8 +162,8 @@ impl WhisperTokenizer {
                 "no tokenizer found (vocabulary.txt, tokenizer.json or vocab.json)",
             ));
         };
-        if tok.hf.is_none() && tj.is_file() {
-            tok.hf = Some(load_hf(&tj)?);
+        if tok.hf_path.is_none() && tj.is_file() {
+            tok.hf_path = Some(tj);
         }
         Ok(tok)
     }
@@ -221,7 +224,7 @@ impl WhisperTokenizer {
             }
         }
         let mut tok = Self::from_table(path, table, vocab_size)?;
-        tok.hf = Some(load_hf(path)?);
+        tok.hf_path = Some(path.to_path_buf());
         Ok(tok)
     }
 
@@ -441,7 +444,8 @@ impl WhisperTokenizer {
             special,
             languages,
             multilingual,
-            hf: None,
+            hf_path: None,
+            hf: std::sync::OnceLock::new(),
             ranks,
             pattern: fancy_regex::Regex::new(GPT2_PATTERN).ok(),
         })
@@ -556,7 +560,12 @@ impl WhisperTokenizer {
     /// `" " + prompt.trim()`). Uses tokenizer.json where the checkpoint has one, else Whisper's
     /// byte-level BPE over the vocabulary with ids as merge ranks.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        if let Some(hf) = &self.hf {
+        if let Some(path) = &self.hf_path {
+            let hf = self
+                .hf
+                .get_or_init(|| load_hf(path).map_err(|e| e.to_string()))
+                .as_ref()
+                .map_err(|e| ModelError::bad_model(path, e.clone()))?;
             let enc = hf
                 .encode(text, false)
                 .map_err(|e| ModelError::BadInput(format!("tokenizer: {e}")))?;
