@@ -38,6 +38,8 @@ pub struct Branch<B: Backend> {
     encoder: Vec<(B::Weight, B::Tensor)>,
     w_ih: B::Weight,
     w_hh: B::Weight,
+    /// `(4H, 2H)`: row r is `W_ih[r] ++ W_hh[r]`, for single-window steps.
+    w_cat: B::Weight,
     /// `(4H)` = b_ih + b_hh.
     lstm_bias: B::Tensor,
     /// `(1, H)` and `(1)`.
@@ -67,6 +69,7 @@ impl<B: Backend> Branch<B> {
             encoder,
             w_ih: be.weight(&w.w_ih, lane)?,
             w_hh: be.weight(&w.w_hh, lane)?,
+            w_cat: be.weight(&concat_rows(&w.w_ih, &w.w_hh)?, lane)?,
             lstm_bias: be.upload(&w.lstm_bias)?,
             head_w: be.weight(&w.head_w, lane)?,
             head_b: be.upload(&w.head_b)?,
@@ -164,11 +167,22 @@ impl<B: Backend> Branch<B> {
         c: &mut B::Tensor,
     ) -> Result<B::Tensor> {
         let n = dim0(enc, "silero lstm")?;
+        if n == 1 {
+            // A single window (streaming): one GEMV over [x, h] instead of two.
+            let xh = be.concat(&[enc, &*h], 1)?; // (1, 2H)
+            let gates = be.linear(&xh, &self.w_cat, Some(&self.lstm_bias))?; // (1, 4H)
+            let (h2, c2) = lstm_gates(be, &gates, c)?;
+            *c = c2;
+            let out = be.reshape(&h2, &[1, HIDDEN])?;
+            *h = h2;
+            return Ok(out);
+        }
         let g4 = 4 * HIDDEN;
+        // Flat, so that each step's slice is directly a (4H) bias.
         let gx = be.linear(enc, &self.w_ih, Some(&self.lstm_bias))?; // (n, 4H)
-        let gx = be.reshape(&gx, &[n * g4])?; // flat: each step's slice is a (4H) bias
-                                              // Outputs are gathered with one concat at the end: per-step copies into a preallocated
-                                              // buffer would add two ops to every step.
+        let gx = be.reshape(&gx, &[n * g4])?;
+        // Outputs are gathered with one concat at the end: per-step copies into a preallocated
+        // buffer would add two ops to every step.
         let mut outs: Vec<B::Tensor> = Vec::with_capacity(n); // n × (1, H)
         for i in 0..n {
             let gx_i = be.slice(&gx, 0, i * g4, g4)?; // (4H)
@@ -229,6 +243,18 @@ fn lstm_gates<B: Backend>(
     let c2 = be.add(&be.mul(&f, c)?, &be.mul(&i, &g)?)?;
     let h2 = be.mul(&o, &be.activation(&c2, Activation::Tanh)?)?;
     Ok((h2, c2))
+}
+
+/// `(N, K1)` and `(N, K2)` → `(N, K1 + K2)`.
+fn concat_rows(a: &HostTensor, b: &HostTensor) -> Result<HostTensor> {
+    let (ka, kb) = (a.last_dim(), b.last_dim());
+    let rows = a.rows();
+    let mut data = Vec::with_capacity(rows * (ka + kb));
+    for (ra, rb) in a.data.chunks(ka.max(1)).zip(b.data.chunks(kb.max(1))) {
+        data.extend_from_slice(ra);
+        data.extend_from_slice(rb);
+    }
+    Ok(HostTensor::new(vec![rows, ka + kb], data)?)
 }
 
 /// Leading dimension, or a shape error for a scalar.
