@@ -11,6 +11,17 @@ extern "C" __global__ void copy2d_f32(float* __restrict__ dst, const float* __re
     }
 }
 
+// The same in 16-byte units (all counts and offsets divisible by 4 floats).
+extern "C" __global__ void copy2d_f32x4(float4* __restrict__ dst, const float4* __restrict__ src, long long rows, long long cols,
+                                        long long dst_ld, long long src_ld) {
+    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float4* s = src + r * src_ld;
+        float4* d = dst + r * dst_ld;
+        for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols; c += (long long)gridDim.x * blockDim.x)
+            d[c] = s[c];
+    }
+}
+
 // (batch, a, b) -> (batch, b, a), through a 32x33 shared tile so both sides stay coalesced.
 extern "C" __global__ void transpose_f32(float* __restrict__ dst, const float* __restrict__ src, int a, int b) {
     __shared__ float tile[32][33];

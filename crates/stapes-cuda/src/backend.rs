@@ -325,6 +325,21 @@ impl CudaBackend {
             return Ok(());
         }
         let (r, c, dl, sl) = (rows as i64, cols as i64, dst_ld as i64, src_ld as i64);
+        if (cols | dst_ld | src_ld).is_multiple_of(4) && (dst | src).is_multiple_of(16) {
+            let (c4, dl4, sl4) = (c / 4, dl / 4, sl / 4);
+            let grid = (
+                (cols / 4).div_ceil(256).min(1024) as u32,
+                rows.min(65535) as u32,
+                1,
+            );
+            return self.launch(
+                "copy2d_f32x4",
+                grid,
+                (256, 1, 1),
+                0,
+                args![dst, src, r, c4, dl4, sl4],
+            );
+        }
         let grid = (
             cols.div_ceil(256).min(1024) as u32,
             rows.min(65535) as u32,

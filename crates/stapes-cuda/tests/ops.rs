@@ -420,6 +420,28 @@ fn layout_ops_are_exact() {
             .unwrap()
     });
     check("gather_batch", Op::Layout, Lane::F16, &got, &want);
+    // 16-byte aligned shapes take the vector copy path
+    let a = rnd(&[2, 8, 64], 174, 1.0);
+    let c = rnd(&[2, 3, 64], 175, 1.0);
+    let (got, want) = both!(g, &r, |be| {
+        let at = be.upload(&a).unwrap();
+        be.download(&be.slice(&at, 2, 16, 32).unwrap()).unwrap()
+    });
+    check("slice aligned", Op::Layout, Lane::F16, &got, &want);
+    let (got, want) = both!(g, &r, |be| {
+        let mut at = be.upload(&a).unwrap();
+        let ct = be.upload(&c).unwrap();
+        be.write_rows(&mut at, &ct, 4).unwrap();
+        let cat = be.concat(&[&at, &at], 2).unwrap();
+        be.download(&cat).unwrap()
+    });
+    check(
+        "write_rows + concat aligned",
+        Op::Layout,
+        Lane::F16,
+        &got,
+        &want,
+    );
     let table = rnd(&[51, 33], 173, 1.0);
     let (got, want) = both!(g, &r, |be| {
         let tt = be.upload(&table).unwrap();
