@@ -361,14 +361,14 @@ mod x86 {
             unsafe { dot4_q8(xq, xs, wq, ws) }
         }
         pub fn dot_f32(self, x: &[&[f32]; MR], rows: usize, w: &[f32]) -> [f32; MR] {
-            debug_assert!(x[..rows].iter().all(|r| r.len() >= w.len()));
-            // SAFETY: the token proves AVX2+FMA; every x row is at least w.len() long (callers
-            // slice them to K).
+            // Checked in release too: these are safe public fns over raw-pointer kernels.
+            assert!(x[..rows].iter().all(|r| r.len() >= w.len()));
+            // SAFETY: the token proves AVX2+FMA; the assert shows every x row covers w.
             unsafe { dot_f32(x, rows, w) }
         }
 
         pub fn dot_f16(self, x: &[&[f32]; MR], rows: usize, w: &[half::f16]) -> [f32; MR] {
-            debug_assert!(x[..rows].iter().all(|r| r.len() >= w.len()));
+            assert!(x[..rows].iter().all(|r| r.len() >= w.len()));
             // SAFETY: as dot_f32, plus F16C.
             unsafe { dot_f16(x, rows, w) }
         }
@@ -381,11 +381,10 @@ mod x86 {
             wq: &[i8],
             ws: &[f32],
         ) -> [f32; MR] {
-            debug_assert!(wq.len() >= ws.len() * 32);
-            debug_assert!(xq[..rows].iter().all(|r| r.len() >= ws.len() * 32));
-            debug_assert!(xs[..rows].iter().all(|r| r.len() >= ws.len()));
-            // SAFETY: the token proves AVX2+FMA; block counts were checked by the caller
-            // (weights and quantized activations are built with the same K).
+            assert!(wq.len() >= ws.len() * 32);
+            assert!(xq[..rows].iter().all(|r| r.len() >= ws.len() * 32));
+            assert!(xs[..rows].iter().all(|r| r.len() >= ws.len()));
+            // SAFETY: the token proves AVX2+FMA; the asserts cover every block and scale read.
             unsafe { dot_q8(xq, xs, rows, wq, ws) }
         }
 
