@@ -67,6 +67,7 @@ const GPT2_PATTERN: &str =
     r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+";
 
 /// Whisper tokenizer: decode for every vocabulary source, encode for prompts.
+#[derive(Clone)]
 pub struct WhisperTokenizer {
     /// Token text as the vocabulary spells it (byte-level characters for regular tokens).
     strings: Vec<String>,
@@ -81,8 +82,15 @@ pub struct WhisperTokenizer {
     hf: std::sync::OnceLock<std::result::Result<tokenizers::Tokenizer, String>>,
     /// Regular tokens by bytes; the id is the BPE merge rank (tiktoken's convention, which
     /// Whisper's vocabularies follow).
+    /// Built on the first vocabulary-only `encode`.
+    bpe: std::sync::OnceLock<std::result::Result<Bpe, String>>,
+}
+
+/// Merge ranks and pre-tokenizer for encoding without tokenizer.json.
+#[derive(Clone)]
+struct Bpe {
     ranks: HashMap<Vec<u8>, u32>,
-    pattern: Option<fancy_regex::Regex>,
+    pattern: fancy_regex::Regex,
 }
 
 impl std::fmt::Debug for WhisperTokenizer {
@@ -92,22 +100,6 @@ impl std::fmt::Debug for WhisperTokenizer {
             .field("special", &self.special)
             .field("languages", &self.languages.len())
             .finish()
-    }
-}
-
-impl Clone for WhisperTokenizer {
-    fn clone(&self) -> Self {
-        Self {
-            strings: self.strings.clone(),
-            bytes: self.bytes.clone(),
-            special: self.special.clone(),
-            languages: self.languages.clone(),
-            multilingual: self.multilingual,
-            hf_path: self.hf_path.clone(),
-            hf: self.hf.clone(),
-            ranks: self.ranks.clone(),
-            pattern: fancy_regex::Regex::new(GPT2_PATTERN).ok(),
-        }
     }
 }
 
@@ -432,12 +424,6 @@ impl WhisperTokenizer {
                     .unwrap_or_else(|| s.as_bytes().to_vec())
             })
             .collect();
-        let mut ranks = HashMap::with_capacity(eot as usize);
-        for (id, b) in bytes.iter().enumerate().take(eot as usize) {
-            if !b.is_empty() {
-                ranks.entry(b.clone()).or_insert(id as u32);
-            }
-        }
         Ok(Self {
             strings,
             bytes,
@@ -446,8 +432,7 @@ impl WhisperTokenizer {
             multilingual,
             hf_path: None,
             hf: std::sync::OnceLock::new(),
-            ranks,
-            pattern: fancy_regex::Regex::new(GPT2_PATTERN).ok(),
+            bpe: std::sync::OnceLock::new(),
         })
     }
 
@@ -571,20 +556,37 @@ impl WhisperTokenizer {
                 .map_err(|e| ModelError::BadInput(format!("tokenizer: {e}")))?;
             return Ok(enc.get_ids().to_vec());
         }
-        let re = self
-            .pattern
+        let bpe = self
+            .bpe
+            .get_or_init(|| {
+                let mut ranks = HashMap::with_capacity(self.special.eot as usize);
+                for (id, b) in self
+                    .bytes
+                    .iter()
+                    .enumerate()
+                    .take(self.special.eot as usize)
+                {
+                    if !b.is_empty() {
+                        ranks.entry(b.clone()).or_insert(id as u32);
+                    }
+                }
+                let pattern = fancy_regex::Regex::new(GPT2_PATTERN).map_err(|e| e.to_string())?;
+                Ok(Bpe { ranks, pattern })
+            })
             .as_ref()
-            .ok_or_else(|| ModelError::BadInput("pre-tokenizer pattern failed to build".into()))?;
+            .map_err(|e| ModelError::BadInput(format!("pre-tokenizer: {e}")))?;
         let mut ids = Vec::new();
-        for m in re.find_iter(text) {
+        for m in bpe.pattern.find_iter(text) {
             let m = m.map_err(|e| ModelError::BadInput(format!("pre-tokenizer: {e}")))?;
-            self.bpe(m.as_str().as_bytes(), &mut ids)?;
+            bpe.encode_piece(m.as_str().as_bytes(), &mut ids)?;
         }
         Ok(ids)
     }
+}
 
+impl Bpe {
     /// tiktoken's merge loop: repeatedly join the adjacent pair whose union has the lowest rank.
-    fn bpe(&self, piece: &[u8], out: &mut Vec<u32>) -> Result<()> {
+    fn encode_piece(&self, piece: &[u8], out: &mut Vec<u32>) -> Result<()> {
         if let Some(&id) = self.ranks.get(piece) {
             out.push(id);
             return Ok(());
@@ -612,7 +614,9 @@ impl WhisperTokenizer {
         }
         Ok(())
     }
+}
 
+impl WhisperTokenizer {
     /// Splits tokens into words for word timestamps: returns (word text, its token ids). Text
     /// tokens are grouped at spaces (a token starting with a space or punctuation-only token
     /// starts a new word), except for languages written without spaces, where every decodable
