@@ -549,3 +549,17 @@ fn damaged_files_never_panic() {
         }
     }
 }
+
+#[test]
+fn a_loaded_model_can_be_shared_across_threads() {
+    // The server keeps one VAD per process and runs requests on a thread pool.
+    fn shared<T: Send + Sync>(_: &T) {}
+    let vad = SileroVad::load(cpu(), model("silero_vad.onnx")).expect("loads");
+    shared(&vad);
+    let a = case_audio("jfk");
+    let probs = std::thread::scope(|s| {
+        let h = s.spawn(|| vad.probabilities(&a, 16000).expect("runs"));
+        h.join().expect("thread")
+    });
+    assert_eq!(probs, vad.probabilities(&a, 16000).expect("runs"));
+}
