@@ -37,6 +37,7 @@ pub const FILES: &[KernelFile] = &[
         source: include_str!("../kernels/norm.cu"),
         entries: &[
             "layer_norm_f32",
+            "layer_norm_rows_f32",
             "rms_norm_f32",
             "softmax_f32",
             "argmax_f32",
@@ -188,7 +189,21 @@ pub fn compile_all(arch: &'static str) -> Result<Vec<(&'static str, usize, usize
 
 /// Every entry point, loaded into the context.
 pub struct Kernels {
-    funcs: HashMap<&'static str, CudaFunction>,
+    funcs: HashMap<String, CudaFunction>,
+}
+
+/// Names of the `.entry` points in a PTX module.
+pub fn ptx_entries(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter_map(|l| {
+            let rest = l.trim_start().strip_prefix(".visible .entry ")?;
+            Some(
+                rest.split(|c: char| c == '(' || c.is_whitespace())
+                    .next()?
+                    .to_string(),
+            )
+        })
+        .collect()
 }
 
 impl Kernels {
@@ -196,14 +211,21 @@ impl Kernels {
         let mut funcs = HashMap::new();
         for f in FILES {
             let ptx = compile(f, arch)?;
+            let names = ptx_entries(&ptx);
             let module = ctx
                 .load_module(Ptx::from_src(ptx))
                 .map_err(|e| CudaError::driver("load_module", e))?;
-            for e in f.entries {
+            // every entry the PTX defines, so a kernel added to a .cu file cannot be forgotten here
+            for e in names {
                 let func = module
-                    .load_function(e)
+                    .load_function(&e)
                     .map_err(|err| CudaError::driver("load_function", err))?;
-                funcs.insert(*e, func);
+                funcs.insert(e, func);
+            }
+            for e in f.entries {
+                if !funcs.contains_key(*e) {
+                    return Err(CudaError::MissingKernel(e));
+                }
             }
         }
         Ok(Self { funcs })

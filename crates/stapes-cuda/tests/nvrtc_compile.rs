@@ -14,6 +14,15 @@ fn every_kernel_compiles_with_nvrtc() {
     for arch in ["compute_80", "compute_90"] {
         let files =
             stapes_cuda::kernels::compile_all(arch).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        // every entry point a .cu file defines is listed for the backend, and vice versa
+        for f in stapes_cuda::kernels::FILES {
+            let ptx = stapes_cuda::kernels::compile(f, arch).expect("cached");
+            let mut got = stapes_cuda::kernels::ptx_entries(&ptx);
+            let mut want: Vec<String> = f.entries.iter().map(|s| s.to_string()).collect();
+            got.sort();
+            want.sort();
+            assert_eq!(got, want, "{}.cu entry points", f.name);
+        }
         for (name, bytes, entries) in &files {
             eprintln!("{arch}: {name}.cu -> {bytes} bytes of PTX, {entries} entries");
             assert!(*entries > 0, "{name}: no entry points");
