@@ -22,24 +22,12 @@ fn greedy_ids(name: &str) {
     let m = model(name, Lane::F32);
     let mut failures = Vec::new();
     for clip in CLIPS {
-        let want = ref_segments(&r["models"][name]["clips"][clip]["greedy"]);
         let got = run(&m, clip, 1);
-        let got_ids: Vec<Vec<u32>> = got.segments.iter().map(|s| s.tokens.clone()).collect();
-        let want_ids: Vec<Vec<u32>> = want.iter().map(|s| s.0.clone()).collect();
-        if got_ids != want_ids {
-            failures.push(format!(
-                "{clip}: ids differ\n  got  {got_ids:?}\n  want {want_ids:?}"
-            ));
-            continue;
-        }
-        for (s, w) in got.segments.iter().zip(&want) {
-            if (s.start - w.1).abs() > 1e-3 || (s.end - w.2).abs() > 1e-3 || s.text != w.3 {
-                failures.push(format!(
-                    "{clip}: segment {:?} {}–{} vs {:?} {}–{}",
-                    s.text, s.start, s.end, w.3, w.1, w.2
-                ));
-            }
-        }
+        failures.extend(compare_segments(
+            clip,
+            &got,
+            &r["models"][name]["clips"][clip]["greedy"]["segments"],
+        ));
         eprintln!("{name} {clip}: {}", got.text());
     }
     assert!(

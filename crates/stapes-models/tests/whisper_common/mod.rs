@@ -128,3 +128,58 @@ pub fn ref_segments(v: &Value) -> Vec<(Vec<u32>, f64, f64, String)> {
         })
         .collect()
 }
+
+/// Differences between our segments and faster-whisper's (a JSON array of segments): ids, times
+/// (±1 ms), text, and the decoding statistics (avg log-prob and no-speech probability ±2e-3,
+/// compression ratio ±0.15: on texts under ~100 bytes miniz stores or codes a block where zlib
+/// uses static Huffman codes, 3–7 bytes longer; the ratio is then far below the 2.4 threshold).
+pub fn compare_segments(
+    label: &str,
+    got: &stapes_models::transcript::Transcript,
+    want: &Value,
+) -> Vec<String> {
+    let want = want.as_array().cloned().unwrap_or_default();
+    let got_ids: Vec<Vec<u32>> = got.segments.iter().map(|s| s.tokens.clone()).collect();
+    let want_ids: Vec<Vec<u32>> = want
+        .iter()
+        .map(|s| {
+            s["tokens"]
+                .as_array()
+                .map(|a| a.iter().map(|t| t.as_u64().unwrap_or(0) as u32).collect())
+                .unwrap_or_default()
+        })
+        .collect();
+    if got_ids != want_ids {
+        return vec![format!(
+            "{label}: ids differ\n  got  {got_ids:?}\n  want {want_ids:?}"
+        )];
+    }
+    let mut out = Vec::new();
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    for (s, w) in got.segments.iter().zip(&want) {
+        let bad = (s.start - f(w, "start")).abs() > 1e-3
+            || (s.end - f(w, "end")).abs() > 1e-3
+            || Some(s.text.as_str()) != w["text"].as_str()
+            || (s.avg_logprob as f64 - f(w, "avg_logprob")).abs() > 2e-3
+            || (s.no_speech_prob as f64 - f(w, "no_speech_prob")).abs() > 2e-3
+            || (s.compression_ratio as f64 - f(w, "compression_ratio")).abs() > 0.15;
+        if bad {
+            out.push(format!(
+                "{label}: {:?} {:.2}–{:.2} lp {:.4} ns {:.4} cr {:.3}\n   vs {} {}–{} lp {:.4} ns {:.4} cr {:.3}",
+                s.text,
+                s.start,
+                s.end,
+                s.avg_logprob,
+                s.no_speech_prob,
+                s.compression_ratio,
+                w["text"],
+                f(w, "start"),
+                f(w, "end"),
+                f(w, "avg_logprob"),
+                f(w, "no_speech_prob"),
+                f(w, "compression_ratio")
+            ));
+        }
+    }
+    out
+}
