@@ -153,6 +153,9 @@ pub enum Store {
 
 /// Rows of M at or below this take the GEMV-style path (weight streamed once, parallel over N).
 pub const SMALL_M: usize = 8;
+/// f32/f16 weights up to this many elements (4 MB as f32, within L2 + L3 reach) are dotted four
+/// rows at a time at M = 1.
+const DOT4_MAX_ELEMS: usize = 1 << 20;
 /// Weight rows per task in the GEMV-style path: big enough to amortise task overhead, small
 /// enough that 2+ threads share the logits projection evenly.
 const GEMV_ROWS: usize = 256;
@@ -268,11 +271,15 @@ impl Kernels {
             GEMV_ROWS * m.max(1),
             |chunk, o| {
                 let n0 = chunk * GEMV_ROWS;
-                // M = 1, q8, AVX2: four weight rows per step (`dot4_q8`); the tail falls through. For f32/f16
-                // four concurrent row streams measured 2× slower than one (memory-bound), so they
-                // keep the one-row kernel.
+                // M = 1 with AVX2: four weight rows per step (`dot4_*`); the tail falls through.
+                // For f32/f16 weights streamed from DRAM four concurrent row streams measured ~2×
+                // slower than one, so only cache-sized f32/f16 weights take it.
                 let mut done = 0;
-                if let (1, Some(a), Store::Q8 { .. }) = (m, self.avx2, w) {
+                let four = match w {
+                    Store::Q8 { .. } => true,
+                    _ => n * k <= DOT4_MAX_ELEMS,
+                };
+                if let (1, Some(a), true) = (m, self.avx2, four) {
                     let quads = o.len() / 4;
                     for (i4, o4) in o.chunks_exact_mut(4).enumerate() {
                         let j = n0 + 4 * i4;
