@@ -321,10 +321,30 @@ pub fn quantize_q8_0(values: &[f32]) -> Option<Vec<u8>> {
 /// detected at run time): ~10× the per-element path on a model load. The bytes may sit at any
 /// alignment in a memory map, so they pass through a small aligned buffer.
 fn f16_bytes_to_f32(b: &[u8]) -> Vec<f32> {
-    use half::slice::HalfFloatSliceExt;
-    const CHUNK: usize = 4096;
     let n = b.len() / 2;
     let mut out = vec![0f32; n];
+    // Large tensors (the embedding table) are split over the cores: most of the cost is
+    // first-touch page faults on the output, which scale with threads.
+    const PARALLEL_MIN: usize = 1 << 20;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(4);
+    if n < PARALLEL_MIN || threads < 2 {
+        f16_into_f32(b, &mut out);
+        return out;
+    }
+    let per = n.div_ceil(threads);
+    std::thread::scope(|s| {
+        for (src, dst) in b.chunks(2 * per).zip(out.chunks_mut(per)) {
+            s.spawn(move || f16_into_f32(src, dst));
+        }
+    });
+    out
+}
+
+fn f16_into_f32(b: &[u8], out: &mut [f32]) {
+    use half::slice::HalfFloatSliceExt;
+    const CHUNK: usize = 4096;
     let mut buf = [f16::ZERO; CHUNK];
     for (src, dst) in b.chunks(2 * CHUNK).zip(out.chunks_mut(CHUNK)) {
         let k = dst.len();
@@ -333,7 +353,6 @@ fn f16_bytes_to_f32(b: &[u8]) -> Vec<f32> {
         }
         buf[..k].convert_to_f32_slice(dst);
     }
-    out
 }
 
 fn f16_at(b: &[u8], i: usize) -> f32 {

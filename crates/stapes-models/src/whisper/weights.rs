@@ -562,7 +562,6 @@ pub fn load_ct2(path: &Path) -> Result<WhisperCheckpoint> {
             ));
         };
         let is_bias = pattern.ends_with("/bias");
-        let v = ct2_value(&f, name)?;
         let rows = t.shape.first().copied().unwrap_or(0);
         if rows % parts.len() != 0
             || (is_bias && t.shape.len() != 1)
@@ -579,9 +578,25 @@ pub fn load_ct2(path: &Path) -> Result<WhisperCheckpoint> {
             ));
         }
         let n = rows / parts.len();
-        let per = v.data.len() / parts.len();
+        // Float parts are cut from the raw rows and converted once; integer weights need their
+        // per-row scales, so they are dequantized whole first.
+        let whole = match t.dtype {
+            DType::I8 | DType::I16 => Some(ct2_value(&f, name)?),
+            _ => None,
+        };
         for (k, (canon, has_bias)) in parts.iter().enumerate() {
-            let chunk = v.data[k * per..(k + 1) * per].to_vec();
+            let chunk = match &whole {
+                Some(v) => {
+                    let per = v.data.len() / parts.len();
+                    v.data[k * per..(k + 1) * per].to_vec()
+                }
+                None => {
+                    let part = t
+                        .rows(k * n, (k + 1) * n)
+                        .map_err(|e| ModelError::bad_tensor(&bin, name, e))?;
+                    to_host(&bin, name, &part)?.data
+                }
+            };
             let mut shape = t.shape.clone();
             shape[0] = n;
             if is_bias {
