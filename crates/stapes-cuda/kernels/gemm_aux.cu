@@ -16,6 +16,7 @@ extern "C" __global__ void cast_f32_f16(h16* __restrict__ y, const float* __rest
 // Per-row symmetric int8 quantization of activations for the int8 GEMM. One warp per row
 // (m_pad rows): amax reduced across the warp, then the row written back as packed int8. Rows >= m and columns >= k are zero
 // so the padded GEMM dimensions add nothing. q (m_pad, k_pad) int8, sx (m_pad) the row scales.
+#define QR_CACHE 16
 extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* __restrict__ sx, const float* __restrict__ x,
                                             int m, int k, int k_pad) {
     int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -31,16 +32,44 @@ extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* 
     }
     const float* xr = x + (long long)r * k;
     float a = 0.f;
-    if ((k & 3) == 0) {
-        // common case: 16-byte loads; the second pass re-reads the row from L1
+    if ((k & 3) == 0 && k <= 32 * 4 * QR_CACHE) {
+        // common case (K <= 2048): every load of the row issued up front and kept in registers,
+        // so a warp waits for memory once instead of once per loop trip
         const float4* x4 = (const float4*)xr;
         int k4 = k >> 2;
+        float4 v[QR_CACHE];
+#pragma unroll
+        for (int j = 0; j < QR_CACHE; ++j) {
+            int i4 = lane + j * 32;
+            v[j] = i4 < k4 ? x4[i4] : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int j = 0; j < QR_CACHE; ++j)
+            a = fmaxf(a, fmaxf(fmaxf(fabsf(v[j].x), fabsf(v[j].y)), fmaxf(fabsf(v[j].z), fabsf(v[j].w))));
+        a = warp_max(a);
+        float inv = a > 0.f ? 127.f / a : 0.f;
+#pragma unroll
+        for (int j = 0; j < QR_CACHE; ++j) {
+            int i4 = lane + j * 32;
+            if (i4 < groups) {
+                int q0 = __float2int_rn(v[j].x * inv), q1 = __float2int_rn(v[j].y * inv);
+                int q2 = __float2int_rn(v[j].z * inv), q3 = __float2int_rn(v[j].w * inv);
+                qr[i4] = (u32)(q0 & 0xff) | ((u32)(q1 & 0xff) << 8) | ((u32)(q2 & 0xff) << 16) | ((u32)(q3 & 0xff) << 24);
+            }
+        }
+        for (int i4 = lane + QR_CACHE * 32; i4 < groups; i4 += 32) qr[i4] = 0u;
+    } else if ((k & 3) == 0) {
+        // long rows: 16-byte loads, unrolled so several are in flight; the second pass hits L1/L2
+        const float4* x4 = (const float4*)xr;
+        int k4 = k >> 2;
+#pragma unroll 8
         for (int i4 = lane; i4 < k4; i4 += 32) {
             float4 v = x4[i4];
             a = fmaxf(a, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
         }
         a = warp_max(a);
         float inv = a > 0.f ? 127.f / a : 0.f;
+#pragma unroll 8
         for (int i4 = lane; i4 < groups; i4 += 32) {
             float4 v = i4 < k4 ? x4[i4] : make_float4(0.f, 0.f, 0.f, 0.f);
             int q0 = __float2int_rn(v.x * inv), q1 = __float2int_rn(v.y * inv);
