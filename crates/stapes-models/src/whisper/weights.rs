@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// A loaded Whisper checkpoint: hyper-parameters, generation settings, tokenizer and every
 /// weight as f32 under its canonical name.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct WhisperCheckpoint {
     pub config: WhisperConfig,
     pub generation: WhisperGeneration,
@@ -24,6 +24,20 @@ pub struct WhisperCheckpoint {
     /// Container the weights came from: "ctranslate2", "ggml", "safetensors", "synthetic".
     pub format: &'static str,
     pub path: PathBuf,
+}
+
+/// Names and shapes only: the values are hundreds of megabytes.
+impl std::fmt::Debug for WhisperCheckpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WhisperCheckpoint")
+            .field("format", &self.format)
+            .field("path", &self.path)
+            .field("config", &self.config)
+            .field("generation", &self.generation)
+            .field("tokenizer", &self.tokenizer)
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
 }
 
 impl WhisperCheckpoint {
