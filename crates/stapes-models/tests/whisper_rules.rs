@@ -1,7 +1,9 @@
 //! Logit rules on hand-built logits (no weights needed): suppression, the first-step timestamp
 //! constraints, timestamp pairing and monotonicity, the timestamp-mass rule; the segment splitter.
 
-use stapes_models::whisper::decoding::{compression_ratio, LogitRules, TimestampRules};
+use stapes_models::whisper::decoding::{
+    compression_ratio, fallback_verdict, LogitRules, TimestampRules, WhisperOptions,
+};
 
 // A toy vocabulary: text 0..10, eot 10, no_timestamps 11, timestamps 12..=21 (0.00 … 0.18 s).
 const EOT: u32 = 10;
@@ -131,4 +133,20 @@ fn compression_ratio_flags_repetition() {
     let loop_ = compression_ratio(&"I'm going to go. ".repeat(20));
     assert!(plain < 1.6, "{plain}");
     assert!(loop_ > 2.4, "{loop_}");
+}
+
+#[test]
+fn fallback_verdicts_follow_faster_whisper() {
+    let o = WhisperOptions::default(); // cr 2.4, log-prob -1.0, no-speech 0.6
+    assert_eq!(fallback_verdict(&o, 1.5, -0.3, 0.1), (false, true)); // good
+    assert_eq!(fallback_verdict(&o, 3.0, -0.3, 0.1), (true, false)); // repetitive
+    assert_eq!(fallback_verdict(&o, 1.5, -1.5, 0.1), (true, true)); // unlikely
+    assert_eq!(fallback_verdict(&o, 1.5, -1.5, 0.9), (false, true)); // silence: no fallback
+    assert_eq!(fallback_verdict(&o, 3.0, -1.5, 0.9), (false, false)); // silence wins over repetition
+    let off = WhisperOptions {
+        compression_ratio_threshold: None,
+        log_prob_threshold: None,
+        ..WhisperOptions::default()
+    };
+    assert_eq!(fallback_verdict(&off, 9.0, -9.0, 0.9), (false, false));
 }

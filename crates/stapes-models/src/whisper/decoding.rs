@@ -736,7 +736,7 @@ impl<B: Backend> Whisper<B> {
         let prefix_tokens = match &opts.prefix {
             Some(p) if !p.trim().is_empty() => {
                 let mut t = tok.encode(&format!(" {}", p.trim()))?;
-                t.truncate(max_length / 2 - 1);
+                t.truncate((max_length / 2).saturating_sub(1));
                 t
             }
             _ => Vec::new(),
@@ -757,7 +757,7 @@ impl<B: Backend> Whisper<B> {
             let mut prompt = Vec::new();
             if !previous.is_empty() {
                 prompt.push(sp.sot_prev);
-                let keep = previous.len().min(max_length / 2 - 1);
+                let keep = previous.len().min((max_length / 2).saturating_sub(1));
                 prompt.extend_from_slice(&previous[previous.len() - keep..]);
             }
             prompt.extend_from_slice(&sot_sequence);
@@ -959,23 +959,10 @@ impl<B: Backend> Whisper<B> {
             let avg_logprob = cum / (n + 1.0);
             let text = self.tokenizer.decode(&gen.tokens);
             let cr = compression_ratio(text.trim());
-            let mut needs_fallback = false;
-            if let Some(thr) = opts.compression_ratio_threshold {
-                if cr > thr {
-                    needs_fallback = true;
-                } else {
-                    below_cr.push(all.len());
-                }
-            }
-            if let Some(lp) = opts.log_prob_threshold {
-                if avg_logprob < lp {
-                    needs_fallback = true;
-                }
-            }
-            if let (Some(ns), Some(lp)) = (opts.no_speech_threshold, opts.log_prob_threshold) {
-                if gen.no_speech_prob > ns && avg_logprob < lp {
-                    needs_fallback = false;
-                }
+            let (needs_fallback, passes_cr) =
+                fallback_verdict(opts, cr, avg_logprob, gen.no_speech_prob);
+            if passes_cr {
+                below_cr.push(all.len());
             }
             let r = WindowResult {
                 gen,
@@ -995,15 +982,52 @@ impl<B: Backend> Whisper<B> {
         } else {
             below_cr
         };
-        let best = pool
-            .into_iter()
-            .max_by(|&a, &b| all[a].avg_logprob.total_cmp(&all[b].avg_logprob))
+        // Python's max keeps the first of equal candidates
+        let mut best = *pool
+            .first()
             .ok_or_else(|| ModelError::BadInput("no decoding result".into()))?;
+        for &i in &pool {
+            if all[i].avg_logprob > all[best].avg_logprob {
+                best = i;
+            }
+        }
         let last_t = *temps.last().unwrap_or(&0.0);
         let mut r = all.swap_remove(best);
         r.temperature = last_t;
         Ok(r)
     }
+}
+
+/// faster-whisper's verdict on one decoding: `(needs_fallback, passes the compression check)`.
+/// Too repetitive (compression ratio above the threshold) or too unlikely (average log-prob
+/// below it) falls back to the next temperature, unless the window is silence (no-speech
+/// probability above its threshold together with a low log-prob).
+pub fn fallback_verdict(
+    opts: &WhisperOptions,
+    compression_ratio: f32,
+    avg_logprob: f32,
+    no_speech_prob: f32,
+) -> (bool, bool) {
+    let mut needs = false;
+    let mut passes_cr = false;
+    if let Some(thr) = opts.compression_ratio_threshold {
+        if compression_ratio > thr {
+            needs = true;
+        } else {
+            passes_cr = true;
+        }
+    }
+    if let Some(lp) = opts.log_prob_threshold {
+        if avg_logprob < lp {
+            needs = true;
+        }
+    }
+    if let (Some(ns), Some(lp)) = (opts.no_speech_threshold, opts.log_prob_threshold) {
+        if no_speech_prob > ns && avg_logprob < lp {
+            needs = false;
+        }
+    }
+    (needs, passes_cr)
 }
 
 fn validate(o: &WhisperOptions) -> Result<()> {
