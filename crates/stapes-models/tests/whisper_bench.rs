@@ -244,7 +244,7 @@ fn profile_jfk() {
             let total = t.elapsed().as_secs_f64();
             let map = m.backend().t.lock().unwrap().clone();
             let mut rows: Vec<_> = map.into_iter().collect();
-            rows.sort_by(|a, b| b.1 .0.cmp(&a.1 .0));
+            rows.sort_by_key(|r| std::cmp::Reverse(r.1 .0));
             let in_ops: f64 = rows.iter().map(|r| r.1 .0.as_secs_f64()).sum();
             eprintln!(
                 "{name} {lane} greedy: {:.0} ms total, {:.0} ms in ops",
