@@ -38,6 +38,8 @@ fn linear_all_lanes() {
         (33, 100, 17),
         (130, 385, 257),
         (517, 1280, 96),
+        (20, 2560, 48),
+        (2, 5120, 24),
     ];
     for lane in LANES {
         for (i, &(m, k, n)) in shapes.iter().enumerate() {
