@@ -896,3 +896,88 @@ fn ct2_newer_converter_loads_same_weights() {
         Some("<|nocaptions|>")
     );
 }
+
+/// Validation names what is wrong: a config.json that disagrees with the tensors, a tensor of the
+/// wrong shape, an untied proj_out, an unknown tensor, ggml hparams that disagree.
+#[test]
+fn validation_errors_name_the_problem() {
+    let src = model_dir("whisper-tiny.en");
+    let out = scratch("hf-invalid");
+    convert(&src, &out, Format::Safetensors).unwrap();
+    let cfg_text = std::fs::read_to_string(out.join("config.json")).unwrap();
+    std::fs::write(
+        out.join("config.json"),
+        cfg_text.replace("\"d_model\": 384", "\"d_model\": 512"),
+    )
+    .unwrap();
+    let e = load_checkpoint(&out).unwrap_err().to_string();
+    assert!(e.contains("config.json") && e.contains("d_model"), "{e}");
+    std::fs::write(out.join("config.json"), &cfg_text).unwrap();
+
+    let st = stapes_formats::safetensors_dir::read_dir(&out).unwrap();
+    let write = |tensors: &std::collections::BTreeMap<String, stapes_formats::RawTensor>| {
+        let tmp = out.join("new.safetensors");
+        stapes_formats::safetensors_dir::write_file(&tmp, tensors, &st.metadata).unwrap();
+        std::fs::rename(&tmp, out.join("model.safetensors")).unwrap();
+    };
+    let mut bad = st.tensors.clone();
+    let name = "model.decoder.layers.2.fc2.bias";
+    bad.insert(
+        name.into(),
+        stapes_formats::RawTensor::from_f32(vec![383], &[0.0; 383]).unwrap(),
+    );
+    write(&bad);
+    let e = load_checkpoint(&out).unwrap_err().to_string();
+    assert!(e.contains(name) && e.contains("shape"), "{e}");
+
+    let mut bad = st.tensors.clone();
+    let emb = &st.tensors["model.decoder.embed_tokens.weight"];
+    let mut other = emb.to_f32();
+    other[7] += 1.0;
+    bad.insert(
+        "proj_out.weight".into(),
+        stapes_formats::RawTensor::from_f32(emb.shape.clone(), &other).unwrap(),
+    );
+    write(&bad);
+    let e = load_checkpoint(&out).unwrap_err().to_string();
+    assert!(e.contains("proj_out.weight"), "{e}");
+    bad.insert("proj_out.weight".into(), emb.clone());
+    write(&bad);
+    load_checkpoint(&out).expect("a tied proj_out is accepted");
+
+    let mut bad = st.tensors.clone();
+    bad.insert(
+        "model.encoder.extra.weight".into(),
+        stapes_formats::RawTensor::from_f32(vec![1], &[0.0]).unwrap(),
+    );
+    write(&bad);
+    let e = load_checkpoint(&out).unwrap_err().to_string();
+    assert!(e.contains("model.encoder.extra.weight"), "{e}");
+
+    let mut bad = st.tensors.clone();
+    let t = &st.tensors["model.encoder.layer_norm.bias"];
+    let mut v = t.to_f32();
+    v[3] = f32::NAN;
+    bad.insert(
+        "model.encoder.layer_norm.bias".into(),
+        stapes_formats::RawTensor::from_f32(t.shape.clone(), &v).unwrap(),
+    );
+    write(&bad);
+    let e = load_checkpoint(&out).unwrap_err().to_string();
+    assert!(
+        e.contains("model.encoder.layer_norm.bias") && e.contains("non-finite"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+
+    let dir = scratch("ggml-invalid");
+    let p = dir.join("m.bin");
+    convert(&src, &p, Format::Ggml).unwrap();
+    let mut g = stapes_formats::ggml::read(&p).unwrap();
+    g.hparams.n_text_ctx = 449;
+    let q = dir.join("bad.bin");
+    stapes_formats::ggml::write(&q, &g).unwrap();
+    let e = load_checkpoint(&q).unwrap_err().to_string();
+    assert!(e.contains("bad.bin") && e.contains("n_text_ctx"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
