@@ -38,6 +38,7 @@ Clips (16 kHz mono int16, first CLIP_SECONDS seconds):
   beckett   $STAPES_CACHE/audio/beckett.wav
   lv0880    $STAPES_CACHE/audio/librivox/sense_and_sensibility_01_austen_64kb-0880.wav
 """
+import copy
 import json
 import os
 import wave
@@ -129,10 +130,22 @@ def randomize(model, seed, blank_bias, dur_bias=0.0):
             model.joint.head.bias[BLANK] += blank_bias
             model.joint.head.bias[VOCAB:] += dur_bias
         # Round to float16 so the saved file and the reference agree exactly.
-        for p in list(model.parameters()) + list(model.buffers()):
+        # (state-dict entries only: the non-persistent inv_freq buffer is recomputed at load)
+        for p in model.state_dict().values():
             if p.dtype == torch.float32:
                 p.copy_(p.half().float())
     return model.eval()
+
+
+def check_reload(model, d):
+    """The saved directory must reproduce the reference exactly."""
+    cls = type(model)
+    again = cls.from_pretrained(d, dtype=torch.float32).eval()
+    ref = model.state_dict()
+    for k, v in again.state_dict().items():
+        assert torch.equal(v.float(), ref[k].float()), k
+    for k, v in again.named_buffers():
+        assert torch.equal(v, dict(model.named_buffers())[k]), k
 
 
 def margin(v):
@@ -220,8 +233,8 @@ def transducer_reference(model, feats, tdt):
 def save_model(model, name, tok):
     d = OUT / name
     d.mkdir(parents=True, exist_ok=True)
-    model.half().save_pretrained(d)
-    model.float()
+    # A copy: half() would also round the reference's non-persistent inv_freq buffer.
+    copy.deepcopy(model).half().save_pretrained(d)
     tok.save(str(d / "tokenizer.json"))
     return d
 
@@ -285,7 +298,7 @@ def main():
         else:
             raise SystemExit(f"no usable seed for {mname}")
         print(mname, "seed", seed, {k: (len(v["ids"]), round(v["min_margin"], 4)) for k, v in results.items()})
-        save_model(model, mname, tok)
+        check_reload(model, save_model(model, mname, tok))
         expected["models"][mname] = {"seed": seed, "results": results}
         for clip, e in encs.items():
             tensors[f"{mname}.encoder.{clip}"] = e.contiguous()

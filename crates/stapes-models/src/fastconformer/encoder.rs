@@ -1,0 +1,434 @@
+//! The FastConformer encoder: 8× depthwise-striding conv subsampling, then conformer blocks
+//! (macaron half-step feed-forwards, Transformer-XL relative-position self-attention, conv
+//! module), each closed by a layer norm.
+
+use super::config::EncoderConfig;
+use super::weights::{subsampling_conv, LayerNames, SUB_CONV0, SUB_LINEAR};
+use crate::{ModelError, Result};
+use stapes_core::{Activation, Backend, Conv2dParams, DeviceTensor, HostTensor, Lane};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// PyTorch's LayerNorm / BatchNorm default epsilon, which every Parakeet norm uses.
+const NORM_EPS: f32 = 1e-5;
+
+/// Named host tensors of one checkpoint, with errors that name the file and the tensor.
+pub(crate) struct Tensors<'a> {
+    pub map: &'a BTreeMap<String, HostTensor>,
+    pub path: &'a Path,
+}
+
+impl<'a> Tensors<'a> {
+    pub fn get(&self, name: &str) -> Result<&'a HostTensor> {
+        self.map
+            .get(name)
+            .ok_or_else(|| ModelError::bad_tensor(self.path, name, "missing"))
+    }
+    pub fn tensor<B: Backend>(&self, b: &B, name: &str) -> Result<B::Tensor> {
+        Ok(b.upload(self.get(name)?)?)
+    }
+    pub fn opt_tensor<B: Backend>(&self, b: &B, name: &str) -> Result<Option<B::Tensor>> {
+        self.map
+            .get(name)
+            .map(|t| b.upload(t))
+            .transpose()
+            .map_err(Into::into)
+    }
+    /// A GEMM weight; conv kernels `(N, K, 1)` are flattened to `(N, K)`.
+    pub fn weight<B: Backend>(&self, b: &B, name: &str, lane: Lane) -> Result<B::Weight> {
+        let w = self.get(name)?;
+        let n = w.shape.first().copied().unwrap_or(0);
+        let k = w.len() / n.max(1);
+        let flat = w.clone().reshape(vec![n, k])?;
+        Ok(b.weight(&flat, lane)?)
+    }
+}
+
+pub(crate) struct Linear<B: Backend> {
+    pub w: B::Weight,
+    pub b: Option<B::Tensor>,
+}
+
+impl<B: Backend> Linear<B> {
+    pub fn load(b: &B, t: &Tensors<'_>, prefix: &str, lane: Lane) -> Result<Self> {
+        Ok(Self {
+            w: t.weight(b, &format!("{prefix}.weight"), lane)?,
+            b: t.opt_tensor(b, &format!("{prefix}.bias"))?,
+        })
+    }
+    pub fn forward(&self, be: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        Ok(be.linear(x, &self.w, self.b.as_ref())?)
+    }
+}
+
+struct Norm<B: Backend> {
+    gamma: B::Tensor,
+    beta: B::Tensor,
+}
+
+impl<B: Backend> Norm<B> {
+    fn load(b: &B, t: &Tensors<'_>, prefix: &str) -> Result<Self> {
+        Ok(Self {
+            gamma: t.tensor(b, &format!("{prefix}.weight"))?,
+            beta: t.tensor(b, &format!("{prefix}.bias"))?,
+        })
+    }
+    fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        Ok(b.layer_norm(x, &self.gamma, Some(&self.beta), NORM_EPS)?)
+    }
+}
+
+struct FeedForward<B: Backend> {
+    l1: Linear<B>,
+    l2: Linear<B>,
+}
+
+struct RelAttention<B: Backend> {
+    q: Linear<B>,
+    k: Linear<B>,
+    v: Linear<B>,
+    o: Linear<B>,
+    /// `W_{k,R}` of Transformer-XL: projects the sinusoid positions, no bias.
+    pos: B::Weight,
+    /// Content and position biases `u`, `v`, flattened `(H·Dh)`.
+    bias_u: B::Tensor,
+    bias_v: B::Tensor,
+}
+
+struct ConvModule<B: Backend> {
+    pw1: Linear<B>,
+    /// Depthwise kernel `(C, K)` and bias with the batch norm folded in.
+    dw_w: B::Tensor,
+    dw_b: B::Tensor,
+    pw2: Linear<B>,
+}
+
+struct Block<B: Backend> {
+    norm_ff1: Norm<B>,
+    ff1: FeedForward<B>,
+    norm_att: Norm<B>,
+    attn: RelAttention<B>,
+    norm_conv: Norm<B>,
+    conv: ConvModule<B>,
+    norm_ff2: Norm<B>,
+    ff2: FeedForward<B>,
+    norm_out: Norm<B>,
+}
+
+/// A further strided subsampling stage: depthwise `(C, 1, k, k)` then pointwise `(C, C, 1, 1)`.
+struct Stage<B: Backend> {
+    dw_w: B::Tensor,
+    dw_b: B::Tensor,
+    pw_w: B::Tensor,
+    pw_b: B::Tensor,
+}
+
+pub(crate) struct Encoder<B: Backend> {
+    cfg: EncoderConfig,
+    conv0_w: B::Tensor,
+    conv0_b: B::Tensor,
+    stages: Vec<Stage<B>>,
+    /// Input columns permuted from `[c][f]` to `[f][c]` (see `load`).
+    sub_linear: Linear<B>,
+    blocks: Vec<Block<B>>,
+}
+
+impl<B: Backend> Encoder<B> {
+    pub fn load(b: &B, t: &Tensors<'_>, cfg: &EncoderConfig, lane: Lane) -> Result<Self> {
+        let mut stages = Vec::new();
+        for i in 1..cfg.subsampling_layers() {
+            let (dw, pw) = subsampling_conv(i);
+            stages.push(Stage {
+                dw_w: t.tensor(b, &format!("{dw}.weight"))?,
+                dw_b: t.tensor(b, &format!("{dw}.bias"))?,
+                pw_w: t.tensor(b, &format!("{pw}.weight"))?,
+                pw_b: t.tensor(b, &format!("{pw}.bias"))?,
+            });
+        }
+        // transformers flattens the subsampled (C, F) per frame channel-major; permuting the
+        // linear's input columns to frequency-major lets the forward pass flatten with a single
+        // transpose of (B, C, T·F).
+        let lw = t.get(&format!("{SUB_LINEAR}.weight"))?;
+        let (ch, nf) = (cfg.subsampling_channels, cfg.subsampled_mels());
+        let (rows, cols) = (lw.shape[0], lw.shape[1]);
+        if cols != ch * nf {
+            return Err(ModelError::bad_tensor(
+                t.path,
+                format!("{SUB_LINEAR}.weight"),
+                format!("{cols} inputs, expected {ch} channels × {nf} mel bins"),
+            ));
+        }
+        let mut perm = vec![0f32; lw.len()];
+        for r in 0..rows {
+            for c in 0..ch {
+                for f in 0..nf {
+                    perm[r * cols + f * ch + c] = lw.data[r * cols + c * nf + f];
+                }
+            }
+        }
+        let sub_linear = Linear {
+            w: b.weight(&HostTensor::new(vec![rows, cols], perm)?, lane)?,
+            b: t.opt_tensor(b, &format!("{SUB_LINEAR}.bias"))?,
+        };
+        let mut blocks = Vec::with_capacity(cfg.num_layers);
+        for l in 0..cfg.num_layers {
+            blocks.push(Block::load(b, t, &LayerNames::new(l), cfg, lane)?);
+        }
+        Ok(Self {
+            cfg: cfg.clone(),
+            conv0_w: t.tensor(b, &format!("{SUB_CONV0}.weight"))?,
+            conv0_b: t.tensor(b, &format!("{SUB_CONV0}.bias"))?,
+            stages,
+            sub_linear,
+            blocks,
+        })
+    }
+
+    /// `features (B, T, n_mels)` → `(B, T_out, d)`, `T_out = cfg.output_frames(T)`.
+    pub fn forward(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
+        let x = self.subsample(b, features)?; // (B, T', d)
+        let x = if self.cfg.scale_input {
+            b.affine(&x, (self.cfg.hidden_size as f32).sqrt(), 0.0)?
+        } else {
+            x
+        };
+        let (bs, t) = (x.shape()[0], x.shape()[1]);
+        let pos = b.upload(&rel_positions(t, self.cfg.hidden_size))?; // (1, 2T'-1, d)
+        let ctx = AttnCtx {
+            batch: bs,
+            t,
+            heads: self.cfg.num_heads,
+            scale: 1.0 / (self.cfg.head_dim() as f32).sqrt(),
+            pos,
+            // The pad column of the Transformer-XL shift, (B·H, T', 1).
+            zero_col: b.upload(&HostTensor::zeros(vec![bs * self.cfg.num_heads, t, 1]))?,
+        };
+        let mut x = x;
+        for blk in &self.blocks {
+            x = blk.forward(b, &x, &ctx, self.cfg.activation)?;
+        }
+        Ok(x)
+    }
+
+    /// `(B, T, n_mels)` → `(B, T', d)`.
+    fn subsample(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
+        let s = features.shape().to_vec();
+        let (bs, t, mels) = (s[0], s[1], s[2]);
+        let k = self.cfg.subsampling_kernel;
+        let conv = |groups| Conv2dParams {
+            kernel: (k, k),
+            stride: (self.cfg.subsampling_stride, self.cfg.subsampling_stride),
+            padding: ((k - 1) / 2, (k - 1) / 2),
+            groups,
+        };
+        let pointwise = Conv2dParams {
+            kernel: (1, 1),
+            stride: (1, 1),
+            padding: (0, 0),
+            groups: 1,
+        };
+        let x = b.reshape(features, &[bs, 1, t, mels])?; // (B, 1, T, F): time is H
+        let x = b.conv2d(&x, &self.conv0_w, Some(&self.conv0_b), conv(1))?;
+        let mut x = b.activation(&x, Activation::Relu)?;
+        for st in &self.stages {
+            let ch = x.shape()[1];
+            x = b.conv2d(&x, &st.dw_w, Some(&st.dw_b), conv(ch))?;
+            x = b.conv2d(&x, &st.pw_w, Some(&st.pw_b), pointwise)?;
+            x = b.activation(&x, Activation::Relu)?;
+        }
+        let s = x.shape().to_vec(); // (B, C, T', F')
+        let (ch, t2, f2) = (s[1], s[2], s[3]);
+        let x = b.reshape(&x, &[bs, ch, t2 * f2])?;
+        let x = b.transpose_last2(&x)?; // (B, T'·F', C)
+        let x = b.reshape(&x, &[bs, t2, f2 * ch])?;
+        self.sub_linear.forward(b, &x)
+    }
+}
+
+/// Sinusoid embeddings of the relative positions `T-1, T-2, …, -(T-1)`, sin and cos interleaved
+/// per frequency (transformers' `ParakeetEncoderRelPositionalEncoding`): `(1, 2T-1, d)`.
+pub(crate) fn rel_positions(t: usize, d: usize) -> HostTensor {
+    let n = 2 * t - 1;
+    let half = d / 2;
+    // Computed in f32 as the reference does, so the sin/cos arguments round the same way.
+    let inv_freq: Vec<f32> = (0..half)
+        .map(|i| 1.0 / 10000f32.powf((2 * i) as f32 / d as f32))
+        .collect();
+    let mut data = Vec::with_capacity(n * d);
+    for k in 0..n {
+        let p = (t as f32 - 1.0) - k as f32;
+        for f in &inv_freq {
+            let a = p * f;
+            data.push(a.sin());
+            data.push(a.cos());
+        }
+    }
+    HostTensor {
+        shape: vec![1, n, d],
+        data,
+    }
+}
+
+/// What every attention layer of one forward pass shares.
+struct AttnCtx<B: Backend> {
+    batch: usize,
+    t: usize,
+    heads: usize,
+    scale: f32,
+    pos: B::Tensor,
+    zero_col: B::Tensor,
+}
+
+/// `(B, T, H·Dh)` → `(B·H, T, Dh)`.
+fn split_heads<B: Backend>(b: &B, x: &B::Tensor, heads: usize) -> Result<B::Tensor> {
+    let s = x.shape().to_vec();
+    let (bs, t, c) = (s[0], s[1], s[2]);
+    let x = b.transpose_last2(x)?; // (B, H·Dh, T)
+    let x = b.reshape(&x, &[bs * heads, c / heads, t])?;
+    Ok(b.transpose_last2(&x)?)
+}
+
+/// `(B·H, T, Dh)` → `(B, T, H·Dh)`.
+fn merge_heads<B: Backend>(b: &B, x: &B::Tensor, batch: usize) -> Result<B::Tensor> {
+    let s = x.shape().to_vec();
+    let (bh, t, dh) = (s[0], s[1], s[2]);
+    let x = b.transpose_last2(x)?; // (B·H, Dh, T)
+    let x = b.reshape(&x, &[batch, bh / batch * dh, t])?;
+    Ok(b.transpose_last2(&x)?)
+}
+
+impl<B: Backend> RelAttention<B> {
+    fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, lane: Lane) -> Result<Self> {
+        let flat = |name: String| -> Result<B::Tensor> {
+            let h = t.get(&name)?;
+            Ok(b.upload(&h.clone().reshape(vec![h.len()])?)?)
+        };
+        Ok(Self {
+            q: Linear::load(b, t, &n.attn("q"), lane)?,
+            k: Linear::load(b, t, &n.attn("k"), lane)?,
+            v: Linear::load(b, t, &n.attn("v"), lane)?,
+            o: Linear::load(b, t, &n.attn("o"), lane)?,
+            pos: t.weight(b, &format!("{}.weight", n.attn("relative_k")), lane)?,
+            bias_u: flat(n.attn_bias("bias_u"))?,
+            bias_v: flat(n.attn_bias("bias_v"))?,
+        })
+    }
+
+    /// Transformer-XL attention: scores = ((q+u)·kᵀ + shift((q+v)·pᵀ))·scale, over `h (B, T, d)`.
+    fn forward(&self, b: &B, h: &B::Tensor, cx: &AttnCtx<B>) -> Result<B::Tensor> {
+        let (bh, t) = (cx.batch * cx.heads, cx.t);
+        let q = self.q.forward(b, h)?;
+        let k = split_heads(b, &self.k.forward(b, h)?, cx.heads)?; // (BH, T, Dh)
+        let v = split_heads(b, &self.v.forward(b, h)?, cx.heads)?;
+        let p = b.linear(&cx.pos, &self.pos, None)?; // (1, 2T-1, d)
+        let mut p = split_heads(b, &p, cx.heads)?; // (H, 2T-1, Dh)
+        if cx.batch > 1 {
+            let copies: Vec<&B::Tensor> = (0..cx.batch).map(|_| &p).collect();
+            p = b.concat(&copies, 0)?;
+        }
+        let qu = split_heads(b, &b.add(&q, &self.bias_u)?, cx.heads)?;
+        let qv = split_heads(b, &b.add(&q, &self.bias_v)?, cx.heads)?;
+        let ac = b.matmul(&qu, &k, true)?; // (BH, T, T)
+        let bd = b.matmul(&qv, &p, true)?; // (BH, T, 2T-1); column j is distance T-1-j
+                                           // The shift: score(i, j) takes column j + T-1-i. Pad one zero column in front, view as
+                                           // (2T, T), drop the first row, view back as (T, 2T-1) and keep T columns.
+        let bd = b.concat(&[&cx.zero_col, &bd], 2)?; // (BH, T, 2T)
+        let bd = b.reshape(&bd, &[bh, 2 * t, t])?;
+        let bd = b.slice(&bd, 1, 1, 2 * t - 1)?;
+        let bd = b.reshape(&bd, &[bh, t, 2 * t - 1])?;
+        let bd = b.slice(&bd, 2, 0, t)?; // (BH, T, T)
+        let scores = b.affine(&b.add(&ac, &bd)?, cx.scale, 0.0)?;
+        let probs = b.softmax(&scores)?;
+        let out = b.matmul(&probs, &v, false)?; // (BH, T, Dh)
+        self.o.forward(b, &merge_heads(b, &out, cx.batch)?)
+    }
+}
+
+impl<B: Backend> ConvModule<B> {
+    fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, lane: Lane) -> Result<Self> {
+        let dw = t.get(&format!("{}.weight", n.conv("depthwise_conv")))?; // (C, 1, K)
+        let c = dw.shape[0];
+        let kk = dw.len() / c.max(1);
+        let dw_bias = t.map.get(&format!("{}.bias", n.conv("depthwise_conv")));
+        let bn = |s: &str| t.get(&format!("{}.{s}", n.conv("norm")));
+        let (gamma, beta, mean, var) = (
+            bn("weight")?,
+            bn("bias")?,
+            bn("running_mean")?,
+            bn("running_var")?,
+        );
+        // Batch norm in inference is a per-channel affine map: fold it into the depthwise conv.
+        let mut w = vec![0f32; c * kk];
+        let mut bias = vec![0f32; c];
+        for ch in 0..c {
+            let s = gamma.data[ch] as f64 / (var.data[ch] as f64 + NORM_EPS as f64).sqrt();
+            for j in 0..kk {
+                w[ch * kk + j] = (dw.data[ch * kk + j] as f64 * s) as f32;
+            }
+            let b0 = dw_bias.map_or(0.0, |bb| bb.data[ch] as f64);
+            bias[ch] = ((b0 - mean.data[ch] as f64) * s + beta.data[ch] as f64) as f32;
+        }
+        Ok(Self {
+            pw1: Linear::load(b, t, &n.conv("pointwise_conv1"), lane)?,
+            dw_w: b.upload(&HostTensor::new(vec![c, kk], w)?)?,
+            dw_b: b.upload(&HostTensor::new(vec![c], bias)?)?,
+            pw2: Linear::load(b, t, &n.conv("pointwise_conv2"), lane)?,
+        })
+    }
+
+    fn forward(&self, b: &B, x: &B::Tensor, act: Activation) -> Result<B::Tensor> {
+        let h = b.glu(&self.pw1.forward(b, x)?)?; // (B, T, C)
+        let k = self.dw_w.shape()[1];
+        let h = b.depthwise_conv1d(&h, &self.dw_w, Some(&self.dw_b), 1, (k - 1) / 2)?;
+        let h = b.activation(&h, act)?;
+        self.pw2.forward(b, &h)
+    }
+}
+
+impl<B: Backend> FeedForward<B> {
+    fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, which: usize, lane: Lane) -> Result<Self> {
+        Ok(Self {
+            l1: Linear::load(b, t, &n.ff(which, 1), lane)?,
+            l2: Linear::load(b, t, &n.ff(which, 2), lane)?,
+        })
+    }
+    fn forward(&self, b: &B, x: &B::Tensor, act: Activation) -> Result<B::Tensor> {
+        let h = b.activation(&self.l1.forward(b, x)?, act)?;
+        self.l2.forward(b, &h)
+    }
+}
+
+impl<B: Backend> Block<B> {
+    fn load(
+        b: &B,
+        t: &Tensors<'_>,
+        n: &LayerNames,
+        _cfg: &EncoderConfig,
+        lane: Lane,
+    ) -> Result<Self> {
+        Ok(Self {
+            norm_ff1: Norm::load(b, t, &n.norm("feed_forward1"))?,
+            ff1: FeedForward::load(b, t, n, 1, lane)?,
+            norm_att: Norm::load(b, t, &n.norm("self_att"))?,
+            attn: RelAttention::load(b, t, n, lane)?,
+            norm_conv: Norm::load(b, t, &n.norm("conv"))?,
+            conv: ConvModule::load(b, t, n, lane)?,
+            norm_ff2: Norm::load(b, t, &n.norm("feed_forward2"))?,
+            ff2: FeedForward::load(b, t, n, 2, lane)?,
+            norm_out: Norm::load(b, t, &n.norm("out"))?,
+        })
+    }
+
+    fn forward(&self, b: &B, x: &B::Tensor, cx: &AttnCtx<B>, act: Activation) -> Result<B::Tensor> {
+        // Macaron: each feed-forward contributes half a step.
+        let h = self.ff1.forward(b, &self.norm_ff1.forward(b, x)?, act)?;
+        let x = b.add(x, &b.affine(&h, 0.5, 0.0)?)?;
+        let a = self.attn.forward(b, &self.norm_att.forward(b, &x)?, cx)?;
+        let x = b.add(&x, &a)?;
+        let c = self.conv.forward(b, &self.norm_conv.forward(b, &x)?, act)?;
+        let x = b.add(&x, &c)?;
+        let h = self.ff2.forward(b, &self.norm_ff2.forward(b, &x)?, act)?;
+        let x = b.add(&x, &b.affine(&h, 0.5, 0.0)?)?;
+        self.norm_out.forward(b, &x)
+    }
+}

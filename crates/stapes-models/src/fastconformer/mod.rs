@@ -1,0 +1,12 @@
+//! FastConformer family: Parakeet with a CTC, RNNT or TDT head (transformers' `ParakeetFor*`).
+
+pub mod config;
+pub mod decoder;
+pub mod encoder;
+pub mod model;
+pub mod weights;
+
+pub use config::{EncoderConfig, HeadConfig, ParakeetConfig, TransducerConfig};
+pub use decoder::{ctc_collapse, Decoded, Step};
+pub use model::{Parakeet, SAMPLE_RATE};
+pub use weights::{expected_shapes, load_hf, synthetic_checkpoint, ParakeetCheckpoint};

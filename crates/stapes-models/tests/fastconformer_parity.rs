@@ -1,0 +1,204 @@
+//! FastConformer (Parakeet) parity with transformers: tiny random-weight CTC, RNNT and TDT models
+//! saved by `save_pretrained`, run on the log-mel of three real speech clips (fixtures from
+//! tools/reference/fastconformer_hf.py). Encoder output within 1e-4 relative L2; greedy steps,
+//! ids, TDT durations and text identical; on the scalar reference backend and the CPU home.
+
+use serde_json::Value;
+use stapes_core::reference::ReferenceBackend;
+use stapes_core::tensor::rel_l2;
+use stapes_core::{Backend, HostTensor, Lane};
+use stapes_cpu::CpuBackend;
+use stapes_models::fastconformer::{ctc_collapse, load_hf, Parakeet};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const MODELS: [&str; 3] = ["ctc", "rnnt", "tdt"];
+const CLIPS: [&str; 3] = ["jfk", "beckett", "lv0880"];
+/// f32 everywhere; the remaining difference is summation order (the reference sums in f64).
+const ENCODER_BAR: f32 = 1e-4;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fastconformer")
+}
+
+fn read_tensors(name: &str) -> BTreeMap<String, HostTensor> {
+    let st =
+        stapes_formats::safetensors_dir::read_file(&fixtures().join(name)).expect("fixture reads");
+    st.tensors
+        .iter()
+        .map(|(k, t)| {
+            (
+                k.clone(),
+                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn expected() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    serde_json::from_str(&text).expect("expected.json parses")
+}
+
+fn u32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_u64().expect("integer") as u32)
+        .collect()
+}
+
+fn usizes(v: &Value) -> Vec<usize> {
+    u32s(v).into_iter().map(|x| x as usize).collect()
+}
+
+fn check<B: Backend>(make: impl Fn() -> B) {
+    let inputs = read_tensors("inputs.safetensors");
+    let enc_ref = read_tensors("expected.safetensors");
+    let exp = expected();
+    for m in MODELS {
+        let model = Parakeet::new(make(), &fixtures().join(m), Lane::F32).expect("model loads");
+        for clip in CLIPS {
+            let feats = &inputs[&format!("features.{clip}")];
+            let want = &exp["models"][m]["results"][clip];
+            let enc = model.encode_host(feats).unwrap();
+            let host = model.backend().download(&enc).unwrap();
+            let r = &enc_ref[&format!("{m}.encoder.{clip}")];
+            assert_eq!(host.shape[1..], r.shape[..], "{m}/{clip}: encoder shape");
+            let err = rel_l2(&host.data, &r.data);
+            eprintln!(
+                "{} {m}/{clip}: encoder rel L2 {err:.2e}",
+                model.backend().name()
+            );
+            assert!(
+                err <= ENCODER_BAR,
+                "{m}/{clip}: encoder rel L2 {err} > {ENCODER_BAR}"
+            );
+
+            let d = model.greedy(&enc).unwrap();
+            let steps: Vec<u32> = d.steps.iter().map(|s| s.token).collect();
+            if m == "ctc" {
+                assert_eq!(steps, u32s(&want["frames"]), "{m}/{clip}: frame argmax");
+            } else {
+                assert_eq!(steps, u32s(&want["steps"]), "{m}/{clip}: steps");
+                let durs: Vec<usize> = d.steps.iter().map(|s| s.duration).collect();
+                assert_eq!(durs, usizes(&want["durations"]), "{m}/{clip}: durations");
+                let frames: Vec<usize> = d.steps.iter().map(|s| s.frame).collect();
+                assert_eq!(frames, usizes(&want["frames"]), "{m}/{clip}: frames");
+            }
+            assert_eq!(d.ids(), u32s(&want["ids"]), "{m}/{clip}: ids");
+            let text = model.decode_text(&d.ids()).unwrap();
+            assert_eq!(text, want["text"].as_str().unwrap(), "{m}/{clip}: text");
+        }
+    }
+}
+
+#[test]
+fn reference_backend_matches_transformers() {
+    check(ReferenceBackend::new);
+}
+
+#[test]
+fn cpu_backend_matches_transformers() {
+    check(|| CpuBackend::new(2).expect("cpu backend"));
+}
+
+/// The bar is not loose enough to pass a broken model: zeroing the position bias of one layer
+/// (a term only the relative-position path carries) must fail it.
+#[test]
+fn planted_fault_fails_the_encoder_bar() {
+    let mut ck = load_hf(&fixtures().join("tdt")).unwrap();
+    let name = "encoder.layers.1.self_attn.bias_v";
+    ck.tensors
+        .get_mut(name)
+        .unwrap()
+        .data
+        .iter_mut()
+        .for_each(|v| *v = 0.0);
+    let model = Parakeet::from_checkpoint(CpuBackend::new(2).unwrap(), &ck, Lane::F32).unwrap();
+    let feats = &read_tensors("inputs.safetensors")["features.jfk"];
+    let out = model
+        .backend()
+        .download(&model.encode_host(feats).unwrap())
+        .unwrap();
+    let err = rel_l2(
+        &out.data,
+        &read_tensors("expected.safetensors")["tdt.encoder.jfk"].data,
+    );
+    eprintln!("planted fault: rel L2 {err:.2e}");
+    assert!(
+        err > 100.0 * ENCODER_BAR,
+        "a zeroed bias_v went unnoticed ({err})"
+    );
+}
+
+#[test]
+fn ctc_collapse_merges_repeats_and_drops_blank() {
+    let d = ctc_collapse(&[3, 3, 0, 3, 5, 5, 0, 0, 5], 0);
+    assert_eq!(d.ids(), vec![3, 3, 5, 5]);
+    let frames: Vec<usize> = d.tokens.iter().map(|s| s.frame).collect();
+    assert_eq!(frames, vec![0, 3, 4, 8]);
+    assert_eq!(d.tokens[0].duration, 2);
+    assert!(ctc_collapse(&[], 0).tokens.is_empty());
+}
+
+/// From raw samples through stapes' own NeMo front end (transformers' extractor made the
+/// expected ids from the same samples): the first 3 s of samples/jfk.wav with the TDT model.
+#[test]
+fn tdt_transcribes_jfk_from_samples() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let exp = expected();
+    let clip = &exp["clips"]["jfk"];
+    let path = root.join(clip["source"].as_str().unwrap());
+    let mut r = hound::WavReader::open(&path).expect("samples/jfk.wav opens");
+    let n = clip["samples"].as_u64().unwrap() as usize;
+    let samples: Vec<f32> = r
+        .samples::<i16>()
+        .take(n)
+        .map(|s| s.unwrap() as f32 / 32768.0)
+        .collect();
+    let want = &exp["models"]["tdt"]["end_to_end_jfk"];
+    let model = Parakeet::new(
+        CpuBackend::new(2).unwrap(),
+        &fixtures().join("tdt"),
+        Lane::F32,
+    )
+    .unwrap();
+    let t = model.transcribe(&samples).unwrap();
+    let ids: Vec<u32> = t.segments.iter().flat_map(|s| s.tokens.clone()).collect();
+    assert_eq!(ids, u32s(&want["ids"]));
+    assert_eq!(t.text(), want["text"].as_str().unwrap().trim());
+    // Token frames from durations: the first segment starts at the first emission's frame.
+    let first = usizes(&want["frames"])[want["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|s| s.as_u64() != Some(47))
+        .unwrap()];
+    assert!((t.segments[0].start - first as f64 * model.frame_seconds()).abs() < 1e-9);
+    assert!(t
+        .segments
+        .iter()
+        .all(|s| s.end <= t.duration + 1e-9 && s.start <= s.end));
+}
+
+#[test]
+fn bad_directories_are_errors() {
+    let cpu = || CpuBackend::new(1).unwrap();
+    let missing = Parakeet::new(cpu(), Path::new("/nonexistent/parakeet"), Lane::F32);
+    assert!(missing.is_err());
+    // A tensor with the wrong shape names the tensor.
+    let mut ck = load_hf(&fixtures().join("ctc")).unwrap();
+    let name = "encoder.layers.0.self_attn.q_proj.weight";
+    let t = ck.tensors.remove(name).unwrap();
+    ck.tensors
+        .insert(name.into(), t.reshape(vec![32, 128]).unwrap());
+    let e = stapes_models::fastconformer::weights::validate(&ck.config, &ck.tensors, &ck.path)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(name), "{e}");
+    // Features of the wrong width are an input error, not a panic.
+    let m = Parakeet::new(cpu(), &fixtures().join("ctc"), Lane::F32).unwrap();
+    assert!(m.encode_host(&HostTensor::zeros(vec![40, 64])).is_err());
+    assert!(m.transcribe(&[]).unwrap().segments.is_empty());
+}
