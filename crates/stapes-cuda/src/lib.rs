@@ -1,12 +1,40 @@
 //! stapes-cuda: the CUDA home.
 //!
-//! [`CudaBackend`] implements [`stapes_core::Backend`] on one NVIDIA GPU through cudarc with
-//! dynamic loading (the crate builds and links without any CUDA file; a machine without a driver
-//! or library gets a [`CudaError`], never a panic). Lanes: f16 (cuBLAS tensor cores, f32
-//! accumulate) and q8 (int8 IMMA through cuBLASLt, see [`CudaWeight`]); f32 is refused with
-//! `Error::LaneUnavailable`. Activations live on the device as f32. Kernels are the `.cu` files in
-//! `kernels/`, compiled by NVRTC at first use and cached on disk ([`kernels::cache_dir`]).
-//! Chains of ops can be captured as CUDA graphs and replayed ([`CudaBackend::run_graph`]).
+//! [`CudaBackend`] implements [`stapes_core::Backend`] on one NVIDIA GPU (compute capability
+//! ≥ 8.0) through cudarc with dynamic loading: the crate builds and links without any CUDA file,
+//! and a machine without a driver, library or device gets a [`CudaError`] from
+//! [`CudaBackend::new`], never a panic ([`available`] asks without opening anything).
+//!
+//! - Lanes: f16 (cuBLASLt on tensor cores, f32 accumulate, bias fused in the epilogue) and q8
+//!   (weights re-laid at load as int8 with one scale per output row, activations quantized per
+//!   row on the fly, cuBLASLt int8 IMMA, then a scaling epilogue; see [`CudaWeight`]). Rows
+//!   ≤ 8 (decoder steps) use GEMV kernels that stream the weight once. f32 weights are refused
+//!   with `Error::LaneUnavailable`.
+//! - Activations live on the device as f32 ([`CudaTensor`]); op semantics are those of
+//!   `stapes_core::backend`. Attention with head size 64/128 and ≥ 16 queries runs a fused
+//!   flash-style kernel on f16 tensor cores (scores never leave registers); other shapes and
+//!   `attention_probs` use an f32 row kernel.
+//! - Kernels are the `.cu` files in `kernels/`, header-free, compiled by NVRTC for the device's
+//!   `compute_XY` at first use and cached as PTX under `$STAPES_CACHE/cuda` or
+//!   `~/.cache/stapes/cuda` (key: file, arch, hash of source + options + NVRTC version).
+//! - Memory comes from a caching arena: no `cuMemAlloc` on the hot path after the first pass,
+//!   and the same sequence of allocations gets the same addresses.
+//! - CUDA graphs: [`CudaBackend::run_graph`] captures a closure of backend calls once per key
+//!   (shape bucket × lane) and replays it; [`CudaBackend::write_host`] refreshes inputs between
+//!   replays; `STAPES_CUDA_GRAPHS=0` runs the closure eagerly instead. Replays are bit-identical
+//!   to the eager run (tested).
+//! - Engagement: `counters()` counts eager kernel launches (`ops`), GEMMs per lane, graph
+//!   captures/replays and declines.
+//!
+//! Library lookup: the loader path first, then `STAPES_CUDA_LIBDIR`, `STAPES_NVRTC_LIB` (a file or
+//! a directory), `CUDA_HOME`/`CUDA_PATH`, `/usr/local/cuda/lib64`, and pip wheels
+//! (`<site-packages>/nvidia/*/lib`); found libraries are preloaded by absolute path.
+//!
+//! CI without a GPU: `cargo test --release -p stapes-cuda` builds everything, the GPU tests print
+//! `SKIPPED (no CUDA device): <name>`, and `tests/nvrtc_compile.rs` compiles every kernel for
+//! `compute_80` and `compute_90` when libnvrtc is found (`pip install nvidia-cuda-nvrtc==13.0.88`;
+//! if the wheel's directory is not found by the search above, point `STAPES_NVRTC_LIB` at
+//! `<site-packages>/nvidia/cu13/lib`).
 
 mod backend;
 mod gemm;
