@@ -528,6 +528,19 @@ fn convert_ct2_to_ggml_f16_round_trip() {
         let out = dir.join("ggml-model.bin");
         convert(&src, &out, Format::Ggml).expect("convert to ggml");
         assert_eq!(stapes_formats::sniff(&out).unwrap(), Format::Ggml);
+        if name == "whisper-tiny.en" {
+            // A whisper.cpp file named model.bin in a directory is found by content.
+            let sub = dir.join("as-dir");
+            std::fs::create_dir_all(&sub).unwrap();
+            std::fs::copy(&out, sub.join("model.bin")).unwrap();
+            assert_eq!(
+                load_checkpoint(&sub)
+                    .expect("ggml model.bin in a dir")
+                    .format,
+                "ggml"
+            );
+            let _ = std::fs::remove_dir_all(&sub);
+        }
         let a = load_checkpoint(&src).unwrap();
         let b = load_checkpoint(&out).expect("load ggml");
         assert_eq!(b.format, "ggml");

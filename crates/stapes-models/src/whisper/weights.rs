@@ -281,6 +281,8 @@ pub fn checkpoint_from_tensors(
 pub fn load_checkpoint(path: &Path) -> Result<WhisperCheckpoint> {
     match stapes_formats::sniff(path)? {
         Format::Ct2 => load_ct2(path),
+        // A directory sniffed as ggml holds a whisper.cpp file named model.bin.
+        Format::Ggml if path.is_dir() => load_ggml(&path.join("model.bin")),
         Format::Ggml => load_ggml(path),
         Format::Safetensors => load_hf(path),
         other => Err(ModelError::bad_model(
