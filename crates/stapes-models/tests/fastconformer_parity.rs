@@ -202,3 +202,43 @@ fn bad_directories_are_errors() {
     assert!(m.encode_host(&HostTensor::zeros(vec![40, 64])).is_err());
     assert!(m.transcribe(&[]).unwrap().segments.is_empty());
 }
+
+/// Published shapes have the published parameter counts, and a synthetic model of a small shape
+/// runs end to end with finite outputs.
+#[test]
+fn published_shapes_and_synthetic_weights() {
+    use stapes_models::fastconformer::{expected_shapes, synthetic_checkpoint, ParakeetConfig};
+    let params = |name: &str| -> f64 {
+        let c = ParakeetConfig::published(name).expect("published name");
+        c.validate().unwrap();
+        expected_shapes(&c)
+            .iter()
+            .map(|(_, s)| s.iter().product::<usize>() as f64)
+            .sum::<f64>()
+            / 1e9
+    };
+    for (name, lo, hi) in [
+        ("parakeet-tdt-0.6b-v2", 0.58, 0.66),
+        ("parakeet-tdt-0.6b-v3", 0.58, 0.66),
+        ("parakeet-ctc-1.1b", 1.0, 1.15),
+        ("parakeet-rnnt-1.1b", 1.0, 1.15),
+    ] {
+        let p = params(name);
+        assert!((lo..hi).contains(&p), "{name}: {p:.3} B parameters");
+    }
+    assert!(ParakeetConfig::published("parakeet-nonexistent").is_none());
+
+    let mut cfg = load_hf(&fixtures().join("tdt")).unwrap().config;
+    cfg.encoder.num_layers = 1;
+    let ck = synthetic_checkpoint(&cfg, 7).unwrap();
+    let m = Parakeet::from_checkpoint(CpuBackend::new(2).unwrap(), &ck, Lane::F32).unwrap();
+    let noise = HostTensor::random(vec![16_000], 3, 0.1);
+    let enc = m.encode_host(&m.features(&noise.data).unwrap()).unwrap();
+    let host = m.backend().download(&enc).unwrap();
+    assert_eq!(
+        host.shape,
+        vec![1, cfg.encoder.output_frames(100), cfg.encoder.hidden_size]
+    );
+    assert!(host.data.iter().all(|v| v.is_finite()));
+    m.transcribe(&noise.data).unwrap();
+}
