@@ -94,6 +94,10 @@ macro_rules! args {
     ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
 }
 
+/// The op contract on one GPU. All work goes to one stream, in call order; ops may be called
+/// from any thread (the context is made current as needed), but a graph capture records every
+/// launch on that stream, so nothing else may use the backend while [`CudaBackend::capture`] /
+/// [`CudaBackend::run_graph`] is capturing.
 pub struct CudaBackend {
     pub(crate) ctx: Arc<CudaContext>,
     pub(crate) stream: Arc<CudaStream>,
@@ -260,6 +264,8 @@ impl CudaBackend {
         smem: u32,
         params: &mut [*mut c_void],
     ) -> Result<()> {
+        // ops may come from any thread; the context must be current on this one
+        self.bind()?;
         let f = self.kernels.get(name)?;
         // SAFETY: every kernel's parameter list matches the `args!` built at its call site
         // (pointers as u64, `int` as i32, `long long` as i64, `float` as f32).
@@ -355,6 +361,7 @@ impl CudaBackend {
     }
 
     fn dtod(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        self.bind()?;
         // SAFETY: both ranges lie inside live blocks (checked by the callers' shape logic).
         unsafe { result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }
             .map_err(|e| CudaError::driver("memcpy DtoD", e))?;
@@ -1128,6 +1135,7 @@ impl Backend for CudaBackend {
         }
         let mut oshape = a.shape.clone();
         oshape[r - 1] = n;
+        self.bind()?;
         let out = self.alloc_f32(&oshape)?;
         if batch * m * n == 0 {
             return Ok(out);

@@ -71,7 +71,7 @@ impl ShapeRef for CudaTensor {
 
 #[test]
 fn graph_replay_is_bit_identical_to_eager() {
-    let g = require_gpu!("graph_replay_is_bit_identical_to_eager");
+    let (g, _serial) = require_gpu!("graph_replay_is_bit_identical_to_eager");
     if !g.graphs_enabled() {
         eprintln!("SKIPPED (STAPES_CUDA_GRAPHS=0): graph_replay_is_bit_identical_to_eager");
         return;
@@ -135,7 +135,7 @@ fn graph_replay_is_bit_identical_to_eager() {
 
 #[test]
 fn host_transfers_inside_capture_are_declined() {
-    let g = require_gpu!("host_transfers_inside_capture_are_declined");
+    let (g, _serial) = require_gpu!("host_transfers_inside_capture_are_declined");
     if !g.graphs_enabled() {
         eprintln!("SKIPPED (STAPES_CUDA_GRAPHS=0): host_transfers_inside_capture_are_declined");
         return;

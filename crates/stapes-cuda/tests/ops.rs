@@ -14,7 +14,7 @@ const LANES: [Lane; 2] = [Lane::F16, Lane::Q8];
 
 #[test]
 fn f32_lane_is_refused() {
-    let g = require_gpu!("f32_lane_is_refused");
+    let (g, _serial) = require_gpu!("f32_lane_is_refused");
     let w = rnd(&[4, 8], 1, 1.0);
     assert!(matches!(
         g.weight(&w, Lane::F32),
@@ -25,7 +25,7 @@ fn f32_lane_is_refused() {
 
 #[test]
 fn linear_all_lanes() {
-    let g = require_gpu!("linear_all_lanes");
+    let (g, _serial) = require_gpu!("linear_all_lanes");
     let r = ReferenceBackend::new();
     let before = g.counters().snapshot();
     // (rows, K, N): GEMV path (≤ 8 rows) and library path, K and N not multiples of 4/16/32
@@ -80,7 +80,7 @@ fn linear_all_lanes() {
 
 #[test]
 fn conv1d_all_lanes() {
-    let g = require_gpu!("conv1d_all_lanes");
+    let (g, _serial) = require_gpu!("conv1d_all_lanes");
     let r = ReferenceBackend::new();
     // (B, T, C_in, C_out, kernel, stride, padding): Whisper's stem shapes, shrunk and skewed
     let cases = [
@@ -123,7 +123,7 @@ fn conv1d_all_lanes() {
 
 #[test]
 fn matmul_batched() {
-    let g = require_gpu!("matmul_batched");
+    let (g, _serial) = require_gpu!("matmul_batched");
     let r = ReferenceBackend::new();
     for (i, &(bt, m, k, n, tb)) in [
         (1, 5, 7, 3, false),
@@ -154,7 +154,7 @@ fn matmul_batched() {
 
 #[test]
 fn attention_fused_and_rows() {
-    let g = require_gpu!("attention_fused_and_rows");
+    let (g, _serial) = require_gpu!("attention_fused_and_rows");
     let r = ReferenceBackend::new();
     // (B, Tq, Tk, H, Dh, kv_len, causal): fused path (Dh 64/128, Tq ≥ 16) and the row kernel
     let cases = [
@@ -213,7 +213,7 @@ fn attention_fused_and_rows() {
 
 #[test]
 fn norms_activations_softmax() {
-    let g = require_gpu!("norms_activations_softmax");
+    let (g, _serial) = require_gpu!("norms_activations_softmax");
     let r = ReferenceBackend::new();
     for (i, shape) in [
         vec![1usize, 7],
@@ -324,7 +324,7 @@ fn norms_activations_softmax() {
 
 #[test]
 fn elementwise_and_broadcast() {
-    let g = require_gpu!("elementwise_and_broadcast");
+    let (g, _serial) = require_gpu!("elementwise_and_broadcast");
     let r = ReferenceBackend::new();
     for (i, (sa, sb)) in [
         (vec![3usize, 5, 7], vec![3usize, 5, 7]),
@@ -374,7 +374,7 @@ fn elementwise_and_broadcast() {
 
 #[test]
 fn layout_ops_are_exact() {
-    let g = require_gpu!("layout_ops_are_exact");
+    let (g, _serial) = require_gpu!("layout_ops_are_exact");
     let r = ReferenceBackend::new();
     let x = rnd(&[3, 37, 45], 170, 1.0);
     let y = rnd(&[3, 11, 45], 171, 1.0);
@@ -462,7 +462,7 @@ fn layout_ops_are_exact() {
 
 #[test]
 fn convolutions_direct() {
-    let g = require_gpu!("convolutions_direct");
+    let (g, _serial) = require_gpu!("convolutions_direct");
     let r = ReferenceBackend::new();
     for (i, &(b, t, c, kw, s, pd)) in [
         (1, 20, 8, 3, 1, 1),
@@ -531,7 +531,7 @@ fn convolutions_direct() {
 
 #[test]
 fn lstm_cell_default_composition() {
-    let g = require_gpu!("lstm_cell_default_composition");
+    let (g, _serial) = require_gpu!("lstm_cell_default_composition");
     let r = ReferenceBackend::new();
     let (bsz, inp, hid) = (3, 20, 16);
     let x = rnd(&[bsz, inp], 240, 1.0);

@@ -38,7 +38,7 @@ fn activations(m: usize, k: usize) -> HostTensor {
 
 #[test]
 fn q8_encoder_gemm_meets_the_bar_and_a_planted_fault_fails_it() {
-    let g = require_gpu!("q8_encoder_gemm_meets_the_bar_and_a_planted_fault_fails_it");
+    let (g, _serial) = require_gpu!("q8_encoder_gemm_meets_the_bar_and_a_planted_fault_fails_it");
     let (m, k, n) = (200, 1280, 256);
     let x = activations(m, k);
     let w = HostTensor::random(vec![n, k], 902, 1.0 / (k as f32).sqrt());

@@ -25,12 +25,20 @@ pub fn gpu() -> Option<&'static CudaBackend> {
     .as_ref()
 }
 
-/// The backend, or print `SKIPPED (no CUDA device): <name>` and return from the test.
+/// One backend drives one stream: tests that share it take turns (a graph capture would
+/// otherwise record another test's launches).
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static L: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    L.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The backend (holding the test lock until the end of the test), or print
+/// `SKIPPED (no CUDA device): <name>` and return from the test.
 #[macro_export]
 macro_rules! require_gpu {
     ($name:expr) => {
         match common::gpu() {
-            Some(g) => g,
+            Some(g) => (g, common::serial()),
             None => {
                 eprintln!("SKIPPED (no CUDA device): {}", $name);
                 return;
