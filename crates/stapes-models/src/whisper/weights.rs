@@ -1416,10 +1416,17 @@ pub fn write_ggml(ck: &WhisperCheckpoint, out: &Path, ty: WeightType) -> Result<
         let name = openai_name(canon)
             .ok_or_else(|| ModelError::bad_tensor(out, canon, "no whisper.cpp name"))?;
         let conv_bias = canon.ends_with("conv1.bias") || canon.ends_with("conv2.bias");
-        let shape = if conv_bias {
-            vec![t.shape[0], 1]
-        } else {
-            t.shape.clone()
+        // whisper.cpp wants the conv biases as (d, 1) columns.
+        let shape = match (conv_bias, t.shape.as_slice()) {
+            (true, &[d]) => vec![d, 1],
+            (true, other) => {
+                return Err(ModelError::bad_tensor(
+                    out,
+                    canon,
+                    format!("shape {other:?} is not a bias"),
+                ))
+            }
+            _ => t.shape.clone(),
         };
         let positional = canon.ends_with("embed_positions.weight");
         let tty = if t.shape.len() < 2 || positional || ty == WeightType::F32 {
