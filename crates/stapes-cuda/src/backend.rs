@@ -89,6 +89,24 @@ fn grid_1d(n: usize) -> (u32, u32, u32) {
     (n.div_ceil(256).clamp(1, 132 * 32) as u32, 1, 1)
 }
 
+/// A GEMM input converted once (to f16, or quantized to int8 + row scales) and reused by the
+/// following linears that read the same tensor: q, k and v all read one layer-normed activation.
+/// Tensors are immutable once written except through `write_rows`, `write_host` and graph
+/// replays, which all forget the entry; holding `src` keeps its block from being recycled.
+struct Prep {
+    src: Arc<Block>,
+    m: usize,
+    k: usize,
+    kind: PrepKind,
+    bufs: Vec<Arc<Block>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PrepKind {
+    F16,
+    I8 { k_pad: usize },
+}
+
 /// Pointer to a kernel argument, as `cuLaunchKernel` wants it.
 macro_rules! args {
     ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
@@ -112,6 +130,7 @@ pub struct CudaBackend {
     /// Blocks read by ops during a capture: kept alive as long as the graph.
     pub(crate) capture_keep: Mutex<Vec<Arc<Block>>>,
     pub(crate) graphs: Graphs,
+    prep: Mutex<Option<Prep>>,
     /// Which d = 64 attention kernel runs (0 plain, 1 register-capped for 4 blocks per SM, the
     /// default: 7% faster on the H200); see `set_attention_variant`.
     fa_variant: std::sync::atomic::AtomicU8,
@@ -207,6 +226,7 @@ impl CudaBackend {
             capturing: AtomicBool::new(false),
             capture_keep: Mutex::new(Vec::new()),
             graphs: Graphs::new(graphs_on),
+            prep: Mutex::new(None),
             fa_variant: std::sync::atomic::AtomicU8::new(1),
             arch,
             name,
@@ -300,6 +320,7 @@ impl CudaBackend {
     /// before [`CudaBackend::run_graph`] replays it.
     pub fn write_host(&self, dst: &mut CudaTensor, src: &HostTensor) -> Result<()> {
         self.no_capture("write_host")?;
+        self.forget_prep();
         if dst.numel() != src.len() {
             return Err(Error::shape(
                 "write_host",
@@ -369,7 +390,15 @@ impl CudaBackend {
     }
 
     /// Linear on pointers: `y (m, n) = x (m, k) · Wᵀ + b`.
-    fn linear_raw(&self, y: u64, x: u64, m: usize, w: &CudaWeight, bias: u64) -> Result<()> {
+    fn linear_raw(
+        &self,
+        y: u64,
+        xb: &Arc<Block>,
+        m: usize,
+        w: &CudaWeight,
+        bias: u64,
+    ) -> Result<()> {
+        let x = self.p(xb);
         let (n, k) = (w.n, w.k);
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         match &w.data {
@@ -385,16 +414,23 @@ impl CudaBackend {
                         args![y, x, wp, bias, mi, ni, ki],
                     )?;
                 } else {
-                    let xh = self.pool.alloc(m * k * 2)?;
-                    let nn = (m * k) as i64;
+                    let xh = match self.prepared(xb, m, k, PrepKind::F16) {
+                        Some(b) => b[0].clone(),
+                        None => {
+                            let xh = self.pool.alloc(m * k * 2)?;
+                            let (nn, xhp) = ((m * k) as i64, xh.ptr);
+                            self.launch(
+                                "cast_f32_f16",
+                                grid_1d(m * k),
+                                (256, 1, 1),
+                                0,
+                                args![xhp, x, nn],
+                            )?;
+                            self.remember(xb, m, k, PrepKind::F16, vec![xh.clone()]);
+                            xh
+                        }
+                    };
                     let xhp = xh.ptr;
-                    self.launch(
-                        "cast_f32_f16",
-                        grid_1d(m * k),
-                        (256, 1, 1),
-                        0,
-                        args![xhp, x, nn],
-                    )?;
                     let tune = !self.capturing.load(Ordering::Relaxed);
                     // SAFETY: y holds m·n f32, xh m·k f16, w n·k f16, bias n f32 (or 0), all on this stream.
                     let fused = unsafe {
@@ -453,17 +489,26 @@ impl CudaBackend {
                     )?;
                 } else {
                     let m_pad = round_up(m, 16);
-                    let q = self.pool.alloc(m_pad * k_pad)?;
-                    let sx = self.pool.alloc(m_pad * 4)?;
+                    let kind = PrepKind::I8 { k_pad: *k_pad };
+                    let (q, sx) = match self.prepared(xb, m, k, kind) {
+                        Some(b) => (b[0].clone(), b[1].clone()),
+                        None => {
+                            let q = self.pool.alloc(m_pad * k_pad)?;
+                            let sx = self.pool.alloc(m_pad * 4)?;
+                            let (qp, sxp) = (q.ptr, sx.ptr);
+                            self.launch(
+                                "quantize_rows_i8",
+                                ((m_pad / 8) as u32, 1, 1),
+                                (256, 1, 1),
+                                0,
+                                args![qp, sxp, x, mi, ki, kp],
+                            )?;
+                            self.remember(xb, m, k, kind, vec![q.clone(), sx.clone()]);
+                            (q, sx)
+                        }
+                    };
                     let acc = self.pool.alloc(m_pad * n_pad * 4)?;
                     let (qp, sxp, accp) = (q.ptr, sx.ptr, acc.ptr);
-                    self.launch(
-                        "quantize_rows_i8",
-                        ((m_pad / 8) as u32, 1, 1),
-                        (256, 1, 1),
-                        0,
-                        args![qp, sxp, x, mi, ki, kp],
-                    )?;
                     // SAFETY: shapes padded to multiples of 16 as the plan requires; buffers sized above.
                     let tune = !self.capturing.load(Ordering::Relaxed);
                     unsafe {
@@ -583,6 +628,41 @@ impl CudaBackend {
                     .map_err(Into::into)
             }
         }
+    }
+
+    fn prepared(
+        &self,
+        src: &Arc<Block>,
+        m: usize,
+        k: usize,
+        kind: PrepKind,
+    ) -> Option<Vec<Arc<Block>>> {
+        let g = self.prep.lock().unwrap_or_else(|p| p.into_inner());
+        g.as_ref()
+            .filter(|p| Arc::ptr_eq(&p.src, src) && p.m == m && p.k == k && p.kind == kind)
+            .map(|p| p.bufs.clone())
+    }
+
+    fn remember(
+        &self,
+        src: &Arc<Block>,
+        m: usize,
+        k: usize,
+        kind: PrepKind,
+        bufs: Vec<Arc<Block>>,
+    ) {
+        *self.prep.lock().unwrap_or_else(|p| p.into_inner()) = Some(Prep {
+            src: src.clone(),
+            m,
+            k,
+            kind,
+            bufs,
+        });
+    }
+
+    /// Some tensor's contents may have changed in place: drop the prepared GEMM input.
+    pub(crate) fn forget_prep(&self) {
+        *self.prep.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     fn decline(&self, op: &'static str, reason: String) -> Error {
@@ -1027,6 +1107,7 @@ impl Backend for CudaBackend {
                 format!("{:?} into {:?} at {offset}", src.shape, dst.shape),
             ));
         }
+        self.forget_prep();
         let (b, t, c, n) = (dst.shape[0], dst.shape[1], dst.shape[2], src.shape[1]);
         let d = self.t(dst) + (offset * c * 4) as u64;
         let s = self.t(src);
@@ -1106,8 +1187,8 @@ impl Backend for CudaBackend {
         if m == 0 || w.n == 0 {
             return Ok(out);
         }
-        let (xp, bp) = (self.t(x), self.opt(bias));
-        self.linear_raw(out.buf.ptr, xp, m, w, bp)?;
+        let bp = self.opt(bias);
+        self.linear_raw(out.buf.ptr, &x.buf, m, w, bp)?;
         Ok(out)
     }
 

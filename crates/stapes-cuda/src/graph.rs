@@ -117,6 +117,9 @@ impl CudaBackend {
         if self.capturing.swap(true, Ordering::SeqCst) {
             return Err(CudaError::Graph("nested capture".into()).into());
         }
+        // a prepared GEMM input made eagerly must not be baked into the graph, nor one made
+        // inside the capture (filled only by replays) be used eagerly afterwards
+        self.forget_prep();
         let tag = self.pool.begin_capture();
         self.capture_keep
             .lock()
@@ -146,6 +149,7 @@ impl CudaBackend {
         };
         self.pool.end_capture();
         self.capturing.store(false, Ordering::SeqCst);
+        self.forget_prep();
         let keep =
             std::mem::take(&mut *self.capture_keep.lock().unwrap_or_else(|p| p.into_inner()));
         let fail = |e: Error| {
@@ -217,6 +221,8 @@ impl CudaBackend {
         unsafe { result::graph::launch(g.exec, self.stream.cu_stream()) }
             .map_err(|e| graph_err("cuGraphLaunch", e))?;
         Counters::bump(&self.counters_ref().graph_replays);
+        // the replay rewrote its blocks in place
+        self.forget_prep();
         Ok(g.outputs.clone())
     }
 

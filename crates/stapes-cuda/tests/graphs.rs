@@ -10,6 +10,9 @@ struct Layer {
     ln_g: CudaTensor,
     ln_b: CudaTensor,
     qkv: CudaWeight,
+    /// separate q/k/v weights too, so the shared-input path is captured as well
+    q: CudaWeight,
+    k: CudaWeight,
     out: CudaWeight,
     fc1: CudaWeight,
     fc2: CudaWeight,
@@ -23,6 +26,8 @@ fn layer(g: &CudaBackend, d: usize, lane: Lane, seed: u64) -> Layer {
         ln_g: g.upload(&r(&[d], 1, 1.0)).unwrap(),
         ln_b: g.upload(&r(&[d], 2, 0.1)).unwrap(),
         qkv: g.weight(&r(&[3 * d, d], 3, inv), lane).unwrap(),
+        q: g.weight(&r(&[d, d], 8, inv), lane).unwrap(),
+        k: g.weight(&r(&[d, d], 9, inv), lane).unwrap(),
         out: g.weight(&r(&[d, d], 4, inv), lane).unwrap(),
         fc1: g.weight(&r(&[4 * d, d], 5, inv), lane).unwrap(),
         fc2: g.weight(&r(&[d, 4 * d], 6, inv * 0.5), lane).unwrap(),
@@ -45,6 +50,9 @@ fn forward(
         let q = g.slice(&qkv, 2, 0, d)?;
         let k = g.slice(&qkv, 2, d, d)?;
         let v = g.slice(&qkv, 2, 2 * d, d)?;
+        // and q, k once more from separate weights reading the same input (prepared once)
+        let q = g.add(&q, &g.linear(&n, &l.q, None)?)?;
+        let k = g.add(&k, &g.linear(&n, &l.k, None)?)?;
         let p = AttnParams {
             n_heads: heads,
             scale: 1.0 / ((d / heads) as f32).sqrt(),

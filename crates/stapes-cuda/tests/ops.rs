@@ -7,7 +7,8 @@ use common::{check, rnd};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::Op;
 use stapes_core::{
-    Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, Error, Lane,
+    Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, Error, HostTensor,
+    Lane,
 };
 
 const LANES: [Lane; 2] = [Lane::F16, Lane::Q8];
@@ -561,4 +562,58 @@ fn lstm_cell_default_composition() {
         &got,
         &want,
     );
+}
+
+#[test]
+fn prepared_inputs_follow_in_place_writes() {
+    let (g, _serial) = require_gpu!("prepared_inputs_follow_in_place_writes");
+    let r = ReferenceBackend::new();
+    let x = rnd(&[1, 40, 64], 300, 1.0);
+    let w1 = rnd(&[24, 64], 301, 0.125);
+    let w2 = rnd(&[40, 64], 302, 0.125);
+    let rows = rnd(&[1, 5, 64], 303, 1.0);
+    let x2 = rnd(&[1, 40, 64], 304, 1.0);
+    for lane in LANES {
+        // two weights over one input (the second reuses the converted input), then the input
+        // changes in place twice; every result must follow the current contents
+        let (got, want) = both!(g, &r, |be| {
+            let mut xt = be.upload(&x).unwrap();
+            let (a, b) = (be.weight(&w1, lane).unwrap(), be.weight(&w2, lane).unwrap());
+            let y1 = be.linear(&xt, &a, None).unwrap();
+            let y2 = be.linear(&xt, &b, None).unwrap();
+            be.write_rows(&mut xt, &be.upload(&rows).unwrap(), 10)
+                .unwrap();
+            let y3 = be.linear(&xt, &a, None).unwrap();
+            let y4 = be.linear(&xt, &b, None).unwrap();
+            let parts: Vec<_> = [y1, y2, y3, y4]
+                .into_iter()
+                .map(|y| be.download(&y).unwrap().data)
+                .collect();
+            HostTensor::new(
+                vec![parts.iter().map(|p| p.len()).sum::<usize>()],
+                parts.concat(),
+            )
+            .unwrap()
+        });
+        check(
+            &format!("prepared input across write_rows ({lane})"),
+            Op::Linear,
+            lane,
+            &got,
+            &want,
+        );
+        let mut xt = g.upload(&x).unwrap();
+        let a = g.weight(&w1, lane).unwrap();
+        let before = g.download(&g.linear(&xt, &a, None).unwrap()).unwrap();
+        g.write_host(&mut xt, &x2).unwrap();
+        let after = g.download(&g.linear(&xt, &a, None).unwrap()).unwrap();
+        let fresh = g
+            .download(&g.linear(&g.upload(&x2).unwrap(), &a, None).unwrap())
+            .unwrap();
+        assert_ne!(before.data, after.data, "{lane}: write_host not seen");
+        assert_eq!(
+            after.data, fresh.data,
+            "{lane}: stale prepared input after write_host"
+        );
+    }
 }
