@@ -389,7 +389,9 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Linear on pointers: `y (m, n) = x (m, k) · Wᵀ + b`.
+    /// Linear into `y`: `y (m, n) = x (m, k) · Wᵀ + b`. Scratch buffers go back to the pool when
+    /// they drop at the end of this call, before the GPU has run the work: safe, because whoever
+    /// gets them next queues after it on the same stream.
     fn linear_raw(
         &self,
         y: u64,
@@ -466,7 +468,6 @@ impl CudaBackend {
                             )?;
                         }
                     }
-                    self.keep_scratch(xh);
                 }
                 Counters::bump(&self.counters.gemm_f16);
             }
@@ -534,21 +535,11 @@ impl CudaBackend {
                         0,
                         args![y, accp, sxp, sp, bias, mi, ni, ldc],
                     )?;
-                    self.keep_scratch(q);
-                    self.keep_scratch(sx);
-                    self.keep_scratch(acc);
                 }
                 Counters::bump(&self.counters.gemm_q8);
             }
         }
         Ok(())
-    }
-
-    /// Scratch dropped right after queuing work is safe (the next user is ordered after it on the
-    /// same stream); inside a capture it must also stay out of other captures' reach, which the
-    /// pool's tagging already ensures. Nothing to do but drop it.
-    fn keep_scratch(&self, b: Arc<Block>) {
-        drop(b);
     }
 
     /// Select the d = 64 fused-attention kernel variant (0 plain, 1 register-capped), for the
