@@ -60,3 +60,44 @@ fn encoder_f32_matches_ctranslate2_base() {
 fn encoder_q8_near_ctranslate2_base() {
     check("whisper-base", Lane::Q8, 1e-1);
 }
+
+/// The bars catch faults: one zeroed 32-value block in one row of one f32 weight breaks the f32
+/// bar; a zeroed attention output projection breaks the q8 bar.
+#[test]
+fn planted_faults_fail_the_bars() {
+    use stapes_models::whisper::weights::load_checkpoint;
+    let name = "whisper-base";
+    let fx = tensors();
+    let mel = window(&tensor(&fx, "jfk.mel"));
+    let head = tensor(&fx, &format!("{name}.enc_head"));
+    let d = head.shape[1];
+    let err = |ckpt: &stapes_models::whisper::weights::WhisperCheckpoint, lane: Lane| {
+        let m = stapes_models::whisper::Whisper::new(
+            stapes_cpu::CpuBackend::new(0).unwrap(),
+            ckpt,
+            lane,
+        )
+        .unwrap();
+        let out = m.backend().download(&m.encode_host(&mel).unwrap()).unwrap();
+        rel_l2(&out.data[..head.shape[0] * d], &head.data)
+    };
+    let clean = load_checkpoint(&cache().join("models").join(name)).expect("weights");
+
+    let mut block = clean.clone();
+    let w = block
+        .tensors
+        .get_mut("model.encoder.layers.2.fc1.weight")
+        .expect("fc1");
+    w.data[..32].fill(0.0);
+    let e = err(&block, Lane::F32);
+    assert!(e > 1e-4, "a zeroed block stayed under the f32 bar: {e}");
+
+    let mut proj = clean.clone();
+    let w = proj
+        .tensors
+        .get_mut("model.encoder.layers.3.self_attn.out_proj.weight")
+        .expect("out_proj");
+    w.data.fill(0.0);
+    let e = err(&proj, Lane::Q8);
+    assert!(e > 1e-1, "a zeroed projection stayed under the q8 bar: {e}");
+}
