@@ -4,9 +4,12 @@ pub mod config;
 pub mod decoder;
 pub mod encoder;
 pub mod model;
+pub mod nemo;
+mod pickle;
 pub mod weights;
 
 pub use config::{EncoderConfig, HeadConfig, ParakeetConfig, TransducerConfig};
 pub use decoder::{ctc_collapse, Decoded, Step};
 pub use model::{Parakeet, SAMPLE_RATE};
-pub use weights::{expected_shapes, load_hf, synthetic_checkpoint, ParakeetCheckpoint};
+pub use nemo::load_nemo;
+pub use weights::{expected_shapes, load, load_hf, synthetic_checkpoint, ParakeetCheckpoint};

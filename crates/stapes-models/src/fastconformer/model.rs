@@ -3,7 +3,7 @@
 use super::config::ParakeetConfig;
 use super::decoder::{Decoded, Head};
 use super::encoder::{Encoder, Tensors};
-use super::weights::{load_hf, ParakeetCheckpoint};
+use super::weights::{load, ParakeetCheckpoint};
 use crate::transcript::{Segment, Transcript, Word};
 use crate::{ModelError, Result};
 use stapes_audio::features::nemo::{log_mel, NemoConfig};
@@ -26,9 +26,10 @@ pub struct Parakeet<B: Backend> {
 }
 
 impl<B: Backend> Parakeet<B> {
-    /// Loads an HF `ParakeetFor{CTC,RNNT,TDT}` directory onto `backend`, GEMM weights in `lane`.
-    pub fn new(backend: B, dir: &Path, lane: Lane) -> Result<Self> {
-        Self::from_checkpoint(backend, &load_hf(dir)?, lane)
+    /// Loads an HF `ParakeetFor{CTC,RNNT,TDT}` directory or a NeMo `.nemo` archive onto
+    /// `backend`, GEMM weights in `lane`.
+    pub fn new(backend: B, path: &Path, lane: Lane) -> Result<Self> {
+        Self::from_checkpoint(backend, &load(path)?, lane)
     }
 
     pub fn from_checkpoint(backend: B, ck: &ParakeetCheckpoint, lane: Lane) -> Result<Self> {

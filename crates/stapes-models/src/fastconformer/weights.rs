@@ -227,6 +227,15 @@ pub fn load_hf(dir: &Path) -> Result<ParakeetCheckpoint> {
     })
 }
 
+/// Loads a checkpoint judged by content: a directory is an HF model, a file a `.nemo` archive.
+pub fn load(path: &Path) -> Result<ParakeetCheckpoint> {
+    if path.is_dir() {
+        load_hf(path)
+    } else {
+        super::nemo::load_nemo(path)
+    }
+}
+
 /// Random weights of `config`'s shapes (speed runs; outputs are meaningless). Batch-norm
 /// variances are kept positive.
 pub fn synthetic_checkpoint(config: &ParakeetConfig, seed: u64) -> Result<ParakeetCheckpoint> {

@@ -1,0 +1,399 @@
+//! NeMo `.nemo` archives: a tar (optionally gzip-compressed) holding `model_config.yaml` and
+//! `model_weights.ckpt` (a `torch.save`d state dict). The config is read with a small YAML
+//! subset reader (what OmegaConf writes: block mappings and sequences, flow sequences of
+//! scalars, quoted and plain scalars); the weights with [`super::pickle`]; NeMo's names are mapped
+//! to the canonical transformers names here (the inverse of transformers' `convert_nemo_to_hf`).
+
+use super::config::{EncoderConfig, HeadConfig, ParakeetConfig, TransducerConfig};
+use super::pickle::read_state_dict;
+use super::weights::{validate, ParakeetCheckpoint};
+use crate::{ModelError, Result};
+use serde_json::{Map, Number, Value};
+use stapes_core::{Activation, HostTensor};
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+/// Files of a tar archive by base name (directories dropped, `./` prefixes ignored).
+fn tar_files(b: &[u8]) -> std::result::Result<BTreeMap<String, Vec<u8>>, String> {
+    let mut out = BTreeMap::new();
+    let mut p = 0usize;
+    let mut long_name: Option<String> = None;
+    while p + 512 <= b.len() {
+        let h = &b[p..p + 512];
+        if h.iter().all(|&c| c == 0) {
+            break;
+        }
+        let field = |a: usize, n: usize| {
+            let s = &h[a..a + n];
+            let end = s.iter().position(|&c| c == 0).unwrap_or(n);
+            String::from_utf8_lossy(&s[..end]).to_string()
+        };
+        let size_field = field(124, 12);
+        let size = usize::from_str_radix(size_field.trim(), 8)
+            .map_err(|_| format!("bad tar size field `{size_field}`"))?;
+        let kind = h[156];
+        let mut name = field(0, 100);
+        if &h[257..262] == b"ustar" {
+            let prefix = field(345, 155);
+            if !prefix.is_empty() {
+                name = format!("{prefix}/{name}");
+            }
+        }
+        let start = p + 512;
+        let data = b
+            .get(start..start + size)
+            .ok_or_else(|| format!("tar entry `{name}` runs past the end"))?;
+        match kind {
+            b'L' => long_name = Some(String::from_utf8_lossy(data).trim_end_matches('\0').into()),
+            b'0' | 0 | b'7' => {
+                let full = long_name.take().unwrap_or(name);
+                let base = full.rsplit('/').next().unwrap_or(&full).to_string();
+                out.insert(base, data.to_vec());
+            }
+            _ => long_name = None,
+        }
+        p = start + size.div_ceil(512) * 512;
+    }
+    Ok(out)
+}
+
+// ---- YAML subset ----
+
+fn yaml_scalar(s: &str) -> Value {
+    let s = s.trim();
+    if let Some(q) = s.strip_prefix('\'').and_then(|x| x.strip_suffix('\'')) {
+        return Value::String(q.replace("''", "'"));
+    }
+    if let Some(q) = s.strip_prefix('"').and_then(|x| x.strip_suffix('"')) {
+        return Value::String(q.replace("\\\"", "\"").replace("\\\\", "\\"));
+    }
+    if let Some(inner) = s.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+        if inner.trim().is_empty() {
+            return Value::Array(Vec::new());
+        }
+        return Value::Array(inner.split(',').map(yaml_scalar).collect());
+    }
+    match s {
+        "" | "null" | "~" | "None" => return Value::Null,
+        "true" | "True" => return Value::Bool(true),
+        "false" | "False" => return Value::Bool(false),
+        _ => {}
+    }
+    if let Ok(i) = s.parse::<i64>() {
+        return Value::Number(i.into());
+    }
+    if let Some(n) = s.parse::<f64>().ok().and_then(Number::from_f64) {
+        return Value::Number(n);
+    }
+    Value::String(s.to_string())
+}
+
+/// Drops a trailing `# comment` that is outside quotes.
+fn strip_comment(line: &str) -> &str {
+    let (mut sq, mut dq) = (false, false);
+    let bytes = line.as_bytes();
+    for (i, &c) in bytes.iter().enumerate() {
+        match c {
+            b'\'' if !dq => sq = !sq,
+            b'"' if !sq => dq = !dq,
+            b'#' if !sq && !dq && (i == 0 || bytes[i - 1] == b' ') => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
+/// `key: rest` split at the first `: ` (or a trailing `:`) outside quotes.
+fn split_key(s: &str) -> Option<(String, &str)> {
+    let (mut sq, mut dq) = (false, false);
+    let b = s.as_bytes();
+    for i in 0..b.len() {
+        match b[i] {
+            b'\'' if !dq => sq = !sq,
+            b'"' if !sq => dq = !dq,
+            b':' if !sq && !dq && (i + 1 == b.len() || b[i + 1] == b' ') => {
+                let key = match yaml_scalar(&s[..i]) {
+                    Value::String(k) => k,
+                    other => other.to_string(),
+                };
+                return Some((key, &s[i + 1..]));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+struct Yaml<'a> {
+    /// (indent, content) of every non-blank line.
+    lines: Vec<(usize, &'a str)>,
+    pos: usize,
+}
+
+impl Yaml<'_> {
+    fn parse_block(&mut self, indent: usize) -> std::result::Result<Value, String> {
+        let Some(&(ind, first)) = self.lines.get(self.pos) else {
+            return Ok(Value::Null);
+        };
+        if ind < indent {
+            return Ok(Value::Null);
+        }
+        if first.starts_with("- ") || first == "-" {
+            let mut items = Vec::new();
+            while let Some(&(i, l)) = self.lines.get(self.pos) {
+                if i != ind || !(l.starts_with("- ") || l == "-") {
+                    break;
+                }
+                let rest = l[1..].trim_start();
+                if rest.is_empty() {
+                    self.pos += 1;
+                    items.push(self.parse_block(ind + 1)?);
+                } else if split_key(rest).is_some() && !rest.starts_with(['\'', '"', '[']) {
+                    // "- key: value" starts a mapping whose keys sit two columns in.
+                    let col = ind + (l.len() - rest.len());
+                    self.lines[self.pos] = (col, rest);
+                    items.push(self.parse_block(col)?);
+                } else {
+                    self.pos += 1;
+                    items.push(yaml_scalar(rest));
+                }
+            }
+            return Ok(Value::Array(items));
+        }
+        let mut map = Map::new();
+        while let Some(&(i, l)) = self.lines.get(self.pos) {
+            if i < ind {
+                break;
+            }
+            if i > ind {
+                return Err(format!("unexpected indentation at `{l}`"));
+            }
+            let (key, rest) =
+                split_key(l).ok_or_else(|| format!("expected `key: value`, got `{l}`"))?;
+            self.pos += 1;
+            let rest = rest.trim();
+            let value = if rest.is_empty() {
+                match self.lines.get(self.pos) {
+                    // A sequence may sit at the key's own indentation.
+                    Some(&(ni, nl)) if ni > ind || (ni == ind && nl.starts_with('-')) => {
+                        self.parse_block(ni)?
+                    }
+                    _ => Value::Null,
+                }
+            } else if rest.starts_with('&')
+                || rest.starts_with('*')
+                || rest.starts_with('|')
+                || rest.starts_with('>')
+            {
+                return Err(format!(
+                    "YAML feature not supported (anchors, block scalars) at `{l}`"
+                ));
+            } else {
+                yaml_scalar(rest)
+            };
+            map.insert(key, value);
+        }
+        Ok(Value::Object(map))
+    }
+}
+
+/// Parses the YAML subset NeMo configs use into JSON values.
+pub fn parse_yaml(text: &str) -> std::result::Result<Value, String> {
+    let lines = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("---"))
+        .map(|l| strip_comment(l).trim_end())
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| (l.len() - l.trim_start().len(), l.trim_start()))
+        .collect();
+    Yaml { lines, pos: 0 }.parse_block(0)
+}
+
+// ---- config and names ----
+
+fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.').try_fold(v, |v, k| v.get(k))
+}
+
+fn num(v: &Value, path: &str, default: usize) -> usize {
+    get(v, path)
+        .and_then(Value::as_u64)
+        .map_or(default, |x| x as usize)
+}
+
+/// NeMo name → transformers name (None for buffers the model does not use).
+pub fn canonical_name(nemo: &str) -> Option<String> {
+    if nemo.starts_with("preprocessor.") || nemo.starts_with("encoder.pos_enc.") {
+        return None;
+    }
+    let mut k = nemo.to_string();
+    let rules: [(&str, &str); 11] = [
+        ("encoder.pre_encode.conv.", "encoder.subsampling.layers."),
+        ("encoder.pre_encode.out.", "encoder.subsampling.linear."),
+        (".conv.batch_norm.", ".conv.norm."),
+        (".self_attn.linear_q.", ".self_attn.q_proj."),
+        (".self_attn.linear_k.", ".self_attn.k_proj."),
+        (".self_attn.linear_v.", ".self_attn.v_proj."),
+        (".self_attn.linear_out.", ".self_attn.o_proj."),
+        (".self_attn.linear_pos.", ".self_attn.relative_k_proj."),
+        (".self_attn.pos_bias_u", ".self_attn.bias_u"),
+        (".self_attn.pos_bias_v", ".self_attn.bias_v"),
+        ("decoder.decoder_layers.0.", "ctc_head."),
+    ];
+    for (a, b) in rules {
+        k = k.replace(a, b);
+    }
+    for (a, b) in [
+        ("decoder.prediction.embed.", "decoder.embedding."),
+        ("decoder.prediction.dec_rnn.lstm.", "decoder.lstm."),
+        ("joint.enc.", "encoder_projector."),
+        ("joint.pred.", "decoder.decoder_projector."),
+        ("joint.joint_net.2.", "joint.head."),
+    ] {
+        if let Some(rest) = k.strip_prefix(a) {
+            k = format!("{b}{rest}");
+        }
+    }
+    Some(k)
+}
+
+/// Builds the config from `model_config.yaml` and the (canonically named) tensors, whose shapes
+/// settle what the YAML leaves implicit (vocabulary sizes).
+fn config_from(
+    cfg: &Value,
+    tensors: &BTreeMap<String, HostTensor>,
+    path: &Path,
+) -> Result<ParakeetConfig> {
+    let bad = |d: String| ModelError::bad_model(path, d);
+    let e = get(cfg, "encoder").ok_or_else(|| bad("model_config.yaml has no `encoder`".into()))?;
+    let sub = get(e, "subsampling")
+        .and_then(Value::as_str)
+        .unwrap_or("dw_striding");
+    if sub != "dw_striding" {
+        return Err(bad(format!(
+            "encoder.subsampling `{sub}` is not supported (dw_striding only)"
+        )));
+    }
+    let att = get(e, "self_attention_model")
+        .and_then(Value::as_str)
+        .unwrap_or("rel_pos");
+    if att != "rel_pos" {
+        return Err(bad(format!(
+            "encoder.self_attention_model `{att}` is not supported (rel_pos only)"
+        )));
+    }
+    let d = num(e, "d_model", 0);
+    let bias = get(e, "use_bias").and_then(Value::as_bool).unwrap_or(true);
+    let ff = get(e, "ff_expansion_factor")
+        .and_then(Value::as_f64)
+        .unwrap_or(4.0);
+    let encoder = EncoderConfig {
+        hidden_size: d,
+        num_layers: num(e, "n_layers", 0),
+        num_heads: num(e, "n_heads", 8),
+        intermediate_size: (d as f64 * ff).round() as usize,
+        activation: Activation::Silu,
+        attention_bias: bias,
+        convolution_bias: bias,
+        conv_kernel_size: num(e, "conv_kernel_size", 9),
+        subsampling_factor: num(e, "subsampling_factor", 8),
+        subsampling_channels: num(e, "subsampling_conv_channels", 256),
+        subsampling_kernel: num(e, "subsampling_conv_kernel_size", 3),
+        subsampling_stride: 2,
+        num_mel_bins: num(e, "feat_in", num(cfg, "preprocessor.features", 80)),
+        scale_input: get(e, "xscaling").and_then(Value::as_bool).unwrap_or(true),
+    };
+    let rows = |name: &str| tensors.get(name).and_then(|t| t.shape.first().copied());
+    let (vocab_size, head) = if let Some(v) = rows("ctc_head.weight") {
+        (
+            v,
+            HeadConfig::Ctc {
+                blank: v.saturating_sub(1) as u32,
+            },
+        )
+    } else {
+        let v = rows("decoder.embedding.weight").ok_or_else(|| {
+            bad("neither a CTC decoder nor a prediction network in the weights".into())
+        })?;
+        let durations: Vec<usize> = get(cfg, "model_defaults.tdt_durations")
+            .or_else(|| get(cfg, "decoding.durations"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_u64)
+                    .map(|x| x as usize)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let act = match get(cfg, "joint.jointnet.activation").and_then(Value::as_str) {
+            None | Some("relu") => Activation::Relu,
+            Some("tanh") => Activation::Tanh,
+            Some("sigmoid") => Activation::Sigmoid,
+            Some(other) => return Err(bad(format!("joint activation `{other}` is not supported"))),
+        };
+        let blank = v.saturating_sub(1) as u32;
+        (
+            v,
+            HeadConfig::Transducer(TransducerConfig {
+                blank,
+                start_token: blank,
+                decoder_hidden_size: num(cfg, "decoder.prednet.pred_hidden", 640),
+                num_decoder_layers: num(cfg, "decoder.prednet.pred_rnn_layers", 2),
+                joint_activation: act,
+                max_symbols_per_step: num(cfg, "decoding.greedy.max_symbols", 10).max(1),
+                durations,
+            }),
+        )
+    };
+    let c = ParakeetConfig {
+        encoder,
+        vocab_size,
+        head,
+    };
+    c.validate().map_err(bad)?;
+    Ok(c)
+}
+
+/// Loads a `.nemo` archive (tar or tar.gz) of a Parakeet CTC / RNNT / TDT model.
+pub fn load_nemo(path: &Path) -> Result<ParakeetCheckpoint> {
+    let raw = std::fs::read(path).map_err(|e| ModelError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .map_err(|e| ModelError::bad_model(path, format!("gzip: {e}")))?;
+        out
+    } else {
+        raw
+    };
+    let files = tar_files(&bytes).map_err(|e| ModelError::bad_model(path, e))?;
+    let yaml = files
+        .get("model_config.yaml")
+        .ok_or_else(|| ModelError::bad_model(path, "no model_config.yaml in the archive"))?;
+    let cfg = parse_yaml(&String::from_utf8_lossy(yaml))
+        .map_err(|e| ModelError::bad_model(path, format!("model_config.yaml: {e}")))?;
+    let ckpt = files
+        .get("model_weights.ckpt")
+        .ok_or_else(|| ModelError::bad_model(path, "no model_weights.ckpt in the archive"))?;
+    let nemo_tensors = read_state_dict(ckpt)
+        .map_err(|e| ModelError::bad_model(path, format!("model_weights.ckpt: {e}")))?;
+    let mut tensors = BTreeMap::new();
+    for (k, v) in nemo_tensors {
+        if let Some(name) = canonical_name(&k) {
+            tensors.insert(name, v);
+        }
+    }
+    let config = config_from(&cfg, &tensors, path)?;
+    validate(&config, &tensors, path)?;
+    Ok(ParakeetCheckpoint {
+        config,
+        tensors,
+        path: path.to_path_buf(),
+        tokenizer_file: None,
+        source: "nemo",
+    })
+}
