@@ -268,6 +268,32 @@ fn main() {
         }
     }
 
+    println!("\n## decoder-step attention (row kernel, f32), median ms");
+    for &(b, tk, kv) in &[(1usize, t, t), (5, t, t), (1, 448, 100), (5, 448, 100)] {
+        let q = g
+            .upload(&HostTensor::random(vec![b, 1, d], 8, 1.0))
+            .unwrap();
+        let k = g
+            .upload(&HostTensor::random(vec![b, tk, d], 9, 1.0))
+            .unwrap();
+        let v = g
+            .upload(&HostTensor::random(vec![b, tk, d], 10, 1.0))
+            .unwrap();
+        let p = AttnParams {
+            n_heads: heads,
+            scale: 0.125,
+            kv_len: Some(kv),
+            causal: false,
+        };
+        let s = time(&g, reps, || {
+            g.attention(&q, &k, &v, &p).unwrap();
+        });
+        println!(
+            "batch {b}, 1 query over {kv} of {tk} keys: {:.4} ms [{:.4}..{:.4}]",
+            s.median, s.min, s.max
+        );
+    }
+
     println!("\n## one encoder layer's other ops, isolated (eager, median ms)");
     {
         let x = g

@@ -224,14 +224,15 @@ extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, cons
 
 // ---------------------------------------------------------------------------------------------
 // General f32 kernel, any head size: one block per (query, head, batch); the kv_len scores live
-// in dynamic shared memory. Used for decoder steps (Tq small), odd head sizes, and to produce the
+// in dynamic shared memory (kv_len + D + 4·D floats with the 128 threads it is launched with).
+// Used for decoder steps (Tq small), odd head sizes, and to produce the
 // probabilities themselves (P != null) for alignment heads.
 extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restrict__ P, const float* __restrict__ Q,
                                          const float* __restrict__ K, const float* __restrict__ V, int Tq, int Tk, int H,
                                          int D, int kv_len, float scale, int causal) {
     extern __shared__ float sm[];
     float* sc = sm;            // kv_len scores
-    float* qv = sm + kv_len;   // D query values
+    float* qv = sm + kv_len;   // D query values, then (D <= 128) nw * D partial outputs
     __shared__ float scratch[32];
     const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const long long ld = (long long)H * D;
@@ -269,10 +270,38 @@ extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restric
     __syncthreads();
     if (O) {
         float* o = O + ((long long)b * Tq + i) * ld + h * D;
-        for (int d = threadIdx.x; d < D; d += blockDim.x) {
-            float acc = 0.f;
-            for (int j = 0; j < limit; ++j) acc += sc[j] * V[((long long)b * Tk + j) * ld + h * D + d];
-            o[d] = acc;
+        if (D <= 128) {
+            // each warp takes every nw-th key and reads its whole V row (coalesced), lanes
+            // covering d; the per-warp partial sums meet in shared memory
+            float* red = qv + D;  // nw * D floats
+            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+            for (int j = warp; j < limit; j += nw) {
+                float p = sc[j];
+                const float* v = V + ((long long)b * Tk + j) * ld + h * D;
+#pragma unroll
+                for (int c = 0; c < 4; ++c) {
+                    int d = lane + 32 * c;
+                    if (d < D) acc[c] += p * v[d];
+                }
+            }
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                int d = lane + 32 * c;
+                if (d < D) red[warp * D + d] = acc[c];
+            }
+            __syncthreads();
+            for (int d = threadIdx.x; d < D; d += blockDim.x) {
+                float sum = 0.f;
+                for (int w = 0; w < nw; ++w) sum += red[w * D + d];
+                o[d] = sum;
+            }
+        } else {
+            for (int d = threadIdx.x; d < D; d += blockDim.x) {
+                float acc = 0.f;
+                for (int j = 0; j < limit; ++j) acc += sc[j] * V[((long long)b * Tk + j) * ld + h * D + d];
+                o[d] = acc;
+            }
         }
     }
 }
