@@ -237,17 +237,18 @@ fn profile_jfk() {
                 t: Default::default(),
             };
             let m = stapes_models::whisper::Whisper::new(b, &ckpt, lane).expect("model");
-            let _ = m.transcribe(&samples, &ref_options(1)).unwrap();
+            let beam: usize = list("STAPES_BENCH_BEAMS", "1")[0].parse().expect("beam");
+            let _ = m.transcribe(&samples, &ref_options(beam)).unwrap();
             m.backend().t.lock().unwrap().clear();
             let t = Instant::now();
-            let _ = m.transcribe(&samples, &ref_options(1)).unwrap();
+            let _ = m.transcribe(&samples, &ref_options(beam)).unwrap();
             let total = t.elapsed().as_secs_f64();
             let map = m.backend().t.lock().unwrap().clone();
             let mut rows: Vec<_> = map.into_iter().collect();
             rows.sort_by_key(|r| std::cmp::Reverse(r.1 .0));
             let in_ops: f64 = rows.iter().map(|r| r.1 .0.as_secs_f64()).sum();
             eprintln!(
-                "{name} {lane} greedy: {:.0} ms total, {:.0} ms in ops",
+                "{name} {lane} beam {beam}: {:.0} ms total, {:.0} ms in ops",
                 total * 1e3,
                 in_ops * 1e3
             );
