@@ -1,6 +1,27 @@
 //! Decoding as faster-whisper 1.x drives CTranslate2: logits rules (suppression, timestamp rules),
 //! greedy / sampling / beam search with CTranslate2's bookkeeping, temperature fallback, language
 //! detection and the 30 s seek loop.
+//!
+//! CTranslate2 behaviours faster-whisper's output depends on, reproduced here because the parity
+//! tests showed they matter:
+//! - The prompt up to the last start-of-transcript control token is one prefill pass; decoding
+//!   starts from that token and may add at most `min(448/2, 448 − prefill)` tokens.
+//! - `P(<|nospeech|>)` is the softmax of the unfiltered logits at the `<|startoftranscript|>`
+//!   row: from the prefill when previous text precedes it, else from the first decoding step.
+//! - Disabled logits are set to `f32::MIN`, not −∞; rules run in the order suppress tokens,
+//!   suppress-at-begin (`[220, eot]` at the first sampled step), timestamp rules; the
+//!   timestamp-mass rule reads the log-softmax after every earlier rule (end-of-text counts as
+//!   text there), and the first step allows only timestamps up to `max_initial_timestamp`.
+//! - Scores are cumulative log-probs including end-of-text, divided by `len^length_penalty`
+//!   where `len` excludes end-of-text; faster-whisper turns that back into
+//!   `avg_logprob = score·len^lp / (len + 1)`.
+//! - Beam search: the first step runs one row; each step takes the best 2·beam (row, token)
+//!   candidates; an end-of-text among the first `beam` is a finished hypothesis and its slot goes
+//!   to the next non-end candidate; the search stops after `round(beam·patience)` finished
+//!   hypotheses (or at the length limit, where every live beam finishes).
+//! - Sampling at temperature T draws from `softmax(logprob/T)` over the full vocabulary
+//!   (`sampling_topk=0`), `best_of` independent candidates, the best normalised score wins.
+//!   (The random stream is ours, so sampled text differs from CTranslate2's.)
 
 use super::decoder::{CrossKv, DecoderState};
 use super::model::Whisper;
