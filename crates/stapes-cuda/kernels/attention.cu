@@ -223,31 +223,46 @@ extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, cons
 }
 
 // ---------------------------------------------------------------------------------------------
-// General f32 kernel, any head size: one block per (query, head, batch); the kv_len scores live
-// in dynamic shared memory (kv_len + D + 4·D floats with the 128 threads it is launched with).
-// Used for decoder steps (Tq small), odd head sizes, and to produce the
-// probabilities themselves (P != null) for alignment heads.
+// General f32 kernel, any head size: one block of 128 threads per (query, head, batch). Used for
+// decoder steps (Tq small), odd head sizes, and to produce the probabilities themselves
+// (P != null) for alignment heads. Dynamic shared memory: the query (D rounded up to 4), 4·D
+// partial outputs, then the kv_len scores.
+// Scores: one lane per key (32 keys per warp at a time, each reading its K row with 16-byte
+// loads), so many rows are in flight at once; P·V: each warp walks every 4th key reading whole
+// V rows (coalesced), and the four partial sums meet in shared memory.
 extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restrict__ P, const float* __restrict__ Q,
                                          const float* __restrict__ K, const float* __restrict__ V, int Tq, int Tk, int H,
                                          int D, int kv_len, float scale, int causal) {
-    extern __shared__ float sm[];
-    float* sc = sm;            // kv_len scores
-    float* qv = sm + kv_len;   // D query values, then (D <= 128) nw * D partial outputs
+    extern __shared__ __align__(16) float sm[];
+    const int d4 = (D + 3) & ~3;
+    const int nw = blockDim.x >> 5;
+    float* qv = sm;                 // d4
+    float* red = sm + d4;           // nw * D
+    float* sc = red + nw * D;       // kv_len
     __shared__ float scratch[32];
     const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const long long ld = (long long)H * D;
     const float* q = Q + ((long long)b * Tq + i) * ld + h * D;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) qv[d] = q[d];
+    for (int d = threadIdx.x; d < d4; d += blockDim.x) qv[d] = d < D ? q[d] : 0.f;
     __syncthreads();
     int limit = causal ? kv_len - Tq + i + 1 : kv_len;
     limit = max(0, min(limit, kv_len));
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    for (int j = warp; j < kv_len; j += nw) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
         const float* k = K + ((long long)b * Tk + j) * ld + h * D;
         float acc = 0.f;
-        for (int d = lane; d < D; d += 32) acc += qv[d] * k[d];
-        acc = warp_sum(acc);
-        if (lane == 0) sc[j] = j < limit ? acc * scale : F_NEG_INF;
+        if ((D & 3) == 0) {
+            const float4* k4 = (const float4*)k;
+            const float4* q4 = (const float4*)qv;
+#pragma unroll 4
+            for (int e = 0; e < (D >> 2); ++e) {
+                float4 kk = k4[e], qq = q4[e];
+                acc += (kk.x * qq.x + kk.y * qq.y) + (kk.z * qq.z + kk.w * qq.w);
+            }
+        } else {
+            for (int d = 0; d < D; ++d) acc += k[d] * qv[d];
+        }
+        sc[j] = j < limit ? acc * scale : F_NEG_INF;
     }
     __syncthreads();
     float m = F_NEG_INF;
@@ -268,40 +283,30 @@ extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restric
         if (P) P[(((long long)b * H + h) * Tq + i) * kv_len + j] = p;
     }
     __syncthreads();
-    if (O) {
-        float* o = O + ((long long)b * Tq + i) * ld + h * D;
-        if (D <= 128) {
-            // each warp takes every nw-th key and reads its whole V row (coalesced), lanes
-            // covering d; the per-warp partial sums meet in shared memory
-            float* red = qv + D;  // nw * D floats
-            float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    if (!O) return;
+    float* o = O + ((long long)b * Tq + i) * ld + h * D;
+    for (int d0 = 0; d0 < D; d0 += 128) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
-            for (int j = warp; j < limit; j += nw) {
-                float p = sc[j];
-                const float* v = V + ((long long)b * Tk + j) * ld + h * D;
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    int d = lane + 32 * c;
-                    if (d < D) acc[c] += p * v[d];
-                }
-            }
+        for (int j = warp; j < limit; j += nw) {
+            float p = sc[j];
+            const float* v = V + ((long long)b * Tk + j) * ld + h * D;
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
-                int d = lane + 32 * c;
-                if (d < D) red[warp * D + d] = acc[c];
-            }
-            __syncthreads();
-            for (int d = threadIdx.x; d < D; d += blockDim.x) {
-                float sum = 0.f;
-                for (int w = 0; w < nw; ++w) sum += red[w * D + d];
-                o[d] = sum;
-            }
-        } else {
-            for (int d = threadIdx.x; d < D; d += blockDim.x) {
-                float acc = 0.f;
-                for (int j = 0; j < limit; ++j) acc += sc[j] * V[((long long)b * Tk + j) * ld + h * D + d];
-                o[d] = acc;
+                int d = d0 + lane + 32 * c;
+                if (d < D) acc[c] += p * v[d];
             }
         }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            int d = d0 + lane + 32 * c;
+            if (d < D) red[warp * D + d] = acc[c];
+        }
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float sum = 0.f;
+        for (int w = 0; w < nw; ++w) sum += red[w * D + d];
+        o[d] = sum;
     }
 }

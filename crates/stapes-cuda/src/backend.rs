@@ -729,7 +729,7 @@ impl CudaBackend {
         let vp = v.map(|v| self.t(v)).unwrap_or(0);
         if probs {
             let out = self.alloc_f32(&[b, h, tq, kv_len])?;
-            let smem = ((kv_len + 5 * d) * 4) as u32;
+            let smem = ((kv_len + d.div_ceil(4) * 4 + 4 * d) * 4) as u32;
             if smem > 48 * 1024 {
                 return Err(
                     self.decline(op, format!("kv_len {kv_len} too long for the row kernel"))
@@ -788,7 +788,7 @@ impl CudaBackend {
                 args![o, qp, kp, vp, tqi, tki, hi, kvi, scale, ci],
             )?;
         } else {
-            let smem = ((kv_len + 5 * d) * 4) as u32;
+            let smem = ((kv_len + d.div_ceil(4) * 4 + 4 * d) * 4) as u32;
             if smem > 48 * 1024 {
                 return Err(self.decline(op, format!("head size {d} with kv_len {kv_len}")));
             }
