@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the committed tiny Parakeet TDT fixture (from fastconformer_hf.py) as a NeMo `.nemo`.
 
-Runs with /tmp/audio-venv (torch 2.15, transformers 5.24.0, PyYAML 6). NeMo itself is not
+Runs with /tmp/audio-venv (torch 2.15, transformers 5.24.0, PyYAML 6, sentencepiece 0.2.3). NeMo itself is not
 installed here, so the archive is written in NeMo's layout by hand:
 
   tdt.nemo (uncompressed tar, as NeMo's SaveRestoreConnector writes it)
@@ -16,15 +16,24 @@ and NEMO_TDT_WEIGHT_MAPPING). Tensors keep the fixture's float16 values (stored 
 the file small); NeMo's preprocessor buffers (featurizer.window, featurizer.fb) are included as a
 real checkpoint has them, from transformers' ParakeetFeatureExtractor.
 
+The tokenizer is a SentencePiece `ModelProto` holding the same pieces as the HF fixture's
+tokenizer.json (written field by field: ModelProto.pieces = 1 {piece = 1, score = 2, type = 3},
+plus a unigram trainer_spec), stored as `<hash>_tokenizer.model` and named by
+`tokenizer.model_path: nemo:...` as NeMo does. The `sentencepiece` package (0.2.3, pip) loads it
+and its own `decode` gives the expected text of every clip, written to expected_nemo.json.
+
 The Rust test loads this archive and the HF directory of the same weights and requires identical
 encoder outputs and greedy steps.
 """
 import collections
 import io
+import json
 import re
+import struct
 import tarfile
 from pathlib import Path
 
+import sentencepiece
 import torch
 import yaml
 from safetensors.torch import load_file
@@ -56,9 +65,41 @@ def nemo_name(k):
     return k
 
 
-def main():
-    import json
+def pb_varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
 
+
+def pb_field(num, wire, payload):
+    key = pb_varint((num << 3) | wire)
+    if wire == 2:
+        return key + pb_varint(len(payload)) + payload
+    return key + payload
+
+
+def sentencepiece_model(pieces):
+    """ModelProto bytes: pieces (type 2 for <unk>, 1 otherwise) and a unigram trainer_spec."""
+    out = b""
+    for i, p in enumerate(pieces):
+        kind = 2 if p == "<unk>" else 1
+        msg = (pb_field(1, 2, p.encode()) + pb_field(2, 5, struct.pack("<f", -1.0 - 0.01 * i))
+               + pb_field(3, 0, pb_varint(kind)))
+        out += pb_field(1, 2, msg)
+    # trainer_spec (field 2): model_type = UNIGRAM (3), vocab_size, unk_id 0, bos/eos/pad off (-1)
+    neg1 = pb_varint((1 << 64) - 1)
+    spec = (pb_field(3, 0, pb_varint(1)) + pb_field(4, 0, pb_varint(len(pieces)))
+            + pb_field(40, 0, pb_varint(0)) + pb_field(41, 0, neg1) + pb_field(42, 0, neg1)
+            + pb_field(43, 0, neg1))
+    return out + pb_field(2, 2, spec)
+
+
+def main():
     cfg = json.loads((FX / "tdt/config.json").read_text())
     enc = cfg["encoder_config"]
     hf = load_file(FX / "tdt/model.safetensors")
@@ -70,8 +111,20 @@ def main():
     sd["preprocessor.featurizer.fb"] = fe.mel_filters.T.contiguous()[None]
     labels = [f"tok{i}" for i in range(cfg["vocab_size"] - 1)]
     labels[0] = "<unk>"
+    tok = json.loads((FX / "tdt/tokenizer.json").read_text())
+    pieces = [p for p, _ in tok["model"]["vocab"]]
+    spm_bytes = sentencepiece_model(pieces)
+    spm = sentencepiece.SentencePieceProcessor(model_proto=spm_bytes)
+    assert spm.get_piece_size() == len(pieces) and spm.id_to_piece(5) == pieces[5]
+    expected = json.loads((FX / "expected.json").read_text())
+    texts = {clip: spm.decode(r["ids"]) for clip, r in expected["models"]["tdt"]["results"].items()}
+    (FX / "expected_nemo.json").write_text(json.dumps({"sentencepiece": sentencepiece.__version__,
+                                                        "texts": texts}, indent=1) + "\n")
+    tok_name = "0123abcd_tokenizer.model"
     config = {
         "sample_rate": 16000,
+        "tokenizer": {"dir": None, "type": "bpe", "model_path": f"nemo:{tok_name}",
+                      "vocab_path": None, "spe_tokenizer_vocab": None},
         "labels": labels,
         "model_defaults": {
             "enc_hidden": enc["hidden_size"],
@@ -157,6 +210,7 @@ def main():
     files = {
         "./model_config.yaml": yaml.safe_dump(config, sort_keys=False).encode(),
         "./model_weights.ckpt": ckpt.getvalue(),
+        f"./{tok_name}": spm_bytes,
     }
     out = FX / "tdt.nemo"
     with tarfile.open(out, "w:") as tar:

@@ -1,6 +1,7 @@
 //! NeMo `.nemo` loading: the tiny TDT fixture written in NeMo's layout (tar + model_config.yaml +
 //! torch.save zip-pickle, by tools/reference/fastconformer_nemo.py) gives the same tensors, encoder
-//! output and greedy steps as the HF directory of the same weights, and transformers' expected ids.
+//! output and greedy steps as the HF directory of the same weights, transformers' expected ids, and
+//! the text sentencepiece decodes from the archive's tokenizer.model.
 
 use serde_json::Value;
 use stapes_core::{Backend, HostTensor, Lane};
@@ -27,6 +28,10 @@ fn nemo_archive_equals_hf_directory() {
     let exp: Value =
         serde_json::from_str(&std::fs::read_to_string(fixtures().join("expected.json")).unwrap())
             .unwrap();
+    let spm: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_nemo.json")).unwrap(),
+    )
+    .unwrap();
     let a = Parakeet::new(
         CpuBackend::new(2).unwrap(),
         &fixtures().join("tdt.nemo"),
@@ -52,6 +57,12 @@ fn nemo_archive_equals_hf_directory() {
             .map(|v| v.as_u64().unwrap() as u32)
             .collect();
         assert_eq!(da.ids(), want, "{clip}");
+        // Text through the archive's own SentencePiece model, as sentencepiece decodes it.
+        assert_eq!(
+            a.decode_text(&da.ids()).unwrap(),
+            spm["texts"][clip].as_str().unwrap(),
+            "{clip}"
+        );
     }
 }
 

@@ -172,7 +172,7 @@ impl<B: Backend> Encoder<B> {
         };
         let mut blocks = Vec::with_capacity(cfg.num_layers);
         for l in 0..cfg.num_layers {
-            blocks.push(Block::load(b, t, &LayerNames::new(l), cfg, lane)?);
+            blocks.push(Block::load(b, t, &LayerNames::new(l), lane)?);
         }
         Ok(Self {
             cfg: cfg.clone(),
@@ -399,13 +399,7 @@ impl<B: Backend> FeedForward<B> {
 }
 
 impl<B: Backend> Block<B> {
-    fn load(
-        b: &B,
-        t: &Tensors<'_>,
-        n: &LayerNames,
-        _cfg: &EncoderConfig,
-        lane: Lane,
-    ) -> Result<Self> {
+    fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, lane: Lane) -> Result<Self> {
         Ok(Self {
             norm_ff1: Norm::load(b, t, &n.norm("feed_forward1"))?,
             ff1: FeedForward::load(b, t, n, 1, lane)?,

@@ -46,12 +46,16 @@ impl<B: Backend> Parakeet<B> {
         };
         let encoder = Encoder::load(&backend, &t, &ck.config.encoder, lane)?;
         let head = Head::load(&backend, &t, &ck.config, lane)?;
-        let tokenizer = match &ck.tokenizer_file {
-            Some(p) => Some(
+        let tokenizer = match (&ck.tokenizer_file, &ck.tokenizer_json) {
+            (Some(p), _) => Some(
                 tokenizers::Tokenizer::from_file(p)
                     .map_err(|e| ModelError::bad_model(p, format!("tokenizer.json: {e}")))?,
             ),
-            None => None,
+            (None, Some(json)) => Some(
+                json.parse::<tokenizers::Tokenizer>()
+                    .map_err(|e| ModelError::bad_model(&ck.path, format!("tokenizer: {e}")))?,
+            ),
+            (None, None) => None,
         };
         Ok(Self {
             frontend: NemoConfig::parakeet(ck.config.encoder.num_mel_bins),

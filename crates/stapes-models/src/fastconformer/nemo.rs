@@ -210,6 +210,99 @@ pub fn parse_yaml(text: &str) -> std::result::Result<Value, String> {
     Yaml { lines, pos: 0 }.parse_block(0)
 }
 
+// ---- SentencePiece ----
+
+fn varint(b: &[u8], p: &mut usize) -> std::result::Result<u64, String> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let c = *b.get(*p).ok_or("truncated protobuf varint")?;
+        *p += 1;
+        v |= ((c & 0x7f) as u64) << shift;
+        if c & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err("protobuf varint too long".into())
+}
+
+/// One protobuf field: its number, its bytes (length-delimited / fixed) and its varint value.
+type ProtoField<'a> = (u64, &'a [u8], u64);
+
+/// Fields of one protobuf message.
+fn proto_fields(b: &[u8]) -> std::result::Result<Vec<ProtoField<'_>>, String> {
+    let mut out = Vec::new();
+    let mut p = 0;
+    while p < b.len() {
+        let key = varint(b, &mut p)?;
+        let (field, wire) = (key >> 3, key & 7);
+        let (span, val): (&[u8], u64) = match wire {
+            0 => (&[], varint(b, &mut p)?),
+            1 | 5 => {
+                let n = if wire == 1 { 8 } else { 4 };
+                let s = b.get(p..p + n).ok_or("truncated protobuf field")?;
+                p += n;
+                (s, 0)
+            }
+            2 => {
+                let n = varint(b, &mut p)? as usize;
+                let s = b
+                    .get(p..p.checked_add(n).ok_or("protobuf length overflows")?)
+                    .ok_or("truncated protobuf bytes")?;
+                p += n;
+                (s, 0)
+            }
+            w => return Err(format!("protobuf wire type {w} is not supported")),
+        };
+        out.push((field, span, val));
+    }
+    Ok(out)
+}
+
+/// A SentencePiece `ModelProto` (`tokenizer.model`) as a `tokenizer.json` for the tokenizers
+/// crate: its pieces as a Unigram vocabulary with the `▁` word-boundary decoder; unknown and
+/// control pieces (`<unk>`, `<s>`, `</s>`) become special tokens so decoding skips them.
+pub fn sentencepiece_to_tokenizer_json(model: &[u8]) -> std::result::Result<String, String> {
+    let mut vocab = Vec::new();
+    let mut added = Vec::new();
+    let mut unk = 0usize;
+    for (field, span, _) in proto_fields(model)? {
+        if field != 1 {
+            continue; // trainer / normalizer specs
+        }
+        let (mut piece, mut score, mut kind) = (String::new(), 0f32, 1u64);
+        for (f, s, v) in proto_fields(span)? {
+            match f {
+                1 => piece = String::from_utf8_lossy(s).to_string(),
+                2 if s.len() == 4 => score = f32::from_le_bytes([s[0], s[1], s[2], s[3]]),
+                3 => kind = v,
+                _ => {}
+            }
+        }
+        let id = vocab.len();
+        if kind == 2 {
+            unk = id;
+        }
+        if kind == 2 || kind == 3 {
+            added.push(
+                serde_json::json!({"id": id, "content": piece, "single_word": false,
+                "lstrip": false, "rstrip": false, "normalized": false, "special": true}),
+            );
+        }
+        vocab.push(serde_json::json!([piece, score]));
+    }
+    if vocab.is_empty() {
+        return Err("no pieces in the SentencePiece model".into());
+    }
+    let meta = serde_json::json!({"type": "Metaspace", "replacement": "\u{2581}",
+        "prepend_scheme": "always", "split": true});
+    Ok(serde_json::json!({
+        "version": "1.0", "truncation": null, "padding": null, "added_tokens": added,
+        "normalizer": null, "pre_tokenizer": meta, "post_processor": null, "decoder": meta,
+        "model": {"type": "Unigram", "unk_id": unk, "vocab": vocab, "byte_fallback": false}
+    })
+    .to_string())
+}
+
 // ---- config and names ----
 
 fn get<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
@@ -389,11 +482,32 @@ pub fn load_nemo(path: &Path) -> Result<ParakeetCheckpoint> {
     }
     let config = config_from(&cfg, &tensors, path)?;
     validate(&config, &tensors, path)?;
+    // `tokenizer.model_path: nemo:<hash>_tokenizer.model` names the archive member.
+    let tok_name = get(&cfg, "tokenizer.model_path")
+        .and_then(Value::as_str)
+        .map(|s| {
+            s.trim_start_matches("nemo:")
+                .rsplit('/')
+                .next()
+                .unwrap_or(s)
+                .to_string()
+        });
+    let tok = tok_name.as_ref().and_then(|n| files.get(n)).or_else(|| {
+        files
+            .iter()
+            .find(|(n, _)| n.ends_with("tokenizer.model"))
+            .map(|(_, v)| v)
+    });
+    let tokenizer_json = tok
+        .map(|b| sentencepiece_to_tokenizer_json(b))
+        .transpose()
+        .map_err(|e| ModelError::bad_model(path, format!("tokenizer.model: {e}")))?;
     Ok(ParakeetCheckpoint {
         config,
         tensors,
         path: path.to_path_buf(),
         tokenizer_file: None,
+        tokenizer_json,
         source: "nemo",
     })
 }

@@ -169,6 +169,9 @@ pub struct ParakeetCheckpoint {
     pub path: PathBuf,
     /// `tokenizer.json` beside the weights, if any.
     pub tokenizer_file: Option<PathBuf>,
+    /// A tokenizer built from the checkpoint itself (a `.nemo`'s SentencePiece model), as
+    /// `tokenizer.json` text; used when there is no `tokenizer_file`.
+    pub tokenizer_json: Option<String>,
     /// "safetensors" or "synthetic".
     pub source: &'static str,
 }
@@ -197,7 +200,31 @@ pub fn validate(
 /// Loads an HF `ParakeetFor{CTC,RNNT,TDT}` directory (`config.json` + safetensors, sharded or
 /// not; any float dtype).
 pub fn load_hf(dir: &Path) -> Result<ParakeetCheckpoint> {
-    let config = ParakeetConfig::from_hf_file(&dir.join("config.json"))?;
+    let mut config = ParakeetConfig::from_hf_file(&dir.join("config.json"))?;
+    // Converted checkpoints may keep the start token only in generation_config.json.
+    if let HeadConfig::Transducer(t) = &mut config.head {
+        let gen = dir.join("generation_config.json");
+        let start = std::fs::read_to_string(&gen)
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .and_then(|v| v.get("decoder_start_token_id")?.as_u64());
+        let in_config = std::fs::read_to_string(dir.join("config.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+            .is_some_and(|v| {
+                v.get("decoder_start_token_id")
+                    .is_some_and(|x| !x.is_null())
+            });
+        if let (Some(s), false) = (start, in_config) {
+            if s as usize >= config.vocab_size {
+                return Err(ModelError::bad_model(
+                    &gen,
+                    format!("decoder_start_token_id {s} ≥ vocab_size"),
+                ));
+            }
+            t.start_token = s as u32;
+        }
+    }
     let st = stapes_formats::safetensors_dir::read_dir(dir)?;
     let wanted: BTreeMap<String, Vec<usize>> = expected_shapes(&config).into_iter().collect();
     let mut tensors = BTreeMap::new();
@@ -223,6 +250,7 @@ pub fn load_hf(dir: &Path) -> Result<ParakeetCheckpoint> {
         tensors,
         path: dir.to_path_buf(),
         tokenizer_file: tok.is_file().then_some(tok),
+        tokenizer_json: None,
         source: "safetensors",
     })
 }
@@ -261,6 +289,7 @@ pub fn synthetic_checkpoint(config: &ParakeetConfig, seed: u64) -> Result<Parake
         tensors,
         path: PathBuf::from("<synthetic>"),
         tokenizer_file: None,
+        tokenizer_json: None,
         source: "synthetic",
     })
 }
