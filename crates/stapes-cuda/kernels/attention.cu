@@ -223,13 +223,13 @@ extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, cons
 }
 
 // ---------------------------------------------------------------------------------------------
-// General f32 kernel, any head size: one block of 128 threads per (query, head, batch). Used for
-// decoder steps (Tq small), odd head sizes, and to produce the probabilities themselves
-// (P != null) for alignment heads. Dynamic shared memory: the query (D rounded up to 4), 4·D
-// partial outputs, then the kv_len scores.
+// General f32 kernel, any head size: one block (128 or 512 threads) per (query, head, batch).
+// Used for decoder steps (Tq small), odd head sizes, and to produce the probabilities themselves
+// (P != null) for alignment heads. Dynamic shared memory: the query (D rounded up to 4), one
+// partial output of D floats per warp, then the kv_len scores.
 // Scores: one lane per key (32 keys per warp at a time, each reading its K row with 16-byte
-// loads), so many rows are in flight at once; P·V: each warp walks every 4th key reading whole
-// V rows (coalesced), and the four partial sums meet in shared memory.
+// loads), so many rows are in flight at once; P·V: each warp walks every nw-th key reading whole
+// V rows (coalesced), and the per-warp partial sums meet in shared memory.
 extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restrict__ P, const float* __restrict__ Q,
                                          const float* __restrict__ K, const float* __restrict__ V, int Tq, int Tk, int H,
                                          int D, int kv_len, float scale, int causal) {

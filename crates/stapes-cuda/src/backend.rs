@@ -729,7 +729,7 @@ impl CudaBackend {
         let vp = v.map(|v| self.t(v)).unwrap_or(0);
         if probs {
             let out = self.alloc_f32(&[b, h, tq, kv_len])?;
-            let smem = ((kv_len + d.div_ceil(4) * 4 + 4 * d) * 4) as u32;
+            let (rows_threads, smem) = row_kernel_launch(kv_len, d);
             if smem > 48 * 1024 {
                 return Err(
                     self.decline(op, format!("kv_len {kv_len} too long for the row kernel"))
@@ -740,7 +740,7 @@ impl CudaBackend {
                 self.launch(
                     "attn_rows_f32",
                     (tq as u32, h as u32, b as u32),
-                    (128, 1, 1),
+                    (rows_threads, 1, 1),
                     smem,
                     args![z, op_, qp, kp, z, tqi, tki, hi, di, kvi, scale, ci],
                 )?;
@@ -788,7 +788,7 @@ impl CudaBackend {
                 args![o, qp, kp, vp, tqi, tki, hi, kvi, scale, ci],
             )?;
         } else {
-            let smem = ((kv_len + d.div_ceil(4) * 4 + 4 * d) * 4) as u32;
+            let (rows_threads, smem) = row_kernel_launch(kv_len, d);
             if smem > 48 * 1024 {
                 return Err(self.decline(op, format!("head size {d} with kv_len {kv_len}")));
             }
@@ -796,7 +796,7 @@ impl CudaBackend {
             self.launch(
                 "attn_rows_f32",
                 (tq as u32, h as u32, b as u32),
-                (128, 1, 1),
+                (rows_threads, 1, 1),
                 smem,
                 args![o, z, qp, kp, vp, tqi, tki, hi, di, kvi, scale, ci],
             )?;
@@ -856,6 +856,14 @@ impl CudaBackend {
         )?;
         Ok(out)
     }
+}
+
+/// Threads and dynamic shared memory for `attn_rows_f32`: decoder steps give it only
+/// heads × batch blocks, so long key ranges get 512 threads per block to keep the SMs busy.
+fn row_kernel_launch(kv_len: usize, d: usize) -> (u32, u32) {
+    let threads = if kv_len >= 512 { 512 } else { 128 };
+    let smem = (d.div_ceil(4) * 4 + (threads / 32) * d + kv_len) * 4;
+    (threads as u32, smem as u32)
 }
 
 fn act_code(a: Activation) -> i32 {

@@ -167,6 +167,8 @@ fn attention_fused_and_rows() {
         (2, 1, 23, 4, 64, Some(17), false),
         (1, 3, 10, 2, 40, None, true),
         (1, 300, 1500, 4, 64, None, false),
+        (1, 2, 700, 3, 64, Some(650), false),
+        (1, 2, 20, 2, 18, None, false),
     ];
     for (i, &(b, tq, tk, h, d, kv, causal)) in cases.iter().enumerate() {
         // alternate the two d = 64 kernel variants over the fused cases
