@@ -131,6 +131,27 @@ pub(crate) struct Encoder<B: Backend> {
     /// Input columns permuted from `[c][f]` to `[f][c]` (see `load`).
     sub_linear: Linear<B>,
     blocks: Vec<Block<B>>,
+    pub chunking: Chunking,
+}
+
+/// How long inputs are cut so memory stays bounded; results do not depend on it (each chunk
+/// sees the context it needs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chunking {
+    /// Feature frames per subsampling chunk (rounded down to a multiple of the subsampling
+    /// factor); each chunk runs with a two-output-frame halo on each side.
+    pub subsampling_frames: usize,
+    /// Query rows per attention block: score matrices are `(B·H, rows, T')`.
+    pub attention_queries: usize,
+}
+
+impl Default for Chunking {
+    fn default() -> Self {
+        Self {
+            subsampling_frames: 4096,
+            attention_queries: 512,
+        }
+    }
 }
 
 impl<B: Backend> Encoder<B> {
@@ -181,6 +202,7 @@ impl<B: Backend> Encoder<B> {
             stages,
             sub_linear,
             blocks,
+            chunking: Chunking::default(),
         })
     }
 
@@ -194,14 +216,16 @@ impl<B: Backend> Encoder<B> {
         };
         let (bs, t) = (x.shape()[0], x.shape()[1]);
         let pos = b.upload(&rel_positions(t, self.cfg.hidden_size))?; // (1, 2T'-1, d)
+        let chunk = self.chunking.attention_queries.clamp(1, t.max(1));
         let ctx = AttnCtx {
             batch: bs,
+            chunk,
             t,
             heads: self.cfg.num_heads,
             scale: 1.0 / (self.cfg.head_dim() as f32).sqrt(),
             pos,
-            // The pad column of the Transformer-XL shift, (B·H, T', 1).
-            zero_col: b.upload(&HostTensor::zeros(vec![bs * self.cfg.num_heads, t, 1]))?,
+            // The pad column of the Transformer-XL shift, (B·H, chunk, 1).
+            zero_col: b.upload(&HostTensor::zeros(vec![bs * self.cfg.num_heads, chunk, 1]))?,
         };
         let mut x = x;
         for blk in &self.blocks {
@@ -210,8 +234,34 @@ impl<B: Backend> Encoder<B> {
         Ok(x)
     }
 
-    /// `(B, T, n_mels)` → `(B, T', d)`.
+    /// `(B, T, n_mels)` → `(B, T', d)`, in time chunks when T is long: the first strided conv's
+    /// output alone is `C × T/2 × F/2` values.
     fn subsample(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
+        let f = self.cfg.subsampling_factor.max(1);
+        let t = features.shape()[1];
+        let chunk = (self.chunking.subsampling_frames / f).max(1) * f;
+        if t <= chunk + 4 * f {
+            return self.subsample_block(b, features);
+        }
+        // Output frame k reads input frames 8k-7 … 8k+7 (k=3, stride 2, three layers), so a
+        // two-output-frame halo on each side makes every kept frame exact; chunk starts stay
+        // multiples of the factor so local and global output indices line up.
+        let halo = 2 * f;
+        let total = self.cfg.output_frames(t);
+        let mut parts = Vec::new();
+        for s0 in (0..t).step_by(chunk) {
+            let e = (s0 + chunk).min(t);
+            let lo = s0.saturating_sub(halo);
+            let hi = (e + halo).min(t);
+            let y = self.subsample_block(b, &b.slice(features, 1, lo, hi - lo)?)?;
+            let first = s0 / f;
+            let last = if e == t { total } else { e / f };
+            parts.push(b.slice(&y, 1, first - lo / f, last - first)?);
+        }
+        Ok(b.concat(&parts.iter().collect::<Vec<_>>(), 1)?)
+    }
+
+    fn subsample_block(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
         let s = features.shape().to_vec();
         let (bs, t, mels) = (s[0], s[1], s[2]);
         let k = self.cfg.subsampling_kernel;
@@ -272,6 +322,8 @@ pub(crate) fn rel_positions(t: usize, d: usize) -> HostTensor {
 /// What every attention layer of one forward pass shares.
 struct AttnCtx<B: Backend> {
     batch: usize,
+    /// Queries per attention block.
+    chunk: usize,
     t: usize,
     heads: usize,
     scale: f32,
@@ -328,18 +380,39 @@ impl<B: Backend> RelAttention<B> {
         }
         let qu = split_heads(b, &b.add(&q, &self.bias_u)?, cx.heads)?;
         let qv = split_heads(b, &b.add(&q, &self.bias_v)?, cx.heads)?;
-        let ac = b.matmul(&qu, &k, true)?; // (BH, T, T)
-        let bd = b.matmul(&qv, &p, true)?; // (BH, T, 2T-1); column j is distance T-1-j
-                                           // The shift: score(i, j) takes column j + T-1-i. Pad one zero column in front, view as
-                                           // (2T, T), drop the first row, view back as (T, 2T-1) and keep T columns.
-        let bd = b.concat(&[&cx.zero_col, &bd], 2)?; // (BH, T, 2T)
-        let bd = b.reshape(&bd, &[bh, 2 * t, t])?;
-        let bd = b.slice(&bd, 1, 1, 2 * t - 1)?;
-        let bd = b.reshape(&bd, &[bh, t, 2 * t - 1])?;
-        let bd = b.slice(&bd, 2, 0, t)?; // (BH, T, T)
-        let scores = b.affine(&b.add(&ac, &bd)?, cx.scale, 0.0)?;
-        let probs = b.softmax(&scores)?;
-        let out = b.matmul(&probs, &v, false)?; // (BH, T, Dh)
+        // Queries in chunks of `cx.chunk` rows keep the score matrices at (BH, C, T): bounded
+        // memory for long inputs, the same numbers as one block.
+        let mut outs = Vec::new();
+        for q0 in (0..t).step_by(cx.chunk.max(1)) {
+            let c = cx.chunk.max(1).min(t - q0);
+            let sliced;
+            let (qu_c, qv_c) = if c == t {
+                (&qu, &qv)
+            } else {
+                sliced = (b.slice(&qu, 1, q0, c)?, b.slice(&qv, 1, q0, c)?);
+                (&sliced.0, &sliced.1)
+            };
+            let ac = b.matmul(qu_c, &k, true)?; // (BH, C, T)
+                                                // Rows q0..q0+C need distances q0+C-1-(T-1) … q0-0: positions T-q0-C … 2T-2-q0.
+            let p_c = b.slice(&p, 1, t - q0 - c, t + c - 1)?; // (BH, T+C-1, Dh)
+            let bd = b.matmul(qv_c, &p_c, true)?; // (BH, C, T+C-1)
+                                                  // Transformer-XL shift: row r takes columns C-1-r … C-1-r+T. Pad one zero column in
+                                                  // front, view as (T+C, C), drop the first row, view back as (C, T+C-1), keep T columns.
+            let zero = b.slice(&cx.zero_col, 1, 0, c)?;
+            let bd = b.concat(&[&zero, &bd], 2)?; // (BH, C, T+C)
+            let bd = b.reshape(&bd, &[bh, t + c, c])?;
+            let bd = b.slice(&bd, 1, 1, t + c - 1)?;
+            let bd = b.reshape(&bd, &[bh, c, t + c - 1])?;
+            let bd = b.slice(&bd, 2, 0, t)?; // (BH, C, T)
+            let scores = b.affine(&b.add(&ac, &bd)?, cx.scale, 0.0)?;
+            let probs = b.softmax(&scores)?;
+            outs.push(b.matmul(&probs, &v, false)?); // (BH, C, Dh)
+        }
+        let out = if outs.len() == 1 {
+            outs.remove(0)
+        } else {
+            b.concat(&outs.iter().collect::<Vec<_>>(), 1)?
+        };
         self.o.forward(b, &merge_heads(b, &out, cx.batch)?)
     }
 }

@@ -10,6 +10,7 @@ pub mod weights;
 
 pub use config::{EncoderConfig, HeadConfig, ParakeetConfig, TransducerConfig};
 pub use decoder::{ctc_collapse, Decoded, Step};
+pub use encoder::Chunking;
 pub use model::{Parakeet, SAMPLE_RATE};
 pub use nemo::load_nemo;
 pub use weights::{expected_shapes, load, load_hf, synthetic_checkpoint, ParakeetCheckpoint};

@@ -2,7 +2,7 @@
 
 use super::config::ParakeetConfig;
 use super::decoder::{Decoded, Head};
-use super::encoder::{Encoder, Tensors};
+use super::encoder::{Chunking, Encoder, Tensors};
 use super::weights::{load, ParakeetCheckpoint};
 use crate::transcript::{Segment, Transcript, Word};
 use crate::{ModelError, Result};
@@ -67,6 +67,15 @@ impl<B: Backend> Parakeet<B> {
             head,
             tokenizer,
         })
+    }
+
+    /// How long inputs are cut (memory bound); outputs do not depend on it.
+    pub fn chunking(&self) -> Chunking {
+        self.encoder.chunking
+    }
+
+    pub fn set_chunking(&mut self, c: Chunking) {
+        self.encoder.chunking = c;
     }
 
     pub fn backend(&self) -> &B {
