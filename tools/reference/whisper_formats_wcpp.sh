@@ -8,7 +8,7 @@ set -euo pipefail
 SRC=${1:?whisper.cpp source directory}
 BUILD=${2:-wcpp-build}
 CACHE="${STAPES_CACHE:-$HOME/.cache/stapes}"
-JFK="$(dirname "$0")/../../../shared/audio/jfk.wav"
+JFK="$(dirname "$0")/../../samples/jfk.wav"
 [ -f "$JFK" ] || JFK="$CACHE/audio/jfk.wav"
 WANT="ask not what your country can do for you, ask what you can do for your country"
 

@@ -29,10 +29,10 @@ from faster_whisper.audio import decode_audio, pad_or_trim
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "crates/stapes-models/tests/fixtures/whisper"
 CACHE = Path(os.environ.get("STAPES_CACHE", Path.home() / ".cache/stapes"))
-SHARED_AUDIO = ROOT.parent / "shared/audio"
+SAMPLES = ROOT / "samples"
 
 CLIPS = {
-    "jfk": SHARED_AUDIO / "jfk.wav",
+    "jfk": SAMPLES / "jfk.wav",
     "beckett": CACHE / "audio/beckett.wav",
 }
 for n in ("0870", "0880", "0890", "0920", "0930"):
@@ -116,7 +116,8 @@ def espeak_clips():
     import tempfile
     out = {}
     for lang, text in ESPEAK.items():
-        dst = CACHE / f"audio/espeak-{lang}.wav"
+        # Committed beside the fixtures so the test hears exactly the audio the reference heard.
+        dst = OUT / f"espeak-{lang}.wav"
         if not dst.exists():
             with tempfile.TemporaryDirectory() as tmp:
                 raw = Path(tmp) / "raw.wav"

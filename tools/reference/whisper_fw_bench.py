@@ -14,7 +14,7 @@ from faster_whisper import WhisperModel
 from faster_whisper.audio import decode_audio
 
 CACHE = Path(os.environ.get("STAPES_CACHE", Path.home() / ".cache/stapes"))
-JFK = Path(__file__).resolve().parents[2].parent / "shared/audio/jfk.wav"
+JFK = Path(__file__).resolve().parents[2] / "samples/jfk.wav"
 ITERS = int(os.environ.get("ITERS", "5"))
 
 audio = decode_audio(str(JFK), sampling_rate=16000)

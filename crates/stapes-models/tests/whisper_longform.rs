@@ -253,7 +253,7 @@ fn base_detects_and_translates_espeak_clips() {
     let m = model("whisper-base", Lane::F32);
     let mut failures = Vec::new();
     for lang in ["de", "es"] {
-        let p = cache().join(format!("audio/espeak-{lang}.wav"));
+        let p = fixtures().join(format!("espeak-{lang}.wav"));
         let a = stapes_audio::load_file(&p)
             .unwrap_or_else(|e| panic!("{}: {e} (run tools/reference/whisper_fw.py)", p.display()));
         for (task, key) in [

@@ -34,7 +34,7 @@ pub fn fixtures() -> PathBuf {
 
 pub fn clip_path(name: &str) -> PathBuf {
     match name {
-        "jfk" => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/audio/jfk.wav"),
+        "jfk" => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav"),
         "beckett" => cache().join("audio/beckett.wav"),
         other => {
             let n = other.trim_start_matches("librivox-");
