@@ -180,6 +180,17 @@ fn tdt_transcribes_jfk_from_samples() {
         .segments
         .iter()
         .all(|s| s.end <= t.duration + 1e-9 && s.start <= s.end));
+    // Words: pieces joined at "▁" boundaries, in time order, spelling the text.
+    let words: Vec<_> = t
+        .segments
+        .iter()
+        .flat_map(|s| s.words.clone().unwrap())
+        .collect();
+    let joined: Vec<&str> = words.iter().map(|w| w.word.as_str()).collect();
+    assert_eq!(joined.join(" "), t.text());
+    assert!(words
+        .windows(2)
+        .all(|w| w[0].start <= w[1].start && w[0].start < w[0].end));
 }
 
 #[test]
@@ -276,5 +287,32 @@ fn chunked_encoder_equals_one_block() {
         let err = rel_l2(&hb.data, &ha.data);
         assert!(err < 1e-6, "chunks ({frames}, {queries}): rel L2 {err}");
         assert_eq!(whole.greedy(&a).unwrap(), cut.greedy(&b).unwrap());
+    }
+}
+
+/// Two equal-length clips encoded as one batch give each clip's single-sequence output.
+#[test]
+fn batched_encoder_equals_single() {
+    let inputs = read_tensors("inputs.safetensors");
+    let (a, b) = (&inputs["features.jfk"], &inputs["features.beckett"]);
+    assert_eq!(a.shape, b.shape, "the fixture clips have equal length");
+    let m = Parakeet::new(
+        CpuBackend::new(2).unwrap(),
+        &fixtures().join("rnnt"),
+        Lane::F32,
+    )
+    .unwrap();
+    let be = m.backend();
+    let mut both = a.data.clone();
+    both.extend_from_slice(&b.data);
+    let x = be
+        .upload(&HostTensor::new(vec![2, a.shape[0], a.shape[1]], both).unwrap())
+        .unwrap();
+    let out = be.download(&m.encode(&x).unwrap()).unwrap();
+    let half = out.data.len() / 2;
+    for (i, f) in [a, b].into_iter().enumerate() {
+        let single = be.download(&m.encode_host(f).unwrap()).unwrap();
+        let err = rel_l2(&out.data[i * half..(i + 1) * half], &single.data);
+        assert!(err < 1e-6, "batch row {i}: rel L2 {err}");
     }
 }

@@ -149,7 +149,7 @@ impl Default for Chunking {
     fn default() -> Self {
         Self {
             subsampling_frames: 4096,
-            attention_queries: 512,
+            attention_queries: 256,
         }
     }
 }
