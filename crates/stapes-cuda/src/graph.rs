@@ -6,7 +6,11 @@
 //! - outputs are the closure's returned tensors; every replay rewrites the same blocks, so a
 //!   caller that needs a result beyond the next replay copies it;
 //! - inside the closure no host transfer or synchronization is allowed (ops that need one return
-//!   `Error::Decline`).
+//!   `Error::Decline`);
+//! - host-side values passed to ops are baked in: `gather_rows` ids, `gather_batch` indices,
+//!   `write_rows` offsets, `kv_len`, shapes. A replay repeats them exactly, so the key must name
+//!   everything that varies (a decoder step at a new position needs its own graph until step
+//!   parameters can live on the device).
 
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
