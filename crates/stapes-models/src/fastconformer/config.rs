@@ -136,22 +136,7 @@ impl ParakeetConfig {
         let e = v
             .get("encoder_config")
             .ok_or_else(|| bad("no `encoder_config`: not a Parakeet config".into()))?;
-        let encoder = EncoderConfig {
-            hidden_size: get_usize(e, "hidden_size", 1024, path)?,
-            num_layers: get_usize(e, "num_hidden_layers", 24, path)?,
-            num_heads: get_usize(e, "num_attention_heads", 8, path)?,
-            intermediate_size: get_usize(e, "intermediate_size", 4096, path)?,
-            activation: activation(e, "silu", path)?,
-            attention_bias: get_bool(e, "attention_bias", true),
-            convolution_bias: get_bool(e, "convolution_bias", true),
-            conv_kernel_size: get_usize(e, "conv_kernel_size", 9, path)?,
-            subsampling_factor: get_usize(e, "subsampling_factor", 8, path)?,
-            subsampling_channels: get_usize(e, "subsampling_conv_channels", 256, path)?,
-            subsampling_kernel: get_usize(e, "subsampling_conv_kernel_size", 3, path)?,
-            subsampling_stride: get_usize(e, "subsampling_conv_stride", 2, path)?,
-            num_mel_bins: get_usize(e, "num_mel_bins", 80, path)?,
-            scale_input: get_bool(e, "scale_input", true),
-        };
+        let encoder = encoder_from_json(e, path)?;
         let vocab_size = get_usize(v, "vocab_size", 1025, path)?;
         let head = match model_type {
             "parakeet_ctc" => HeadConfig::Ctc {
@@ -320,7 +305,27 @@ impl ParakeetConfig {
     ];
 }
 
-fn get_usize(v: &Value, key: &str, default: usize, path: &Path) -> Result<usize> {
+/// The `encoder_config` object of a Parakeet or Canary `config.json`.
+pub(crate) fn encoder_from_json(e: &Value, path: &Path) -> Result<EncoderConfig> {
+    Ok(EncoderConfig {
+        hidden_size: get_usize(e, "hidden_size", 1024, path)?,
+        num_layers: get_usize(e, "num_hidden_layers", 24, path)?,
+        num_heads: get_usize(e, "num_attention_heads", 8, path)?,
+        intermediate_size: get_usize(e, "intermediate_size", 4096, path)?,
+        activation: activation(e, "silu", path)?,
+        attention_bias: get_bool(e, "attention_bias", true),
+        convolution_bias: get_bool(e, "convolution_bias", true),
+        conv_kernel_size: get_usize(e, "conv_kernel_size", 9, path)?,
+        subsampling_factor: get_usize(e, "subsampling_factor", 8, path)?,
+        subsampling_channels: get_usize(e, "subsampling_conv_channels", 256, path)?,
+        subsampling_kernel: get_usize(e, "subsampling_conv_kernel_size", 3, path)?,
+        subsampling_stride: get_usize(e, "subsampling_conv_stride", 2, path)?,
+        num_mel_bins: get_usize(e, "num_mel_bins", 80, path)?,
+        scale_input: get_bool(e, "scale_input", true),
+    })
+}
+
+pub(crate) fn get_usize(v: &Value, key: &str, default: usize, path: &Path) -> Result<usize> {
     match v.get(key) {
         None | Some(Value::Null) => Ok(default),
         Some(x) => x.as_u64().map(|x| x as usize).ok_or_else(|| {
@@ -332,11 +337,11 @@ fn get_usize(v: &Value, key: &str, default: usize, path: &Path) -> Result<usize>
     }
 }
 
-fn get_bool(v: &Value, key: &str, default: bool) -> bool {
+pub(crate) fn get_bool(v: &Value, key: &str, default: bool) -> bool {
     v.get(key).and_then(Value::as_bool).unwrap_or(default)
 }
 
-fn activation(v: &Value, default: &str, path: &Path) -> Result<Activation> {
+pub(crate) fn activation(v: &Value, default: &str, path: &Path) -> Result<Activation> {
     let name = v
         .get("hidden_act")
         .and_then(Value::as_str)

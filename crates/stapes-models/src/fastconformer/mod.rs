@@ -1,5 +1,6 @@
 //! FastConformer family: Parakeet with a CTC, RNNT or TDT head (transformers' `ParakeetFor*`).
 
+pub mod canary;
 pub mod config;
 pub mod decoder;
 pub mod encoder;
@@ -8,6 +9,7 @@ pub mod nemo;
 mod pickle;
 pub mod weights;
 
+pub use canary::{Canary, CanaryConfig};
 pub use config::{EncoderConfig, HeadConfig, ParakeetConfig, TransducerConfig};
 pub use decoder::{ctc_collapse, Decoded, Step};
 pub use encoder::Chunking;

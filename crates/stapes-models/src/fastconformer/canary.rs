@@ -1,0 +1,343 @@
+//! Canary (AED): the FastConformer encoder with a pre-LN Transformer decoder (causal
+//! self-attention, cross-attention, ReLU MLP, fixed sinusoid positions, output tied to the token
+//! embedding), decoded greedily after a prompt of ids (transformers'
+//! `CanaryForConditionalGeneration`).
+
+use super::config::{
+    activation, encoder_from_json, get_usize, EncoderConfig, HeadConfig, ParakeetConfig,
+};
+use super::encoder::{Encoder, Linear, Tensors};
+use crate::{ModelError, Result};
+use serde_json::Value;
+use stapes_core::{Activation, AttnParams, Backend, HostTensor, Lane};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const LN_EPS: f32 = 1e-5;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CanaryConfig {
+    pub encoder: EncoderConfig,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub head_dim: usize,
+    pub intermediate_size: usize,
+    pub activation: Activation,
+    pub max_positions: usize,
+    pub eos: u32,
+    pub decoder_start: u32,
+}
+
+impl CanaryConfig {
+    /// Parses an HF `config.json` of `model_type: canary`.
+    pub fn from_hf_json(v: &Value, path: &Path) -> Result<Self> {
+        let bad = |d: String| ModelError::bad_model(path, d);
+        if v.get("model_type").and_then(Value::as_str) != Some("canary") {
+            return Err(bad(
+                "not a Canary config (model_type is not `canary`)".into()
+            ));
+        }
+        let e = v
+            .get("encoder_config")
+            .ok_or_else(|| bad("no `encoder_config`".into()))?;
+        let d = v
+            .get("decoder_config")
+            .ok_or_else(|| bad("no `decoder_config`".into()))?;
+        let hidden = get_usize(d, "hidden_size", 1024, path)?;
+        let heads = get_usize(d, "num_attention_heads", 8, path)?;
+        let c = Self {
+            encoder: encoder_from_json(e, path)?,
+            vocab_size: get_usize(v, "vocab_size", 16384, path)?,
+            hidden_size: hidden,
+            num_layers: get_usize(d, "num_hidden_layers", 8, path)?,
+            num_heads: heads,
+            head_dim: get_usize(d, "head_dim", 128, path)?,
+            intermediate_size: get_usize(d, "intermediate_size", 4096, path)?,
+            activation: activation(d, "relu", path)?,
+            max_positions: get_usize(d, "max_position_embeddings", 1024, path)?,
+            eos: get_usize(v, "eos_token_id", 3, path)? as u32,
+            decoder_start: get_usize(v, "decoder_start_token_id", 7, path)? as u32,
+        };
+        // The encoder checks are the Parakeet ones.
+        ParakeetConfig {
+            encoder: c.encoder.clone(),
+            vocab_size: c.vocab_size,
+            head: HeadConfig::Ctc { blank: 0 },
+        }
+        .validate()
+        .map_err(bad)?;
+        if c.encoder.hidden_size != hidden {
+            return Err(bad(format!(
+                "encoder width {} ≠ decoder width {hidden} (no encoder-decoder projection)",
+                c.encoder.hidden_size
+            )));
+        }
+        if heads == 0 || c.head_dim == 0 || hidden % 2 != 0 || c.max_positions == 0 {
+            return Err(bad(
+                "decoder heads, head_dim, an even width and positions must be > 0".into(),
+            ));
+        }
+        Ok(c)
+    }
+}
+
+struct DecoderLayer<B: Backend> {
+    ln_self: (B::Tensor, B::Tensor),
+    self_attn: [Linear<B>; 4],
+    ln_cross: (B::Tensor, B::Tensor),
+    cross_attn: [Linear<B>; 4],
+    ln_mlp: (B::Tensor, B::Tensor),
+    fc1: Linear<B>,
+    fc2: Linear<B>,
+}
+
+/// A Canary model on backend `B`.
+pub struct Canary<B: Backend> {
+    backend: B,
+    pub config: CanaryConfig,
+    path: PathBuf,
+    encoder: Encoder<B>,
+    /// `(V, d)` for the input lookup, and the same rows as the tied output projection.
+    embed: B::Tensor,
+    embed_out: Linear<B>,
+    ln_embed: (B::Tensor, B::Tensor),
+    layers: Vec<DecoderLayer<B>>,
+    ln_final: (B::Tensor, B::Tensor),
+    /// NeMo's `FixedPositionalEncoding`, already divided by `sqrt(d)`: `(max_positions, d)`.
+    positions: HostTensor,
+}
+
+/// Sin half then cos half (not interleaved), timescales up to `10000^((C-2)/C)`, `/ sqrt(C)`.
+fn fixed_positions(n: usize, c: usize) -> HostTensor {
+    let half = c / 2;
+    let max_ts = 10000f64.powf((c as f64 - 2.0) / c as f64);
+    let inc = max_ts.ln() / (half.saturating_sub(1).max(1)) as f64;
+    let inv: Vec<f32> = (0..half)
+        .map(|i| (-(inc as f32) * i as f32).exp())
+        .collect();
+    let scale = 1.0 / (c as f32).sqrt();
+    let mut data = Vec::with_capacity(n * c);
+    for t in 0..n {
+        let args: Vec<f32> = inv.iter().map(|f| t as f32 * f).collect();
+        data.extend(args.iter().map(|a| a.sin() * scale));
+        data.extend(args.iter().map(|a| a.cos() * scale));
+    }
+    HostTensor {
+        shape: vec![n, c],
+        data,
+    }
+}
+
+impl<B: Backend> Canary<B> {
+    /// Loads an HF `CanaryForConditionalGeneration` directory.
+    pub fn new(backend: B, dir: &Path, lane: Lane) -> Result<Self> {
+        let cfg_path = dir.join("config.json");
+        let text = std::fs::read_to_string(&cfg_path).map_err(|e| ModelError::Io {
+            path: cfg_path.clone(),
+            source: e,
+        })?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| ModelError::bad_model(&cfg_path, format!("invalid JSON: {e}")))?;
+        let config = CanaryConfig::from_hf_json(&v, &cfg_path)?;
+        let st = stapes_formats::safetensors_dir::read_dir(dir)?;
+        let mut map = BTreeMap::new();
+        for (name, raw) in &st.tensors {
+            if raw.dtype.is_quantized() || name.ends_with("num_batches_tracked") {
+                continue;
+            }
+            // The encoder's names are Parakeet's under `model.`.
+            let key = name.strip_prefix("model.").unwrap_or(name).to_string();
+            let t = HostTensor::new(raw.shape.clone(), raw.to_f32())
+                .map_err(|e| ModelError::bad_tensor(&st.path, name, e.to_string()))?;
+            map.insert(key, t);
+        }
+        // Tied output projection: checkpoints may omit it.
+        if !map.contains_key("proj_out.weight") {
+            if let Some(e) = map.get("decoder.embed_tokens.weight").cloned() {
+                map.insert("proj_out.weight".into(), e);
+            }
+        }
+        Self::from_tensors(backend, config, &map, &st.path, lane)
+    }
+
+    pub fn from_tensors(
+        backend: B,
+        config: CanaryConfig,
+        map: &BTreeMap<String, HostTensor>,
+        path: &Path,
+        lane: Lane,
+    ) -> Result<Self> {
+        let b = &backend;
+        let t = Tensors { map, path };
+        let (v, d) = (config.vocab_size, config.hidden_size);
+        let check = |name: &str, shape: &[usize]| -> Result<()> {
+            let got = &t.get(name)?.shape;
+            if got != shape {
+                return Err(ModelError::bad_tensor(
+                    path,
+                    name,
+                    format!("shape {got:?}, expected {shape:?}"),
+                ));
+            }
+            Ok(())
+        };
+        check("decoder.embed_tokens.weight", &[v, d])?;
+        check("proj_out.weight", &[v, d])?;
+        let ln = |p: &str| -> Result<(B::Tensor, B::Tensor)> {
+            check(&format!("{p}.weight"), &[d])?;
+            Ok((
+                t.tensor(b, &format!("{p}.weight"))?,
+                t.tensor(b, &format!("{p}.bias"))?,
+            ))
+        };
+        let attn = |p: &str| -> Result<[Linear<B>; 4]> {
+            let hd = config.num_heads * config.head_dim;
+            check(&format!("{p}.q_proj.weight"), &[hd, d])?;
+            check(&format!("{p}.k_proj.weight"), &[hd, d])?;
+            check(&format!("{p}.v_proj.weight"), &[hd, d])?;
+            check(&format!("{p}.o_proj.weight"), &[d, hd])?;
+            Ok([
+                Linear::load(b, &t, &format!("{p}.q_proj"), lane)?,
+                Linear::load(b, &t, &format!("{p}.k_proj"), lane)?,
+                Linear::load(b, &t, &format!("{p}.v_proj"), lane)?,
+                Linear::load(b, &t, &format!("{p}.o_proj"), lane)?,
+            ])
+        };
+        let mut layers = Vec::with_capacity(config.num_layers);
+        for l in 0..config.num_layers {
+            let p = format!("decoder.layers.{l}");
+            check(
+                &format!("{p}.mlp.fc1.weight"),
+                &[config.intermediate_size, d],
+            )?;
+            check(
+                &format!("{p}.mlp.fc2.weight"),
+                &[d, config.intermediate_size],
+            )?;
+            layers.push(DecoderLayer {
+                ln_self: ln(&format!("{p}.input_layernorm"))?,
+                self_attn: attn(&format!("{p}.self_attn"))?,
+                ln_cross: ln(&format!("{p}.post_attention_layernorm"))?,
+                cross_attn: attn(&format!("{p}.encoder_attn"))?,
+                ln_mlp: ln(&format!("{p}.final_layernorm"))?,
+                fc1: Linear::load(b, &t, &format!("{p}.mlp.fc1"), lane)?,
+                fc2: Linear::load(b, &t, &format!("{p}.mlp.fc2"), lane)?,
+            });
+        }
+        let encoder = Encoder::load(b, &t, &config.encoder, lane)?;
+        Ok(Self {
+            embed: t.tensor(b, "decoder.embed_tokens.weight")?,
+            embed_out: Linear::load(b, &t, "proj_out", lane)?,
+            ln_embed: ln("decoder.embedding_layernorm")?,
+            ln_final: ln("decoder.norm")?,
+            positions: fixed_positions(config.max_positions, d),
+            layers,
+            encoder,
+            path: path.to_path_buf(),
+            config,
+            backend,
+        })
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Encodes host features `(T, n_mels)` → `(1, T', d)`.
+    pub fn encode_host(&self, features: &HostTensor) -> Result<B::Tensor> {
+        let mels = self.config.encoder.num_mel_bins;
+        if features.rank() != 2 || features.shape[1] != mels {
+            return Err(ModelError::BadInput(format!(
+                "features must be (T, {mels}), got {:?}",
+                features.shape
+            )));
+        }
+        if self.config.encoder.output_frames(features.shape[0]) == 0 {
+            return Err(ModelError::BadInput("too few feature frames".into()));
+        }
+        let b = &self.backend;
+        let x = b.reshape(&b.upload(features)?, &[1, features.shape[0], mels])?;
+        self.encoder.forward(b, &x)
+    }
+
+    /// Greedy decoding after `prompt` over `enc (1, T', d)`: at most `max_new_tokens` ids, the
+    /// end-of-text id included when it comes (as transformers' `generate` returns them).
+    pub fn generate(
+        &self,
+        enc: &B::Tensor,
+        prompt: &[u32],
+        max_new_tokens: usize,
+    ) -> Result<Vec<u32>> {
+        let b = &self.backend;
+        let c = &self.config;
+        if prompt.is_empty() || prompt.iter().any(|&i| i as usize >= c.vocab_size) {
+            return Err(ModelError::BadInput(format!(
+                "prompt must be non-empty ids below {}",
+                c.vocab_size
+            )));
+        }
+        // Cross-attention keys and values, once per layer.
+        let mut cross = Vec::with_capacity(self.layers.len());
+        for l in &self.layers {
+            cross.push((
+                l.cross_attn[1].forward(b, enc)?,
+                l.cross_attn[2].forward(b, enc)?,
+            ));
+        }
+        let params = |causal| AttnParams {
+            n_heads: c.num_heads,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+            kv_len: None,
+            causal,
+        };
+        let mut ids: Vec<u32> = prompt.to_vec();
+        let mut out = Vec::new();
+        while out.len() < max_new_tokens {
+            let n = ids.len();
+            if n > c.max_positions {
+                break;
+            }
+            // The whole prefix is re-run each step (no KV cache yet).
+            let x = b.reshape(&b.gather_rows(&self.embed, &ids)?, &[1, n, c.hidden_size])?;
+            let pos = HostTensor {
+                shape: vec![1, n, c.hidden_size],
+                data: self.positions.data[..n * c.hidden_size].to_vec(),
+            };
+            let x = b.add(&x, &b.upload(&pos)?)?;
+            let mut x = b.layer_norm(&x, &self.ln_embed.0, Some(&self.ln_embed.1), LN_EPS)?;
+            for (l, (ck, cv)) in self.layers.iter().zip(&cross) {
+                let h = b.layer_norm(&x, &l.ln_self.0, Some(&l.ln_self.1), LN_EPS)?;
+                let [q, k, v, o] = &l.self_attn;
+                let a = b.attention(
+                    &q.forward(b, &h)?,
+                    &k.forward(b, &h)?,
+                    &v.forward(b, &h)?,
+                    &params(true),
+                )?;
+                x = b.add(&x, &o.forward(b, &a)?)?;
+                let h = b.layer_norm(&x, &l.ln_cross.0, Some(&l.ln_cross.1), LN_EPS)?;
+                let a = b.attention(&l.cross_attn[0].forward(b, &h)?, ck, cv, &params(false))?;
+                x = b.add(&x, &l.cross_attn[3].forward(b, &a)?)?;
+                let h = b.layer_norm(&x, &l.ln_mlp.0, Some(&l.ln_mlp.1), LN_EPS)?;
+                let h = b.activation(&l.fc1.forward(b, &h)?, c.activation)?;
+                x = b.add(&x, &l.fc2.forward(b, &h)?)?;
+            }
+            let last = b.slice(&x, 1, n - 1, 1)?;
+            let last = b.layer_norm(&last, &self.ln_final.0, Some(&self.ln_final.1), LN_EPS)?;
+            let logits = self.embed_out.forward(b, &last)?;
+            let next = b.argmax(&logits)?.first().copied().unwrap_or(c.eos);
+            out.push(next);
+            ids.push(next);
+            if next == c.eos {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}

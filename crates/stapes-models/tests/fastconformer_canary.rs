@@ -1,0 +1,77 @@
+//! Canary parity with transformers: a tiny random-weight `CanaryForConditionalGeneration` (fixture
+//! from tools/reference/fastconformer_canary.py) on the three clips' features: encoder output
+//! within 1e-4 relative L2 and greedy ids after the fixed prompt identical to `generate`, on the
+//! reference backend and the CPU home.
+
+use serde_json::Value;
+use stapes_core::reference::ReferenceBackend;
+use stapes_core::tensor::rel_l2;
+use stapes_core::{Backend, HostTensor, Lane};
+use stapes_cpu::CpuBackend;
+use stapes_models::fastconformer::Canary;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fastconformer")
+}
+
+fn read(name: &str) -> BTreeMap<String, HostTensor> {
+    let st = stapes_formats::safetensors_dir::read_file(&fixtures().join(name)).unwrap();
+    st.tensors
+        .iter()
+        .map(|(k, t)| {
+            (
+                k.clone(),
+                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn check<B: Backend>(backend: B) {
+    let m = Canary::new(backend, &fixtures().join("canary"), Lane::F32).expect("canary loads");
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_canary.json")).unwrap(),
+    )
+    .unwrap();
+    let (inputs, encs) = (
+        read("inputs.safetensors"),
+        read("expected_canary.safetensors"),
+    );
+    let prompt = ids(&exp["prompt"]);
+    let max_new = exp["max_new_tokens"].as_u64().unwrap() as usize;
+    for clip in ["jfk", "beckett", "lv0880"] {
+        let enc = m.encode_host(&inputs[&format!("features.{clip}")]).unwrap();
+        let host = m.backend().download(&enc).unwrap();
+        let err = rel_l2(&host.data, &encs[&format!("canary.encoder.{clip}")].data);
+        eprintln!(
+            "{} canary/{clip}: encoder rel L2 {err:.2e}",
+            m.backend().name()
+        );
+        assert!(err <= 1e-4, "{clip}: encoder rel L2 {err}");
+        let got = m.generate(&enc, &prompt, max_new).unwrap();
+        assert_eq!(got, ids(&exp["results"][clip]["generated"]), "{clip}");
+    }
+    assert!(m
+        .generate(&m.encode_host(&inputs["features.jfk"]).unwrap(), &[], 3)
+        .is_err());
+}
+
+#[test]
+fn canary_reference_backend_matches_transformers() {
+    check(ReferenceBackend::new());
+}
+
+#[test]
+fn canary_cpu_backend_matches_transformers() {
+    check(CpuBackend::new(2).unwrap());
+}
