@@ -21,13 +21,19 @@ fn sample(name: &str) -> String {
 fn cache() -> PathBuf {
     std::env::var_os("STAPES_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stapes"))
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stapes")
+        })
 }
 
 /// The real weights these tests need; missing weights fail the test with the command to run.
 fn model(name: &str) -> String {
     let p = cache().join("models").join(name);
-    assert!(p.exists(), "{} is missing: run scripts/fetch-models.sh all", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models.sh all",
+        p.display()
+    );
     p.display().to_string()
 }
 
@@ -52,16 +58,30 @@ fn default_transcribe_prints_the_jfk_sentence() {
     model("whisper-base");
     let o = stapes(&["transcribe", &sample("jfk.wav")]);
     assert!(o.status.success(), "stderr: {}", stderr(&o));
-    assert_eq!(normalise(&String::from_utf8_lossy(&o.stdout)), normalise(JFK));
+    assert_eq!(
+        normalise(&String::from_utf8_lossy(&o.stdout)),
+        normalise(JFK)
+    );
 }
 
 #[test]
 fn json_output_has_the_contract_fields() {
     let m = model("whisper-tiny.en");
-    let o = stapes(&["transcribe", "-m", &m, "--beam-size", "1", "-f", "json", &sample("jfk.mp3")]);
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &m,
+        "--beam-size",
+        "1",
+        "-f",
+        "json",
+        &sample("jfk.mp3"),
+    ]);
     assert!(o.status.success(), "stderr: {}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
-    for key in ["file", "text", "language", "family", "device", "lane", "segments"] {
+    for key in [
+        "file", "text", "language", "family", "device", "lane", "segments",
+    ] {
         assert!(v.get(key).is_some(), "missing {key} in {v}");
     }
     assert_eq!(v["family"], "whisper");
@@ -103,15 +123,25 @@ fn bad_audio_exits_3_with_one_line() {
         ("truncated wav", write_tmp("trunc.wav", &wav[..30])),
         ("random bytes", write_tmp("noise.bin", &noise)),
         ("empty file", write_tmp("empty.wav", b"")),
-        ("text file", write_tmp("notes.txt", b"this is not audio, it is a note\n")),
+        (
+            "text file",
+            write_tmp("notes.txt", b"this is not audio, it is a note\n"),
+        ),
         ("directory", std::env::temp_dir()),
-        ("missing file", PathBuf::from("/nonexistent/stapes/audio.wav")),
+        (
+            "missing file",
+            PathBuf::from("/nonexistent/stapes/audio.wav"),
+        ),
     ];
     for (what, path) in cases {
         let o = stapes(&["transcribe", "-m", &m, &path.display().to_string()]);
         let err = stderr(&o);
         assert_eq!(o.status.code(), Some(3), "{what}: stderr: {err}");
-        assert_eq!(err.trim().lines().count(), 1, "{what}: want one line, got: {err}");
+        assert_eq!(
+            err.trim().lines().count(),
+            1,
+            "{what}: want one line, got: {err}"
+        );
         assert!(err.starts_with("stapes: "), "{what}: {err}");
     }
 }
@@ -119,7 +149,12 @@ fn bad_audio_exits_3_with_one_line() {
 #[test]
 fn bad_model_exits_3() {
     let junk = write_tmp("model.bin", b"\x06\x00\x00\x00garbage");
-    let o = stapes(&["transcribe", "-m", &junk.display().to_string(), &sample("jfk.wav")]);
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &junk.display().to_string(),
+        &sample("jfk.wav"),
+    ]);
     assert_eq!(o.status.code(), Some(3), "stderr: {}", stderr(&o));
     let o = stapes(&["transcribe", "-m", "no-such-model", &sample("jfk.wav")]);
     assert_eq!(o.status.code(), Some(3), "stderr: {}", stderr(&o));
@@ -145,8 +180,24 @@ fn bad_flags_exit_2() {
 #[test]
 fn f32_on_a_gpu_or_a_missing_gpu_exits_4() {
     let m = model("whisper-tiny.en");
-    let o = stapes(&["transcribe", "-m", &m, "--device", "cuda", "--lane", "f32", &sample("jfk.wav")]);
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &m,
+        "--device",
+        "cuda",
+        "--lane",
+        "f32",
+        &sample("jfk.wav"),
+    ]);
     assert_eq!(o.status.code(), Some(4), "stderr: {}", stderr(&o));
-    let o = stapes(&["transcribe", "-m", &m, "--device", "vulkan", &sample("jfk.wav")]);
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &m,
+        "--device",
+        "vulkan",
+        &sample("jfk.wav"),
+    ]);
     assert_eq!(o.status.code(), Some(4), "stderr: {}", stderr(&o));
 }

@@ -85,7 +85,8 @@ pub trait Backend: Send + Sync {
     /// Swap the last two dimensions: `(.., A, B) -> (.., B, A)`.
     fn transpose_last2(&self, t: &Self::Tensor) -> Result<Self::Tensor>;
     /// `len` entries starting at `start` along `dim`.
-    fn slice(&self, t: &Self::Tensor, dim: usize, start: usize, len: usize) -> Result<Self::Tensor>;
+    fn slice(&self, t: &Self::Tensor, dim: usize, start: usize, len: usize)
+        -> Result<Self::Tensor>;
     fn concat(&self, ts: &[&Self::Tensor], dim: usize) -> Result<Self::Tensor>;
     /// Write `src (B, n, C)` into `dst (B, T, C)` at rows `offset .. offset+n` (KV caches).
     fn write_rows(&self, dst: &mut Self::Tensor, src: &Self::Tensor, offset: usize) -> Result<()>;
@@ -96,23 +97,64 @@ pub trait Backend: Send + Sync {
 
     // ---- GEMM family ----
     /// `x (.., K) · Wᵀ + b -> (.., N)`.
-    fn linear(&self, x: &Self::Tensor, w: &Self::Weight, bias: Option<&Self::Tensor>) -> Result<Self::Tensor>;
+    fn linear(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+    ) -> Result<Self::Tensor>;
     /// Batched `a (B, M, K) · b (B, K, N)`, or `· bᵀ` with `b (B, N, K)` when `trans_b`.
     fn matmul(&self, a: &Self::Tensor, b: &Self::Tensor, trans_b: bool) -> Result<Self::Tensor>;
     /// `x (B, T, C_in) -> (B, T_out, C_out)`.
-    fn conv1d(&self, x: &Self::Tensor, w: &Self::Weight, bias: Option<&Self::Tensor>, p: Conv1dParams) -> Result<Self::Tensor>;
+    fn conv1d(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+        p: Conv1dParams,
+    ) -> Result<Self::Tensor>;
     /// Depthwise 1-D convolution over `(B, T, C)` with `w (C, K)`; output `(B, T_out, C)`.
-    fn depthwise_conv1d(&self, x: &Self::Tensor, w: &Self::Tensor, bias: Option<&Self::Tensor>, stride: usize, padding: usize) -> Result<Self::Tensor>;
+    fn depthwise_conv1d(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Tensor,
+        bias: Option<&Self::Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Self::Tensor>;
     /// `x (B, C_in, H, W) -> (B, C_out, H_out, W_out)`.
-    fn conv2d(&self, x: &Self::Tensor, w: &Self::Tensor, bias: Option<&Self::Tensor>, p: Conv2dParams) -> Result<Self::Tensor>;
+    fn conv2d(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Tensor,
+        bias: Option<&Self::Tensor>,
+        p: Conv2dParams,
+    ) -> Result<Self::Tensor>;
     /// Attention over `q (B, Tq, H·Dh)`, `k, v (B, Tk, H·Dh)`; output `(B, Tq, H·Dh)`.
-    fn attention(&self, q: &Self::Tensor, k: &Self::Tensor, v: &Self::Tensor, p: &AttnParams) -> Result<Self::Tensor>;
+    fn attention(
+        &self,
+        q: &Self::Tensor,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        p: &AttnParams,
+    ) -> Result<Self::Tensor>;
     /// The softmax probabilities of that attention, `(B, H, Tq, kv_len)` (alignment / DTW).
-    fn attention_probs(&self, q: &Self::Tensor, k: &Self::Tensor, p: &AttnParams) -> Result<Self::Tensor>;
+    fn attention_probs(
+        &self,
+        q: &Self::Tensor,
+        k: &Self::Tensor,
+        p: &AttnParams,
+    ) -> Result<Self::Tensor>;
 
     // ---- normalisation and element-wise ----
     /// Over the last dimension: `(x − mean)/sqrt(var + eps)·γ + β`.
-    fn layer_norm(&self, x: &Self::Tensor, gamma: &Self::Tensor, beta: Option<&Self::Tensor>, eps: f32) -> Result<Self::Tensor>;
+    fn layer_norm(
+        &self,
+        x: &Self::Tensor,
+        gamma: &Self::Tensor,
+        beta: Option<&Self::Tensor>,
+        eps: f32,
+    ) -> Result<Self::Tensor>;
     /// Over the last dimension: `x / sqrt(mean(x²) + eps)·γ`.
     fn rms_norm(&self, x: &Self::Tensor, gamma: &Self::Tensor, eps: f32) -> Result<Self::Tensor>;
     fn activation(&self, x: &Self::Tensor, act: Activation) -> Result<Self::Tensor>;
@@ -160,7 +202,10 @@ pub trait Backend: Send + Sync {
         let i = self.activation(&self.slice(&gates, last, 0, hid)?, Activation::Sigmoid)?;
         let f = self.activation(&self.slice(&gates, last, hid, hid)?, Activation::Sigmoid)?;
         let g = self.activation(&self.slice(&gates, last, 2 * hid, hid)?, Activation::Tanh)?;
-        let o = self.activation(&self.slice(&gates, last, 3 * hid, hid)?, Activation::Sigmoid)?;
+        let o = self.activation(
+            &self.slice(&gates, last, 3 * hid, hid)?,
+            Activation::Sigmoid,
+        )?;
         let c2 = self.add(&self.mul(&f, c)?, &self.mul(&i, &g)?)?;
         let h2 = self.mul(&o, &self.activation(&c2, Activation::Tanh)?)?;
         Ok((h2, c2))

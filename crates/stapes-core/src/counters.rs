@@ -39,7 +39,11 @@ impl Counters {
             gemm_q8: self.gemm_q8.load(Ordering::Relaxed),
             graph_captures: self.graph_captures.load(Ordering::Relaxed),
             graph_replays: self.graph_replays.load(Ordering::Relaxed),
-            declines: self.declines.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            declines: self
+                .declines
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         }
     }
 }

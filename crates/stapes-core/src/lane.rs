@@ -60,7 +60,10 @@ pub fn quantize_row_q8(row: &[f32]) -> Vec<Q8Block> {
             for (dst, v) in q.iter_mut().zip(chunk) {
                 *dst = (v * inv).round().clamp(-127.0, 127.0) as i8;
             }
-            Q8Block { scale: f16::from_f32(scale), q }
+            Q8Block {
+                scale: f16::from_f32(scale),
+                q,
+            }
         })
         .collect()
 }
@@ -91,7 +94,9 @@ mod tests {
 
     #[test]
     fn q8_round_trip_is_within_half_a_step() {
-        let row: Vec<f32> = (0..70).map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.173).collect();
+        let row: Vec<f32> = (0..70)
+            .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.173)
+            .collect();
         let back = round_trip(Lane::Q8, &row);
         assert_eq!(back.len(), 70);
         for (blk, (a, b)) in row.chunks(32).zip(back.chunks(32)).enumerate() {
@@ -99,7 +104,10 @@ mod tests {
             let step = amax / 127.0;
             for (x, y) in a.iter().zip(b) {
                 // half a step from rounding plus the f16 rounding of the scale (2^-11 relative)
-                assert!((x - y).abs() <= step * 0.5 + amax * 1e-3, "block {blk}: {x} vs {y}");
+                assert!(
+                    (x - y).abs() <= step * 0.5 + amax * 1e-3,
+                    "block {blk}: {x} vs {y}"
+                );
             }
         }
     }

@@ -23,7 +23,10 @@ impl HostTensor {
     pub fn zeros(shape: impl Into<Vec<usize>>) -> Self {
         let shape = shape.into();
         let n = shape.iter().product();
-        Self { shape, data: vec![0.0; n] }
+        Self {
+            shape,
+            data: vec![0.0; n],
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -93,5 +96,8 @@ pub fn rel_l2(a: &[f32], b: &[f32]) -> f32 {
 
 /// Largest absolute element-wise difference.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }

@@ -1600,6 +1600,14 @@ impl Backend for CudaBackend {
         Ok(out)
     }
 
+    fn chain(
+        &self,
+        key: &str,
+        f: &mut dyn FnMut(&Self) -> Result<Vec<Self::Tensor>>,
+    ) -> Result<Vec<Self::Tensor>> {
+        self.chain_graph(key, f)
+    }
+
     fn synchronize(&self) -> Result<()> {
         self.no_capture("synchronize")?;
         self.stream

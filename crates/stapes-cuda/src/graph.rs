@@ -54,6 +54,9 @@ impl Drop for Graph {
 pub(crate) struct Graphs {
     enabled: bool,
     map: Mutex<HashMap<String, Graph>>,
+    /// Keys whose chain has run eagerly once: first uses pick cuBLASLt plans by timing and
+    /// prepare inputs, work that must happen before a capture, not inside it.
+    warmed: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Graphs {
@@ -61,6 +64,7 @@ impl Graphs {
         Self {
             enabled,
             map: Mutex::new(HashMap::new()),
+            warmed: Mutex::new(std::collections::HashSet::new()),
         }
     }
 }
@@ -88,6 +92,28 @@ impl CudaBackend {
             return self.replay(key);
         }
         self.capture(key, f)
+    }
+
+    /// [`Backend::chain`]: the first call under `key` runs eagerly (warming plans and
+    /// buffers), the second captures, later ones replay.
+    pub(crate) fn chain_graph(
+        &self,
+        key: &str,
+        f: &mut dyn FnMut(&CudaBackend) -> Result<Vec<CudaTensor>>,
+    ) -> Result<Vec<CudaTensor>> {
+        if !self.graphs.enabled {
+            return f(self);
+        }
+        let first = self
+            .graphs
+            .warmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string());
+        if first {
+            return f(self);
+        }
+        self.run_graph(key, |b| f(b))
     }
 
     pub fn has_graph(&self, key: &str) -> bool {

@@ -9,9 +9,16 @@ pub enum ModelError {
     #[error("{path}: {detail}")]
     BadModel { path: PathBuf, detail: String },
     #[error("{path}: tensor `{tensor}`: {detail}")]
-    BadTensor { path: PathBuf, tensor: String, detail: String },
+    BadTensor {
+        path: PathBuf,
+        tensor: String,
+        detail: String,
+    },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("invalid input: {0}")]
     BadInput(String),
     #[error(transparent)]
@@ -22,9 +29,20 @@ pub enum ModelError {
 
 impl ModelError {
     pub fn bad_model(path: impl Into<PathBuf>, detail: impl Into<String>) -> Self {
-        ModelError::BadModel { path: path.into(), detail: detail.into() }
+        ModelError::BadModel {
+            path: path.into(),
+            detail: detail.into(),
+        }
     }
-    pub fn bad_tensor(path: impl Into<PathBuf>, tensor: impl Into<String>, detail: impl Into<String>) -> Self {
-        ModelError::BadTensor { path: path.into(), tensor: tensor.into(), detail: detail.into() }
+    pub fn bad_tensor(
+        path: impl Into<PathBuf>,
+        tensor: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        ModelError::BadTensor {
+            path: path.into(),
+            tensor: tensor.into(),
+            detail: detail.into(),
+        }
     }
 }

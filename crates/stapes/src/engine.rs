@@ -84,8 +84,8 @@ pub struct Engine {
 
 /// One variant per (family, home); the model code itself is generic over the home.
 enum Inner {
-    WhisperCpu(Whisper<CpuBackend>),
-    WhisperCuda(Whisper<CudaBackend>),
+    WhisperCpu(Box<Whisper<CpuBackend>>),
+    WhisperCuda(Box<Whisper<CudaBackend>>),
 }
 
 /// Run the same expression on whichever (family, home) is loaded.
@@ -141,12 +141,12 @@ impl Engine {
         let inner = match device {
             Device::Cpu => {
                 let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
-                Inner::WhisperCpu(Whisper::new(be, ckpt, lane)?)
+                Inner::WhisperCpu(Box::new(Whisper::new(be, ckpt, lane)?))
             }
             Device::Cuda(n) => {
                 let be = CudaBackend::new(n)
                     .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
-                Inner::WhisperCuda(Whisper::new(be, ckpt, lane)?)
+                Inner::WhisperCuda(Box::new(Whisper::new(be, ckpt, lane)?))
             }
         };
         Ok(Engine {

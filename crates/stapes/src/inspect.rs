@@ -40,21 +40,35 @@ pub fn describe(path: &Path) -> Result<String, StapesError> {
                 g.alignment_heads.len()
             );
             let total: usize = ck.tensors.values().map(|t| t.len()).sum();
-            let _ = writeln!(out, "tensors: {} ({:.1} M parameters), transformers names:", ck.tensors.len(), total as f64 / 1e6);
+            let _ = writeln!(
+                out,
+                "tensors: {} ({:.1} M parameters), transformers names:",
+                ck.tensors.len(),
+                total as f64 / 1e6
+            );
             for (name, t) in &ck.tensors {
                 let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
             }
         }
         Format::Onnx => {
             let f = stapes_formats::onnx::read_onnx(path)?;
-            let _ = writeln!(out, "family:  onnx graph ({} nodes, producer {:?}, opsets {:?})", f.nodes.len(), f.producer, f.opsets);
+            let _ = writeln!(
+                out,
+                "family:  onnx graph ({} nodes, producer {:?}, opsets {:?})",
+                f.nodes.len(),
+                f.producer,
+                f.opsets
+            );
             let _ = writeln!(out, "tensors: {}", f.tensors.len());
             for (name, t) in &f.tensors {
                 let _ = writeln!(out, "  {name:<60} {:?} (onnx type {})", t.dims, t.data_type);
             }
         }
         other => {
-            let _ = writeln!(out, "family:  unknown ({other} models are not read by this build yet)");
+            let _ = writeln!(
+                out,
+                "family:  unknown ({other} models are not read by this build yet)"
+            );
         }
     }
     Ok(out)

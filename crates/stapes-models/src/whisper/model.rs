@@ -155,6 +155,8 @@ pub struct Whisper<B: Backend> {
     pub(crate) path: PathBuf,
     pub(crate) encoder: Encoder<B>,
     pub(crate) decoder: Decoder<B>,
+    /// Encoder chain inputs by batch size `(B, n_frames, n_mels)` (see [`Whisper::encode`]).
+    chain_inputs: std::sync::Mutex<BTreeMap<usize, B::Tensor>>,
 }
 
 impl<B: Backend> Whisper<B> {
@@ -207,6 +209,7 @@ impl<B: Backend> Whisper<B> {
             path: path.to_path_buf(),
             encoder,
             decoder,
+            chain_inputs: std::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -227,7 +230,42 @@ impl<B: Backend> Whisper<B> {
                 self.encoder.n_frames, self.config.n_mels
             )));
         }
-        self.encoder.forward(&self.backend, mel)
+        let batch = s[0];
+        // The whole encoder is one chain per (batch, lane): a GPU home captures it once and
+        // replays it. A chain reads its input from storage that outlives it, so each call copies
+        // the mel into this batch size's input buffer first.
+        let mut inputs = self.chain_inputs.lock().unwrap_or_else(|p| p.into_inner());
+        let input = match inputs.entry(batch) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(self.backend.upload(&HostTensor::zeros(s.to_vec()))?)
+            }
+        };
+        self.backend.write_rows(input, mel, 0)?;
+        let input = &*input;
+        let key = format!("whisper-encoder/b{batch}/{}", self.lane);
+        let mut failure = None;
+        let out = self
+            .backend
+            .chain(&key, &mut |b| match self.encoder.forward(b, input) {
+                Ok(x) => Ok(vec![x]),
+                Err(ModelError::Backend(e)) => Err(e),
+                Err(e) => {
+                    let msg = e.to_string();
+                    failure = Some(e);
+                    Err(stapes_core::Error::shape("whisper encoder", msg))
+                }
+            });
+        let out = match (out, failure) {
+            (_, Some(e)) => return Err(e),
+            (r, None) => r?,
+        };
+        let enc = out
+            .into_iter()
+            .next()
+            .ok_or_else(|| ModelError::BadInput("the encoder chain returned nothing".into()))?;
+        // The next replay overwrites the chain's output: the caller gets its own copy.
+        Ok(self.backend.slice(&enc, 0, 0, batch)?)
     }
 
     /// Encode a host mel window `(n_frames, n_mels)` (one sequence).

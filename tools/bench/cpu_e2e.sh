@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# End-to-end CPU comparison on jfk.wav, whole-process timing with hyperfine (the Whisper issue's
+# ledger row): stapes f32 and q8 vs faster-whisper float32 and int8 vs whisper.cpp, same weights
+# (whisper.cpp reads the ggml file `stapes convert` writes), greedy, 2 threads.
+# Needs: hyperfine (apt), a python with faster-whisper==1.2.1 ($PY), whisper.cpp's whisper-cli ($WCPP).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PY:-python3}
+WCPP=${WCPP:?set WCPP to whisper.cpp\'s whisper-cli}
+CACHE=${STAPES_CACHE:-$HOME/.cache/stapes}
+OUT=${OUT:-/tmp/stapes-cpu-e2e}
+mkdir -p "$OUT"
+STAPES=target/release/stapes
+JFK=samples/jfk.wav
+for m in ${MODELS:-whisper-tiny.en whisper-base}; do
+  ggml="$OUT/$m.ggml.bin"
+  [ -f "$ggml" ] || "$STAPES" convert "$m" "$ggml" --to ggml
+  fw() { echo "$PY -c \"from faster_whisper import WhisperModel as W; m=W('$CACHE/models/$m', device='cpu', compute_type='$1', cpu_threads=2); print(''.join(s.text for s in m.transcribe('$JFK', beam_size=1, temperature=0.0, condition_on_previous_text=False)[0]))\""; }
+  hyperfine -N --warmup 1 --runs "${RUNS:-5}" --export-json "$OUT/$m.json" \
+    -n "stapes f32" "$STAPES transcribe -m $m --beam-size 1 --temperature 0 --threads 2 --lane f32 $JFK" \
+    -n "stapes q8" "$STAPES transcribe -m $m --beam-size 1 --temperature 0 --threads 2 --lane q8 $JFK" \
+    -n "faster-whisper float32" "$(fw float32)" \
+    -n "faster-whisper int8" "$(fw int8)" \
+    -n "whisper.cpp" "$WCPP -m $ggml -f $JFK -t 2 -bs 1 -bo 1 -np"
+done
