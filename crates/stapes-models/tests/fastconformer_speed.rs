@@ -54,3 +54,42 @@ fn parakeet_tdt_06b_shape_on_11s() {
     );
     assert_eq!(m.backend().download(&enc).unwrap().shape[1], 138);
 }
+
+/// Peak resident memory of this process so far (VmHWM), in MiB.
+fn peak_rss_mib() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// A 20-minute input through the tiny TDT fixture on the CPU: bounded memory from the chunked
+/// subsampling and query-blocked attention (the O(T'²) work remains). Reports wall time and peak
+/// RSS; asserts the peak stays far below what unchunked score matrices would need.
+#[test]
+#[ignore]
+fn twenty_minutes_in_bounded_memory() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fastconformer/tdt");
+    let m = Parakeet::new(CpuBackend::new(2).unwrap(), &dir, Lane::F32).unwrap();
+    let audio = HostTensor::random(vec![20 * 60 * 16_000], 9, 0.1);
+    let before = peak_rss_mib();
+    let t = Instant::now();
+    let tr = m.transcribe(&audio.data).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let peak = peak_rss_mib();
+    let frames = m.config.encoder.output_frames(20 * 60 * 100);
+    // One unchunked layer's scores alone: heads × T'² floats.
+    let unchunked_mib =
+        (m.config.encoder.num_heads * frames * frames * 4) as f64 / (1 << 20) as f64;
+    eprintln!(
+        "20 min ({frames} encoder frames): {secs:.1} s, peak RSS {peak:.0} MiB (before {before:.0}); \
+         one unchunked score tensor would be {unchunked_mib:.0} MiB; {} tokens",
+        tr.segments.iter().map(|s| s.tokens.len()).sum::<usize>()
+    );
+    assert!(
+        peak < unchunked_mib,
+        "peak {peak} MiB is not below {unchunked_mib} MiB"
+    );
+}
