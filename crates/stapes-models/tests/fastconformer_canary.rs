@@ -60,6 +60,12 @@ fn check<B: Backend>(backend: B) {
         assert!(err <= 1e-4, "{clip}: encoder rel L2 {err}");
         let got = m.generate(&enc, &prompt, max_new).unwrap();
         assert_eq!(got, ids(&exp["results"][clip]["generated"]), "{clip}");
+        // The KV-cached path equals re-running the prefix.
+        assert_eq!(
+            m.generate_uncached(&enc, &prompt, max_new).unwrap(),
+            got,
+            "{clip}"
+        );
     }
     assert!(m
         .generate(&m.encode_host(&inputs["features.jfk"]).unwrap(), &[], 3)

@@ -267,12 +267,34 @@ impl<B: Backend> Canary<B> {
     }
 
     /// Greedy decoding after `prompt` over `enc (1, T', d)`: at most `max_new_tokens` ids, the
-    /// end-of-text id included when it comes (as transformers' `generate` returns them).
+    /// end-of-text id included when it comes (as transformers' `generate` returns them). Self-
+    /// attention keys and values are cached, so each step runs one token.
     pub fn generate(
         &self,
         enc: &B::Tensor,
         prompt: &[u32],
         max_new_tokens: usize,
+    ) -> Result<Vec<u32>> {
+        self.decode_loop(enc, prompt, max_new_tokens, true)
+    }
+
+    /// The same decoding re-running the whole prefix every step (the slow reference the cached
+    /// path is tested against).
+    pub fn generate_uncached(
+        &self,
+        enc: &B::Tensor,
+        prompt: &[u32],
+        max_new_tokens: usize,
+    ) -> Result<Vec<u32>> {
+        self.decode_loop(enc, prompt, max_new_tokens, false)
+    }
+
+    fn decode_loop(
+        &self,
+        enc: &B::Tensor,
+        prompt: &[u32],
+        max_new_tokens: usize,
+        cached: bool,
     ) -> Result<Vec<u32>> {
         let b = &self.backend;
         let c = &self.config;
@@ -290,48 +312,21 @@ impl<B: Backend> Canary<B> {
                 l.cross_attn[2].forward(b, enc)?,
             ));
         }
-        let params = |causal| AttnParams {
-            n_heads: c.num_heads,
-            scale: 1.0 / (c.head_dim as f32).sqrt(),
-            kv_len: None,
-            causal,
-        };
+        let mut cache: Vec<Option<(B::Tensor, B::Tensor)>> =
+            (0..self.layers.len()).map(|_| None).collect();
         let mut ids: Vec<u32> = prompt.to_vec();
+        let mut fed = 0; // tokens already in the cache
         let mut out = Vec::new();
-        while out.len() < max_new_tokens {
-            let n = ids.len();
-            if n > c.max_positions {
-                break;
-            }
-            // The whole prefix is re-run each step (no KV cache yet).
-            let x = b.reshape(&b.gather_rows(&self.embed, &ids)?, &[1, n, c.hidden_size])?;
-            let pos = HostTensor {
-                shape: vec![1, n, c.hidden_size],
-                data: self.positions.data[..n * c.hidden_size].to_vec(),
+        while out.len() < max_new_tokens && ids.len() <= c.max_positions {
+            let next = if cached {
+                let n = self.forward_block(&ids[fed..], fed, &mut cache, &cross)?;
+                fed = ids.len();
+                n
+            } else {
+                let mut fresh: Vec<Option<(B::Tensor, B::Tensor)>> =
+                    (0..self.layers.len()).map(|_| None).collect();
+                self.forward_block(&ids, 0, &mut fresh, &cross)?
             };
-            let x = b.add(&x, &b.upload(&pos)?)?;
-            let mut x = b.layer_norm(&x, &self.ln_embed.0, Some(&self.ln_embed.1), LN_EPS)?;
-            for (l, (ck, cv)) in self.layers.iter().zip(&cross) {
-                let h = b.layer_norm(&x, &l.ln_self.0, Some(&l.ln_self.1), LN_EPS)?;
-                let [q, k, v, o] = &l.self_attn;
-                let a = b.attention(
-                    &q.forward(b, &h)?,
-                    &k.forward(b, &h)?,
-                    &v.forward(b, &h)?,
-                    &params(true),
-                )?;
-                x = b.add(&x, &o.forward(b, &a)?)?;
-                let h = b.layer_norm(&x, &l.ln_cross.0, Some(&l.ln_cross.1), LN_EPS)?;
-                let a = b.attention(&l.cross_attn[0].forward(b, &h)?, ck, cv, &params(false))?;
-                x = b.add(&x, &l.cross_attn[3].forward(b, &a)?)?;
-                let h = b.layer_norm(&x, &l.ln_mlp.0, Some(&l.ln_mlp.1), LN_EPS)?;
-                let h = b.activation(&l.fc1.forward(b, &h)?, c.activation)?;
-                x = b.add(&x, &l.fc2.forward(b, &h)?)?;
-            }
-            let last = b.slice(&x, 1, n - 1, 1)?;
-            let last = b.layer_norm(&last, &self.ln_final.0, Some(&self.ln_final.1), LN_EPS)?;
-            let logits = self.embed_out.forward(b, &last)?;
-            let next = b.argmax(&logits)?.first().copied().unwrap_or(c.eos);
             out.push(next);
             ids.push(next);
             if next == c.eos {
@@ -339,5 +334,56 @@ impl<B: Backend> Canary<B> {
             }
         }
         Ok(out)
+    }
+
+    /// Runs tokens `new` at positions `start..` through the decoder, appending their self-
+    /// attention keys/values to `cache`; returns the argmax id after the last one.
+    fn forward_block(
+        &self,
+        new: &[u32],
+        start: usize,
+        cache: &mut [Option<(B::Tensor, B::Tensor)>],
+        cross: &[(B::Tensor, B::Tensor)],
+    ) -> Result<u32> {
+        let b = &self.backend;
+        let c = &self.config;
+        let n = new.len();
+        let d = c.hidden_size;
+        let params = |causal| AttnParams {
+            n_heads: c.num_heads,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+            kv_len: None,
+            // Query i of the block sees keys 0 ..= start + i.
+            causal,
+        };
+        let x = b.reshape(&b.gather_rows(&self.embed, new)?, &[1, n, d])?;
+        let pos = HostTensor {
+            shape: vec![1, n, d],
+            data: self.positions.data[start * d..(start + n) * d].to_vec(),
+        };
+        let x = b.add(&x, &b.upload(&pos)?)?;
+        let mut x = b.layer_norm(&x, &self.ln_embed.0, Some(&self.ln_embed.1), LN_EPS)?;
+        for ((l, (ck, cv)), kv) in self.layers.iter().zip(cross).zip(cache.iter_mut()) {
+            let h = b.layer_norm(&x, &l.ln_self.0, Some(&l.ln_self.1), LN_EPS)?;
+            let [q, k, v, o] = &l.self_attn;
+            let (k_new, v_new) = (k.forward(b, &h)?, v.forward(b, &h)?);
+            let (k_all, v_all) = match kv.take() {
+                Some((kc, vc)) => (b.concat(&[&kc, &k_new], 1)?, b.concat(&[&vc, &v_new], 1)?),
+                None => (k_new, v_new),
+            };
+            let a = b.attention(&q.forward(b, &h)?, &k_all, &v_all, &params(true))?;
+            *kv = Some((k_all, v_all));
+            x = b.add(&x, &o.forward(b, &a)?)?;
+            let h = b.layer_norm(&x, &l.ln_cross.0, Some(&l.ln_cross.1), LN_EPS)?;
+            let a = b.attention(&l.cross_attn[0].forward(b, &h)?, ck, cv, &params(false))?;
+            x = b.add(&x, &l.cross_attn[3].forward(b, &a)?)?;
+            let h = b.layer_norm(&x, &l.ln_mlp.0, Some(&l.ln_mlp.1), LN_EPS)?;
+            let h = b.activation(&l.fc1.forward(b, &h)?, c.activation)?;
+            x = b.add(&x, &l.fc2.forward(b, &h)?)?;
+        }
+        let last = b.slice(&x, 1, n - 1, 1)?;
+        let last = b.layer_norm(&last, &self.ln_final.0, Some(&self.ln_final.1), LN_EPS)?;
+        let logits = self.embed_out.forward(b, &last)?;
+        Ok(b.argmax(&logits)?.first().copied().unwrap_or(c.eos))
     }
 }
