@@ -12,7 +12,8 @@ fastconformer_hf.py) after a fixed prompt of decoder ids (the multitask prompt t
 ids to the model). The end-of-text bias is lowered so decoding runs to max_new_tokens; the
 smallest top-1/top-2 logit margin over all steps is recorded and must exceed 2e-3.
 
-Writes canary/{config.json, generation_config.json, model.safetensors}, expected_canary.json
+Writes canary/{config.json, generation_config.json, model.safetensors, tokenizer.json (the
+Parakeet fixtures' tiny tokenizer)}, expected_canary.json
 (prompt, generated ids, margins) and adds `canary.encoder.<clip>` to nothing: the encoder output
 is dumped to expected_canary.safetensors.
 """
@@ -92,6 +93,25 @@ def main():
     check = again.generate(input_features=feats["jfk"][None], decoder_input_ids=torch.tensor([PROMPT]),
                            max_new_tokens=10, do_sample=False, num_beams=1)
     assert check[0, len(PROMPT):].tolist() == results["jfk"]["generated"], "saved model differs"
+    # End to end from raw samples (first 3 s of samples/jfk.wav) through transformers' own
+    # feature extractor, for the test that uses stapes' front end.
+    import wave
+    import numpy as np
+    from transformers import ParakeetFeatureExtractor
+    with wave.open(str(ROOT / "samples/jfk.wav"), "rb") as w:
+        pcm = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")[:48000].astype(np.float32) / 32768.0
+    fx = ParakeetFeatureExtractor(feature_size=80)(pcm, sampling_rate=16000, return_tensors="pt")
+    n_valid = int(fx.attention_mask[0].sum())
+    e2e = model.generate(input_features=fx.input_features[:, :n_valid], decoder_input_ids=torch.tensor([PROMPT]),
+                         max_new_tokens=10, do_sample=False, num_beams=1, output_scores=True,
+                         return_dict_in_generate=True)
+    e2e_margin = min(float(torch.topk(sc[0], 2).values[0] - torch.topk(sc[0], 2).values[1]) for sc in e2e.scores)
+    tok = json.loads((FX / "tdt/tokenizer.json").read_text())
+    (d / "tokenizer.json").write_text(json.dumps(tok))
+    from tokenizers import Tokenizer
+    e2e_ids = e2e.sequences[0, len(PROMPT):].tolist()
+    text = Tokenizer.from_file(str(d / "tokenizer.json")).decode([i for i in e2e_ids if i != EOS])
+    results["end_to_end_jfk"] = {"samples": 48000, "generated": e2e_ids, "text": text, "min_margin": e2e_margin}
     save_file(encs, FX / "expected_canary.safetensors")
     (FX / "expected_canary.json").write_text(json.dumps(
         {"transformers": __import__("transformers").__version__, "seed": seed, "prompt": PROMPT,

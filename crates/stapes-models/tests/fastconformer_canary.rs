@@ -81,3 +81,42 @@ fn canary_reference_backend_matches_transformers() {
 fn canary_cpu_backend_matches_transformers() {
     check(CpuBackend::new(2).unwrap());
 }
+
+/// From raw samples through stapes' NeMo front end: the first 3 s of samples/jfk.wav give the ids
+/// and text transformers produced from the same samples with its own feature extractor.
+#[test]
+fn canary_transcribes_jfk_from_samples() {
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_canary.json")).unwrap(),
+    )
+    .unwrap();
+    let want = &exp["results"]["end_to_end_jfk"];
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav");
+    let mut r = hound::WavReader::open(&path).expect("samples/jfk.wav opens");
+    let n = want["samples"].as_u64().unwrap() as usize;
+    let samples: Vec<f32> = r
+        .samples::<i16>()
+        .take(n)
+        .map(|s| s.unwrap() as f32 / 32768.0)
+        .collect();
+    let m = Canary::new(
+        CpuBackend::new(2).unwrap(),
+        &fixtures().join("canary"),
+        Lane::F32,
+    )
+    .unwrap();
+    let eos = exp["eos"].as_u64().unwrap() as u32;
+    let t = m
+        .transcribe(
+            &samples,
+            &ids(&exp["prompt"]),
+            exp["max_new_tokens"].as_u64().unwrap() as usize,
+        )
+        .unwrap();
+    let mut gen = ids(&want["generated"]);
+    if gen.last() == Some(&eos) {
+        gen.pop();
+    }
+    assert_eq!(t.segments[0].tokens, gen);
+    assert_eq!(t.text(), want["text"].as_str().unwrap().trim());
+}

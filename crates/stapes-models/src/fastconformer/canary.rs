@@ -7,8 +7,10 @@ use super::config::{
     activation, encoder_from_json, get_usize, EncoderConfig, HeadConfig, ParakeetConfig,
 };
 use super::encoder::{Encoder, Linear, Tensors};
+use crate::transcript::{Segment, Transcript};
 use crate::{ModelError, Result};
 use serde_json::Value;
+use stapes_audio::features::nemo::{log_mel, NemoConfig};
 use stapes_core::{Activation, AttnParams, Backend, HostTensor, Lane};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -107,6 +109,7 @@ pub struct Canary<B: Backend> {
     ln_final: (B::Tensor, B::Tensor),
     /// NeMo's `FixedPositionalEncoding`, already divided by `sqrt(d)`: `(max_positions, d)`.
     positions: HostTensor,
+    tokenizer: Option<tokenizers::Tokenizer>,
 }
 
 /// Sin half then cos half (not interleaved), timescales up to `10000^((C-2)/C)`, `/ sqrt(C)`.
@@ -159,7 +162,15 @@ impl<B: Backend> Canary<B> {
                 map.insert("proj_out.weight".into(), e);
             }
         }
-        Self::from_tensors(backend, config, &map, &st.path, lane)
+        let mut m = Self::from_tensors(backend, config, &map, &st.path, lane)?;
+        let tok = dir.join("tokenizer.json");
+        if tok.is_file() {
+            m.tokenizer = Some(
+                tokenizers::Tokenizer::from_file(&tok)
+                    .map_err(|e| ModelError::bad_model(&tok, format!("tokenizer.json: {e}")))?,
+            );
+        }
+        Ok(m)
     }
 
     pub fn from_tensors(
@@ -238,6 +249,7 @@ impl<B: Backend> Canary<B> {
             path: path.to_path_buf(),
             config,
             backend,
+            tokenizer: None,
         })
     }
 
@@ -264,6 +276,62 @@ impl<B: Backend> Canary<B> {
         let b = &self.backend;
         let x = b.reshape(&b.upload(features)?, &[1, features.shape[0], mels])?;
         self.encoder.forward(b, &x)
+    }
+
+    /// Text of `ids` (special tokens skipped; empty without a tokenizer).
+    pub fn decode_text(&self, ids: &[u32]) -> Result<String> {
+        match &self.tokenizer {
+            Some(t) => t
+                .decode(ids, true)
+                .map_err(|e| ModelError::bad_model(&self.path, format!("tokenizer decode: {e}"))),
+            None => Ok(String::new()),
+        }
+    }
+
+    /// Front end, encoder and greedy decoding of 16 kHz mono `samples` after the decoder
+    /// `prompt` (Canary's task / language tokens, as ids): one segment over the input whose
+    /// tokens are the generated ids without end-of-text.
+    pub fn transcribe(
+        &self,
+        samples: &[f32],
+        prompt: &[u32],
+        max_new_tokens: usize,
+    ) -> Result<Transcript> {
+        let duration = samples.len() as f64 / 16_000.0;
+        let fe = NemoConfig::parakeet(self.config.encoder.num_mel_bins);
+        let f = log_mel(samples, &fe);
+        let mut t = Transcript {
+            duration,
+            language_probability: 1.0,
+            ..Default::default()
+        };
+        if self.config.encoder.output_frames(f.n_frames) == 0 {
+            return Ok(t);
+        }
+        let feats = HostTensor::new(vec![f.n_frames, f.n_bins], f.data)?;
+        let enc = self.encode_host(&feats)?;
+        let mut ids = self.generate(&enc, prompt, max_new_tokens)?;
+        if ids.last() == Some(&self.config.eos) {
+            ids.pop();
+        }
+        let text = self.decode_text(&ids)?;
+        t.segments.push(Segment {
+            id: 0,
+            start: 0.0,
+            end: duration,
+            text: if text.is_empty() {
+                text
+            } else {
+                format!(" {}", text.trim())
+            },
+            tokens: ids,
+            avg_logprob: 0.0,
+            no_speech_prob: 0.0,
+            compression_ratio: 0.0,
+            temperature: 0.0,
+            words: None,
+        });
+        Ok(t)
     }
 
     /// Greedy decoding after `prompt` over `enc (1, T', d)`: at most `max_new_tokens` ids, the
