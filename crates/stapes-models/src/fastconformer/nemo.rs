@@ -15,7 +15,7 @@ use std::io::Read;
 use std::path::Path;
 
 /// Files of a tar archive by base name (directories dropped, `./` prefixes ignored).
-fn tar_files(b: &[u8]) -> std::result::Result<BTreeMap<String, Vec<u8>>, String> {
+fn tar_files(b: &[u8]) -> std::result::Result<BTreeMap<String, &[u8]>, String> {
     let mut out = BTreeMap::new();
     let mut p = 0usize;
     let mut long_name: Option<String> = None;
@@ -49,7 +49,8 @@ fn tar_files(b: &[u8]) -> std::result::Result<BTreeMap<String, Vec<u8>>, String>
             b'0' | 0 | b'7' => {
                 let full = long_name.take().unwrap_or(name);
                 let base = full.rsplit('/').next().unwrap_or(&full).to_string();
-                out.insert(base, data.to_vec());
+                // Borrowed: a real checkpoint is gigabytes; no second copy.
+                out.insert(base, data);
             }
             _ => long_name = None,
         }
