@@ -1,4 +1,19 @@
-//! FastConformer family: Parakeet with a CTC, RNNT or TDT head (transformers' `ParakeetFor*`).
+//! FastConformer family: Parakeet with a CTC, RNNT or TDT head (transformers' `ParakeetFor*`)
+//! and Canary (AED, transformers' `CanaryForConditionalGeneration`), one encoder for both.
+//!
+//! ```text
+//! Parakeet::new(backend, path, lane)      path: HF directory or .nemo archive
+//!   .transcribe(&samples_16k) -> Transcript (sentence segments, word timings from frames and
+//!                                            TDT durations, text via tokenizer.json or the
+//!                                            .nemo's SentencePiece model; ids without one)
+//!   .features / .encode_host / .greedy     the stages, for tests and benches
+//! Canary::new(backend, hf_dir, lane)
+//!   .transcribe(&samples_16k, &prompt_ids, max_new_tokens) -> Transcript
+//! ParakeetConfig::published(name) + synthetic_checkpoint(cfg, seed) -> random weights of a
+//!   published shape (`--synthetic`)
+//! ```
+//!
+//! Long inputs run in bounded memory ([`Chunking`]); the attention work is still O(T'²).
 
 pub mod canary;
 pub mod config;
