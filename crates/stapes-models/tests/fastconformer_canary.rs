@@ -120,3 +120,46 @@ fn canary_transcribes_jfk_from_samples() {
     assert_eq!(t.segments[0].tokens, gen);
     assert_eq!(t.text(), want["text"].as_str().unwrap().trim());
 }
+
+/// The tensor table matches a real transformers checkpoint's names and shapes (the fixture), and
+/// the published canary-1b-v2 shape has ~1B parameters; a synthetic model of a reduced shape runs.
+#[test]
+fn canary_shapes_and_synthetic_weights() {
+    use stapes_models::fastconformer::CanaryConfig;
+    let dir = fixtures().join("canary");
+    let cfg_json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let cfg = CanaryConfig::from_hf_json(&cfg_json, &dir).unwrap();
+    let st = stapes_formats::safetensors_dir::read_dir(&dir).unwrap();
+    for (name, shape) in cfg.expected_shapes() {
+        let key = if name.starts_with("proj_out") {
+            name.clone()
+        } else {
+            format!("model.{name}")
+        };
+        if name == "proj_out.weight" {
+            continue; // tied to the embedding, not stored
+        }
+        assert_eq!(
+            st.tensors.get(&key).map(|t| t.shape.clone()),
+            Some(shape),
+            "{key}"
+        );
+    }
+    let big = CanaryConfig::published("canary-1b-v2").unwrap();
+    let n: f64 = big
+        .expected_shapes()
+        .iter()
+        .map(|(_, s)| s.iter().product::<usize>() as f64)
+        .sum::<f64>()
+        / 1e9;
+    assert!((0.9..1.1).contains(&n), "canary-1b-v2: {n:.3} B parameters");
+    let mut small = big.clone();
+    small.encoder.num_layers = 1;
+    small.num_layers = 1;
+    small.vocab_size = 256;
+    let m = Canary::synthetic(CpuBackend::new(2).unwrap(), small, 3, Lane::F32).unwrap();
+    let noise = HostTensor::random(vec![8000], 1, 0.1);
+    let t = m.transcribe(&noise.data, &[7, 4], 3).unwrap();
+    assert!(t.segments[0].tokens.len() <= 3);
+}

@@ -85,6 +85,89 @@ impl CanaryConfig {
     }
 }
 
+impl CanaryConfig {
+    /// Shapes for `--synthetic` runs. Only `canary-1b-v2`, whose shape is transformers'
+    /// `CanaryConfig` default (32 × d1024 encoder on 128 mels without input scaling, 8 × d1024
+    /// decoder with 8 heads of 128, vocabulary 16384); other Canary shapes are not known here.
+    pub fn published(name: &str) -> Option<Self> {
+        if name != "canary-1b-v2" {
+            return None;
+        }
+        let mut encoder = ParakeetConfig::published("parakeet-tdt-0.6b-v2")?.encoder;
+        encoder.num_layers = 32;
+        encoder.num_mel_bins = 128;
+        encoder.scale_input = false;
+        Some(Self {
+            encoder,
+            vocab_size: 16384,
+            hidden_size: 1024,
+            num_layers: 8,
+            num_heads: 8,
+            head_dim: 128,
+            intermediate_size: 4096,
+            activation: Activation::Relu,
+            max_positions: 1024,
+            eos: 3,
+            decoder_start: 7,
+        })
+    }
+
+    /// Every tensor of the model (decoder names; the encoder's are Parakeet's) with its shape.
+    pub fn expected_shapes(&self) -> Vec<(String, Vec<usize>)> {
+        let enc = ParakeetConfig {
+            encoder: self.encoder.clone(),
+            vocab_size: self.vocab_size,
+            head: HeadConfig::Ctc { blank: 0 },
+        };
+        let mut v: Vec<(String, Vec<usize>)> = super::weights::expected_shapes(&enc)
+            .into_iter()
+            .filter(|(n, _)| !n.starts_with("ctc_head"))
+            .collect();
+        let (d, hd, ff) = (
+            self.hidden_size,
+            self.num_heads * self.head_dim,
+            self.intermediate_size,
+        );
+        v.push((
+            "decoder.embed_tokens.weight".into(),
+            vec![self.vocab_size, d],
+        ));
+        v.push(("proj_out.weight".into(), vec![self.vocab_size, d]));
+        v.push(("proj_out.bias".into(), vec![self.vocab_size]));
+        for n in ["decoder.embedding_layernorm", "decoder.norm"] {
+            v.push((format!("{n}.weight"), vec![d]));
+            v.push((format!("{n}.bias"), vec![d]));
+        }
+        for l in 0..self.num_layers {
+            let p = format!("decoder.layers.{l}");
+            for a in ["self_attn", "encoder_attn"] {
+                for (w, shape) in [
+                    ("q", [hd, d]),
+                    ("k", [hd, d]),
+                    ("v", [hd, d]),
+                    ("o", [d, hd]),
+                ] {
+                    v.push((format!("{p}.{a}.{w}_proj.weight"), shape.to_vec()));
+                    v.push((format!("{p}.{a}.{w}_proj.bias"), vec![shape[0]]));
+                }
+            }
+            for n in [
+                "input_layernorm",
+                "post_attention_layernorm",
+                "final_layernorm",
+            ] {
+                v.push((format!("{p}.{n}.weight"), vec![d]));
+                v.push((format!("{p}.{n}.bias"), vec![d]));
+            }
+            v.push((format!("{p}.mlp.fc1.weight"), vec![ff, d]));
+            v.push((format!("{p}.mlp.fc1.bias"), vec![ff]));
+            v.push((format!("{p}.mlp.fc2.weight"), vec![d, ff]));
+            v.push((format!("{p}.mlp.fc2.bias"), vec![d]));
+        }
+        v
+    }
+}
+
 struct DecoderLayer<B: Backend> {
     ln_self: (B::Tensor, B::Tensor),
     self_attn: [Linear<B>; 4],
@@ -251,6 +334,25 @@ impl<B: Backend> Canary<B> {
             backend,
             tokenizer: None,
         })
+    }
+
+    /// Random weights of `config`'s shapes (speed runs; outputs are meaningless).
+    pub fn synthetic(backend: B, config: CanaryConfig, seed: u64, lane: Lane) -> Result<Self> {
+        let mut map = BTreeMap::new();
+        for (i, (name, shape)) in config.expected_shapes().into_iter().enumerate() {
+            let fan_in: usize = shape.iter().skip(1).product::<usize>().max(1);
+            let scale = if shape.len() >= 2 {
+                1.0 / (fan_in as f32).sqrt()
+            } else {
+                0.05
+            };
+            let mut t = HostTensor::random(shape, seed.wrapping_add(i as u64), scale);
+            if name.ends_with("running_var") || name.contains("norm") && name.ends_with("weight") {
+                t.data.iter_mut().for_each(|v| *v = 1.0 + v.abs());
+            }
+            map.insert(name, t);
+        }
+        Self::from_tensors(backend, config, &map, Path::new("<synthetic>"), lane)
     }
 
     pub fn backend(&self) -> &B {
