@@ -255,12 +255,18 @@ pub fn load_hf(dir: &Path) -> Result<ParakeetCheckpoint> {
     })
 }
 
-/// Loads a checkpoint judged by content: a directory is an HF model, a file a `.nemo` archive.
+/// Loads a checkpoint judged by content: an HF directory or a `.nemo` archive (tar or tar.gz).
 pub fn load(path: &Path) -> Result<ParakeetCheckpoint> {
+    use stapes_formats::sniff::{sniff, Format};
     if path.is_dir() {
-        load_hf(path)
-    } else {
-        super::nemo::load_nemo(path)
+        return load_hf(path);
+    }
+    match sniff(path)? {
+        Format::Nemo => super::nemo::load_nemo(path),
+        other => Err(ModelError::bad_model(
+            path,
+            format!("a {other} file is not a Parakeet checkpoint (HF directory or .nemo)"),
+        )),
     }
 }
 
