@@ -197,8 +197,8 @@ impl Engine {
 }
 
 impl Engine {
-    /// Transcribe only where `vad` hears speech: spans of at most 30 s cut at silences, each
-    /// transcribed alone, times mapped back to the input's timeline.
+    /// Transcribe only where `vad` hears speech: speech pieces grouped up to 30 s, the silence
+    /// between them dropped, each group transcribed alone, times mapped back piece by piece.
     pub fn transcribe_with_vad(
         &self,
         samples: &[f32],
@@ -214,18 +214,17 @@ impl Engine {
             ..Default::default()
         };
         let mut language: Option<String> = opts.language.clone();
-        for span in crate::vad::spans(&speech, 30.0) {
-            let a = ((span.start * SR) as usize).min(samples.len());
-            let b = ((span.end * SR) as usize).clamp(a, samples.len());
-            if b - a < 1600 {
+        for group in crate::vad::groups(&speech, 30.0) {
+            let audio = group.samples(samples);
+            if audio.len() < 1600 {
                 continue; // under 0.1 s: nothing a recogniser can use
             }
-            // The language detected on the first span holds for the rest, as on the plain path.
+            // The language detected on the first group holds for the rest, as on the plain path.
             let o = TranscribeOptions {
                 language: language.clone(),
                 ..opts.clone()
             };
-            let t = self.transcribe(&samples[a..b], &o, None)?;
+            let t = self.transcribe(&audio, &o, None)?;
             if language.is_none() && !t.language.is_empty() {
                 language = Some(t.language.clone());
                 out.language = t.language.clone();
@@ -233,18 +232,19 @@ impl Engine {
             }
             for mut seg in t.segments {
                 seg.id = out.segments.len();
-                seg.start = (seg.start + span.start).min(span.end);
-                seg.end = (seg.end + span.start).min(span.end);
+                (seg.start, seg.end) = group.to_input_span(seg.start, seg.end);
                 if let Some(words) = seg.words.as_mut() {
                     for w in words.iter_mut() {
-                        w.start += span.start;
-                        w.end += span.start;
+                        w.start = group.to_input_time(w.start, false);
+                        w.end = group.to_input_time(w.end, true).max(w.start);
                     }
                 }
                 out.segments.push(seg);
             }
             if let Some(p) = progress {
-                p(span.end);
+                if let Some(last) = group.pieces.last() {
+                    p(last.end);
+                }
             }
         }
         if out.language.is_empty() {

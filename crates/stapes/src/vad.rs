@@ -64,23 +64,94 @@ fn pick_onnx(dir: &Path) -> Result<PathBuf, StapesError> {
     )))
 }
 
-/// Group speech into spans no longer than `max_span` seconds (each span is one piece of work
-/// for the recogniser); a single longer segment is cut at `max_span`. Gaps between spans are
-/// never transcribed, which is what keeps silence and noise from producing text.
-pub fn spans(speech: &[Speech], max_span: f64) -> Vec<Speech> {
-    let mut out: Vec<Speech> = Vec::new();
+/// Speech pieces recognised together: their audio is concatenated (the silence between them is
+/// dropped, so a recogniser never hears it) and times are mapped back piece by piece.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Group {
+    pub pieces: Vec<Speech>,
+}
+
+impl Group {
+    /// Seconds of audio the recogniser hears.
+    pub fn duration(&self) -> f64 {
+        self.pieces.iter().map(|p| p.end - p.start).sum()
+    }
+
+    /// The concatenated 16 kHz samples of the pieces.
+    pub fn samples(&self, audio: &[f32]) -> Vec<f32> {
+        let mut out = Vec::new();
+        for p in &self.pieces {
+            let a = ((p.start * 16_000.0) as usize).min(audio.len());
+            let b = ((p.end * 16_000.0) as usize).clamp(a, audio.len());
+            out.extend_from_slice(&audio[a..b]);
+        }
+        out
+    }
+
+    /// A time in the concatenated audio back on the input's timeline. `at_end` picks the earlier
+    /// piece at a seam, so a segment ending exactly where a piece ends stays in that piece.
+    pub fn to_input_time(&self, t: f64, at_end: bool) -> f64 {
+        let mut offset = 0.0;
+        for (i, p) in self.pieces.iter().enumerate() {
+            let len = p.end - p.start;
+            let last = i + 1 == self.pieces.len();
+            if t < offset + len || (at_end && t <= offset + len) || last {
+                return p.start + (t - offset).clamp(0.0, len);
+            }
+            offset += len;
+        }
+        0.0
+    }
+}
+
+impl Group {
+    /// A segment `[start, end)` of the concatenated audio back on the input's timeline. A
+    /// recogniser's timestamps jitter by a few tenths of a second, so a segment that only grazes a
+    /// piece at a seam is not stretched over the silence that was cut out there: it starts in the
+    /// first piece and ends in the last piece it overlaps by at least `min(0.25 s, a third of it)`.
+    pub fn to_input_span(&self, start: f64, end: f64) -> (f64, f64) {
+        let need = (0.25f64).min((end - start) / 3.0).max(0.0);
+        let mut offset = 0.0;
+        let mut first = None;
+        let mut last = None;
+        for p in &self.pieces {
+            let len = p.end - p.start;
+            let overlap = (end.min(offset + len) - start.max(offset)).max(0.0);
+            if overlap > 0.0 && overlap >= need {
+                let a = p.start + (start - offset).clamp(0.0, len);
+                let b = p.start + (end - offset).clamp(0.0, len);
+                first.get_or_insert(a);
+                last = Some(b);
+            }
+            offset += len;
+        }
+        match (first, last) {
+            (Some(a), Some(b)) => (a, b.max(a)),
+            _ => {
+                let a = self.to_input_time(start, false);
+                (a, self.to_input_time(end, true).max(a))
+            }
+        }
+    }
+}
+
+/// Group speech into pieces of at most `max_span` seconds of audio in all (one recogniser call
+/// each); a single longer segment is cut into `max_span` pieces. Gaps between pieces are never
+/// transcribed, which is what keeps silence and noise from producing text.
+pub fn groups(speech: &[Speech], max_span: f64) -> Vec<Group> {
+    let mut out: Vec<Group> = Vec::new();
     for s in speech {
         let mut start = s.start;
-        while s.end - start > max_span {
-            out.push(Speech {
-                start,
-                end: start + max_span,
-            });
-            start += max_span;
-        }
-        match out.last_mut() {
-            Some(last) if s.end - last.start <= max_span && start >= last.end => last.end = s.end,
-            _ => out.push(Speech { start, end: s.end }),
+        while start < s.end {
+            let end = (start + max_span).min(s.end);
+            let piece = Speech { start, end };
+            match out.last_mut() {
+                Some(g) if g.duration() + (end - start) <= max_span => g.pieces.push(piece),
+                _ => out.push(Group {
+                    pieces: vec![piece],
+                }),
+            }
+            start = end;
         }
     }
     out
@@ -95,22 +166,43 @@ mod tests {
     }
 
     #[test]
-    fn spans_merge_until_the_limit_and_cut_long_speech() {
-        let s = spans(
+    fn groups_fill_up_to_the_limit_and_cut_long_speech() {
+        let g = groups(
             &[sp(0.5, 4.0), sp(6.0, 20.0), sp(29.0, 33.0), sp(40.0, 105.0)],
             30.0,
         );
+        let pieces: Vec<Vec<Speech>> = g.iter().map(|g| g.pieces.clone()).collect();
         assert_eq!(
-            s,
+            pieces,
             vec![
-                sp(0.5, 20.0),
-                sp(29.0, 33.0),
-                sp(40.0, 70.0),
-                sp(70.0, 100.0),
-                sp(100.0, 105.0)
+                vec![sp(0.5, 4.0), sp(6.0, 20.0), sp(29.0, 33.0)],
+                vec![sp(40.0, 70.0)],
+                vec![sp(70.0, 100.0)],
+                vec![sp(100.0, 105.0)],
             ]
         );
-        assert!(s.iter().all(|x| x.end - x.start <= 30.0 + 1e-9));
-        assert!(spans(&[], 30.0).is_empty());
+        assert!(g.iter().all(|g| g.duration() <= 30.0 + 1e-9));
+        assert!(groups(&[], 30.0).is_empty());
+    }
+
+    #[test]
+    fn group_times_map_back_piece_by_piece() {
+        let g = Group {
+            pieces: vec![sp(0.5, 4.0), sp(6.0, 20.0), sp(29.0, 33.0)],
+        };
+        assert_eq!(g.to_input_time(0.0, false), 0.5);
+        assert_eq!(g.to_input_time(3.5, false), 6.0); // the seam starts the next piece
+        assert_eq!(g.to_input_time(3.5, true), 4.0); // and ends the previous one
+        assert!((g.to_input_time(10.0, false) - 12.5).abs() < 1e-9);
+        assert!((g.to_input_time(18.5, false) - 30.0).abs() < 1e-9);
+        assert_eq!(g.to_input_time(99.0, true), 33.0); // clamped to the last piece
+        let audio: Vec<f32> = (0..16_000 * 40).map(|i| i as f32).collect();
+        assert_eq!(g.samples(&audio).len(), (21.5 * 16_000.0) as usize);
+        // a segment that grazes the first piece for 0.1 s starts in the second one
+        let (a, b) = g.to_input_span(3.4, 8.0);
+        assert!((a - 6.0).abs() < 1e-9 && (b - 10.5).abs() < 1e-9, "{a} {b}");
+        // one that spans the seam for real keeps both ends
+        let (a, b) = g.to_input_span(2.0, 8.0);
+        assert!((a - 2.5).abs() < 1e-9 && (b - 10.5).abs() < 1e-9, "{a} {b}");
     }
 }
