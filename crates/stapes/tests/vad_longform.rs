@@ -85,7 +85,10 @@ fn edit_distance(a: &[String], b: &[String]) -> usize {
 
 /// 4 rounds of the 7 clips, each clip after 12 s of silence, 6 s of noise after every second clip,
 /// padded with silence to 10 minutes. Returns the samples, the clip spans and the noise spans.
-fn build() -> (Vec<f32>, Vec<(&'static str, f64, f64)>, Vec<(f64, f64)>) {
+/// (clip name, start s, end s)
+type ClipSpan = (&'static str, f64, f64);
+
+fn build() -> (Vec<f32>, Vec<ClipSpan>, Vec<(f64, f64)>) {
     let clips: Vec<(&str, Vec<f32>)> = CLIPS.iter().map(|c| (*c, clip(c))).collect();
     let noise48 = load(&cache().join("audio/Noise.wav"));
     let noise: Vec<f32> = noise48
