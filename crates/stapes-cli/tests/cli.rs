@@ -201,3 +201,62 @@ fn f32_on_a_gpu_or_a_missing_gpu_exits_4() {
     ]);
     assert_eq!(o.status.code(), Some(4), "stderr: {}", stderr(&o));
 }
+
+/// srt / vtt / json written for a multi-segment file parse with independent parsers (the `srt` and
+/// `webvtt-py` PyPI packages, json by Python's), with monotonic timestamps. `.ci/run` installs
+/// them; a missing package fails this test with the pip command.
+#[test]
+fn subtitle_outputs_parse_with_independent_parsers() {
+    let m = model("whisper-tiny.en");
+    let dir = std::env::temp_dir().join(format!("stapes-subs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let beckett = cache().join("audio/beckett.wav").display().to_string();
+    for (fmt, ext) in [("srt", "srt"), ("vtt", "vtt"), ("verbose_json", "json")] {
+        let out = dir.join(format!("out.{ext}"));
+        let o = stapes(&[
+            "transcribe",
+            "-m",
+            &m,
+            "--beam-size",
+            "1",
+            "-f",
+            fmt,
+            "-o",
+            &out.display().to_string(),
+            &beckett,
+        ]);
+        assert!(o.status.success(), "{fmt}: {}", stderr(&o));
+    }
+    let script = r#"
+import json, sys
+d = sys.argv[1]
+try:
+    import srt, webvtt
+except ImportError as e:
+    sys.exit(f"missing parser ({e}): python3 -m pip install srt==3.5.3 webvtt-py==0.5.1")
+subs = list(srt.parse(open(d + "/out.srt").read()))
+assert len(subs) >= 2, subs
+starts = [s.start.total_seconds() for s in subs]
+assert starts == sorted(starts), starts
+assert all(s.end >= s.start for s in subs)
+cues = webvtt.read(d + "/out.vtt")
+assert len(cues) == len(subs), (len(cues), len(subs))
+vs = [c.start_in_seconds for c in cues]
+assert vs == sorted(vs) and all(c.end_in_seconds >= c.start_in_seconds for c in cues)
+j = json.load(open(d + "/out.json"))
+js = [s["start"] for s in j["segments"]]
+assert js == sorted(js) and all(s["end"] >= s["start"] for s in j["segments"])
+assert [c.text for c in cues] == [s.content for s in subs]
+print(len(subs), "cues")
+"#;
+    let o = Command::new("python3")
+        .args(["-c", script, &dir.display().to_string()])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "independent parsers rejected the output: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        stderr(&o)
+    );
+}
