@@ -260,3 +260,66 @@ print(len(subs), "cues")
         stderr(&o)
     );
 }
+
+fn write_wav_16k(path: &Path, samples: &[f32]) {
+    let data: Vec<u8> = samples
+        .iter()
+        .flat_map(|s| ((s * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
+        .collect();
+    let mut w = Vec::with_capacity(44 + data.len());
+    w.extend_from_slice(b"RIFF");
+    w.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    w.extend_from_slice(b"WAVEfmt ");
+    w.extend_from_slice(&16u32.to_le_bytes());
+    w.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    w.extend_from_slice(&1u16.to_le_bytes()); // mono
+    w.extend_from_slice(&16_000u32.to_le_bytes());
+    w.extend_from_slice(&32_000u32.to_le_bytes());
+    w.extend_from_slice(&2u16.to_le_bytes());
+    w.extend_from_slice(&16u16.to_le_bytes());
+    w.extend_from_slice(b"data");
+    w.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    w.extend_from_slice(&data);
+    std::fs::write(path, w).expect("write wav");
+}
+
+/// `stapes transcribe` on a Parakeet TDT model (the tiny random-weight HF fixture and the `.nemo`
+/// of the same weights): the ids transformers' `generate` produced for the same audio.
+#[test]
+fn parakeet_tdt_through_the_cli_matches_transformers() {
+    let fx = repo().join("crates/stapes-models/tests/fixtures/fastconformer");
+    let exp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fx.join("expected.json")).expect("expected.json"))
+            .expect("json");
+    let n = exp["clips"]["jfk"]["samples"].as_u64().expect("samples") as usize;
+    let want: Vec<u64> = exp["models"]["tdt"]["end_to_end_jfk"]["ids"]
+        .as_array()
+        .expect("ids")
+        .iter()
+        .map(|v| v.as_u64().expect("id"))
+        .collect();
+    let jfk = stapes::audio::load_file(&repo().join("samples/jfk.wav")).expect("jfk");
+    let clip = write_tmp("jfk-cut.wav", b"");
+    write_wav_16k(&clip, &jfk[..n.min(jfk.len())]);
+    for model in [fx.join("tdt"), fx.join("tdt.nemo")] {
+        let o = stapes(&[
+            "transcribe",
+            "-m",
+            &model.display().to_string(),
+            "-f",
+            "json",
+            &clip.display().to_string(),
+        ]);
+        assert!(o.status.success(), "{}: {}", model.display(), stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["family"], "parakeet");
+        let got: Vec<u64> = v["segments"]
+            .as_array()
+            .expect("segments")
+            .iter()
+            .flat_map(|s| s["tokens"].as_array().cloned().unwrap_or_default())
+            .map(|t| t.as_u64().expect("id"))
+            .collect();
+        assert_eq!(got, want, "{}", model.display());
+    }
+}

@@ -8,6 +8,7 @@ use stapes_core::{Backend, Lane};
 use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
 use stapes_formats::Format;
+use stapes_models::fastconformer::Parakeet;
 use stapes_models::transcript::Transcript;
 use stapes_models::whisper::config::WhisperConfig;
 use stapes_models::whisper::decoding::{Task as WhisperTask, WhisperOptions};
@@ -86,24 +87,58 @@ pub struct Engine {
 enum Inner {
     WhisperCpu(Box<Whisper<CpuBackend>>),
     WhisperCuda(Box<Whisper<CudaBackend>>),
+    ParakeetCpu(Box<Parakeet<CpuBackend>>),
+    ParakeetCuda(Box<Parakeet<CudaBackend>>),
+}
+
+/// Run the same expression on the loaded Whisper, whichever home; `$other` for other families.
+macro_rules! with_whisper {
+    ($inner:expr, $m:ident => $body:expr, $other:expr) => {
+        match $inner {
+            Inner::WhisperCpu($m) => $body,
+            Inner::WhisperCuda($m) => $body,
+            _ => $other,
+        }
+    };
 }
 
 /// Run the same expression on whichever (family, home) is loaded.
-macro_rules! with_whisper {
+macro_rules! with_model {
     ($inner:expr, $m:ident => $body:expr) => {
         match $inner {
             Inner::WhisperCpu($m) => $body,
             Inner::WhisperCuda($m) => $body,
+            Inner::ParakeetCpu($m) => $body,
+            Inner::ParakeetCuda($m) => $body,
         }
     };
+}
+
+/// The family of an HF transformers directory, from its config.json `architectures`.
+fn hf_family(model: &Path) -> &'static str {
+    let config = if model.is_dir() {
+        model.join("config.json")
+    } else {
+        model.with_file_name("config.json")
+    };
+    let text = std::fs::read_to_string(config).unwrap_or_default();
+    if text.contains("\"ParakeetFor") {
+        "parakeet"
+    } else if text.contains("\"CanaryFor") {
+        "canary"
+    } else {
+        "whisper"
+    }
 }
 
 impl Engine {
     /// Load a model (format and family sniffed from content) onto the requested home.
     pub fn load(model: &Path, opts: &EngineOptions) -> Result<Engine, StapesError> {
         let format = stapes_formats::sniff(model)?;
-        match format {
-            Format::Ct2 | Format::Ggml | Format::Safetensors => {}
+        let family = match format {
+            Format::Ct2 | Format::Ggml => "whisper",
+            Format::Safetensors => hf_family(model),
+            Format::Nemo => "parakeet",
             Format::Onnx => {
                 return Err(StapesError::BadInput(format!(
                     "{}: an ONNX voice-activity model; use `stapes vad`",
@@ -116,11 +151,42 @@ impl Engine {
                     model.display()
                 )))
             }
-        }
-        let ckpt = load_checkpoint(model)?;
-        let engine = Self::from_whisper(&ckpt, opts)?;
-        tracing::info!(model = %model.display(), %format, device = %engine.device, lane = %engine.lane, "model loaded");
+        };
+        let engine = match family {
+            "whisper" => Self::from_whisper(&load_checkpoint(model)?, opts)?,
+            "parakeet" => Self::from_parakeet(model, opts)?,
+            f => {
+                return Err(StapesError::BadInput(format!(
+                    "{}: {f} models run from the library (stapes_models::fastconformer) but not from `stapes transcribe` yet",
+                    model.display()
+                )))
+            }
+        };
+        tracing::info!(model = %model.display(), %format, family = engine.family, device = %engine.device, lane = %engine.lane, "model loaded");
         Ok(engine)
+    }
+
+    fn from_parakeet(model: &Path, opts: &EngineOptions) -> Result<Engine, StapesError> {
+        let ckpt = stapes_models::fastconformer::weights::load(model)?;
+        let device = pick_device(opts.device)?;
+        let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
+        let inner = match device {
+            Device::Cpu => {
+                let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
+                Inner::ParakeetCpu(Box::new(Parakeet::from_checkpoint(be, &ckpt, lane)?))
+            }
+            Device::Cuda(n) => {
+                let be = CudaBackend::new(n)
+                    .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
+                Inner::ParakeetCuda(Box::new(Parakeet::from_checkpoint(be, &ckpt, lane)?))
+            }
+        };
+        Ok(Engine {
+            family: "parakeet",
+            device,
+            lane,
+            inner,
+        })
     }
 
     /// Random weights of a published shape (`whisper-large-v3-turbo`, `whisper-tiny`, …), for
@@ -168,7 +234,7 @@ impl Engine {
     }
     /// Engagement counters of the home (ops, GEMMs per lane, graph replays, declines).
     pub fn counters(&self) -> CounterSnapshot {
-        with_whisper!(&self.inner, m => m.backend().counters().snapshot())
+        with_model!(&self.inner, m => m.backend().counters().snapshot())
     }
 
     /// Transcribe 16 kHz mono samples. `progress` receives seconds of audio done.
@@ -182,7 +248,17 @@ impl Engine {
             return Err(StapesError::BadInput("the audio holds no samples".into()));
         }
         let w = whisper_options(opts);
-        Ok(with_whisper!(&self.inner, m => m.transcribe_with_progress(samples, &w, progress))?)
+        let t = match &self.inner {
+            Inner::WhisperCpu(m) => m.transcribe_with_progress(samples, &w, progress)?,
+            Inner::WhisperCuda(m) => m.transcribe_with_progress(samples, &w, progress)?,
+            // Transducers and CTC take no language, task or prompt: one pass over the input.
+            Inner::ParakeetCpu(m) => m.transcribe(samples)?,
+            Inner::ParakeetCuda(m) => m.transcribe(samples)?,
+        };
+        if let Some(p) = progress {
+            p(samples.len() as f64 / 16_000.0);
+        }
+        Ok(t)
     }
 }
 
@@ -192,7 +268,7 @@ impl Engine {
         &self,
         o: &crate::bench::BenchOptions,
     ) -> Result<crate::bench::BenchReport, StapesError> {
-        with_whisper!(&self.inner, m => crate::bench::whisper(m, o))
+        with_whisper!(&self.inner, m => crate::bench::whisper(m, o), Err(StapesError::Unavailable(format!("bench: not built for the {} family yet", self.family))))
     }
 }
 
