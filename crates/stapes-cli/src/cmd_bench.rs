@@ -78,11 +78,13 @@ pub fn run(a: Args) -> Result<(), StapesError> {
                 s.median_ms, s.min_ms, s.max_ms, s.n
             )
         };
-        row("encode, one 30 s window", &report.encode);
+        row("encode, one window", &report.encode);
         if let Some(s) = &report.encode_batched {
             row(&format!("encode, {} windows", report.batch), s);
         }
-        row("decode, per token", &report.decode_token);
+        if let Some(s) = &report.decode_token {
+            row("decode, per token", s);
+        }
         if let Some(s) = &report.end_to_end {
             row("end to end (greedy)", s);
         }

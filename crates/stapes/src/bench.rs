@@ -5,6 +5,7 @@ use crate::engine::{whisper_options, TranscribeOptions};
 use crate::error::StapesError;
 use serde::Serialize;
 use stapes_core::{Backend, HostTensor};
+use stapes_models::fastconformer::Parakeet;
 use stapes_models::whisper::Whisper;
 use std::time::Instant;
 
@@ -54,8 +55,9 @@ pub struct BenchReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encode_batched: Option<Stats>,
     pub batch: usize,
-    /// One decoder step (batch 1) including the logits and the argmax.
-    pub decode_token: Stats,
+    /// One decoder step (batch 1) including the logits and the argmax (AED families).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_token: Option<Stats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_to_end: Option<Stats>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -125,7 +127,7 @@ pub(crate) fn whisper<B: Backend>(
             per_token.push(t.elapsed().as_secs_f64() * 1e3 / steps as f64);
         }
     }
-    let decode_token = Stats::of(per_token);
+    let decode_token = Some(Stats::of(per_token));
 
     let (end_to_end, transcript) = match &o.audio {
         Some(samples) => {
@@ -149,6 +151,60 @@ pub(crate) fn whisper<B: Backend>(
         encode_batched,
         batch: o.batch,
         decode_token,
+        end_to_end,
+        transcript,
+    })
+}
+
+/// Parakeet: encoder on the input's features (11 s of random features when no audio is given),
+/// batched encoder, and end to end (features, encoder, greedy head) on the audio.
+pub(crate) fn parakeet<B: Backend>(
+    m: &Parakeet<B>,
+    o: &BenchOptions,
+) -> Result<BenchReport, StapesError> {
+    let be = m.backend();
+    let feats = match &o.audio {
+        Some(a) => m.features(a)?,
+        None => {
+            let mels = m.config.encoder.num_mel_bins;
+            HostTensor::random(vec![1100, mels], 7, 1.0) // 11 s at a 10 ms hop
+        }
+    };
+    let encode = time(o.iters, 3, || {
+        let _enc = m.encode_host(&feats)?;
+        be.synchronize()?;
+        Ok(())
+    })?;
+    let encode_batched = if o.batch > 1 {
+        let (t, mels) = (feats.shape[0], feats.shape[1]);
+        let data: Vec<f32> = (0..o.batch)
+            .flat_map(|_| feats.data.iter().copied())
+            .collect();
+        let x = be.upload(&HostTensor::new(vec![o.batch, t, mels], data)?)?;
+        Some(time(o.iters.min(10), 1, || {
+            let _enc = m.encode(&x)?;
+            be.synchronize()?;
+            Ok(())
+        })?)
+    } else {
+        None
+    };
+    let (end_to_end, transcript) = match &o.audio {
+        Some(samples) => {
+            let mut text = String::new();
+            let s = time(o.iters.min(10), 1, || {
+                text = m.transcribe(samples)?.text();
+                Ok(())
+            })?;
+            (Some(s), Some(text))
+        }
+        None => (None, None),
+    };
+    Ok(BenchReport {
+        encode,
+        encode_batched,
+        batch: o.batch,
+        decode_token: None,
         end_to_end,
         transcript,
     })

@@ -91,17 +91,6 @@ enum Inner {
     ParakeetCuda(Box<Parakeet<CudaBackend>>),
 }
 
-/// Run the same expression on the loaded Whisper, whichever home; `$other` for other families.
-macro_rules! with_whisper {
-    ($inner:expr, $m:ident => $body:expr, $other:expr) => {
-        match $inner {
-            Inner::WhisperCpu($m) => $body,
-            Inner::WhisperCuda($m) => $body,
-            _ => $other,
-        }
-    };
-}
-
 /// Run the same expression on whichever (family, home) is loaded.
 macro_rules! with_model {
     ($inner:expr, $m:ident => $body:expr) => {
@@ -167,18 +156,24 @@ impl Engine {
     }
 
     fn from_parakeet(model: &Path, opts: &EngineOptions) -> Result<Engine, StapesError> {
-        let ckpt = stapes_models::fastconformer::weights::load(model)?;
+        Self::from_parakeet_checkpoint(&stapes_models::fastconformer::weights::load(model)?, opts)
+    }
+
+    fn from_parakeet_checkpoint(
+        ckpt: &stapes_models::fastconformer::weights::ParakeetCheckpoint,
+        opts: &EngineOptions,
+    ) -> Result<Engine, StapesError> {
         let device = pick_device(opts.device)?;
         let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
         let inner = match device {
             Device::Cpu => {
                 let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
-                Inner::ParakeetCpu(Box::new(Parakeet::from_checkpoint(be, &ckpt, lane)?))
+                Inner::ParakeetCpu(Box::new(Parakeet::from_checkpoint(be, ckpt, lane)?))
             }
             Device::Cuda(n) => {
                 let be = CudaBackend::new(n)
                     .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
-                Inner::ParakeetCuda(Box::new(Parakeet::from_checkpoint(be, &ckpt, lane)?))
+                Inner::ParakeetCuda(Box::new(Parakeet::from_checkpoint(be, ckpt, lane)?))
             }
         };
         Ok(Engine {
@@ -192,9 +187,15 @@ impl Engine {
     /// Random weights of a published shape (`whisper-large-v3-turbo`, `whisper-tiny`, …), for
     /// speed measurements where the real weights are not at hand.
     pub fn synthetic(name: &str, opts: &EngineOptions) -> Result<Engine, StapesError> {
+        if let Some(config) = stapes_models::fastconformer::ParakeetConfig::published(name) {
+            let ckpt =
+                stapes_models::fastconformer::weights::synthetic_checkpoint(&config, 0x5EED)?;
+            return Self::from_parakeet_checkpoint(&ckpt, opts);
+        }
         let config = WhisperConfig::published(name).ok_or_else(|| {
             StapesError::Usage(format!(
-                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo)"
+                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo, {})",
+                stapes_models::fastconformer::ParakeetConfig::PUBLISHED.join(", ")
             ))
         })?;
         let ckpt = synthetic_checkpoint(&config, 0x5EED)?;
@@ -268,7 +269,12 @@ impl Engine {
         &self,
         o: &crate::bench::BenchOptions,
     ) -> Result<crate::bench::BenchReport, StapesError> {
-        with_whisper!(&self.inner, m => crate::bench::whisper(m, o), Err(StapesError::Unavailable(format!("bench: not built for the {} family yet", self.family))))
+        match &self.inner {
+            Inner::WhisperCpu(m) => crate::bench::whisper(m, o),
+            Inner::WhisperCuda(m) => crate::bench::whisper(m, o),
+            Inner::ParakeetCpu(m) => crate::bench::parakeet(m, o),
+            Inner::ParakeetCuda(m) => crate::bench::parakeet(m, o),
+        }
     }
 }
 
