@@ -11,6 +11,7 @@
 use crate::backend::{Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor};
 use crate::counters::Counters;
 use crate::lane::{self, Lane};
+use crate::shapes::{around, attn_dims, check_vec, rank3, AttnDims};
 use crate::{Error, HostTensor, Result};
 
 /// A tensor of the reference backend: host memory, nothing else.
@@ -65,36 +66,6 @@ impl ReferenceBackend {
             Lane::Q8 => &self.counters.gemm_q8,
         });
     }
-}
-
-/// `bias` must be `(n)` (any shape holding exactly `n` values is accepted as a vector).
-fn check_vec(op: &'static str, what: &str, t: Option<&RefTensor>, n: usize) -> Result<()> {
-    if let Some(t) = t {
-        if t.host.data.len() != n {
-            return Err(Error::shape(
-                op,
-                format!("{what} has shape {:?}, expected ({n})", t.host.shape),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn rank3(op: &'static str, what: &str, t: &RefTensor) -> Result<(usize, usize, usize)> {
-    match t.host.shape[..] {
-        [a, b, c] => Ok((a, b, c)),
-        _ => Err(Error::shape(
-            op,
-            format!("{what} must be rank 3, got {:?}", t.host.shape),
-        )),
-    }
-}
-
-/// Split a shape around `dim` into (outer, dim size, inner) element counts.
-fn around(shape: &[usize], dim: usize) -> (usize, usize, usize) {
-    let outer = shape[..dim].iter().product();
-    let inner = shape[dim + 1..].iter().product();
-    (outer, shape[dim], inner)
 }
 
 /// Complementary error function in f64 (series below 2, Lentz continued fraction above):
@@ -185,74 +156,6 @@ fn broadcast(
             .collect()
     };
     Ok(RefTensor::new(sa.clone(), data))
-}
-
-/// Validated attention geometry.
-struct AttnDims {
-    b: usize,
-    tq: usize,
-    tk: usize,
-    h: usize,
-    dh: usize,
-    dv: usize,
-    kv_len: usize,
-}
-
-fn attn_dims(
-    op: &'static str,
-    q: &RefTensor,
-    k: &RefTensor,
-    v: Option<&RefTensor>,
-    p: &AttnParams,
-) -> Result<AttnDims> {
-    let (b, tq, cq) = rank3(op, "q", q)?;
-    let (bk, tk, ck) = rank3(op, "k", k)?;
-    let h = p.n_heads;
-    if h == 0 || cq % h != 0 {
-        return Err(Error::shape(
-            op,
-            format!("q's last dim {cq} does not split into {h} heads"),
-        ));
-    }
-    if bk != b || ck != cq {
-        return Err(Error::shape(
-            op,
-            format!("k {:?} does not match q {:?}", k.host.shape, q.host.shape),
-        ));
-    }
-    let mut dv = cq / h;
-    if let Some(v) = v {
-        let (bv, tv, cv) = rank3(op, "v", v)?;
-        if bv != b || tv != tk || cv % h != 0 {
-            return Err(Error::shape(
-                op,
-                format!("v {:?} does not match k {:?}", v.host.shape, k.host.shape),
-            ));
-        }
-        dv = cv / h;
-    }
-    let kv_len = p.kv_len.unwrap_or(tk);
-    if kv_len == 0 || kv_len > tk {
-        return Err(Error::shape(
-            op,
-            format!("kv_len {kv_len} outside 1..={tk}"),
-        ));
-    }
-    if p.causal && kv_len < tq {
-        return Err(Error::shape(
-            op,
-            format!("causal attention needs kv_len {kv_len} ≥ Tq {tq}"),
-        ));
-    }
-    Ok(AttnDims {
-        b,
-        tq,
-        tk,
-        h,
-        dh: cq / h,
-        dv,
-        kv_len,
-    })
 }
 
 /// Softmax probabilities `(B, H, Tq, kv_len)`; masked (future) keys get exactly 0.

@@ -12,6 +12,7 @@ pub mod simd;
 
 use linalg::{sgemm, Kernels, Mat, Store};
 use rayon::prelude::*;
+use stapes_core::shapes::{around, attn_dims, check_vec, rank3, AttnDims};
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
     HostTensor, Lane, Result,
@@ -83,103 +84,6 @@ impl std::fmt::Debug for CpuBackend {
             .field("avx2", &self.kernels.avx2.is_some())
             .finish()
     }
-}
-
-fn check_vec(op: &'static str, what: &str, t: Option<&CpuTensor>, n: usize) -> Result<()> {
-    if let Some(t) = t {
-        if t.data.len() != n {
-            return Err(Error::shape(
-                op,
-                format!("{what} has shape {:?}, expected ({n})", t.shape),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn rank3(op: &'static str, what: &str, t: &CpuTensor) -> Result<(usize, usize, usize)> {
-    match t.shape[..] {
-        [a, b, c] => Ok((a, b, c)),
-        _ => Err(Error::shape(
-            op,
-            format!("{what} must be rank 3, got {:?}", t.shape),
-        )),
-    }
-}
-
-fn around(shape: &[usize], dim: usize) -> (usize, usize, usize) {
-    (
-        shape[..dim].iter().product(),
-        shape[dim],
-        shape[dim + 1..].iter().product(),
-    )
-}
-
-struct AttnDims {
-    b: usize,
-    tq: usize,
-    tk: usize,
-    h: usize,
-    dh: usize,
-    dv: usize,
-    kv_len: usize,
-}
-
-fn attn_dims(
-    op: &'static str,
-    q: &CpuTensor,
-    k: &CpuTensor,
-    v: Option<&CpuTensor>,
-    p: &AttnParams,
-) -> Result<AttnDims> {
-    let (b, tq, cq) = rank3(op, "q", q)?;
-    let (bk, tk, ck) = rank3(op, "k", k)?;
-    let h = p.n_heads;
-    if h == 0 || cq % h != 0 {
-        return Err(Error::shape(
-            op,
-            format!("q's last dim {cq} does not split into {h} heads"),
-        ));
-    }
-    if bk != b || ck != cq {
-        return Err(Error::shape(
-            op,
-            format!("k {:?} does not match q {:?}", k.shape, q.shape),
-        ));
-    }
-    let mut dv = cq / h;
-    if let Some(v) = v {
-        let (bv, tv, cv) = rank3(op, "v", v)?;
-        if bv != b || tv != tk || cv % h != 0 {
-            return Err(Error::shape(
-                op,
-                format!("v {:?} does not match k {:?}", v.shape, k.shape),
-            ));
-        }
-        dv = cv / h;
-    }
-    let kv_len = p.kv_len.unwrap_or(tk);
-    if kv_len == 0 || kv_len > tk {
-        return Err(Error::shape(
-            op,
-            format!("kv_len {kv_len} outside 1..={tk}"),
-        ));
-    }
-    if p.causal && kv_len < tq {
-        return Err(Error::shape(
-            op,
-            format!("causal attention needs kv_len {kv_len} ≥ Tq {tq}"),
-        ));
-    }
-    Ok(AttnDims {
-        b,
-        tq,
-        tk,
-        h,
-        dh: cq / h,
-        dv,
-        kv_len,
-    })
 }
 
 impl CpuBackend {
