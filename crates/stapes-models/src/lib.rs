@@ -4,6 +4,7 @@ pub mod error;
 pub mod fastconformer;
 pub mod silero;
 pub mod transcript;
+pub mod wer;
 pub mod whisper;
 
 pub use error::{ModelError, Result};

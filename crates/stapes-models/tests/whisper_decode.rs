@@ -6,6 +6,7 @@ mod whisper_common;
 
 use stapes_core::Lane;
 use stapes_models::transcript::Transcript;
+use stapes_models::wer::text_edits as word_edits;
 use whisper_common::*;
 
 fn run(
@@ -35,33 +36,6 @@ fn greedy_ids(name: &str) {
         "{name} greedy:\n{}",
         failures.join("\n")
     );
-}
-
-/// Word-level edit distance after lowercasing and dropping punctuation (the q8 rule).
-fn word_edits(a: &str, b: &str) -> usize {
-    let norm = |s: &str| -> Vec<String> {
-        s.split_whitespace()
-            .map(|w| {
-                w.chars()
-                    .filter(|c| c.is_alphanumeric())
-                    .collect::<String>()
-                    .to_lowercase()
-            })
-            .filter(|w| !w.is_empty())
-            .collect()
-    };
-    let (a, b) = (norm(a), norm(b));
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, x) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(x != y))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 fn texts(name: &str, lane: Lane, beam: usize, key: &str) {

@@ -6,6 +6,7 @@ mod whisper_common;
 use serde_json::Value;
 use stapes_core::Lane;
 use stapes_models::transcript::Transcript;
+use stapes_models::wer::{normalized_words as norm_words, word_edits as edits};
 use stapes_models::whisper::{Task, WhisperOptions};
 use whisper_common::*;
 
@@ -29,32 +30,6 @@ fn longform() -> (Vec<f32>, Vec<(String, f64, f64)>) {
     }
     out.extend_from_slice(&gap);
     (out, bounds)
-}
-
-fn norm_words(s: &str) -> Vec<String> {
-    s.split_whitespace()
-        .map(|w| {
-            w.chars()
-                .filter(|c| c.is_alphanumeric())
-                .collect::<String>()
-                .to_lowercase()
-        })
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
-fn edits(a: &[String], b: &[String]) -> usize {
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, x) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(x != y))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 fn seg_ids(t: &Transcript) -> Vec<Vec<u32>> {

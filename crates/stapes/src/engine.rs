@@ -9,7 +9,7 @@ use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
 use stapes_formats::Format;
 use stapes_models::fastconformer::Parakeet;
-use stapes_models::transcript::Transcript;
+use stapes_models::transcript::{Segment, Transcript};
 use stapes_models::whisper::config::WhisperConfig;
 use stapes_models::whisper::decoding::{Task as WhisperTask, WhisperOptions};
 use stapes_models::whisper::model::Whisper;
@@ -245,17 +245,32 @@ impl Engine {
         opts: &TranscribeOptions,
         progress: Option<&dyn Fn(f64)>,
     ) -> Result<Transcript, StapesError> {
+        self.transcribe_streaming(samples, opts, progress, &mut |_| {})
+    }
+
+    /// [`Self::transcribe`], handing each segment to `on_segment` as soon as it is final
+    /// (Whisper: after its 30 s window; one-pass families: at the end).
+    pub fn transcribe_streaming(
+        &self,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        progress: Option<&dyn Fn(f64)>,
+        on_segment: &mut dyn FnMut(&Segment),
+    ) -> Result<Transcript, StapesError> {
         if samples.is_empty() {
             return Err(StapesError::BadInput("the audio holds no samples".into()));
         }
         let w = whisper_options(opts);
         let t = match &self.inner {
-            Inner::WhisperCpu(m) => m.transcribe_with_progress(samples, &w, progress)?,
-            Inner::WhisperCuda(m) => m.transcribe_with_progress(samples, &w, progress)?,
+            Inner::WhisperCpu(m) => m.transcribe_observed(samples, &w, progress, on_segment)?,
+            Inner::WhisperCuda(m) => m.transcribe_observed(samples, &w, progress, on_segment)?,
             // Transducers and CTC take no language, task or prompt: one pass over the input.
             Inner::ParakeetCpu(m) => m.transcribe(samples)?,
             Inner::ParakeetCuda(m) => m.transcribe(samples)?,
         };
+        if matches!(self.inner, Inner::ParakeetCpu(_) | Inner::ParakeetCuda(_)) {
+            t.segments.iter().for_each(on_segment);
+        }
         if let Some(p) = progress {
             p(samples.len() as f64 / 16_000.0);
         }

@@ -6,6 +6,7 @@
 use stapes::engine::{Engine, EngineOptions, TranscribeOptions};
 use stapes::runtime::DeviceRequest;
 use stapes::vad::Vad;
+use stapes_models::wer::{normalized_words as words, word_edits as edit_distance};
 use std::path::{Path, PathBuf};
 
 const CLIPS: [&str; 7] = [
@@ -55,32 +56,6 @@ fn reference_text(name: &str) -> String {
         .as_str()
         .expect("text")
         .to_string()
-}
-
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace()
-        .map(|w| {
-            w.chars()
-                .filter(|c| c.is_alphanumeric())
-                .collect::<String>()
-                .to_lowercase()
-        })
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
-fn edit_distance(a: &[String], b: &[String]) -> usize {
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, x) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(x != y))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// 4 rounds of the 7 clips, each clip after 12 s of silence, 6 s of noise after every second clip,

@@ -704,6 +704,18 @@ impl<B: Backend> Whisper<B> {
         opts: &WhisperOptions,
         progress: Option<&dyn Fn(f64)>,
     ) -> Result<Transcript> {
+        self.transcribe_observed(samples, opts, progress, &mut |_| {})
+    }
+
+    /// [`Self::transcribe_with_progress`], also handing every kept segment to `on_segment` as
+    /// soon as its window is decoded (streaming responses send it before the file is done).
+    pub fn transcribe_observed(
+        &self,
+        samples: &[f32],
+        opts: &WhisperOptions,
+        progress: Option<&dyn Fn(f64)>,
+        on_segment: &mut dyn FnMut(&Segment),
+    ) -> Result<Transcript> {
         validate(opts)?;
         let duration = samples.len() as f64 / SAMPLE_RATE as f64;
         let n_mels = self.config.n_mels;
@@ -873,6 +885,9 @@ impl<B: Backend> Whisper<B> {
                     temperature: res.temperature,
                     words: s.words,
                 });
+                if let Some(seg) = segments.last() {
+                    on_segment(seg);
+                }
             }
             if !opts.condition_on_previous_text
                 || res.temperature > opts.prompt_reset_on_temperature
