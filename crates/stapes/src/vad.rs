@@ -1,10 +1,12 @@
 //! Voice activity detection (Silero VAD v6) and VAD-driven cutting of long audio into spans a
 //! family can take in one piece.
 
+use crate::engine::{Engine, TranscribeOptions};
 use crate::error::StapesError;
 use stapes_cpu::CpuBackend;
 pub use stapes_models::silero::VadParams;
 use stapes_models::silero::{SileroVad, SpeechSegment};
+use stapes_models::transcript::Transcript;
 use std::path::{Path, PathBuf};
 
 /// The cached model `scripts/fetch-models.sh silero-vad` fetches.
@@ -155,6 +157,64 @@ pub fn groups(speech: &[Speech], max_span: f64) -> Vec<Group> {
         }
     }
     out
+}
+
+impl Engine {
+    /// Transcribe only where `vad` hears speech: speech pieces grouped up to 30 s, the silence
+    /// between them dropped, each group transcribed alone, times mapped back piece by piece.
+    pub fn transcribe_with_vad(
+        &self,
+        samples: &[f32],
+        vad: &Vad,
+        opts: &TranscribeOptions,
+        progress: Option<&dyn Fn(f64)>,
+    ) -> Result<Transcript, StapesError> {
+        const SR: f64 = 16_000.0;
+        let params = stapes_models::silero::VadParams::default();
+        let speech = vad.speech(samples, &params)?;
+        let mut out = Transcript {
+            duration: samples.len() as f64 / SR,
+            ..Default::default()
+        };
+        let mut language: Option<String> = opts.language.clone();
+        for group in groups(&speech, 30.0) {
+            let audio = group.samples(samples);
+            if audio.len() < 1600 {
+                continue; // under 0.1 s: nothing a recogniser can use
+            }
+            // The language detected on the first group holds for the rest, as on the plain path.
+            let o = TranscribeOptions {
+                language: language.clone(),
+                ..opts.clone()
+            };
+            let t = self.transcribe(&audio, &o, None)?;
+            if language.is_none() && !t.language.is_empty() {
+                language = Some(t.language.clone());
+                out.language = t.language.clone();
+                out.language_probability = t.language_probability;
+            }
+            for mut seg in t.segments {
+                seg.id = out.segments.len();
+                (seg.start, seg.end) = group.to_input_span(seg.start, seg.end);
+                if let Some(words) = seg.words.as_mut() {
+                    for w in words.iter_mut() {
+                        w.start = group.to_input_time(w.start, false);
+                        w.end = group.to_input_time(w.end, true).max(w.start);
+                    }
+                }
+                out.segments.push(seg);
+            }
+            if let Some(p) = progress {
+                if let Some(last) = group.pieces.last() {
+                    p(last.end);
+                }
+            }
+        }
+        if out.language.is_empty() {
+            out.language = language.unwrap_or_default();
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
