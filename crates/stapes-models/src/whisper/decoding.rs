@@ -716,6 +716,22 @@ impl<B: Backend> Whisper<B> {
         progress: Option<&dyn Fn(f64)>,
         on_segment: &mut dyn FnMut(&Segment),
     ) -> Result<Transcript> {
+        self.transcribe_windows(samples, opts, progress, on_segment, &|w| {
+            self.encode_host(&w)
+        })
+    }
+
+    /// The seek loop with the encoder call handed in: `encode` takes one padded mel window
+    /// `(n_frames, n_mels)` and returns its encoding `(1, n_audio_ctx, d)`. The batched
+    /// transcription (`batch.rs`) runs one of these per input and batches the encoder calls.
+    pub(crate) fn transcribe_windows(
+        &self,
+        samples: &[f32],
+        opts: &WhisperOptions,
+        progress: Option<&dyn Fn(f64)>,
+        on_segment: &mut dyn FnMut(&Segment),
+        encode: &dyn Fn(HostTensor) -> Result<B::Tensor>,
+    ) -> Result<Transcript> {
         validate(opts)?;
         let duration = samples.len() as f64 / SAMPLE_RATE as f64;
         let n_mels = self.config.n_mels;
@@ -745,7 +761,8 @@ impl<B: Backend> Whisper<B> {
                 (code.clone(), 1.0)
             }
             None => {
-                let cross = self.window_cross(&feats.data, 0, window.min(content_frames))?;
+                let cross =
+                    self.window_cross(&feats.data, 0, window.min(content_frames), encode)?;
                 let probs = self.detect_language(&cross)?;
                 first = Some(cross);
                 probs.into_iter().next().unwrap_or(("en".into(), 0.0))
@@ -789,7 +806,7 @@ impl<B: Backend> Whisper<B> {
             let segment_duration = segment_size as f64 / 100.0;
             let cross = match first.take() {
                 Some(c) if seek == 0 => c,
-                _ => self.window_cross(&feats.data, seek, segment_size)?,
+                _ => self.window_cross(&feats.data, seek, segment_size, encode)?,
             };
 
             let previous = &all_tokens[prompt_reset_since.min(all_tokens.len())..];
@@ -908,13 +925,20 @@ impl<B: Backend> Whisper<B> {
 
     /// Encode a window and compute its cross-attention K/V (the encoder output itself is not
     /// needed afterwards).
-    fn window_cross(&self, data: &[f32], start: usize, len: usize) -> Result<CrossKv<B>> {
-        let enc = self.encode_frames(data, start, len)?;
+    fn window_cross(
+        &self,
+        data: &[f32],
+        start: usize,
+        len: usize,
+        encode: &dyn Fn(HostTensor) -> Result<B::Tensor>,
+    ) -> Result<CrossKv<B>> {
+        let enc = encode(self.mel_window(data, start, len)?)?;
         self.cross_kv(&enc)
     }
 
-    /// Encode mel frames `[start, start+len)` of frames-major `data`, zero-padded to a window.
-    fn encode_frames(&self, data: &[f32], start: usize, len: usize) -> Result<B::Tensor> {
+    /// Mel frames `[start, start+len)` of frames-major `data`, zero-padded to a window
+    /// `(n_frames, n_mels)`.
+    fn mel_window(&self, data: &[f32], start: usize, len: usize) -> Result<HostTensor> {
         let n_mels = self.config.n_mels;
         let window = self.encoder.n_frames;
         let mut w = vec![0f32; window * n_mels]; // (3000, n_mels)
@@ -923,7 +947,7 @@ impl<B: Backend> Whisper<B> {
             .get(start * n_mels..(start + len) * n_mels)
             .ok_or_else(|| ModelError::BadInput("mel window outside the features".into()))?;
         w[..src.len()].copy_from_slice(src);
-        self.encode_host(&HostTensor::new(vec![window, n_mels], w)?)
+        Ok(HostTensor::new(vec![window, n_mels], w)?)
     }
 
     /// faster-whisper's `get_suppressed_tokens`: `-1` expands to the model's default set; the

@@ -1,5 +1,6 @@
 //! Whisper (OpenAI): tiny … large-v3-turbo, .en variants. One model, every format.
 
+pub mod batch;
 pub mod config;
 pub mod decoder;
 pub mod decoding;
