@@ -233,6 +233,16 @@ impl Engine {
     pub fn lane(&self) -> Lane {
         self.lane
     }
+    /// Text of token ids of this model's vocabulary (Whisper: timestamp and control ids
+    /// skipped). `--vad` uses it to split a segment's ids where it splits the segment.
+    pub fn decode_ids(&self, ids: &[u32]) -> Result<String, StapesError> {
+        Ok(match &self.inner {
+            Inner::WhisperCpu(m) => m.tokenizer.decode(ids),
+            Inner::WhisperCuda(m) => m.tokenizer.decode(ids),
+            Inner::ParakeetCpu(m) => m.decode_text(ids)?,
+            Inner::ParakeetCuda(m) => m.decode_text(ids)?,
+        })
+    }
     /// Engagement counters of the home (ops, GEMMs per lane, graph replays, declines).
     pub fn counters(&self) -> CounterSnapshot {
         with_model!(&self.inner, m => m.backend().counters().snapshot())
