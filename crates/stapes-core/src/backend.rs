@@ -185,6 +185,32 @@ pub trait Backend: Send + Sync {
             .collect())
     }
 
+    /// Padding of batched sequences: `x` viewed as `(B, R, S, inner)` and `keep (B, S)` (or
+    /// `(B, S, 1)`, which `write_rows` can refresh) of 0/1;
+    /// entries whose `keep` is 0 become `fill`, the rest are copied exactly. The lengths live on
+    /// the device, so one captured chain serves any lengths of its shape bucket. The default
+    /// runs on the host (fine for host homes; a device home overrides it).
+    fn mask_fill(
+        &self,
+        x: &Self::Tensor,
+        keep: &Self::Tensor,
+        inner: usize,
+        fill: f32,
+    ) -> Result<Self::Tensor> {
+        let (bs, s) = mask_dims(x.shape(), keep.shape(), inner)?;
+        let mut h = self.download(x)?;
+        let k = self.download(keep)?;
+        let per_batch = h.data.len() / bs.max(1);
+        for (bi, chunk) in h.data.chunks_mut(per_batch.max(1)).enumerate() {
+            for (j, v) in chunk.iter_mut().enumerate() {
+                if k.data[bi * s + (j / inner) % s] == 0.0 {
+                    *v = fill;
+                }
+            }
+        }
+        self.upload(&h)
+    }
+
     /// One LSTM step (PyTorch gate order i, f, g, o): `x (B, I)`, `h, c (B, H)`, `w_ih (4H, I)`,
     /// `w_hh (4H, H)`, `bias (4H)` = b_ih + b_hh. Returns `(h', c')`.
     fn lstm_cell(
@@ -231,4 +257,25 @@ pub trait Backend: Send + Sync {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+}
+
+/// `(B, S)` of a [`Backend::mask_fill`] call, checked: `keep` is `(B, S)` or `(B, S, 1)` and `x` holds a whole
+/// number of `(R, S, inner)` blocks per batch entry.
+pub fn mask_dims(x: &[usize], keep: &[usize], inner: usize) -> Result<(usize, usize)> {
+    let bad = || {
+        crate::Error::shape(
+            "mask_fill",
+            format!("x {x:?} with keep {keep:?}, inner {inner}: x must be (B, .., S, inner)"),
+        )
+    };
+    let rank_ok = keep.len() == 2 || (keep.len() == 3 && keep[2] == 1);
+    if !rank_ok || inner == 0 {
+        return Err(bad());
+    }
+    let (bs, s) = (keep[0], keep[1]);
+    let n: usize = x.iter().product();
+    if bs == 0 || s == 0 || x.first().is_none_or(|&d| d % bs != 0) || n % (bs * s * inner) != 0 {
+        return Err(bad());
+    }
+    Ok((bs, s))
 }

@@ -74,3 +74,13 @@ extern "C" __global__ void bias_rows_f32(float* __restrict__ y, const float* __r
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
         y[i] += bias[i % n];
 }
+
+// Padding mask: x viewed (B, R, S, inner), keep (B, S) of 0/1; masked entries become `fill`.
+extern "C" __global__ void mask_fill_f32(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ keep,
+                                         long long n, long long per_batch, int s, int inner, float fill) {
+    GRID_STRIDE(i, n) {
+        long long b = i / per_batch;
+        int j = (int)(((i - b * per_batch) / inner) % s);
+        y[i] = keep[b * s + j] != 0.f ? x[i] : fill;
+    }
+}

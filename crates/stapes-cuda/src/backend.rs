@@ -243,6 +243,17 @@ impl CudaBackend {
         self.pool.usage()
     }
 
+    /// High-water marks since the last [`CudaBackend::reset_memory_peak`] (or since open):
+    /// (bytes reserved from the driver, bytes in live tensors and weights).
+    pub fn memory_peak(&self) -> (usize, usize) {
+        self.pool.peak()
+    }
+
+    /// Restart the high-water marks at the current usage.
+    pub fn reset_memory_peak(&self) {
+        self.pool.reset_peak()
+    }
+
     pub(crate) fn bind(&self) -> Result<()> {
         self.ctx
             .bind_to_thread()
@@ -1571,6 +1582,28 @@ impl Backend for CudaBackend {
                 args![y, xp, ni, s, t],
             )?;
         }
+        Ok(out)
+    }
+
+    fn mask_fill(
+        &self,
+        x: &CudaTensor,
+        keep: &CudaTensor,
+        inner: usize,
+        fill: f32,
+    ) -> Result<CudaTensor> {
+        let (bs, s) = stapes_core::backend::mask_dims(&x.shape, &keep.shape, inner)?;
+        let out = self.elementwise_out(x)?;
+        let n = x.numel();
+        let (y, xp, kp) = (out.buf.ptr, self.t(x), self.t(keep));
+        let (ni, per, si, ii) = (n as i64, (n / bs) as i64, s as i32, inner as i32);
+        self.launch(
+            "mask_fill_f32",
+            grid_1d(n),
+            (256, 1, 1),
+            0,
+            args![y, xp, kp, ni, per, si, ii, fill],
+        )?;
         Ok(out)
     }
 

@@ -30,6 +30,7 @@ pub const FILES: &[KernelFile] = &[
             "affine_f32",
             "glu_f32",
             "bias_rows_f32",
+            "mask_fill_f32",
         ],
     },
     KernelFile {

@@ -33,6 +33,8 @@ struct Inner {
     next_tag: u64,
     reserved: usize,
     in_use: usize,
+    peak_reserved: usize,
+    peak_in_use: usize,
 }
 
 pub struct Pool {
@@ -100,10 +102,12 @@ impl Pool {
                     Err(e) => return Err(e),
                 };
                 g.reserved += class;
+                g.peak_reserved = g.peak_reserved.max(g.reserved);
                 p
             }
         };
         g.in_use += class;
+        g.peak_in_use = g.peak_in_use.max(g.in_use);
         Ok(Arc::new(Block {
             ptr,
             bytes: class,
@@ -175,6 +179,18 @@ impl Pool {
     pub fn usage(&self) -> (usize, usize) {
         let g = self.lock();
         (g.reserved, g.in_use)
+    }
+
+    /// High-water marks of [`Pool::usage`].
+    pub fn peak(&self) -> (usize, usize) {
+        let g = self.lock();
+        (g.peak_reserved, g.peak_in_use)
+    }
+
+    pub fn reset_peak(&self) {
+        let mut g = self.lock();
+        g.peak_reserved = g.reserved;
+        g.peak_in_use = g.in_use;
     }
 }
 

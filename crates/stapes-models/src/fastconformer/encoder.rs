@@ -2,7 +2,7 @@
 //! (macaron half-step feed-forwards, Transformer-XL relative-position self-attention, conv
 //! module), each closed by a layer norm.
 
-use super::config::EncoderConfig;
+use super::config::{conv_out, EncoderConfig};
 use super::weights::{subsampling_conv, LayerNames, SUB_CONV0, SUB_LINEAR};
 use crate::{ModelError, Result};
 use stapes_core::{Activation, Backend, Conv2dParams, DeviceTensor, HostTensor, Lane};
@@ -206,26 +206,109 @@ impl<B: Backend> Encoder<B> {
         })
     }
 
-    /// `features (B, T, n_mels)` → `(B, T_out, d)`, `T_out = cfg.output_frames(T)`.
+    /// The device tensors a pass over `(batch, t_in)` feature frames reads besides the features,
+    /// made here because a captured chain may not upload. `lengths` (feature frames per
+    /// sequence, each ≤ `t_in`) adds the padding masks; `None` means every sequence is full.
+    pub fn prepare(
+        &self,
+        b: &B,
+        batch: usize,
+        t_in: usize,
+        lengths: Option<&[usize]>,
+    ) -> Result<Prepared<B>> {
+        let t = self.cfg.output_frames(t_in);
+        let chunk = self.chunking.attention_queries.clamp(1, t.max(1));
+        let masks = lengths
+            .map(|lens| self.masks(b, batch, t_in, lens))
+            .transpose()?;
+        Ok(Prepared {
+            pos: b.upload(&rel_positions(t, self.cfg.hidden_size))?,
+            zero_col: b.upload(&HostTensor::zeros(vec![
+                batch * self.cfg.num_heads,
+                chunk,
+                1,
+            ]))?,
+            masks,
+            batch,
+            t_in,
+        })
+    }
+
+    /// `features (B, T, n_mels)` (all full length) → `(B, T', d)`, eagerly.
     pub fn forward(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
-        let x = self.subsample(b, features)?; // (B, T', d)
+        let s = features.shape();
+        if s.len() != 3 {
+            return Err(ModelError::BadInput(format!(
+                "encoder input must be (B, T, n_mels), got {s:?}"
+            )));
+        }
+        let prep = self.prepare(b, s[0], s[1], None)?;
+        self.forward_prepared(b, features, &prep)
+    }
+
+    /// Keep masks of a padded `(batch, t_in)` pass: `lens` feature frames per sequence.
+    pub fn masks(&self, b: &B, batch: usize, t_in: usize, lens: &[usize]) -> Result<Masks<B>> {
+        if lens.len() != batch || lens.iter().any(|&l| l > t_in || l == 0) {
+            return Err(ModelError::BadInput(format!(
+                "lengths {lens:?} for a batch of {batch} × {t_in} frames"
+            )));
+        }
+        let (k, st) = (self.cfg.subsampling_kernel, self.cfg.subsampling_stride);
+        // Layer l's keep mask (B, T_l, 1): 1 where the frame lies inside its sequence.
+        let keep = |full: usize, lens: &[usize]| -> Result<B::Tensor> {
+            let data = lens
+                .iter()
+                .flat_map(|&l| (0..full).map(move |i| if i < l { 1.0 } else { 0.0 }))
+                .collect();
+            Ok(b.upload(&HostTensor::new(vec![batch, full, 1], data)?)?)
+        };
+        let mut sub = Vec::new();
+        let (mut full, mut lens) = (t_in, lens.to_vec());
+        for _ in 0..self.cfg.subsampling_layers() {
+            sub.push(keep(full, &lens)?);
+            full = conv_out(full, k, st);
+            lens.iter_mut().for_each(|l| *l = conv_out(*l, k, st));
+        }
+        Ok(Masks {
+            sub,
+            frames: keep(full, &lens)?,
+        })
+    }
+
+    /// `features (B, T, n_mels)` → `(B, T_out, d)`, `T_out = cfg.output_frames(T)`, with `prep`
+    /// from [`Encoder::prepare`] for the same `(B, T)`. Only device ops: a home may capture it.
+    /// With masks, each sequence's frames equal its own unpadded pass (padding is zeroed before
+    /// every conv that mixes frames and excluded from attention keys); frames past a sequence's
+    /// length are unspecified.
+    pub fn forward_prepared(
+        &self,
+        b: &B,
+        features: &B::Tensor,
+        prep: &Prepared<B>,
+    ) -> Result<B::Tensor> {
+        let s = features.shape();
+        if s.len() != 3 || s[0] != prep.batch || s[1] != prep.t_in {
+            return Err(ModelError::BadInput(format!(
+                "encoder input {s:?} does not match its prepared ({}, {}) pass",
+                prep.batch, prep.t_in
+            )));
+        }
+        let x = self.subsample(b, features, prep.masks.as_ref())?; // (B, T', d)
         let x = if self.cfg.scale_input {
             b.affine(&x, (self.cfg.hidden_size as f32).sqrt(), 0.0)?
         } else {
             x
         };
         let (bs, t) = (x.shape()[0], x.shape()[1]);
-        let pos = b.upload(&rel_positions(t, self.cfg.hidden_size))?; // (1, 2T'-1, d)
-        let chunk = self.chunking.attention_queries.clamp(1, t.max(1));
         let ctx = AttnCtx {
             batch: bs,
-            chunk,
+            chunk: prep.zero_col.shape()[1],
             t,
             heads: self.cfg.num_heads,
             scale: 1.0 / (self.cfg.head_dim() as f32).sqrt(),
-            pos,
-            // The pad column of the Transformer-XL shift, (B·H, chunk, 1).
-            zero_col: b.upload(&HostTensor::zeros(vec![bs * self.cfg.num_heads, chunk, 1]))?,
+            pos: &prep.pos,
+            zero_col: &prep.zero_col,
+            keep: prep.masks.as_ref().map(|m| &m.frames),
         };
         let mut x = x;
         for blk in &self.blocks {
@@ -236,16 +319,22 @@ impl<B: Backend> Encoder<B> {
 
     /// `(B, T, n_mels)` → `(B, T', d)`, in time chunks when T is long: the first strided conv's
     /// output alone is `C × T/2 × F/2` values.
-    fn subsample(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
+    fn subsample(
+        &self,
+        b: &B,
+        features: &B::Tensor,
+        masks: Option<&Masks<B>>,
+    ) -> Result<B::Tensor> {
         let f = self.cfg.subsampling_factor.max(1);
         let t = features.shape()[1];
         let chunk = (self.chunking.subsampling_frames / f).max(1) * f;
         if t <= chunk + 4 * f {
-            return self.subsample_block(b, features);
+            return self.subsample_block(b, features, masks.map(|m| m.sub.as_slice()));
         }
         // Output frame k reads input frames 8k-7 … 8k+7 (k=3, stride 2, three layers), so a
         // two-output-frame halo on each side makes every kept frame exact; chunk starts stay
-        // multiples of the factor so local and global output indices line up.
+        // multiples of the factor so local and global output indices line up (and layer l's
+        // local frame i is global frame lo/2^l + i, which is how the masks are cut).
         let halo = 2 * f;
         let total = self.cfg.output_frames(t);
         let mut parts = Vec::new();
@@ -253,7 +342,25 @@ impl<B: Backend> Encoder<B> {
             let e = (s0 + chunk).min(t);
             let lo = s0.saturating_sub(halo);
             let hi = (e + halo).min(t);
-            let y = self.subsample_block(b, &b.slice(features, 1, lo, hi - lo)?)?;
+            let keep = match masks {
+                None => None,
+                Some(m) => {
+                    let mut v = Vec::with_capacity(m.sub.len());
+                    let (mut start, mut len) = (lo, hi - lo);
+                    for k in &m.sub {
+                        v.push(b.slice(k, 1, start, len)?);
+                        start /= self.cfg.subsampling_stride.max(1);
+                        len = conv_out(
+                            len,
+                            self.cfg.subsampling_kernel,
+                            self.cfg.subsampling_stride,
+                        );
+                    }
+                    Some(v)
+                }
+            };
+            let y =
+                self.subsample_block(b, &b.slice(features, 1, lo, hi - lo)?, keep.as_deref())?;
             let first = s0 / f;
             let last = if e == t { total } else { e / f };
             parts.push(b.slice(&y, 1, first - lo / f, last - first)?);
@@ -261,7 +368,14 @@ impl<B: Backend> Encoder<B> {
         Ok(b.concat(&parts.iter().collect::<Vec<_>>(), 1)?)
     }
 
-    fn subsample_block(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
+    /// `keep[l]` `(B, T_l)` masks the input of strided conv `l` (zero padding past each
+    /// sequence, as its own pass would see).
+    fn subsample_block(
+        &self,
+        b: &B,
+        features: &B::Tensor,
+        keep: Option<&[B::Tensor]>,
+    ) -> Result<B::Tensor> {
         let s = features.shape().to_vec();
         let (bs, t, mels) = (s[0], s[1], s[2]);
         let k = self.cfg.subsampling_kernel;
@@ -277,10 +391,22 @@ impl<B: Backend> Encoder<B> {
             padding: (0, 0),
             groups: 1,
         };
+        // The input of conv l, (B, C, T_l, F_l), zeroed past each sequence's T_l.
+        let masked = |x: B::Tensor, l: usize| -> Result<B::Tensor> {
+            match keep.and_then(|k| k.get(l)) {
+                Some(k) => {
+                    let inner = x.shape()[3];
+                    Ok(b.mask_fill(&x, k, inner, 0.0)?)
+                }
+                None => Ok(x),
+            }
+        };
         let x = b.reshape(features, &[bs, 1, t, mels])?; // (B, 1, T, F): time is H
+        let x = masked(x, 0)?;
         let x = b.conv2d(&x, &self.conv0_w, Some(&self.conv0_b), conv(1))?;
         let mut x = b.activation(&x, Activation::Relu)?;
-        for st in &self.stages {
+        for (i, st) in self.stages.iter().enumerate() {
+            x = masked(x, i + 1)?;
             let ch = x.shape()[1];
             x = b.conv2d(&x, &st.dw_w, Some(&st.dw_b), conv(ch))?;
             x = b.conv2d(&x, &st.pw_w, Some(&st.pw_b), pointwise)?;
@@ -319,16 +445,51 @@ pub(crate) fn rel_positions(t: usize, d: usize) -> HostTensor {
     }
 }
 
+/// Device tensors of one encoder pass (see [`Encoder::prepare`]).
+pub(crate) struct Prepared<B: Backend> {
+    /// Relative-position sinusoids `(1, 2T'-1, d)`.
+    pos: B::Tensor,
+    /// The pad column of the Transformer-XL shift, `(B·H, chunk, 1)`.
+    zero_col: B::Tensor,
+    masks: Option<Masks<B>>,
+    batch: usize,
+    t_in: usize,
+}
+
+impl<B: Backend> Prepared<B> {
+    /// Rewrite the masks in place (same shapes), so a captured chain that reads them sees new
+    /// lengths on its next replay.
+    pub fn refresh_masks(&mut self, b: &B, fresh: &Masks<B>) -> Result<()> {
+        if let Some(m) = self.masks.as_mut() {
+            for (dst, src) in m.sub.iter_mut().zip(&fresh.sub) {
+                b.write_rows(dst, src, 0)?;
+            }
+            b.write_rows(&mut m.frames, &fresh.frames, 0)?;
+        }
+        Ok(())
+    }
+}
+
+/// Keep masks (1 inside a sequence, 0 in its padding) of a padded batch.
+pub(crate) struct Masks<B: Backend> {
+    /// Per strided conv: its input frames `(B, T_l, 1)`, `T_0` the feature frames.
+    sub: Vec<B::Tensor>,
+    /// Encoder frames `(B, T', 1)`.
+    frames: B::Tensor,
+}
+
 /// What every attention layer of one forward pass shares.
-struct AttnCtx<B: Backend> {
+struct AttnCtx<'a, B: Backend> {
     batch: usize,
     /// Queries per attention block.
     chunk: usize,
     t: usize,
     heads: usize,
     scale: f32,
-    pos: B::Tensor,
-    zero_col: B::Tensor,
+    pos: &'a B::Tensor,
+    zero_col: &'a B::Tensor,
+    /// `(B, T')` key mask of a padded batch.
+    keep: Option<&'a B::Tensor>,
 }
 
 /// `(B, T, H·Dh)` → `(B·H, T, Dh)`.
@@ -367,12 +528,12 @@ impl<B: Backend> RelAttention<B> {
     }
 
     /// Transformer-XL attention: scores = ((q+u)·kᵀ + shift((q+v)·pᵀ))·scale, over `h (B, T, d)`.
-    fn forward(&self, b: &B, h: &B::Tensor, cx: &AttnCtx<B>) -> Result<B::Tensor> {
+    fn forward(&self, b: &B, h: &B::Tensor, cx: &AttnCtx<'_, B>) -> Result<B::Tensor> {
         let (bh, t) = (cx.batch * cx.heads, cx.t);
         let q = self.q.forward(b, h)?;
         let k = split_heads(b, &self.k.forward(b, h)?, cx.heads)?; // (BH, T, Dh)
         let v = split_heads(b, &self.v.forward(b, h)?, cx.heads)?;
-        let p = b.linear(&cx.pos, &self.pos, None)?; // (1, 2T-1, d)
+        let p = b.linear(cx.pos, &self.pos, None)?; // (1, 2T-1, d)
         let mut p = split_heads(b, &p, cx.heads)?; // (H, 2T-1, Dh)
         if cx.batch > 1 {
             let copies: Vec<&B::Tensor> = (0..cx.batch).map(|_| &p).collect();
@@ -404,7 +565,11 @@ impl<B: Backend> RelAttention<B> {
             let bd = b.slice(&bd, 1, 1, t + c - 1)?;
             let bd = b.reshape(&bd, &[bh, c, t + c - 1])?;
             let bd = b.slice(&bd, 2, 0, t)?; // (BH, C, T)
-            let scores = b.affine(&b.add(&ac, &bd)?, cx.scale, 0.0)?;
+            let mut scores = b.affine(&b.add(&ac, &bd)?, cx.scale, 0.0)?;
+            if let Some(k) = cx.keep {
+                // Padding keys get no weight: (B·H, C, T) is (B, H·C, T) per sequence.
+                scores = b.mask_fill(&scores, k, 1, f32::NEG_INFINITY)?;
+            }
             let probs = b.softmax(&scores)?;
             outs.push(b.matmul(&probs, &v, false)?); // (BH, C, Dh)
         }
@@ -449,8 +614,19 @@ impl<B: Backend> ConvModule<B> {
         })
     }
 
-    fn forward(&self, b: &B, x: &B::Tensor, act: Activation) -> Result<B::Tensor> {
-        let h = b.glu(&self.pw1.forward(b, x)?)?; // (B, T, C)
+    fn forward(
+        &self,
+        b: &B,
+        x: &B::Tensor,
+        act: Activation,
+        keep: Option<&B::Tensor>,
+    ) -> Result<B::Tensor> {
+        let mut h = b.glu(&self.pw1.forward(b, x)?)?; // (B, T, C)
+        if let Some(k) = keep {
+            // The depthwise conv must see zeros past each sequence, as its own pass does.
+            let c = h.shape()[2];
+            h = b.mask_fill(&h, k, c, 0.0)?;
+        }
         let k = self.dw_w.shape()[1];
         let h = b.depthwise_conv1d(&h, &self.dw_w, Some(&self.dw_b), 1, (k - 1) / 2)?;
         let h = b.activation(&h, act)?;
@@ -486,13 +662,21 @@ impl<B: Backend> Block<B> {
         })
     }
 
-    fn forward(&self, b: &B, x: &B::Tensor, cx: &AttnCtx<B>, act: Activation) -> Result<B::Tensor> {
+    fn forward(
+        &self,
+        b: &B,
+        x: &B::Tensor,
+        cx: &AttnCtx<'_, B>,
+        act: Activation,
+    ) -> Result<B::Tensor> {
         // Macaron: each feed-forward contributes half a step.
         let h = self.ff1.forward(b, &self.norm_ff1.forward(b, x)?, act)?;
         let x = b.add(x, &b.affine(&h, 0.5, 0.0)?)?;
         let a = self.attn.forward(b, &self.norm_att.forward(b, &x)?, cx)?;
         let x = b.add(&x, &a)?;
-        let c = self.conv.forward(b, &self.norm_conv.forward(b, &x)?, act)?;
+        let c = self
+            .conv
+            .forward(b, &self.norm_conv.forward(b, &x)?, act, cx.keep)?;
         let x = b.add(&x, &c)?;
         let h = self.ff2.forward(b, &self.norm_ff2.forward(b, &x)?, act)?;
         let x = b.add(&x, &b.affine(&h, 0.5, 0.0)?)?;

@@ -2,16 +2,30 @@
 
 use super::config::ParakeetConfig;
 use super::decoder::{Decoded, Head};
-use super::encoder::{Chunking, Encoder, Tensors};
+use super::encoder::{Chunking, Encoder, Prepared, Tensors};
 use super::weights::{load, ParakeetCheckpoint};
 use crate::transcript::{Segment, Transcript, Word};
 use crate::{ModelError, Result};
 use stapes_audio::features::nemo::{log_mel, NemoConfig};
 use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// Audio rate every Parakeet front end expects.
 pub const SAMPLE_RATE: u32 = 16_000;
+
+/// Inputs up to this many feature frames (30 s) run as one chain per shape bucket (captured as
+/// a graph on the CUDA home); longer ones run eagerly, their buffers freed after the call.
+pub const CHAIN_MAX_FRAMES: usize = 3000;
+
+/// One encoder chain's storage: a captured graph reads these by address, so they outlive it
+/// and are refreshed in place before each call.
+struct ChainSlot<B: Backend> {
+    /// `(B, T_bucket, n_mels)`
+    input: B::Tensor,
+    prep: Prepared<B>,
+}
 
 /// A Parakeet (CTC, RNNT or TDT) model whose weights live on backend `B`, in one lane.
 pub struct Parakeet<B: Backend> {
@@ -23,6 +37,11 @@ pub struct Parakeet<B: Backend> {
     encoder: Encoder<B>,
     head: Head<B>,
     tokenizer: Option<tokenizers::Tokenizer>,
+    /// Chain inputs by key (see [`Parakeet::encode_padded`]).
+    chains: Mutex<BTreeMap<String, ChainSlot<B>>>,
+    /// Feature frames are padded (and masked) up to a multiple of this before a chain, so few
+    /// shapes — few captured graphs — serve all lengths; 1 = exact shapes.
+    pub graph_bucket: usize,
 }
 
 impl<B: Backend> Parakeet<B> {
@@ -57,7 +76,11 @@ impl<B: Backend> Parakeet<B> {
             ),
             (None, None) => None,
         };
+        // Only a home that captures chains gains from shape buckets; elsewhere padding is waste.
+        let graph_bucket = if backend.name() == "cuda" { 32 } else { 1 };
         Ok(Self {
+            chains: Mutex::new(BTreeMap::new()),
+            graph_bucket,
             frontend: NemoConfig::parakeet(ck.config.encoder.num_mel_bins),
             config: ck.config.clone(),
             backend,
@@ -102,22 +125,146 @@ impl<B: Backend> Parakeet<B> {
         Ok(HostTensor::new(vec![f.n_frames, f.n_bins], f.data)?)
     }
 
-    /// Encodes `features (B, T, n_mels)` → `(B, T', d)`.
+    /// Encodes `features (B, T, n_mels)` (every sequence full length) → `(B, T', d)`.
     pub fn encode(&self, features: &B::Tensor) -> Result<B::Tensor> {
-        let s = features.shape();
+        Ok(self.encode_padded(features, None)?.0)
+    }
+
+    /// Encodes a padded batch `features (B, T, n_mels)` whose sequence `i` has `lengths[i]`
+    /// feature frames (`None`: all `T`; padding need not be zero). Returns `(B, T'_max, d)` and
+    /// the encoder frames of each sequence; each sequence's frames equal its own unpadded pass
+    /// (to rounding), frames past its length are unspecified.
+    ///
+    /// Up to [`CHAIN_MAX_FRAMES`] the encoder is one [`Backend::chain`] per
+    /// (batch, bucket of `graph_bucket` frames, masked or not, chunking, lane), reading a
+    /// per-key input buffer and precomputed positions and masks; the result is a copy the next
+    /// call does not overwrite.
+    pub fn encode_padded(
+        &self,
+        features: &B::Tensor,
+        lengths: Option<&[usize]>,
+    ) -> Result<(B::Tensor, Vec<usize>)> {
+        let s = features.shape().to_vec();
         let mels = self.config.encoder.num_mel_bins;
         if s.len() != 3 || s[2] != mels || s[0] == 0 {
             return Err(ModelError::BadInput(format!(
                 "encoder input must be (B, T, {mels}), got {s:?}"
             )));
         }
-        if self.config.encoder.output_frames(s[1]) == 0 {
+        let (batch, t) = (s[0], s[1]);
+        let enc_cfg = &self.config.encoder;
+        if let Some(l) = lengths {
+            if l.len() != batch || l.iter().any(|&n| n > t) {
+                return Err(ModelError::BadInput(format!(
+                    "lengths {l:?} for a batch of {batch} × {t} frames"
+                )));
+            }
+        }
+        let shortest = lengths.map_or(t, |l| l.iter().copied().min().unwrap_or(0));
+        if enc_cfg.output_frames(shortest) == 0 {
             return Err(ModelError::BadInput(format!(
-                "{} feature frames are too few to subsample",
-                s[1]
+                "{shortest} feature frames are too few to subsample"
             )));
         }
-        self.encoder.forward(&self.backend, features)
+        let out_lens: Vec<usize> = match lengths {
+            Some(l) => l.iter().map(|&n| enc_cfg.output_frames(n)).collect(),
+            None => vec![enc_cfg.output_frames(t); batch],
+        };
+        let t_out = out_lens.iter().copied().max().unwrap_or(0);
+        let b = &self.backend;
+        if t > CHAIN_MAX_FRAMES {
+            let prep = self.encoder.prepare(b, batch, t, lengths)?;
+            return Ok((self.encoder.forward_prepared(b, features, &prep)?, out_lens));
+        }
+        let bucket = self.graph_bucket.max(1);
+        let tb = t.div_ceil(bucket) * bucket;
+        let full;
+        let lengths = match lengths {
+            Some(l) => Some(l),
+            None if tb > t => {
+                full = vec![t; batch];
+                Some(full.as_slice())
+            }
+            None => None,
+        };
+        let ch = self.encoder.chunking;
+        let key = format!(
+            "parakeet-encoder/b{batch}/t{tb}/{}/c{}x{}/{}",
+            if lengths.is_some() { "masked" } else { "full" },
+            ch.subsampling_frames,
+            ch.attention_queries,
+            self.lane
+        );
+        let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = match chains.entry(key.clone()) {
+            std::collections::btree_map::Entry::Occupied(e) => {
+                let slot = e.into_mut();
+                if let Some(l) = lengths {
+                    let fresh = self.encoder.masks(b, batch, tb, l)?;
+                    slot.prep.refresh_masks(b, &fresh)?;
+                }
+                slot
+            }
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(ChainSlot {
+                input: b.upload(&HostTensor::zeros(vec![batch, tb, mels]))?,
+                prep: self.encoder.prepare(b, batch, tb, lengths)?,
+            }),
+        };
+        // Rows past T keep an earlier call's values: the masks zero them.
+        b.write_rows(&mut slot.input, features, 0)?;
+        let slot = &*slot;
+        let mut failure = None;
+        let out = b.chain(&key, &mut |be| match self.encoder.forward_prepared(
+            be,
+            &slot.input,
+            &slot.prep,
+        ) {
+            Ok(x) => Ok(vec![x]),
+            Err(ModelError::Backend(e)) => Err(e),
+            Err(e) => {
+                let msg = e.to_string();
+                failure = Some(e);
+                Err(stapes_core::Error::shape("parakeet encoder", msg))
+            }
+        });
+        let out = match (out, failure) {
+            (_, Some(e)) => return Err(e),
+            (r, None) => r?,
+        };
+        let enc = out
+            .into_iter()
+            .next()
+            .ok_or_else(|| ModelError::BadInput("the encoder chain returned nothing".into()))?;
+        // A copy: the next replay overwrites the chain's output.
+        Ok((b.slice(&enc, 1, 0, t_out)?, out_lens))
+    }
+
+    /// Encodes host feature matrices `(T_i, n_mels)` as one padded batch; returns
+    /// `(n, T'_max, d)` and each clip's encoder frames.
+    pub fn encode_batch(&self, features: &[HostTensor]) -> Result<(B::Tensor, Vec<usize>)> {
+        let mels = self.config.encoder.num_mel_bins;
+        let mut t = 0;
+        for f in features {
+            if f.rank() != 2 || f.shape[1] != mels {
+                return Err(ModelError::BadInput(format!(
+                    "features must be (T, {mels}), got {:?}",
+                    f.shape
+                )));
+            }
+            t = t.max(f.shape[0]);
+        }
+        if features.is_empty() {
+            return Err(ModelError::BadInput("no clips to encode".into()));
+        }
+        let mut data = vec![0f32; features.len() * t * mels];
+        for (i, f) in features.iter().enumerate() {
+            data[i * t * mels..i * t * mels + f.data.len()].copy_from_slice(&f.data);
+        }
+        let lens: Vec<usize> = features.iter().map(|f| f.shape[0]).collect();
+        let x = self
+            .backend
+            .upload(&HostTensor::new(vec![features.len(), t, mels], data)?)?;
+        self.encode_padded(&x, Some(&lens))
     }
 
     /// Encodes one host feature matrix `(T, n_mels)` → `(1, T', d)` on the backend.
@@ -174,6 +321,44 @@ impl<B: Backend> Parakeet<B> {
             duration,
             segments: self.segments(&decoded, duration)?,
         })
+    }
+
+    /// Greedy decode of sequence `i` of a batched encoder output, cut to its `frames`.
+    pub fn greedy_at(&self, enc: &B::Tensor, i: usize, frames: usize) -> Result<Decoded> {
+        let b = &self.backend;
+        let one = b.slice(enc, 0, i, 1)?;
+        self.greedy(&b.slice(&one, 1, 0, frames)?)
+    }
+
+    /// Transcribes several 16 kHz clips with one batched (padded, masked) encoder pass, then
+    /// greedy decoding per clip; the same transcripts as [`Parakeet::transcribe`] one by one.
+    pub fn transcribe_batch(&self, clips: &[&[f32]]) -> Result<Vec<Transcript>> {
+        let mut out: Vec<Transcript> = clips
+            .iter()
+            .map(|c| Transcript {
+                duration: c.len() as f64 / SAMPLE_RATE as f64,
+                language_probability: 1.0,
+                ..Default::default()
+            })
+            .collect();
+        let mut feats = Vec::new();
+        let mut which = Vec::new();
+        for (i, c) in clips.iter().enumerate() {
+            let f = self.features(c)?;
+            if self.config.encoder.output_frames(f.shape[0]) > 0 {
+                feats.push(f);
+                which.push(i);
+            }
+        }
+        if feats.is_empty() {
+            return Ok(out);
+        }
+        let (enc, lens) = self.encode_batch(&feats)?;
+        for (k, &i) in which.iter().enumerate() {
+            let d = self.greedy_at(&enc, k, lens[k])?;
+            out[i].segments = self.segments(&d, out[i].duration)?;
+        }
+        Ok(out)
     }
 
     /// Splits emitted tokens into sentences (after `.`, `?`, `!` pieces) with word timings; one
