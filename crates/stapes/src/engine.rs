@@ -80,11 +80,11 @@ pub struct Engine {
     family: &'static str,
     device: Device,
     lane: Lane,
-    inner: Inner,
+    pub(crate) inner: Inner,
 }
 
 /// One variant per (family, home); the model code itself is generic over the home.
-enum Inner {
+pub(crate) enum Inner {
     WhisperCpu(Box<Whisper<CpuBackend>>),
     WhisperCuda(Box<Whisper<CudaBackend>>),
     ParakeetCpu(Box<Parakeet<CpuBackend>>),

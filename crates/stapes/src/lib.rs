@@ -2,6 +2,7 @@
 //!
 //! `Engine::load(path, options)` → `engine.transcribe(samples, options)` → segments.
 
+pub mod batch;
 pub mod bench;
 pub mod engine;
 pub mod error;
