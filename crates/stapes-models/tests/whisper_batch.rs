@@ -1,0 +1,119 @@
+//! Batched transcription (`Whisper::transcribe_batch`) on real weights: every input's result is
+//! the one `transcribe` gives it alone, and the greedy ids are faster-whisper's
+//! (tools/reference/whisper_fw.py, fixtures/whisper/fw_decode.json).
+
+mod whisper_common;
+
+use stapes_core::Lane;
+use stapes_models::transcript::Transcript;
+use stapes_models::whisper::batch::BatchInput;
+use stapes_models::whisper::WhisperOptions;
+use whisper_common::*;
+
+const MODEL: &str = "whisper-tiny.en";
+const SHORT: [&str; 4] = ["jfk", "librivox-0870", "librivox-0890", "librivox-0920"];
+
+/// Every clip once, each after 2.5 s of silence: 65 s, three windows.
+fn long_input() -> Vec<f32> {
+    let gap = vec![0f32; 40_000];
+    let mut out = Vec::new();
+    for c in CLIPS {
+        out.extend_from_slice(&gap);
+        out.extend_from_slice(&audio(c));
+    }
+    out
+}
+
+fn ids(t: &Transcript) -> Vec<Vec<u32>> {
+    t.segments.iter().map(|s| s.tokens.clone()).collect()
+}
+
+fn check(beam: usize) {
+    let m = model(MODEL, Lane::F32);
+    let opts = ref_options(beam);
+    let mut inputs: Vec<Vec<f32>> = SHORT.iter().map(|c| audio(c)).collect();
+    inputs.push(long_input());
+    let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+
+    let each: Vec<BatchInput<'_>> = views
+        .iter()
+        .map(|samples| BatchInput {
+            samples,
+            options: &opts,
+        })
+        .collect();
+    let (batched, stats) = m.transcribe_batch_each(&each, 8);
+    // All five first windows go in one encoder call, then the long input's two others alone.
+    assert_eq!(stats.encoder_batches.first(), Some(&5), "{stats:?}");
+    assert!(stats.windows() >= 7, "{stats:?}");
+
+    let r = reference();
+    let label = if beam == 1 { "greedy" } else { "beam5" };
+    for (i, (samples, got)) in views.iter().zip(&batched).enumerate() {
+        let got = got.as_ref().unwrap_or_else(|e| panic!("input {i}: {e}"));
+        let alone = m.transcribe(samples, &opts).expect("transcribe alone");
+        assert_eq!(ids(got), ids(&alone), "input {i} ({beam}): ids differ");
+        // The CPU encoder is batch-size invariant: the whole result is the same, bit for bit.
+        assert_eq!(got, &alone, "input {i} ({beam}): result differs");
+        if let Some(clip) = SHORT.get(i) {
+            let want = &r["models"][MODEL]["clips"][*clip][label]["segments"];
+            let diffs = compare_segments(&format!("{clip} {label}"), got, want);
+            assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+        }
+    }
+    let jfk = batched[0]
+        .as_ref()
+        .map(Transcript::text)
+        .unwrap_or_default();
+    assert!(
+        jfk.contains("ask not what your country can do for you"),
+        "{jfk}"
+    );
+}
+
+#[test]
+fn batch_equals_single_greedy() {
+    check(1);
+}
+
+#[test]
+fn batch_equals_single_beam5() {
+    check(5);
+}
+
+/// A bad input fails alone, the others finish; more inputs than `max_batch` take turns.
+#[test]
+fn bad_input_fails_alone() {
+    let m = model(MODEL, Lane::F32);
+    let good = ref_options(1);
+    let bad = WhisperOptions {
+        beam_size: 0,
+        ..ref_options(1)
+    };
+    let jfk = audio("jfk");
+    let clip = audio("librivox-0930");
+    let inputs = [
+        BatchInput {
+            samples: &jfk,
+            options: &good,
+        },
+        BatchInput {
+            samples: &clip,
+            options: &bad,
+        },
+        BatchInput {
+            samples: &clip,
+            options: &good,
+        },
+    ];
+    let (out, stats) = m.transcribe_batch_each(&inputs, 2);
+    assert_eq!(out.len(), 3);
+    assert!(out[1].is_err(), "beam 0 must be refused");
+    let alone = m.transcribe(&clip, &good).expect("alone");
+    assert_eq!(out[2].as_ref().expect("third input"), &alone);
+    let jfk_alone = m.transcribe(&jfk, &good).expect("alone");
+    assert_eq!(out[0].as_ref().expect("first input"), &jfk_alone);
+    // two threads: jfk and the third input encode together once the bad one is refused
+    assert_eq!(stats.encoder_batches, vec![2], "{stats:?}");
+    assert!(m.transcribe_batch(&[], &good).is_empty());
+}
