@@ -54,6 +54,8 @@ struct Inner {
     audio_seconds: BTreeMap<String, f64>,
     /// Exponential moving average of one job's compute time, for Retry-After estimates.
     job_ema_s: Option<f64>,
+    /// Events sent on streaming WebSocket sessions, by type.
+    ws_events: BTreeMap<String, u64>,
 }
 
 #[derive(Default)]
@@ -63,6 +65,10 @@ pub struct Metrics {
     queue_depth: AtomicI64,
     /// Jobs running on the blocking pool (including ones whose request already timed out).
     running: AtomicI64,
+    /// Open streaming WebSocket sessions.
+    ws_sessions: AtomicI64,
+    /// HTTP requests between their headers and their response headers.
+    in_flight: AtomicI64,
 }
 
 /// Decrements its gauge when dropped, so cancelled futures and early returns keep gauges true.
@@ -75,6 +81,8 @@ pub struct GaugeGuard {
 enum Gauge {
     Queue,
     Running,
+    WsSessions,
+    InFlight,
 }
 
 impl Drop for GaugeGuard {
@@ -102,6 +110,8 @@ impl Metrics {
         match which {
             Gauge::Queue => &self.queue_depth,
             Gauge::Running => &self.running,
+            Gauge::WsSessions => &self.ws_sessions,
+            Gauge::InFlight => &self.in_flight,
         }
     }
 
@@ -119,6 +129,27 @@ impl Metrics {
 
     pub fn enter_running(self: &Arc<Self>) -> GaugeGuard {
         self.enter(Gauge::Running)
+    }
+
+    pub fn enter_ws_session(self: &Arc<Self>) -> GaugeGuard {
+        self.enter(Gauge::WsSessions)
+    }
+
+    pub fn enter_in_flight(self: &Arc<Self>) -> GaugeGuard {
+        self.enter(Gauge::InFlight)
+    }
+
+    pub fn ws_sessions(&self) -> i64 {
+        self.ws_sessions.load(Ordering::Relaxed)
+    }
+
+    pub fn observe_ws_event(&self, kind: &str) {
+        // Only the protocol's own names become labels.
+        let kind = match kind {
+            "ready" | "partial" | "final" | "done" | "error" => kind,
+            _ => "other",
+        };
+        *self.lock().ws_events.entry(kind.to_owned()).or_default() += 1;
     }
 
     pub fn queue_depth(&self) -> i64 {
@@ -202,8 +233,25 @@ impl Metrics {
                 escape(model)
             );
         }
+        out.push_str(
+            "# HELP stapes_ws_events_total Events sent on streaming WebSocket sessions, by type.\n",
+        );
+        out.push_str("# TYPE stapes_ws_events_total counter\n");
+        for (kind, n) in &g.ws_events {
+            let _ = writeln!(out, "stapes_ws_events_total{{type=\"{kind}\"}} {n}");
+        }
         drop(g);
         let gauges = [
+            (
+                "stapes_ws_sessions",
+                "Streaming WebSocket sessions open now.",
+                self.ws_sessions(),
+            ),
+            (
+                "stapes_http_in_flight",
+                "HTTP requests received and not yet answered (headers).",
+                self.in_flight.load(Ordering::Relaxed),
+            ),
             (
                 "stapes_queue_depth",
                 "Admitted requests waiting for a worker.",
@@ -290,6 +338,21 @@ mod tests {
         assert!(m
             .render(1, 1, 0)
             .contains("stapes_audio_seconds_total{model=\"tiny\"} 11\n"));
+    }
+
+    #[test]
+    fn ws_gauge_and_events() {
+        let m = Arc::new(Metrics::default());
+        let g = m.enter_ws_session();
+        m.observe_ws_event("partial");
+        m.observe_ws_event("partial");
+        m.observe_ws_event("<script>");
+        let text = m.render(1, 1, 0);
+        assert!(text.contains("stapes_ws_sessions 1\n"), "{text}");
+        assert!(text.contains("stapes_ws_events_total{type=\"partial\"} 2\n"));
+        assert!(text.contains("stapes_ws_events_total{type=\"other\"} 1\n"));
+        drop(g);
+        assert!(m.render(1, 1, 0).contains("stapes_ws_sessions 0\n"));
     }
 
     #[test]

@@ -10,6 +10,8 @@ mod form;
 mod metrics;
 mod models;
 mod routes;
+mod sse;
+mod ws;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
@@ -163,6 +165,7 @@ fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/audio/transcriptions", post(routes::transcriptions))
         .route("/v1/audio/translations", post(routes::translations))
+        .route("/v1/audio/stream", get(ws::stream))
         .route("/v1/models", get(routes::list_models))
         .route("/v1/models/{id}", get(routes::get_model))
         .route_layer(middleware::from_fn_with_state(

@@ -9,20 +9,14 @@ use super::AppState;
 use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::Next;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use futures_util::StreamExt as _;
 use serde_json::{json, Value};
 use stapes::audio::AudioError;
 use stapes::output::{self, RunInfo};
 use stapes::{Task, TranscribeOptions, Transcript};
-use std::convert::Infallible;
-use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{timeout_at, Instant};
 
 type AppRef = State<Arc<AppState>>;
@@ -79,7 +73,14 @@ pub async fn health(State(s): AppRef) -> Json<Value> {
 }
 
 pub async fn metrics(State(s): AppRef) -> Response {
-    let body = s.metrics.render(s.queue, s.workers, s.admitted());
+    let mut body = s.metrics.render(s.queue, s.workers, s.admitted());
+    // Alive tasks: a number that keeps growing under steady load is a leak.
+    let tasks = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    body.push_str(&format!(
+        "# HELP stapes_tokio_alive_tasks Tasks alive on the server's runtime.\n# TYPE stapes_tokio_alive_tasks gauge\nstapes_tokio_alive_tasks {tasks}\n"
+    ));
     (
         [(
             header::CONTENT_TYPE,
@@ -115,7 +116,9 @@ pub async fn track(State(s): AppRef, req: Request, next: Next) -> Response {
         .map(|m| m.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
     let start = std::time::Instant::now();
+    let in_flight = s.metrics.enter_in_flight();
     let resp = next.run(req).await;
+    drop(in_flight);
     s.metrics
         .observe_request(&endpoint, resp.status().as_u16(), start.elapsed());
     resp
@@ -239,10 +242,12 @@ async fn handle(s: Arc<AppState>, req: Request, task: Task) -> Result<Response, 
         word_timestamps: r.words,
         ..TranscribeOptions::default()
     };
-    let job = run_job(Arc::clone(&s), entry, samples, opts);
     if r.stream {
-        return Ok(stream_events(job, deadline, admission));
+        return Ok(super::sse::respond(
+            s, entry, samples, opts, deadline, admission,
+        ));
     }
+    let job = run_job(Arc::clone(&s), entry, samples, opts);
     let t = timeout_at(deadline, job).await.map_err(|_| too_slow())??;
     drop(admission);
     Ok(render(r.format, &t, task, r.segments))
@@ -376,82 +381,9 @@ pub fn render(format: ResponseFormat, t: &Transcript, task: Task, segments: bool
     }
 }
 
-/// `stream=true`: OpenAI's transcription events (`transcript.text.delta` per segment, then
-/// `transcript.text.done`), or one `error` event. Keep-alive comments hold the connection open
-/// while the job waits and runs; a client that goes away drops the job's future with it.
-fn stream_events(
-    job: impl Future<Output = Result<Transcript, ApiError>> + Send + 'static,
-    deadline: Instant,
-    admission: OwnedSemaphorePermit,
-) -> Response {
-    let result = async move {
-        let _admission = admission;
-        timeout_at(deadline, job)
-            .await
-            .unwrap_or_else(|_| Err(too_slow()))
-    };
-    let events = futures_util::stream::once(result)
-        .flat_map(|r| futures_util::stream::iter(events_for(r)))
-        .map(Ok::<_, Infallible>);
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(5)))
-        .into_response()
-}
-
-pub fn events_for(r: Result<Transcript, ApiError>) -> Vec<Event> {
-    match r {
-        Ok(t) => {
-            let mut out: Vec<Event> = t
-                .segments
-                .iter()
-                .filter(|s| !s.text.trim().is_empty())
-                .map(|s| {
-                    let v = json!({
-                        "type": "transcript.text.delta",
-                        "delta": s.text,
-                        "segment": {"id": s.id, "start": s.start, "end": s.end, "text": s.text},
-                    });
-                    Event::default().data(v.to_string())
-                })
-                .collect();
-            // No `usage` here: OpenAI's done event only knows token usage, not duration.
-            let done = json!({"type": "transcript.text.done", "text": t.text()});
-            out.push(Event::default().data(done.to_string()));
-            out
-        }
-        Err(e) => {
-            let mut v = e.body();
-            v["type"] = json!("error");
-            vec![Event::default().data(v.to_string())]
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stapes::Segment;
-
-    fn transcript() -> Transcript {
-        let seg = |id, start, end, text: &str| Segment {
-            id,
-            start,
-            end,
-            text: text.into(),
-            tokens: vec![],
-            avg_logprob: -0.1,
-            no_speech_prob: 0.0,
-            compression_ratio: 1.0,
-            temperature: 0.0,
-            words: None,
-        };
-        Transcript {
-            language: "en".into(),
-            language_probability: 1.0,
-            duration: 3.2,
-            segments: vec![seg(0, 0.0, 1.0, " Hello"), seg(1, 1.0, 3.2, " world.")],
-        }
-    }
 
     #[test]
     fn secrets_compare_whole() {
@@ -513,13 +445,5 @@ mod tests {
             (e.status, e.code),
             (StatusCode::BAD_REQUEST, "invalid_audio")
         );
-    }
-
-    #[test]
-    fn stream_events_end_with_done() {
-        let ev = events_for(Ok(transcript()));
-        assert_eq!(ev.len(), 3);
-        let err = events_for(Err(ApiError::internal("x")));
-        assert_eq!(err.len(), 1);
     }
 }
