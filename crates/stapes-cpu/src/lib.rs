@@ -8,6 +8,7 @@
 
 pub mod linalg;
 pub mod math;
+pub mod mem;
 pub mod simd;
 
 use linalg::{sgemm, Kernels, Mat, Store};
@@ -25,6 +26,11 @@ const PAR_MIN_WORK: usize = 1 << 16;
 /// Query rows per attention task: a (128, 1500) score block (768 KB) stays in L2 between the
 /// q·kᵀ GEMM, the softmax and the P·v GEMM, where a whole head's (1500, 1500) scores did not.
 const ATTN_QBLOCK: usize = 128;
+/// Up to this many query rows (decoder steps, beams included) attention runs row by row: dot
+/// each key, softmax, sum the weighted value rows, with no GEMM packing of K and V per call.
+const ATTN_ROWS_MAX_TQ: usize = 16;
+/// Weight elements per task when storing or quantizing a weight.
+const STORE_CHUNK: usize = 1 << 16;
 
 /// An activation tensor in host memory, row-major.
 #[derive(Clone, Debug, PartialEq)]
@@ -212,6 +218,64 @@ impl CpuBackend {
         Ok(CpuTensor::new(sa.clone(), data))
     }
 
+    /// `data` as f16 when every value survives the round trip bit for bit, else `None`.
+    fn exact_f16(&self, data: &[f32]) -> Option<Vec<half::f16>> {
+        use half::slice::HalfFloatSliceExt;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let exact = AtomicBool::new(true);
+        let mut h = mem::filled(data.len(), half::f16::ZERO);
+        self.for_chunks(h.len(), &mut h, STORE_CHUNK, |i, dst| {
+            if !exact.load(Ordering::Relaxed) {
+                return;
+            }
+            let src = &data[i * STORE_CHUNK..][..dst.len()];
+            dst.convert_from_f32_slice(src);
+            let mut back = [0f32; 1024];
+            for (hs, ss) in dst.chunks(1024).zip(src.chunks(1024)) {
+                let b = &mut back[..hs.len()];
+                hs.convert_to_f32_slice(b);
+                if b.iter().zip(ss).any(|(x, y)| x.to_bits() != y.to_bits()) {
+                    exact.store(false, Ordering::Relaxed);
+                    return;
+                }
+            }
+        });
+        exact.load(Ordering::Relaxed).then_some(h)
+    }
+
+    /// `(n, k)` row-major values in the q8 lane, bit-identical to the lane's reference
+    /// quantizer (`stapes_core::lane::quantize_row_q8`), rows split over the pool.
+    fn quantize_q8(&self, data: &[f32], n: usize, k: usize) -> Store {
+        let kb = k.div_ceil(32);
+        let mut q = mem::filled(n * kb * 32, 0i8);
+        let mut s = mem::filled(n * kb, 0f32);
+        let rows = STORE_CHUNK.div_ceil(k).max(1);
+        let avx2 = self.kernels.avx2;
+        let work = |i: usize, qc: &mut [i8], sc: &mut [f32]| {
+            let r0 = i * rows;
+            let nr = sc.len() / kb;
+            let src = &data[r0 * k..(r0 + nr) * k];
+            match avx2 {
+                Some(a) => a.quantize_q8_rows(src, k, qc, sc),
+                None => simd::quantize_q8_rows(src, k, qc, sc),
+            }
+        };
+        if self.parallel(data.len() * 4) {
+            self.pool.install(|| {
+                q.par_chunks_mut(rows * kb * 32)
+                    .zip(s.par_chunks_mut(rows * kb))
+                    .enumerate()
+                    .for_each(|(i, (qc, sc))| work(i, qc, sc))
+            });
+        } else {
+            q.chunks_mut(rows * kb * 32)
+                .zip(s.chunks_mut(rows * kb))
+                .enumerate()
+                .for_each(|(i, (qc, sc))| work(i, qc, sc));
+        }
+        Store::Q8 { q, s, kb }
+    }
+
     fn linear_raw(&self, x: &[f32], m: usize, w: &CpuWeight, bias: Option<&CpuTensor>) -> Vec<f32> {
         let bias = bias.map(|b| b.data.as_slice());
         if self.parallel(m * w.n * w.k / 16) {
@@ -219,6 +283,69 @@ impl CpuBackend {
                 .install(|| self.kernels.linear(x, m, w.k, &w.store, w.n, bias, true))
         } else {
             self.kernels.linear(x, m, w.k, &w.store, w.n, bias, false)
+        }
+    }
+
+    /// [`Self::attend`] for a few query rows (Tq ≤ [`ATTN_ROWS_MAX_TQ`] < [`ATTN_QBLOCK`], so
+    /// one block per (batch, head) task, in the same order): each query dots the keys where
+    /// they lie, the softmaxed row weights the value rows directly. A GEMM here would pack the
+    /// whole (kv_len, Dh) K and V of every head on every decoder step.
+    fn attend_rows(
+        &self,
+        q: &CpuTensor,
+        k: &CpuTensor,
+        v: Option<&CpuTensor>,
+        d: &AttnDims,
+        p: &AttnParams,
+    ) -> Vec<Vec<f32>> {
+        let c = d.h * d.dh;
+        let cv = d.h * d.dv;
+        let avx2 = self.kernels.avx2;
+        let task = |bh: usize| {
+            let (b, h) = (bh / d.h, bh % d.h);
+            let keys = &k.data[b * d.tk * c + h * d.dh..];
+            let mut scores = vec![0f32; d.tq * d.kv_len]; // (Tq, kv_len)
+            let mut out = vec![0f32; if v.is_some() { d.tq * d.dv } else { 0 }]; // (Tq, Dv)
+            for (i, row) in scores.chunks_mut(d.kv_len).enumerate() {
+                let visible = if p.causal {
+                    d.kv_len - d.tq + i + 1
+                } else {
+                    d.kv_len
+                };
+                let qi = &q.data[(b * d.tq + i) * c + h * d.dh..][..d.dh];
+                let (live, dead) = row.split_at_mut(visible);
+                match avx2 {
+                    Some(a) => {
+                        a.scores_row(qi, keys, c, p.scale, live);
+                        a.softmax_row(live);
+                    }
+                    None => {
+                        simd::scalar::scores_row(qi, keys, c, p.scale, live);
+                        math::softmax_row(live);
+                    }
+                }
+                dead.fill(0.0);
+                if let Some(v) = v {
+                    let vals = &v.data[b * d.tk * cv + h * d.dv..];
+                    let o = &mut out[i * d.dv..(i + 1) * d.dv];
+                    match avx2 {
+                        Some(a) => a.weighted_rows(live, vals, cv, o),
+                        None => simd::scalar::weighted_rows(live, vals, cv, o),
+                    }
+                }
+            }
+            if v.is_some() {
+                out
+            } else {
+                scores
+            }
+        };
+        let tasks = d.b * d.h;
+        if self.parallel(tasks * d.tq * d.kv_len * (d.dh + d.dv + 20)) {
+            self.pool
+                .install(|| (0..tasks).into_par_iter().map(task).collect())
+        } else {
+            (0..tasks).map(task).collect()
         }
     }
 
@@ -232,6 +359,9 @@ impl CpuBackend {
         d: &AttnDims,
         p: &AttnParams,
     ) -> Vec<Vec<f32>> {
+        if d.tq <= ATTN_ROWS_MAX_TQ {
+            return self.attend_rows(q, k, v, d, p);
+        }
         let c = d.h * d.dh;
         let cv = d.h * d.dv;
         let nqb = d.tq.div_ceil(ATTN_QBLOCK);
@@ -331,7 +461,7 @@ impl Backend for CpuBackend {
     }
 
     fn upload(&self, t: &HostTensor) -> Result<CpuTensor> {
-        let h = HostTensor::new(t.shape.clone(), t.data.clone())?;
+        let h = HostTensor::new(t.shape.clone(), mem::copied(&t.data))?;
         Ok(CpuTensor::new(h.shape, h.data))
     }
 
@@ -355,21 +485,23 @@ impl Backend for CpuBackend {
             ));
         }
         let store = match lane {
-            Lane::F32 => Store::F32(w.data.clone()),
-            Lane::F16 => Store::F16(w.data.iter().map(|&v| half::f16::from_f32(v)).collect()),
-            Lane::Q8 => {
-                // The lane's own quantizer, so CPU weights are bit-identical to the reference's.
-                let kb = k.div_ceil(32);
-                let mut q = Vec::with_capacity(n * kb * 32);
-                let mut s = Vec::with_capacity(n * kb);
-                for row in w.data.chunks(k) {
-                    for blk in stapes_core::lane::quantize_row_q8(row) {
-                        q.extend_from_slice(&blk.q);
-                        s.push(blk.scale.to_f32());
-                    }
-                }
-                Store::Q8 { q, s, kb }
+            // Checkpoints shipped in f16 (CTranslate2, ggml, most HF files) arrive widened to
+            // f32; kept as f16 when that is exact they take half the memory and half the
+            // bandwidth of every decoder-step GEMV, and the kernels widen them back exactly, so
+            // the f32 lane's results are unchanged.
+            Lane::F32 => match self.exact_f16(&w.data) {
+                Some(h) => Store::F16(h),
+                None => Store::F32(mem::copied(&w.data)),
+            },
+            Lane::F16 => {
+                let mut h = mem::filled(w.data.len(), half::f16::ZERO);
+                self.for_chunks(h.len(), &mut h, STORE_CHUNK, |i, dst| {
+                    use half::slice::HalfFloatSliceExt;
+                    dst.convert_from_f32_slice(&w.data[i * STORE_CHUNK..][..dst.len()]);
+                });
+                Store::F16(h)
             }
+            Lane::Q8 => self.quantize_q8(&w.data, n, k),
         };
         Ok(CpuWeight { lane, n, k, store })
     }
@@ -965,5 +1097,97 @@ impl Backend for CpuBackend {
     fn affine(&self, x: &CpuTensor, s: f32, t: f32) -> Result<CpuTensor> {
         self.op();
         Ok(self.map(x, move |v| v.mul_add(s, t)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f16_exact(n: usize, seed: u64) -> HostTensor {
+        let mut t = HostTensor::random(vec![n], seed, 1.0);
+        t.data
+            .iter_mut()
+            .for_each(|v| *v = half::f16::from_f32(*v).to_f32());
+        t
+    }
+
+    #[test]
+    fn q8_store_is_the_lane_quantizer_bit_for_bit() {
+        for (threads, portable) in [(1, false), (2, false), (2, true)] {
+            let be = if portable {
+                CpuBackend::new_portable(threads)
+            } else {
+                CpuBackend::new(threads)
+            }
+            .expect("cpu");
+            // Awkward K (partial last block), a zero row, ties at ±0.5 steps, big N for the pool.
+            for (n, k) in [(3usize, 45usize), (700, 384), (5, 32), (2, 1)] {
+                let mut w = HostTensor::random(vec![n, k], 7 + k as u64, 3.0);
+                w.data[..k].fill(0.0);
+                if n > 1 && k >= 32 {
+                    // amax 127 makes inv = 1: values x.5 exercise round-half-away-from-zero
+                    w.data[k] = 127.0;
+                    w.data[k + 1] = 2.5;
+                    w.data[k + 2] = -3.5;
+                }
+                let got = be.weight(&w, Lane::Q8).expect("weight");
+                let Store::Q8 { q, s, kb } = &got.store else {
+                    panic!("q8 lane stored as {:?}", got.lane)
+                };
+                for (r, row) in w.data.chunks(k).enumerate() {
+                    for (b, blk) in stapes_core::lane::quantize_row_q8(row).iter().enumerate() {
+                        let at = r * kb + b;
+                        assert_eq!(
+                            &q[at * 32..at * 32 + 32],
+                            &blk.q,
+                            "({n},{k}) row {r} blk {b}"
+                        );
+                        assert_eq!(s[at].to_bits(), blk.scale.to_f32().to_bits());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn f32_lane_keeps_f16_exact_weights_as_f16_with_identical_results() {
+        let be = CpuBackend::new(2).expect("cpu");
+        // N above the 1024-row panel of the large-M path, so panels are cut too.
+        let (n, k) = (1100usize, 200usize);
+        let w = HostTensor::new(vec![n, k], f16_exact(n * k, 3).data).expect("w");
+        let stored = be.weight(&w, Lane::F32).expect("weight");
+        assert!(
+            matches!(stored.store, Store::F16(_)),
+            "f16-exact weights kept as f16"
+        );
+        assert_eq!(stored.lane(), Lane::F32);
+        let plain = CpuWeight {
+            lane: Lane::F32,
+            n,
+            k,
+            store: Store::F32(w.data.clone()),
+        };
+        for m in [1usize, 3, 8, 9, 257] {
+            let x = be
+                .upload(&HostTensor::random(vec![m, k], 11 + m as u64, 1.0))
+                .expect("x");
+            let a = be.linear(&x, &stored, None).expect("f16 store");
+            let b = be.linear(&x, &plain, None).expect("f32 store");
+            let same = a
+                .data
+                .iter()
+                .zip(&b.data)
+                .all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(
+                same,
+                "m = {m}: f16-stored f32 lane differs from the f32 store"
+            );
+        }
+        // One value off the f16 grid: the f32 copy is kept.
+        let mut w2 = w.clone();
+        w2.data[n * k - 1] = 1.0 + f32::EPSILON;
+        let stored = be.weight(&w2, Lane::F32).expect("weight");
+        assert!(matches!(stored.store, Store::F32(_)));
     }
 }

@@ -341,6 +341,116 @@ mod x86 {
         [hsum(a0), hsum(a1), hsum(a2), hsum(a3)]
     }
 
+    /// `out[j] = scale · q · k_j` for `n` keys, key j at `k[j·stride..][..q.len()]`: four keys
+    /// per step, their sums reduced together by one `hadd` tree.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn scores_row(q: &[f32], k: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
+        let (d, n) = (q.len(), out.len());
+        let d8 = d - d % 8;
+        let (qp, kp) = (q.as_ptr(), k.as_ptr());
+        let tail = |j: usize| -> f32 {
+            let kr = kp.add(j * stride);
+            let mut s = 0f32;
+            for c in d8..d {
+                s += *qp.add(c) * *kr.add(c);
+            }
+            s
+        };
+        let mut j = 0;
+        while j + 4 <= n {
+            let (k0, k1, k2, k3) = (
+                kp.add(j * stride),
+                kp.add((j + 1) * stride),
+                kp.add((j + 2) * stride),
+                kp.add((j + 3) * stride),
+            );
+            let (mut a0, mut a1, mut a2, mut a3) = (
+                _mm256_setzero_ps(),
+                _mm256_setzero_ps(),
+                _mm256_setzero_ps(),
+                _mm256_setzero_ps(),
+            );
+            let mut c = 0;
+            while c < d8 {
+                let qv = _mm256_loadu_ps(qp.add(c));
+                a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0.add(c)), a0);
+                a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1.add(c)), a1);
+                a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2.add(c)), a2);
+                a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3.add(c)), a3);
+                c += 8;
+            }
+            let t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+            let s4 = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+            let mut s = [0f32; 4];
+            _mm_storeu_ps(s.as_mut_ptr(), s4);
+            for (i, sv) in s.iter().enumerate() {
+                *out.get_unchecked_mut(j + i) = (sv + tail(j + i)) * scale;
+            }
+            j += 4;
+        }
+        while j < n {
+            let kr = kp.add(j * stride);
+            let mut a = _mm256_setzero_ps();
+            let mut c = 0;
+            while c < d8 {
+                a = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(c)), _mm256_loadu_ps(kr.add(c)), a);
+                c += 8;
+            }
+            *out.get_unchecked_mut(j) = (hsum(a) + tail(j)) * scale;
+            j += 1;
+        }
+    }
+
+    /// `out = Σ_j p[j] · v_j`, row j at `v[j·stride..][..out.len()]`: 32 output columns stay
+    /// in registers while every row streams past.
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn weighted_rows(p: &[f32], v: &[f32], stride: usize, out: &mut [f32]) {
+        let d = out.len();
+        let (vp, op) = (v.as_ptr(), out.as_mut_ptr());
+        let mut c = 0;
+        while c + 32 <= d {
+            let (mut a0, mut a1, mut a2, mut a3) = (
+                _mm256_setzero_ps(),
+                _mm256_setzero_ps(),
+                _mm256_setzero_ps(),
+                _mm256_setzero_ps(),
+            );
+            for (j, &pj) in p.iter().enumerate() {
+                let pv = _mm256_set1_ps(pj);
+                let r = vp.add(j * stride + c);
+                a0 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(r), a0);
+                a1 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(r.add(8)), a1);
+                a2 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(r.add(16)), a2);
+                a3 = _mm256_fmadd_ps(pv, _mm256_loadu_ps(r.add(24)), a3);
+            }
+            _mm256_storeu_ps(op.add(c), a0);
+            _mm256_storeu_ps(op.add(c + 8), a1);
+            _mm256_storeu_ps(op.add(c + 16), a2);
+            _mm256_storeu_ps(op.add(c + 24), a3);
+            c += 32;
+        }
+        while c + 8 <= d {
+            let mut a = _mm256_setzero_ps();
+            for (j, &pj) in p.iter().enumerate() {
+                a = _mm256_fmadd_ps(
+                    _mm256_set1_ps(pj),
+                    _mm256_loadu_ps(vp.add(j * stride + c)),
+                    a,
+                );
+            }
+            _mm256_storeu_ps(op.add(c), a);
+            c += 8;
+        }
+        while c < d {
+            let mut s = 0f32;
+            for (j, &pj) in p.iter().enumerate() {
+                s += pj * *vp.add(j * stride + c);
+            }
+            *op.add(c) = s;
+            c += 1;
+        }
+    }
+
     impl Avx2 {
         pub fn dot4_f32(self, x: &[f32], w: &[f32]) -> [f32; 4] {
             assert!(w.len() >= 4 * x.len());
@@ -388,6 +498,33 @@ mod x86 {
             unsafe { dot_q8(xq, xs, rows, wq, ws) }
         }
 
+        /// `out[j] = scale · q · k_j` for `out.len()` keys; key j is `k[j·stride..][..q.len()]`.
+        pub fn scores_row(self, q: &[f32], k: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
+            let n = out.len();
+            assert!(n == 0 || (n - 1) * stride + q.len() <= k.len());
+            // SAFETY: the token proves AVX2+FMA; the assert covers the last key's row.
+            unsafe { scores_row(q, k, stride, scale, out) }
+        }
+
+        /// `out = Σ_j p[j] · v_j`; row j is `v[j·stride..][..out.len()]`.
+        pub fn weighted_rows(self, p: &[f32], v: &[f32], stride: usize, out: &mut [f32]) {
+            let n = p.len();
+            assert!(n == 0 || (n - 1) * stride + out.len() <= v.len());
+            // SAFETY: the token proves AVX2+FMA; the assert covers the last row.
+            unsafe { weighted_rows(p, v, stride, out) }
+        }
+
+        /// [`super::quantize_q8_rows`] compiled with AVX2 (rounding inlined and vectorised
+        /// instead of a `roundf` call per value); bit-identical to it.
+        pub fn quantize_q8_rows(self, src: &[f32], k: usize, q: &mut [i8], s: &mut [f32]) {
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn inner(src: &[f32], k: usize, q: &mut [i8], s: &mut [f32]) {
+                super::quantize_q8_rows(src, k, q, s)
+            }
+            // SAFETY: the token proves AVX2+FMA.
+            unsafe { inner(src, k, q, s) }
+        }
+
         /// [`crate::math::softmax_row`] compiled with AVX2/FMA (8-wide exp).
         pub fn softmax_row(self, row: &mut [f32]) {
             #[target_feature(enable = "avx2,fma")]
@@ -413,6 +550,33 @@ mod x86 {
     }
 }
 
+/// Quantize rows of `k` values (`src` holds whole rows) as the q8 lane does
+/// (`stapes_core::lane::quantize_row_q8`, bit for bit): per row ⌈k/32⌉ blocks of 32 int8 in `q`
+/// (a partial block zero padded) and one scale per block in `s`, the f16 scale widened.
+#[inline(always)]
+pub fn quantize_q8_rows(src: &[f32], k: usize, q: &mut [i8], s: &mut [f32]) {
+    let kb = k.div_ceil(32);
+    if k == 0 {
+        return;
+    }
+    for ((row, qr), sr) in src
+        .chunks_exact(k)
+        .zip(q.chunks_exact_mut(kb * 32))
+        .zip(s.chunks_exact_mut(kb))
+    {
+        for ((chunk, qb), sb) in row.chunks(32).zip(qr.chunks_exact_mut(32)).zip(sr) {
+            let amax = chunk.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let scale = amax / 127.0;
+            let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+            for (d, v) in qb.iter_mut().zip(chunk) {
+                *d = (v * inv).round().clamp(-127.0, 127.0) as i8;
+            }
+            qb[chunk.len()..].fill(0);
+            *sb = half::f16::from_f32(scale).to_f32();
+        }
+    }
+}
+
 /// Portable versions of the kernels above (the fallback where AVX2 is absent).
 pub mod scalar {
     use super::MR;
@@ -423,6 +587,21 @@ pub mod scalar {
             out[r] = x[r].iter().zip(w).map(|(a, b)| a * b).sum();
         }
         out
+    }
+
+    pub fn scores_row(q: &[f32], k: &[f32], stride: usize, scale: f32, out: &mut [f32]) {
+        for (j, o) in out.iter_mut().enumerate() {
+            let kr = &k[j * stride..][..q.len()];
+            *o = q.iter().zip(kr).map(|(a, b)| a * b).sum::<f32>() * scale;
+        }
+    }
+
+    pub fn weighted_rows(p: &[f32], v: &[f32], stride: usize, out: &mut [f32]) {
+        out.fill(0.0);
+        for (j, &pj) in p.iter().enumerate() {
+            let vr = &v[j * stride..][..out.len()];
+            out.iter_mut().zip(vr).for_each(|(o, &x)| *o += pj * x);
+        }
     }
 
     pub fn dot_f16(x: &[&[f32]; MR], rows: usize, w: &[half::f16]) -> [f32; MR] {

@@ -350,6 +350,11 @@ fn attention_and_probs_shapes() {
         (1, 1500, 1500, 1, 64, None, false),
         // several query blocks of the CPU kernel, causal across the block boundaries
         (1, 300, 333, 2, 16, Some(310), true),
+        // the few-rows path: beam-5 cross-attention, a batch with Dh off the 8-lane grid
+        (1, 5, 1500, 6, 64, None, false),
+        (2, 3, 10, 2, 12, Some(6), true),
+        (1, 16, 40, 3, 40, Some(37), true),
+        (1, 17, 40, 3, 40, Some(37), true),
     ];
     for (i, &(b, tq, tk, h, dh, kv_len, causal)) in cases.iter().enumerate() {
         let q = rnd(&[b, tq, h * dh], 150 + i as u64, 1.0);
