@@ -375,6 +375,60 @@ fn elementwise_and_broadcast() {
     }
 }
 
+/// Padding masks: selected entries copied exactly, the rest become the fill (also -inf), and
+/// shapes that do not divide into (B, R, S, inner) are refused.
+#[test]
+fn mask_fill_is_exact() {
+    let (g, _serial) = require_gpu!("mask_fill_is_exact");
+    let r = ReferenceBackend::new();
+    let keep = |b: usize, s: usize, lens: &[usize], rank3: bool| {
+        let data = lens
+            .iter()
+            .flat_map(|&l| (0..s).map(move |i| if i < l { 1.0 } else { 0.0 }))
+            .collect();
+        let shape = if rank3 { vec![b, s, 1] } else { vec![b, s] };
+        HostTensor::new(shape, data).unwrap()
+    };
+    for (sx, k, inner, fill) in [
+        // scores (B·H, C, T) with a key mask (B, T)
+        (
+            vec![6usize, 5, 7],
+            keep(2, 7, &[7, 3], false),
+            1usize,
+            f32::NEG_INFINITY,
+        ),
+        // conv input (B, C, T, F) with (B, T, 1)
+        (vec![3, 4, 9, 5], keep(3, 9, &[9, 1, 6], true), 5, 0.0),
+        // sequence (B, T, C)
+        (vec![2, 33, 20], keep(2, 33, &[17, 33], true), 20, 0.0),
+    ] {
+        let x = rnd(&sx, 321, 2.0);
+        let (got, want) = both!(g, &r, |be| {
+            let (xt, kt) = (be.upload(&x).unwrap(), be.upload(&k).unwrap());
+            be.download(&be.mask_fill(&xt, &kt, inner, fill).unwrap())
+                .unwrap()
+        });
+        assert_eq!(got.shape, sx);
+        assert!(
+            got.data
+                .iter()
+                .zip(&want.data)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "mask_fill {sx:?} differs from the reference"
+        );
+        assert!(
+            got.data.iter().any(|v| *v == fill),
+            "nothing masked in {sx:?}"
+        );
+    }
+    let x = g.upload(&rnd(&[3, 5, 7], 1, 1.0)).unwrap();
+    let bad = g.upload(&keep(2, 5, &[5, 5], false)).unwrap();
+    assert!(
+        g.mask_fill(&x, &bad, 7, 0.0).is_err(),
+        "batch 2 does not divide 3"
+    );
+}
+
 #[test]
 fn layout_ops_are_exact() {
     let (g, _serial) = require_gpu!("layout_ops_are_exact");
