@@ -8,6 +8,7 @@ use crate::error::StapesError;
 use stapes_models::transcript::Transcript;
 use stapes_models::whisper::batch::{BatchInput, BatchStats};
 use stapes_models::whisper::WhisperOptions;
+use std::sync::Mutex;
 
 pub use stapes_models::whisper::batch::DEFAULT_MAX_BATCH;
 
@@ -52,18 +53,43 @@ impl Engine {
         inputs: &[EngineInput<'_>],
         max_batch: usize,
     ) -> BatchOutcome {
+        let slots: Vec<Mutex<Option<Result<Transcript, StapesError>>>> =
+            inputs.iter().map(|_| Mutex::new(None)).collect();
+        let stats = self.transcribe_batch_with(inputs, max_batch, &|i, r| {
+            if let Some(slot) = slots.get(i) {
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            }
+        });
+        let results = slots
+            .into_iter()
+            .map(|m| {
+                m.into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unwrap_or_else(|| Err(StapesError::Internal("an input was never run".into())))
+            })
+            .collect();
+        BatchOutcome { results, stats }
+    }
+
+    /// [`Self::transcribe_batch_each`], handing each result to `deliver(index, result)` as soon
+    /// as its input is done; called exactly once per input, possibly from worker threads.
+    pub fn transcribe_batch_with(
+        &self,
+        inputs: &[EngineInput<'_>],
+        max_batch: usize,
+        deliver: &(dyn Fn(usize, Result<Transcript, StapesError>) + Sync),
+    ) -> BatchStats {
         match &self.inner {
-            Inner::WhisperCpu(m) => whisper_batch(m, inputs, max_batch),
-            Inner::WhisperCuda(m) => whisper_batch(m, inputs, max_batch),
+            Inner::WhisperCpu(m) => whisper_batch(m, inputs, max_batch, deliver),
+            Inner::WhisperCuda(m) => whisper_batch(m, inputs, max_batch, deliver),
             // The Parakeet encoder takes batches too, but its decode is per input; one by one
             // until a batched Parakeet entry point exists.
-            Inner::ParakeetCpu(_) | Inner::ParakeetCuda(_) => BatchOutcome {
-                results: inputs
-                    .iter()
-                    .map(|i| self.transcribe(i.samples, i.options, None))
-                    .collect(),
-                stats: BatchStats::default(),
-            },
+            Inner::ParakeetCpu(_) | Inner::ParakeetCuda(_) => {
+                for (i, input) in inputs.iter().enumerate() {
+                    deliver(i, self.transcribe(input.samples, input.options, None));
+                }
+                BatchStats::default()
+            }
         }
     }
 }
@@ -72,12 +98,21 @@ fn whisper_batch<B: stapes_core::Backend>(
     m: &stapes_models::whisper::Whisper<B>,
     inputs: &[EngineInput<'_>],
     max_batch: usize,
-) -> BatchOutcome {
+    deliver: &(dyn Fn(usize, Result<Transcript, StapesError>) + Sync),
+) -> BatchStats {
     let opts: Vec<WhisperOptions> = inputs.iter().map(|i| whisper_options(i.options)).collect();
     // Empty inputs are refused as `Engine::transcribe` refuses them; the rest run batched.
-    let runnable: Vec<usize> = (0..inputs.len())
-        .filter(|&i| !inputs[i].samples.is_empty())
-        .collect();
+    let mut runnable: Vec<usize> = Vec::with_capacity(inputs.len());
+    for (i, input) in inputs.iter().enumerate() {
+        if input.samples.is_empty() {
+            deliver(
+                i,
+                Err(StapesError::BadInput("the audio holds no samples".into())),
+            );
+        } else {
+            runnable.push(i);
+        }
+    }
     let each: Vec<BatchInput<'_>> = runnable
         .iter()
         .map(|&i| BatchInput {
@@ -85,13 +120,9 @@ fn whisper_batch<B: stapes_core::Backend>(
             options: &opts[i],
         })
         .collect();
-    let (done, stats) = m.transcribe_batch_each(&each, max_batch);
-    let mut results: Vec<Result<Transcript, StapesError>> = inputs
-        .iter()
-        .map(|_| Err(StapesError::BadInput("the audio holds no samples".into())))
-        .collect();
-    for (&i, r) in runnable.iter().zip(done) {
-        results[i] = r.map_err(StapesError::from);
-    }
-    BatchOutcome { results, stats }
+    m.transcribe_batch_with(&each, max_batch, &|j, r| {
+        if let Some(&i) = runnable.get(j) {
+            deliver(i, r.map_err(StapesError::from));
+        }
+    })
 }

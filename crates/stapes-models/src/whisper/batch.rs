@@ -199,17 +199,45 @@ impl<B: Backend> Whisper<B> {
         inputs: &[BatchInput<'_>],
         max_batch: usize,
     ) -> (Vec<Result<Transcript>>, BatchStats) {
+        let slots: Vec<Mutex<Option<Result<Transcript>>>> =
+            inputs.iter().map(|_| Mutex::new(None)).collect();
+        let stats = self.transcribe_batch_with(inputs, max_batch, &|i, r| {
+            if let Some(slot) = slots.get(i) {
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            }
+        });
+        let results = slots
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| {
+                m.into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unwrap_or_else(|| {
+                        Err(ModelError::BadInput(format!("input {i} was never run")))
+                    })
+            })
+            .collect();
+        (results, stats)
+    }
+
+    /// [`Self::transcribe_batch_each`], handing each input's result to `deliver(index, result)`
+    /// as soon as that input is done (a server answers short requests before long ones of the
+    /// same batch finish). `deliver` is called exactly once per input, from worker threads.
+    pub fn transcribe_batch_with(
+        &self,
+        inputs: &[BatchInput<'_>],
+        max_batch: usize,
+        deliver: &(dyn Fn(usize, Result<Transcript>) + Sync),
+    ) -> BatchStats {
         let threads = max_batch.max(1).min(inputs.len());
         if threads == 0 {
-            return (Vec::new(), BatchStats::default());
+            return BatchStats::default();
         }
         let rv = Rendezvous::new(self, threads);
         let next = AtomicUsize::new(0);
-        let results: Vec<Mutex<Option<Result<Transcript>>>> =
-            inputs.iter().map(|_| Mutex::new(None)).collect();
         std::thread::scope(|scope| {
             for who in 0..threads {
-                let (rv, next, results) = (&rv, &next, &results);
+                let (rv, next) = (&rv, &next);
                 scope.spawn(move || {
                     let _leave = Leave(rv);
                     loop {
@@ -230,25 +258,14 @@ impl<B: Backend> Whisper<B> {
                                 "input {i}: the transcription panicked"
                             )))
                         });
-                        *results[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                        deliver(i, r);
                     }
                 });
             }
         });
-        let stats = BatchStats {
-            encoder_batches: std::mem::take(&mut rv.lock().batches),
-        };
-        let results = results
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| {
-                m.into_inner()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .unwrap_or_else(|| {
-                        Err(ModelError::BadInput(format!("input {i} was never run")))
-                    })
-            })
-            .collect();
-        (results, stats)
+        let batches = std::mem::take(&mut rv.lock().batches);
+        BatchStats {
+            encoder_batches: batches,
+        }
     }
 }
