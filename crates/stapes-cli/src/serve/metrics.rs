@@ -65,6 +65,8 @@ pub struct Metrics {
     queue_depth: AtomicI64,
     /// Jobs running on the blocking pool (including ones whose request already timed out).
     running: AtomicI64,
+    /// Cross-request batching (scheduler.rs): batch sizes, see `observe_batch`.
+    batches: Mutex<BatchSizes>,
     /// Open streaming WebSocket sessions.
     ws_sessions: AtomicI64,
     /// HTTP requests between their headers and their response headers.
@@ -281,7 +283,104 @@ impl Metrics {
         for (name, help, v) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
         }
+        self.render_batches(&mut out);
         out
+    }
+}
+
+/// Upper bounds of the batch-size buckets (requests per engine batch, windows per encoder call).
+const SIZE_BOUNDS: [f64; 8] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0];
+
+/// Batch sizes by model: requests per engine batch and windows per encoder call.
+#[derive(Default)]
+struct BatchSizes {
+    requests: BTreeMap<String, SizeHistogram>,
+    encoder: BTreeMap<String, SizeHistogram>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct SizeHistogram {
+    buckets: [u64; SIZE_BOUNDS.len()],
+    sum: f64,
+    count: u64,
+}
+
+impl SizeHistogram {
+    fn observe(&mut self, v: usize) {
+        let v = v as f64;
+        for (b, bound) in self.buckets.iter_mut().zip(SIZE_BOUNDS) {
+            if v <= bound {
+                *b += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn write(&self, out: &mut String, name: &str, model: &str) {
+        let m = escape(model);
+        for (b, bound) in self.buckets.iter().zip(SIZE_BOUNDS) {
+            let _ = writeln!(out, "{name}_bucket{{model=\"{m}\",le=\"{bound}\"}} {b}");
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{model=\"{m}\",le=\"+Inf\"}} {}",
+            self.count
+        );
+        let _ = writeln!(out, "{name}_sum{{model=\"{m}\"}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{model=\"{m}\"}} {}", self.count);
+    }
+}
+
+impl Metrics {
+    /// One engine batch of `requests` requests; `encoder` holds the windows of each of its
+    /// encoder calls (empty for families that run their inputs one by one).
+    pub fn observe_batch(&self, model: &str, requests: usize, encoder: &[usize]) {
+        let mut g = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+        g.requests
+            .entry(model.to_owned())
+            .or_default()
+            .observe(requests);
+        let h = g.encoder.entry(model.to_owned()).or_default();
+        for &n in encoder {
+            h.observe(n);
+        }
+    }
+
+    fn render_batches(&self, out: &mut String) {
+        let g = self.batches.lock().unwrap_or_else(|e| e.into_inner());
+        out.push_str(
+            "# HELP stapes_batch_requests Requests per engine batch (cross-request batching).\n",
+        );
+        out.push_str("# TYPE stapes_batch_requests histogram\n");
+        for (model, h) in &g.requests {
+            h.write(out, "stapes_batch_requests", model);
+        }
+        out.push_str(
+            "# HELP stapes_encoder_batch_windows Audio windows per encoder call (GPU/engine batch size).\n",
+        );
+        out.push_str("# TYPE stapes_encoder_batch_windows histogram\n");
+        for (model, h) in &g.encoder {
+            h.write(out, "stapes_encoder_batch_windows", model);
+        }
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    #[test]
+    fn batch_sizes_are_histograms() {
+        let m = Metrics::default();
+        m.observe_batch("tiny", 3, &[3, 1]);
+        m.observe_batch("tiny", 1, &[1]);
+        let text = m.render(4, 1, 0);
+        assert!(text.contains("stapes_batch_requests_bucket{model=\"tiny\",le=\"2\"} 1\n"));
+        assert!(text.contains("stapes_batch_requests_bucket{model=\"tiny\",le=\"4\"} 2\n"));
+        assert!(text.contains("stapes_batch_requests_sum{model=\"tiny\"} 4\n"));
+        assert!(text.contains("stapes_encoder_batch_windows_bucket{model=\"tiny\",le=\"1\"} 2\n"));
+        assert!(text.contains("stapes_encoder_batch_windows_count{model=\"tiny\"} 3\n"));
     }
 }
 

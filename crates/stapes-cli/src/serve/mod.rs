@@ -10,6 +10,7 @@ mod form;
 mod metrics;
 mod models;
 mod routes;
+mod scheduler;
 mod sse;
 mod ws;
 
@@ -67,6 +68,13 @@ pub struct Args {
     /// Load models on their first request instead of at start-up.
     #[arg(long)]
     lazy_load: bool,
+    /// Cross-request batching: requests for one model run together, their encoder windows in
+    /// one batch, up to this many (1 turns batching off).
+    #[arg(long, default_value_t = 8)]
+    batch_max: usize,
+    /// How long the first request of a batch waits for company, in milliseconds.
+    #[arg(long, default_value_t = 10)]
+    batch_wait_ms: u64,
 }
 
 pub struct AppState {
@@ -84,6 +92,7 @@ pub struct AppState {
     /// Audio decoding is CPU work too; bound it by the cores rather than by the queue.
     decode_slots: Arc<Semaphore>,
     metrics: Arc<Metrics>,
+    scheduler: scheduler::Scheduler,
 }
 
 impl AppState {
@@ -103,6 +112,12 @@ const MAX_TIMEOUT_S: f64 = 7.0 * 86_400.0;
 fn build_state(a: &Args) -> Result<AppState, StapesError> {
     if a.workers == 0 {
         return Err(usage("--workers must be at least 1"));
+    }
+    if a.batch_max == 0 || a.batch_max > 256 {
+        return Err(usage("--batch-max must be between 1 and 256"));
+    }
+    if a.batch_wait_ms > 60_000 {
+        return Err(usage("--batch-wait-ms must be at most 60000"));
     }
     if a.beam_size == 0 {
         return Err(usage("--beam-size must be at least 1"));
@@ -158,6 +173,7 @@ fn build_state(a: &Args) -> Result<AppState, StapesError> {
         worker_slots: Arc::new(Semaphore::new(a.workers)),
         decode_slots: Arc::new(Semaphore::new(cores)),
         metrics: Arc::new(Metrics::default()),
+        scheduler: scheduler::Scheduler::new(a.batch_max, Duration::from_millis(a.batch_wait_ms)),
     })
 }
 

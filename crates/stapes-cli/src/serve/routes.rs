@@ -315,6 +315,9 @@ async fn run_job(
     samples: Vec<f32>,
     opts: TranscribeOptions,
 ) -> Result<Transcript, ApiError> {
+    if s.scheduler.batching() {
+        return super::scheduler::submit(s, entry, samples, opts).await;
+    }
     let permit = {
         let _waiting = s.metrics.enter_queue();
         Arc::clone(&s.worker_slots)
