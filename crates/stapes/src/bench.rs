@@ -62,6 +62,9 @@ pub struct BenchReport {
     pub end_to_end: Option<Stats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transcript: Option<String>,
+    /// Family-specific figures by name (milliseconds unless the name says otherwise).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub extra: std::collections::BTreeMap<String, f64>,
 }
 
 fn time<F: FnMut() -> Result<(), StapesError>>(
@@ -153,6 +156,7 @@ pub(crate) fn whisper<B: Backend>(
         decode_token,
         end_to_end,
         transcript,
+        extra: Default::default(),
     })
 }
 
@@ -189,6 +193,16 @@ pub(crate) fn parakeet<B: Backend>(
     } else {
         None
     };
+    let mut extra = std::collections::BTreeMap::new();
+    // Greedy decoding alone (TDT/RNNT label loop or CTC argmax) of the clip's encoder output.
+    let enc = m.encode_host(&feats)?;
+    let mut emitted = 0;
+    let decode = time(o.iters.min(10), 1, || {
+        emitted = m.greedy(&enc)?.tokens.len();
+        Ok(())
+    })?;
+    extra.insert("decode_clip_ms".into(), decode.median_ms);
+    extra.insert("decode_clip_tokens".into(), emitted as f64);
     let (end_to_end, transcript) = match &o.audio {
         Some(samples) => {
             let mut text = String::new();
@@ -200,6 +214,36 @@ pub(crate) fn parakeet<B: Backend>(
         }
         None => (None, None),
     };
+    if let (Some(samples), true) = (&o.audio, o.batch > 1) {
+        // 100 clips of 60–100 % of the audio (different lengths, so batches are padded),
+        // transcribed in batches of `o.batch` and one at a time; a first pass warms and
+        // captures, the second is timed.
+        let n = samples.len();
+        let clips: Vec<&[f32]> = (0..100)
+            .map(|k| &samples[..n * (60 + (k * 37) % 41) / 100])
+            .collect();
+        let audio_s: f64 = clips.iter().map(|c| c.len() as f64).sum::<f64>() / 16_000.0;
+        let pass = |batched: bool| -> Result<f64, StapesError> {
+            let t = Instant::now();
+            if batched {
+                for group in clips.chunks(o.batch) {
+                    m.transcribe_batch(group)?;
+                }
+            } else {
+                for c in &clips {
+                    m.transcribe(c)?;
+                }
+            }
+            Ok(t.elapsed().as_secs_f64())
+        };
+        for (name, batched) in [("batched", true), ("sequential", false)] {
+            pass(batched)?;
+            let secs = pass(batched)?;
+            extra.insert(format!("rtfx_100_clips_{name}"), audio_s / secs);
+            extra.insert(format!("wall_100_clips_{name}_ms"), secs * 1e3);
+        }
+        extra.insert("audio_100_clips_s".into(), audio_s);
+    }
     Ok(BenchReport {
         encode,
         encode_batched,
@@ -207,6 +251,7 @@ pub(crate) fn parakeet<B: Backend>(
         decode_token: None,
         end_to_end,
         transcript,
+        extra,
     })
 }
 

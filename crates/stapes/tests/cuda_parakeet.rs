@@ -1,0 +1,305 @@
+//! Parakeet (FastConformer) on the CUDA home: graph replay against eager, padded batches against
+//! one clip at a time, f16 ids against the CPU f32 lane (and transformers) on the TDT, RNNT, CTC
+//! and `.nemo` fixtures, and a 20-minute input in bounded device memory.
+//! Without a CUDA device every test prints `SKIPPED (no CUDA device): <name>` and returns.
+//! Fixtures: `crates/stapes-models/tests/fixtures/fastconformer` (found from the build tree, the
+//! working directory, or `STAPES_FC_FIXTURES`).
+
+use serde_json::Value;
+use stapes_core::tensor::rel_l2;
+use stapes_core::tolerance::{compare, lookup, Op};
+use stapes_core::{Backend, HostTensor, Lane};
+use stapes_cpu::CpuBackend;
+use stapes_cuda::CudaBackend;
+use stapes_models::fastconformer::{synthetic_checkpoint, Parakeet, ParakeetConfig};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+const CLIPS: [&str; 3] = ["jfk", "beckett", "lv0880"];
+
+/// One test at a time: each opens its own backends, and a capture records every launch on the
+/// device's streams of this process.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn gpu(name: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if stapes_cuda::available() {
+        Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()))
+    } else {
+        eprintln!("SKIPPED (no CUDA device): {name}");
+        None
+    }
+}
+
+fn fixtures() -> PathBuf {
+    if let Ok(p) = std::env::var("STAPES_FC_FIXTURES") {
+        return PathBuf::from(p);
+    }
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../stapes-models/tests/fixtures/fastconformer");
+    if built.exists() {
+        return built;
+    }
+    PathBuf::from("crates/stapes-models/tests/fixtures/fastconformer")
+}
+
+fn read(name: &str) -> BTreeMap<String, HostTensor> {
+    let path = fixtures().join(name);
+    let st = stapes_formats::safetensors_dir::read_file(&path)
+        .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+    st.tensors
+        .iter()
+        .map(|(k, t)| {
+            (
+                k.clone(),
+                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn features() -> Vec<HostTensor> {
+    let inputs = read("inputs.safetensors");
+    CLIPS
+        .iter()
+        .map(|c| inputs[&format!("features.{c}")].clone())
+        .collect()
+}
+
+fn cuda() -> CudaBackend {
+    CudaBackend::new(0).expect("cuda opens")
+}
+
+fn encode_host<B: Backend>(m: &Parakeet<B>, f: &HostTensor) -> Vec<f32> {
+    let e = m.encode_host(f).expect("encode");
+    m.backend().download(&e).expect("download").data
+}
+
+/// Rows `0..frames` of sequence `i` of `(B, T, d)`.
+fn rows(enc: &HostTensor, i: usize, frames: usize) -> Vec<f32> {
+    let (t, d) = (enc.shape[1], enc.shape[2]);
+    enc.data[i * t * d..(i * t + frames) * d].to_vec()
+}
+
+/// Builds the same model twice on the GPU: graphs off, then on.
+fn eager_and_graphed(
+    dir: &std::path::Path,
+    lane: Lane,
+) -> (Parakeet<CudaBackend>, Parakeet<CudaBackend>) {
+    std::env::set_var("STAPES_CUDA_GRAPHS", "0");
+    let eager = Parakeet::new(cuda(), dir, lane).expect("model");
+    std::env::remove_var("STAPES_CUDA_GRAPHS");
+    let graphed = Parakeet::new(cuda(), dir, lane).expect("model");
+    assert!(!eager.backend().graphs_enabled() && graphed.backend().graphs_enabled());
+    (eager, graphed)
+}
+
+#[test]
+fn graph_replay_is_bit_identical_to_eager_parakeet_encoder() {
+    let Some(_g) = gpu("graph_replay_is_bit_identical_to_eager_parakeet_encoder") else {
+        return;
+    };
+    let dir = fixtures().join("tdt");
+    let feats = features();
+    let t = feats[0].shape[0];
+    let mels = feats[0].shape[1];
+    let longest = (0..feats.len())
+        .max_by_key(|&k| feats[k].shape[0])
+        .unwrap_or(0);
+    // Four inputs of one length: call 1 warms (eager), 2 captures, 3 and 4 replay new data.
+    let singles: Vec<HostTensor> = (0..4)
+        .map(|i| HostTensor::random(vec![t, mels], 40 + i, 2.0))
+        .collect();
+    for lane in [Lane::F16, Lane::Q8] {
+        let (eager, graphed) = eager_and_graphed(&dir, lane);
+        for (i, f) in singles.iter().enumerate() {
+            let (a, b) = (encode_host(&eager, f), encode_host(&graphed, f));
+            assert!(
+                a == b,
+                "{lane}: single call {i}: graph differs from eager (rel L2 {})",
+                rel_l2(&b, &a)
+            );
+        }
+        // A padded batch: the longest clip fixes the bucket, the others' lengths change per call
+        // (masks refreshed in place on the device).
+        for call in 0..4 {
+            let batch: Vec<HostTensor> = feats
+                .iter()
+                .enumerate()
+                .map(|(k, f)| {
+                    let keep = if k == longest {
+                        f.shape[0]
+                    } else {
+                        f.shape[0] - 8 * call
+                    };
+                    HostTensor::new(vec![keep, mels], f.data[..keep * mels].to_vec()).unwrap()
+                })
+                .collect();
+            let (ea, la) = eager.encode_batch(&batch).expect("eager batch");
+            let (eb, lb) = graphed.encode_batch(&batch).expect("graphed batch");
+            assert_eq!(la, lb);
+            let a = eager.backend().download(&ea).unwrap().data;
+            let b = graphed.backend().download(&eb).unwrap().data;
+            assert!(
+                a == b,
+                "{lane}: batch call {call}: graph differs from eager (rel L2 {})",
+                rel_l2(&b, &a)
+            );
+        }
+        let c = graphed.backend().counters().snapshot();
+        eprintln!("{lane}: graphed counters {c:?}");
+        assert_eq!(
+            c.graph_captures, 2,
+            "{lane}: one single and one batch bucket: {c:?}"
+        );
+        assert!(c.graph_replays >= 4, "{lane}: replays actually ran: {c:?}");
+        assert_eq!(eager.backend().counters().snapshot().graph_replays, 0);
+    }
+}
+
+#[test]
+fn batched_clips_equal_one_at_a_time_on_the_gpu() {
+    let Some(_g) = gpu("batched_clips_equal_one_at_a_time_on_the_gpu") else {
+        return;
+    };
+    let feats = features();
+    let tol = lookup(Op::Linear, Lane::F16, "cuda")
+        .expect("f16 cuda row")
+        .tol;
+    for model in ["tdt", "rnnt", "ctc"] {
+        for lane in [Lane::F16, Lane::Q8] {
+            let m = Parakeet::new(cuda(), &fixtures().join(model), lane).expect("model");
+            let (enc, lens) = m.encode_batch(&feats).expect("batch");
+            let host = m.backend().download(&enc).unwrap();
+            for (i, f) in feats.iter().enumerate() {
+                let one = m.encode_host(f).expect("single");
+                let single = m.backend().download(&one).unwrap();
+                assert_eq!(single.shape[1], lens[i]);
+                let got = rows(&host, i, lens[i]);
+                let r = compare(&got, &single.data, &tol);
+                eprintln!("{lane} {model}/{}: batched vs single {r:?}", CLIPS[i]);
+                assert!(r.is_ok(), "{lane} {model}/{}: {r:?}", CLIPS[i]);
+                let ids_b = m.greedy_at(&enc, i, lens[i]).unwrap().ids();
+                let ids_s = m.greedy(&one).unwrap().ids();
+                assert_eq!(ids_b, ids_s, "{lane} {model}/{}", CLIPS[i]);
+            }
+        }
+    }
+}
+
+fn lcs(a: &[u32], b: &[u32]) -> usize {
+    let mut t = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in 0..a.len() {
+        for j in 0..b.len() {
+            t[i + 1][j + 1] = if a[i] == b[j] {
+                t[i][j] + 1
+            } else {
+                t[i][j + 1].max(t[i + 1][j])
+            };
+        }
+    }
+    t[a.len()][b.len()]
+}
+
+/// f16 greedy ids identical to CPU f32 (which equal transformers', `fastconformer_parity.rs`);
+/// q8 keeps ≥ 80 % of them in order (the CPU q8 rule of `fastconformer_lanes.rs`).
+#[test]
+fn f16_ids_equal_cpu_f32_on_every_parakeet_fixture() {
+    let Some(_g) = gpu("f16_ids_equal_cpu_f32_on_every_parakeet_fixture") else {
+        return;
+    };
+    let feats = features();
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json"),
+    )
+    .expect("json");
+    for model in ["tdt", "rnnt", "ctc", "tdt.nemo"] {
+        let path = fixtures().join(model);
+        let cpu = Parakeet::new(CpuBackend::new(2).unwrap(), &path, Lane::F32).expect("cpu model");
+        for (i, f) in feats.iter().enumerate() {
+            let want = cpu.greedy(&cpu.encode_host(f).unwrap()).unwrap();
+            if !model.ends_with(".nemo") {
+                let hf: Vec<u32> = exp["models"][model]["results"][CLIPS[i]]["ids"]
+                    .as_array()
+                    .expect("ids")
+                    .iter()
+                    .map(|v| v.as_u64().unwrap() as u32)
+                    .collect();
+                assert_eq!(
+                    want.ids(),
+                    hf,
+                    "cpu f32 {model}/{} vs transformers",
+                    CLIPS[i]
+                );
+            }
+            for lane in [Lane::F16, Lane::Q8] {
+                let m = Parakeet::new(cuda(), &path, lane).expect("gpu model");
+                // twice: the second call is the first replay-eligible one on this bucket
+                let _ = m.greedy(&m.encode_host(f).unwrap()).unwrap();
+                let got = m.greedy(&m.encode_host(f).unwrap()).unwrap();
+                let same = lcs(&got.ids(), &want.ids());
+                eprintln!(
+                    "{lane} {model}/{}: {same}/{} ids in order ({} emitted)",
+                    CLIPS[i],
+                    want.ids().len(),
+                    got.ids().len()
+                );
+                if lane == Lane::F16 {
+                    assert_eq!(got.ids(), want.ids(), "{model}/{}", CLIPS[i]);
+                    assert_eq!(
+                        got.tokens, want.tokens,
+                        "{model}/{}: frames, durations",
+                        CLIPS[i]
+                    );
+                } else {
+                    assert!(
+                        same * 5 >= want.ids().len().max(got.ids().len()) * 4,
+                        "{model}/{}: q8 kept {same} of {}",
+                        CLIPS[i],
+                        want.ids().len()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// 20 minutes through the parakeet-tdt-0.6b-v2 encoder shape (random weights, f16): chunked
+/// subsampling and query-blocked attention keep device memory bounded; reports the pool's
+/// high-water mark. Run by name with `--ignored` (a few seconds on an H200).
+#[test]
+#[ignore]
+fn twenty_minutes_on_the_gpu_in_bounded_memory() {
+    let Some(_g) = gpu("twenty_minutes_on_the_gpu_in_bounded_memory") else {
+        return;
+    };
+    let cfg = ParakeetConfig::published("parakeet-tdt-0.6b-v2").expect("shape");
+    let ck = synthetic_checkpoint(&cfg, 5).expect("synthetic");
+    let m = Parakeet::from_checkpoint(cuda(), &ck, Lane::F16).expect("model");
+    let after_load = m.backend().memory_usage();
+    let frames = 20 * 60 * 100;
+    let feats = HostTensor::random(vec![frames, cfg.encoder.num_mel_bins], 11, 1.0);
+    m.backend().reset_memory_peak();
+    let t0 = std::time::Instant::now();
+    let enc = m.encode_host(&feats).expect("20-minute encode");
+    m.backend().synchronize().unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    let (peak_reserved, peak_live) = m.backend().memory_peak();
+    let t_out = cfg.encoder.output_frames(frames);
+    assert_eq!(stapes_core::DeviceTensor::shape(&enc)[1], t_out);
+    let mib = |b: usize| b as f64 / (1u64 << 20) as f64;
+    let unchunked = cfg.encoder.num_heads * t_out * t_out * 4;
+    eprintln!(
+        "20 min ({t_out} encoder frames), 0.6b f16: encode {secs:.2} s; device pool after load \
+         {:.0} MiB live; peak during the encode {:.0} MiB reserved, {:.0} MiB live; one unchunked \
+         score tensor would be {:.0} MiB",
+        mib(after_load.1),
+        mib(peak_reserved),
+        mib(peak_live),
+        mib(unchunked)
+    );
+    assert!(
+        peak_reserved < unchunked,
+        "peak {peak_reserved} B not below one score tensor {unchunked} B"
+    );
+}
