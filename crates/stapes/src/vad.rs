@@ -6,7 +6,7 @@ use crate::error::StapesError;
 use stapes_cpu::CpuBackend;
 pub use stapes_models::silero::VadParams;
 use stapes_models::silero::{SileroVad, SpeechSegment};
-use stapes_models::transcript::Transcript;
+use stapes_models::transcript::{Segment, Transcript, Word};
 use std::path::{Path, PathBuf};
 
 /// The cached model `scripts/fetch-models.sh silero-vad` fetches.
@@ -66,23 +66,32 @@ fn pick_onnx(dir: &Path) -> Result<PathBuf, StapesError> {
     )))
 }
 
-/// Speech pieces recognised together: their audio is concatenated (the silence between them is
-/// dropped, so a recogniser never hears it) and times are mapped back piece by piece.
+/// The longest pause, seconds, a recogniser hears between two speech pieces of a group: a longer
+/// one is shortened to this, as digital silence (its audio, which may be noise or music, is never
+/// heard). Enough for Whisper to end a segment and for its word alignment to find the seam.
+pub const SEAM_SILENCE: f64 = 0.5;
+
+/// Speech pieces recognised together: their audio is concatenated with the pauses between them
+/// shortened to at most [`SEAM_SILENCE`] of digital silence, and times are mapped back piece by
+/// piece.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Group {
     pub pieces: Vec<Speech>,
+    /// Seconds of silence before each piece in the recogniser's audio (0 before the first).
+    pub leads: Vec<f64>,
 }
 
 impl Group {
     /// Seconds of audio the recogniser hears.
     pub fn duration(&self) -> f64 {
-        self.pieces.iter().map(|p| p.end - p.start).sum()
+        self.pieces.iter().map(|p| p.end - p.start).sum::<f64>() + self.leads.iter().sum::<f64>()
     }
 
-    /// The concatenated 16 kHz samples of the pieces.
+    /// The recogniser's 16 kHz samples: each piece after its lead of zeros.
     pub fn samples(&self, audio: &[f32]) -> Vec<f32> {
         let mut out = Vec::new();
-        for p in &self.pieces {
+        for (p, lead) in self.pieces.iter().zip(&self.leads) {
+            out.resize(out.len() + (lead * 16_000.0).round() as usize, 0.0);
             let a = ((p.start * 16_000.0) as usize).min(audio.len());
             let b = ((p.end * 16_000.0) as usize).clamp(a, audio.len());
             out.extend_from_slice(&audio[a..b]);
@@ -90,33 +99,55 @@ impl Group {
         out
     }
 
-    /// A time in the concatenated audio back on the input's timeline. `at_end` picks the earlier
-    /// piece at a seam, so a segment ending exactly where a piece ends stays in that piece.
-    pub fn to_input_time(&self, t: f64, at_end: bool) -> f64 {
-        let mut offset = 0.0;
-        for (i, p) in self.pieces.iter().enumerate() {
-            let len = p.end - p.start;
-            let last = i + 1 == self.pieces.len();
-            if t < offset + len || (at_end && t <= offset + len) || last {
-                return p.start + (t - offset).clamp(0.0, len);
-            }
-            offset += len;
-        }
-        0.0
+    /// Start of each piece in the recogniser's audio, seconds.
+    fn offsets(&self) -> Vec<f64> {
+        let mut at = 0.0;
+        self.pieces
+            .iter()
+            .zip(&self.leads)
+            .map(|(p, lead)| {
+                let o = at + lead;
+                at = o + (p.end - p.start);
+                o
+            })
+            .collect()
     }
-}
 
-impl Group {
-    /// A segment `[start, end)` of the concatenated audio back on the input's timeline. A
+    /// The piece a time `t` of the recogniser's audio belongs to: the silence before a piece is
+    /// shared out half to each neighbour. At a boundary `at_end` picks the earlier piece, so a
+    /// segment ending exactly where a piece ends stays in that piece.
+    fn slot(&self, offsets: &[f64], t: f64, at_end: bool) -> usize {
+        let mut k = 0;
+        for i in 1..self.pieces.len() {
+            let b = offsets[i] - 0.5 * self.leads[i];
+            if t > b || (!at_end && t == b) {
+                k = i;
+            }
+        }
+        k
+    }
+
+    /// A time in the recogniser's audio back on the input's timeline (clamped to its piece).
+    pub fn to_input_time(&self, t: f64, at_end: bool) -> f64 {
+        let offsets = self.offsets();
+        if self.pieces.is_empty() {
+            return 0.0;
+        }
+        let k = self.slot(&offsets, t, at_end);
+        let p = self.pieces[k];
+        p.start + (t - offsets[k]).clamp(0.0, p.end - p.start)
+    }
+
+    /// A segment `[start, end)` of the recogniser's audio back on the input's timeline. A
     /// recogniser's timestamps jitter by a few tenths of a second, so a segment that only grazes a
-    /// piece at a seam is not stretched over the silence that was cut out there: it starts in the
-    /// first piece and ends in the last piece it overlaps by at least `min(0.25 s, a third of it)`.
+    /// piece at a seam is not stretched over the pause there: it starts in the first piece and
+    /// ends in the last piece it overlaps by at least `min(0.25 s, a third of it)`. (Used for
+    /// segments without words; those with words are placed word by word, see [`Self::place`].)
     pub fn to_input_span(&self, start: f64, end: f64) -> (f64, f64) {
         let need = (0.25f64).min((end - start) / 3.0).max(0.0);
-        let mut offset = 0.0;
         let mut first = None;
         let mut last = None;
-        for p in &self.pieces {
+        for (p, offset) in self.pieces.iter().zip(self.offsets()) {
             let len = p.end - p.start;
             let overlap = (end.min(offset + len) - start.max(offset)).max(0.0);
             if overlap > 0.0 && overlap >= need {
@@ -125,7 +156,6 @@ impl Group {
                 first.get_or_insert(a);
                 last = Some(b);
             }
-            offset += len;
         }
         match (first, last) {
             (Some(a), Some(b)) => (a, b.max(a)),
@@ -137,9 +167,10 @@ impl Group {
     }
 }
 
-/// Group speech into pieces of at most `max_span` seconds of audio in all (one recogniser call
-/// each); a single longer segment is cut into `max_span` pieces. Gaps between pieces are never
-/// transcribed, which is what keeps silence and noise from producing text.
+/// Group speech into spans of at most `max_span` seconds of recogniser audio (one recogniser call
+/// each, pauses between pieces counted as heard, see [`SEAM_SILENCE`]); a single longer segment is
+/// cut into `max_span` pieces. The input between pieces is never transcribed, which is what keeps
+/// silence and noise from producing text.
 pub fn groups(speech: &[Speech], max_span: f64) -> Vec<Group> {
     let mut out: Vec<Group> = Vec::new();
     for s in speech {
@@ -148,9 +179,22 @@ pub fn groups(speech: &[Speech], max_span: f64) -> Vec<Group> {
             let end = (start + max_span).min(s.end);
             let piece = Speech { start, end };
             match out.last_mut() {
-                Some(g) if g.duration() + (end - start) <= max_span => g.pieces.push(piece),
-                _ => out.push(Group {
+                Some(g) => {
+                    let prev = g.pieces.last().map_or(start, |p| p.end);
+                    let lead = (start - prev).clamp(0.0, SEAM_SILENCE);
+                    if g.duration() + lead + (end - start) <= max_span {
+                        g.pieces.push(piece);
+                        g.leads.push(lead);
+                    } else {
+                        out.push(Group {
+                            pieces: vec![piece],
+                            leads: vec![0.0],
+                        });
+                    }
+                }
+                None => out.push(Group {
                     pieces: vec![piece],
+                    leads: vec![0.0],
                 }),
             }
             start = end;
@@ -159,9 +203,35 @@ pub fn groups(speech: &[Speech], max_span: f64) -> Vec<Group> {
     out
 }
 
+/// The longest span Whisper hears at once, seconds.
+pub const WHISPER_MAX_SPAN: f64 = 30.0;
+
+/// How `--vad` cuts the input and stitches the recogniser's segments back onto it.
+#[derive(Clone, Debug)]
+pub struct VadOptions {
+    /// The silero-vad parameters. An infinite `max_speech_duration_s` becomes the span limit, so
+    /// that long speech is split at its best silence rather than cut mid-word.
+    pub params: VadParams,
+    /// Seconds of speech per recogniser call; `None` = the family's default (30 s). Whisper
+    /// takes at most [`WHISPER_MAX_SPAN`].
+    pub max_span: Option<f64>,
+    /// Seconds: a pause longer than this between two speech pieces ends a segment, even where
+    /// the recogniser ran one sentence on across it (its text is split between the pieces).
+    pub split_gap: f64,
+}
+
+impl Default for VadOptions {
+    fn default() -> Self {
+        Self {
+            params: VadParams::default(),
+            max_span: None,
+            split_gap: 1.0,
+        }
+    }
+}
+
 impl Engine {
-    /// Transcribe only where `vad` hears speech: speech pieces grouped up to 30 s, the silence
-    /// between them dropped, each group transcribed alone, times mapped back piece by piece.
+    /// [`Self::transcribe_vad`] with the default [`VadOptions`].
     pub fn transcribe_with_vad(
         &self,
         samples: &[f32],
@@ -169,22 +239,71 @@ impl Engine {
         opts: &TranscribeOptions,
         progress: Option<&dyn Fn(f64)>,
     ) -> Result<Transcript, StapesError> {
+        self.transcribe_vad(
+            samples,
+            vad,
+            &VadOptions::default(),
+            opts,
+            progress,
+            &mut |_| {},
+        )
+    }
+
+    /// Transcribe only where `vad` hears speech: speech pieces grouped up to the span limit, the
+    /// silence between them cut out, each group transcribed alone. Segments come back on the
+    /// input's timeline, piece by piece from their words: a segment never covers a pause longer
+    /// than `split_gap`, and one that opens (closes) a piece starts (ends) where the piece does.
+    /// `on_segment` gets each segment once its group is done.
+    pub fn transcribe_vad(
+        &self,
+        samples: &[f32],
+        vad: &Vad,
+        vopts: &VadOptions,
+        opts: &TranscribeOptions,
+        progress: Option<&dyn Fn(f64)>,
+        on_segment: &mut dyn FnMut(&Segment),
+    ) -> Result<Transcript, StapesError> {
         const SR: f64 = 16_000.0;
-        let params = stapes_models::silero::VadParams::default();
+        let whisper = self.family() == "whisper";
+        let max_span = match vopts.max_span {
+            None => WHISPER_MAX_SPAN,
+            Some(s) if !(1.0..=3600.0).contains(&s) => {
+                return Err(StapesError::Usage(format!(
+                    "VAD span limit {s} s is outside 1 ..= 3600 s"
+                )))
+            }
+            Some(s) if whisper && s > WHISPER_MAX_SPAN => {
+                return Err(StapesError::Usage(format!(
+                    "VAD span limit {s} s: Whisper hears at most {WHISPER_MAX_SPAN} s at once"
+                )))
+            }
+            Some(s) => s,
+        };
+        if !(vopts.split_gap >= 0.0) {
+            return Err(StapesError::Usage(format!(
+                "VAD split gap {} s is negative",
+                vopts.split_gap
+            )));
+        }
+        let mut params = vopts.params.clone();
+        params.max_speech_duration_s = params.max_speech_duration_s.min(max_span);
         let speech = vad.speech(samples, &params)?;
         let mut out = Transcript {
             duration: samples.len() as f64 / SR,
             ..Default::default()
         };
         let mut language: Option<String> = opts.language.clone();
-        for group in groups(&speech, 30.0) {
+        let decode = |ids: &[u32]| self.decode_ids(ids);
+        for group in groups(&speech, max_span) {
             let audio = group.samples(samples);
             if audio.len() < 1600 {
                 continue; // under 0.1 s: nothing a recogniser can use
             }
             // The language detected on the first group holds for the rest, as on the plain path.
+            // Whisper's words are what place its segments on the pieces, so it always makes them.
             let o = TranscribeOptions {
                 language: language.clone(),
+                word_timestamps: opts.word_timestamps || whisper,
                 ..opts.clone()
             };
             let t = self.transcribe(&audio, &o, None)?;
@@ -193,15 +312,12 @@ impl Engine {
                 out.language = t.language.clone();
                 out.language_probability = t.language_probability;
             }
-            for mut seg in t.segments {
+            for mut seg in group.place(t.segments, vopts.split_gap, &decode)? {
                 seg.id = out.segments.len();
-                (seg.start, seg.end) = group.to_input_span(seg.start, seg.end);
-                if let Some(words) = seg.words.as_mut() {
-                    for w in words.iter_mut() {
-                        w.start = group.to_input_time(w.start, false);
-                        w.end = group.to_input_time(w.end, true).max(w.start);
-                    }
+                if whisper && !opts.word_timestamps {
+                    seg.words = None;
                 }
+                on_segment(&seg);
                 out.segments.push(seg);
             }
             if let Some(p) = progress {
@@ -215,6 +331,145 @@ impl Engine {
         }
         Ok(out)
     }
+}
+
+/// A word of a group's segment, placed on the input's timeline.
+struct Placed {
+    /// Index of the segment in the group's output.
+    seg: usize,
+    /// Index of the piece holding the word's middle.
+    piece: usize,
+    word: Word,
+}
+
+impl Group {
+    /// A recogniser's segments of the group's audio, on the input's timeline. Each word goes
+    /// to the piece holding its middle (a word never straddles a pause); a segment
+    /// is split where consecutive words lie on either side of a pause longer than `split_gap`
+    /// (ids split with `decode` so each part keeps its own); a part starts at its first word, or
+    /// at its piece's start when that word opens the piece, and ends likewise. Segments without
+    /// words are mapped as a whole by [`Self::to_input_span`].
+    pub fn place(
+        &self,
+        segments: Vec<Segment>,
+        split_gap: f64,
+        decode: &dyn Fn(&[u32]) -> Result<String, StapesError>,
+    ) -> Result<Vec<Segment>, StapesError> {
+        let offsets = self.offsets();
+        let mut placed: Vec<Placed> = Vec::new();
+        for (si, seg) in segments.iter().enumerate() {
+            for w in seg.words.iter().flatten() {
+                let piece = self.slot(&offsets, 0.5 * (w.start + w.end), false);
+                let (p, o) = (self.pieces[piece], offsets[piece]);
+                let len = p.end - p.start;
+                let start = p.start + (w.start - o).clamp(0.0, len);
+                let end = (p.start + (w.end - o).clamp(0.0, len)).max(start);
+                placed.push(Placed {
+                    seg: si,
+                    piece,
+                    word: Word {
+                        start,
+                        end,
+                        ..w.clone()
+                    },
+                });
+            }
+        }
+        // A long pause lies between pieces a and b (a < b) when any gap between them is long.
+        let long_pause = |a: usize, b: usize| {
+            (a..b).any(|i| self.pieces[i + 1].start - self.pieces[i].end > split_gap)
+        };
+        let mut out = Vec::new();
+        for (si, seg) in segments.into_iter().enumerate() {
+            let idx: Vec<usize> = (0..placed.len()).filter(|&i| placed[i].seg == si).collect();
+            if idx.is_empty() {
+                let (start, end) = self.to_input_span(seg.start, seg.end);
+                out.push(Segment { start, end, ..seg });
+                continue;
+            }
+            // runs of word indices (into `placed`) with no long pause inside
+            let mut runs: Vec<Vec<usize>> = vec![Vec::new()];
+            for &i in &idx {
+                if let Some(run) = runs.last_mut() {
+                    match run.last() {
+                        Some(&j) if long_pause(placed[j].piece, placed[i].piece) => {
+                            runs.push(vec![i])
+                        }
+                        _ => run.push(i),
+                    }
+                }
+            }
+            let ids = split_ids(&seg, &runs, &placed, decode)?;
+            let several = runs.len() > 1;
+            for (run, tokens) in runs.iter().zip(ids) {
+                let (Some(&first), Some(&last)) = (run.first(), run.last()) else {
+                    continue;
+                };
+                let (fp, lp) = (placed[first].piece, placed[last].piece);
+                let opens = placed.iter().position(|p| p.piece == fp) == Some(first);
+                let closes = placed.iter().rposition(|p| p.piece == lp) == Some(last);
+                let start = match opens {
+                    true => self.pieces[fp].start,
+                    false => placed[first].word.start,
+                };
+                let end = match closes {
+                    true => self.pieces[lp].end,
+                    false => placed[last].word.end,
+                };
+                let text = match several {
+                    false => seg.text.clone(),
+                    true => {
+                        let t = decode(&tokens)?;
+                        match seg.text.starts_with(' ') && !t.starts_with(' ') {
+                            true => format!(" {}", t.trim_end()),
+                            false => t.trim_end().to_string(),
+                        }
+                    }
+                };
+                out.push(Segment {
+                    start,
+                    end: end.max(start),
+                    text,
+                    tokens,
+                    words: Some(run.iter().map(|&i| placed[i].word.clone()).collect()),
+                    ..seg.clone()
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The ids of `seg` shared out over `runs` of its words: each run takes ids until their text
+/// holds as many non-blank characters as the run's words (timestamp ids stay with their
+/// neighbours: the opening one with the first run, the closing one with the last).
+fn split_ids(
+    seg: &Segment,
+    runs: &[Vec<usize>],
+    placed: &[Placed],
+    decode: &dyn Fn(&[u32]) -> Result<String, StapesError>,
+) -> Result<Vec<Vec<u32>>, StapesError> {
+    if runs.len() < 2 {
+        return Ok(vec![seg.tokens.clone()]);
+    }
+    let visible = |s: &str| s.chars().filter(|c| !c.is_whitespace()).count();
+    let mut out = Vec::with_capacity(runs.len());
+    let mut from = 0;
+    let mut want = 0;
+    for run in &runs[..runs.len() - 1] {
+        want += run
+            .iter()
+            .map(|&i| visible(&placed[i].word.word))
+            .sum::<usize>();
+        let mut to = from;
+        while to < seg.tokens.len() && visible(&decode(&seg.tokens[..to])?) < want {
+            to += 1;
+        }
+        out.push(seg.tokens[from..to].to_vec());
+        from = to;
+    }
+    out.push(seg.tokens[from..].to_vec());
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -241,28 +496,155 @@ mod tests {
                 vec![sp(100.0, 105.0)],
             ]
         );
+        // pauses of 2 s and 9 s are heard as 0.5 s; the first piece of a group has none
+        assert_eq!(g[0].leads, vec![0.0, SEAM_SILENCE, SEAM_SILENCE]);
+        assert!((g[0].duration() - 22.5).abs() < 1e-9);
+        assert!(g[1..].iter().all(|g| g.leads == vec![0.0]));
         assert!(g.iter().all(|g| g.duration() <= 30.0 + 1e-9));
+        // a short pause is heard at its length, and counts against the limit
+        let g = groups(&[sp(0.0, 15.0), sp(15.2, 30.1)], 30.0); // 30.1 s heard
+        assert_eq!(g.len(), 2);
+        let g = groups(&[sp(0.0, 14.8), sp(15.0, 29.8)], 30.0);
+        assert_eq!(g.len(), 1);
+        assert!((g[0].leads[1] - 0.2).abs() < 1e-9);
         assert!(groups(&[], 30.0).is_empty());
+    }
+
+    fn three() -> Group {
+        // recogniser audio: piece 0 at 0 .. 3.5, silence, piece 1 at 4.0 .. 18.0, silence,
+        // piece 2 at 18.5 .. 22.5
+        Group {
+            pieces: vec![sp(0.5, 4.0), sp(6.0, 20.0), sp(29.0, 33.0)],
+            leads: vec![0.0, 0.5, 0.5],
+        }
     }
 
     #[test]
     fn group_times_map_back_piece_by_piece() {
-        let g = Group {
-            pieces: vec![sp(0.5, 4.0), sp(6.0, 20.0), sp(29.0, 33.0)],
-        };
+        let g = three();
         assert_eq!(g.to_input_time(0.0, false), 0.5);
-        assert_eq!(g.to_input_time(3.5, false), 6.0); // the seam starts the next piece
-        assert_eq!(g.to_input_time(3.5, true), 4.0); // and ends the previous one
-        assert!((g.to_input_time(10.0, false) - 12.5).abs() < 1e-9);
-        assert!((g.to_input_time(18.5, false) - 30.0).abs() < 1e-9);
+        assert_eq!(g.to_input_time(3.5, false), 4.0);
+        // the silence between pieces splits half and half
+        assert_eq!(g.to_input_time(3.7, false), 4.0);
+        assert_eq!(g.to_input_time(3.8, false), 6.0);
+        assert_eq!(g.to_input_time(3.75, false), 6.0); // the middle starts the next piece
+        assert_eq!(g.to_input_time(3.75, true), 4.0); // and ends the previous one
+        assert!((g.to_input_time(10.0, false) - 12.0).abs() < 1e-9);
+        assert!((g.to_input_time(19.0, false) - 29.5).abs() < 1e-9);
         assert_eq!(g.to_input_time(99.0, true), 33.0); // clamped to the last piece
-        let audio: Vec<f32> = (0..16_000 * 40).map(|i| i as f32).collect();
-        assert_eq!(g.samples(&audio).len(), (21.5 * 16_000.0) as usize);
-        // a segment that grazes the first piece for 0.1 s starts in the second one
+        let audio: Vec<f32> = (0..16_000 * 40).map(|i| i as f32 + 1.0).collect();
+        let heard = g.samples(&audio);
+        assert_eq!(heard.len(), (22.5 * 16_000.0) as usize);
+        assert_eq!(heard[56_000 - 1], audio[64_000 - 1]); // piece 0 ends at 3.5 s
+        assert!(heard[56_000..64_000].iter().all(|&x| x == 0.0)); // 0.5 s of silence
+        assert_eq!(heard[64_000], audio[96_000]); // piece 1 starts at 6 s
+                                                  // a segment that grazes the first piece for 0.1 s starts in the second one
         let (a, b) = g.to_input_span(3.4, 8.0);
-        assert!((a - 6.0).abs() < 1e-9 && (b - 10.5).abs() < 1e-9, "{a} {b}");
+        assert!((a - 6.0).abs() < 1e-9 && (b - 10.0).abs() < 1e-9, "{a} {b}");
         // one that spans the seam for real keeps both ends
         let (a, b) = g.to_input_span(2.0, 8.0);
-        assert!((a - 2.5).abs() < 1e-9 && (b - 10.5).abs() < 1e-9, "{a} {b}");
+        assert!((a - 2.5).abs() < 1e-9 && (b - 10.0).abs() < 1e-9, "{a} {b}");
+    }
+
+    const VOCAB: [&str; 6] = [" He", " was", " here.", " Then", " left.", " Ok"];
+    const TS: u32 = 100; // a timestamp id: no text
+
+    fn decode(ids: &[u32]) -> Result<String, StapesError> {
+        Ok(ids
+            .iter()
+            .filter_map(|&i| VOCAB.get(i as usize).copied())
+            .collect())
+    }
+
+    fn w(word: &str, start: f64, end: f64) -> Word {
+        Word {
+            start,
+            end,
+            word: word.into(),
+            probability: 0.9,
+        }
+    }
+
+    fn seg(start: f64, end: f64, tokens: &[u32], words: Option<Vec<Word>>) -> Segment {
+        Segment {
+            id: 0,
+            start,
+            end,
+            text: decode(tokens).unwrap_or_default(),
+            tokens: tokens.to_vec(),
+            avg_logprob: -0.2,
+            no_speech_prob: 0.01,
+            compression_ratio: 1.1,
+            temperature: 0.0,
+            words,
+        }
+    }
+
+    #[test]
+    fn a_segment_run_across_a_long_pause_is_split_at_it() {
+        let g = Group {
+            pieces: vec![sp(10.0, 12.0), sp(30.0, 32.0)],
+            leads: vec![0.0, 0.5],
+        };
+        // "here." runs 0.3 s into the silence (its middle stays before the seam at 2.25 s);
+        // "left." runs past the end
+        let words = vec![
+            w(" He", 0.2, 0.4),
+            w(" was", 0.4, 0.8),
+            w(" here.", 0.8, 2.3),
+            w(" Then", 2.7, 3.0),
+            w(" left.", 3.0, 4.9),
+        ];
+        let s = seg(0.0, 4.5, &[TS, 0, 1, 2, 3, 4, TS + 5], Some(words));
+        let out = g.place(vec![s], 1.0, &decode).expect("place");
+        assert_eq!(out.len(), 2, "{out:#?}");
+        assert_eq!((out[0].start, out[0].end), (10.0, 12.0)); // the pieces' own bounds
+        assert_eq!((out[1].start, out[1].end), (30.0, 32.0));
+        assert_eq!(out[0].text, " He was here.");
+        assert_eq!(out[1].text, " Then left.");
+        assert_eq!(out[0].tokens, vec![TS, 0, 1, 2]);
+        assert_eq!(out[1].tokens, vec![3, 4, TS + 5]);
+        let w1 = out[1].words.as_ref().expect("words");
+        assert!(
+            (w1[0].start - 30.2).abs() < 1e-9 && w1[1].end == 32.0,
+            "{w1:?}"
+        );
+        let w0 = out[0].words.as_ref().expect("words");
+        assert_eq!(w0[2].end, 12.0); // clamped to its piece
+    }
+
+    #[test]
+    fn short_pauses_keep_a_segment_whole_and_inner_bounds_follow_the_words() {
+        let g = Group {
+            pieces: vec![sp(10.0, 12.0), sp(12.4, 14.0)],
+            leads: vec![0.0, 0.4],
+        };
+        let a = seg(
+            0.0,
+            1.0,
+            &[0, 1],
+            Some(vec![w(" He", 0.1, 0.4), w(" was", 0.4, 1.0)]),
+        );
+        let b = seg(
+            1.0,
+            4.0,
+            &[2, 3, 4],
+            Some(vec![
+                w(" here.", 1.2, 2.0),
+                w(" Then", 2.5, 3.0),
+                w(" left.", 3.0, 3.9),
+            ]),
+        );
+        let c = seg(3.9, 4.0, &[5], None); // no words: mapped as a whole
+        let out = g.place(vec![a, b, c], 1.0, &decode).expect("place");
+        assert_eq!(out.len(), 3, "{out:#?}");
+        assert_eq!(out[0].start, 10.0); // opens piece 0
+        assert!((out[0].end - 11.0).abs() < 1e-9); // "was" ends at 1.0 s: not the piece's end
+        assert!((out[1].start - 11.2).abs() < 1e-9); // "here." does not open its piece
+        assert_eq!(out[1].end, 14.0); // "left." closes piece 1
+        assert_eq!(out[1].text, " here. Then left.");
+        assert_eq!(out[1].tokens, vec![2, 3, 4]);
+        assert!((out[2].start - 13.9).abs() < 1e-9 && out[2].end == 14.0);
+        assert!(out[2].words.is_none());
     }
 }
