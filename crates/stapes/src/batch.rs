@@ -82,9 +82,9 @@ impl Engine {
         match &self.inner {
             Inner::WhisperCpu(m) => whisper_batch(m, inputs, max_batch, deliver),
             Inner::WhisperCuda(m) => whisper_batch(m, inputs, max_batch, deliver),
-            // The Parakeet encoder takes batches too, but its decode is per input; one by one
-            // until a batched Parakeet entry point exists.
-            Inner::ParakeetCpu(_) | Inner::ParakeetCuda(_) => {
+            // Other families (Parakeet, …) one input at a time: the Parakeet encoder takes
+            // batches too, but there is no batched entry point for it yet.
+            _ => {
                 for (i, input) in inputs.iter().enumerate() {
                     deliver(i, self.transcribe(input.samples, input.options, None));
                 }
