@@ -115,12 +115,13 @@ struct Block<B: Backend> {
     norm_out: Norm<B>,
 }
 
-/// A further strided subsampling stage: depthwise `(C, 1, k, k)` then pointwise `(C, C, 1, 1)`.
+/// A further strided subsampling stage: depthwise `(C, 1, k, k)` then pointwise `(C, C, 1, 1)`,
+/// the pointwise one run as a GEMM over `(B, T·F, C)` (a direct 1×1 conv of 256 channels is the
+/// slowest op of a batched pass otherwise).
 struct Stage<B: Backend> {
     dw_w: B::Tensor,
     dw_b: B::Tensor,
-    pw_w: B::Tensor,
-    pw_b: B::Tensor,
+    pw: Linear<B>,
 }
 
 pub(crate) struct Encoder<B: Backend> {
@@ -162,8 +163,9 @@ impl<B: Backend> Encoder<B> {
             stages.push(Stage {
                 dw_w: t.tensor(b, &format!("{dw}.weight"))?,
                 dw_b: t.tensor(b, &format!("{dw}.bias"))?,
-                pw_w: t.tensor(b, &format!("{pw}.weight"))?,
-                pw_b: t.tensor(b, &format!("{pw}.bias"))?,
+                // Two small GEMMs at the front of the network: q8 rounding here would feed
+                // every later layer, so a q8 model keeps them in f16.
+                pw: Linear::load(b, t, &pw, if lane == Lane::Q8 { Lane::F16 } else { lane })?,
             });
         }
         // transformers flattens the subsampled (C, F) per frame channel-major; permuting the
@@ -385,12 +387,6 @@ impl<B: Backend> Encoder<B> {
             padding: ((k - 1) / 2, (k - 1) / 2),
             groups,
         };
-        let pointwise = Conv2dParams {
-            kernel: (1, 1),
-            stride: (1, 1),
-            padding: (0, 0),
-            groups: 1,
-        };
         // The input of conv l, (B, C, T_l, F_l), zeroed past each sequence's T_l.
         let masked = |x: B::Tensor, l: usize| -> Result<B::Tensor> {
             match keep.and_then(|k| k.get(l)) {
@@ -405,19 +401,37 @@ impl<B: Backend> Encoder<B> {
         let x = masked(x, 0)?;
         let x = b.conv2d(&x, &self.conv0_w, Some(&self.conv0_b), conv(1))?;
         let mut x = b.activation(&x, Activation::Relu)?;
+        // (B, C, T, F) → (B, T·F, C): channel-last for the pointwise GEMMs, and per frame
+        // frequency-major, as the permuted `sub_linear` reads it.
+        let channel_last = |x: &B::Tensor| -> Result<B::Tensor> {
+            let s = x.shape().to_vec();
+            let x = b.reshape(x, &[s[0], s[1], s[2] * s[3]])?;
+            Ok(b.transpose_last2(&x)?)
+        };
+        let mut last = None; // (B, T·F, C) after the final pointwise conv
         for (i, st) in self.stages.iter().enumerate() {
             x = masked(x, i + 1)?;
             let ch = x.shape()[1];
             x = b.conv2d(&x, &st.dw_w, Some(&st.dw_b), conv(ch))?;
-            x = b.conv2d(&x, &st.pw_w, Some(&st.pw_b), pointwise)?;
-            x = b.activation(&x, Activation::Relu)?;
+            let s = x.shape().to_vec(); // (B, C, T_l, F_l)
+            let y = st.pw.forward(b, &channel_last(&x)?)?;
+            let y = b.activation(&y, Activation::Relu)?; // (B, T_l·F_l, C)
+            if i + 1 == self.stages.len() {
+                last = Some((y, s));
+                break;
+            }
+            x = b.reshape(&b.transpose_last2(&y)?, &s)?;
         }
-        let s = x.shape().to_vec(); // (B, C, T', F')
+        let (y, s) = match last {
+            Some(v) => v,
+            None => {
+                let s = x.shape().to_vec();
+                (channel_last(&x)?, s)
+            }
+        };
         let (ch, t2, f2) = (s[1], s[2], s[3]);
-        let x = b.reshape(&x, &[bs, ch, t2 * f2])?;
-        let x = b.transpose_last2(&x)?; // (B, T'·F', C)
-        let x = b.reshape(&x, &[bs, t2, f2 * ch])?;
-        self.sub_linear.forward(b, &x)
+        let y = b.reshape(&y, &[bs, t2, f2 * ch])?;
+        self.sub_linear.forward(b, &y)
     }
 }
 
