@@ -1,14 +1,16 @@
 //! Canary parity with transformers: a tiny random-weight `CanaryForConditionalGeneration` (fixture
-//! from tools/reference/fastconformer_canary.py) on the three clips' features: encoder output
-//! within 1e-4 relative L2 and greedy ids after the fixed prompt identical to `generate`, on the
-//! reference backend and the CPU home.
+//! from tools/reference/fastconformer_canary.py, with a real SentencePiece tokenizer holding
+//! Canary's control tokens) on the three clips' features: encoder output within 1e-4 relative L2,
+//! greedy ids after the canary2 prompt identical to `generate`, beam-4 ids identical to
+//! `generate(num_beams=4)`, on the reference backend and the CPU home; prompts resolved by name
+//! equal to the ids sentencepiece gives the same names.
 
 use serde_json::Value;
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tensor::rel_l2;
 use stapes_core::{Backend, HostTensor, Lane};
 use stapes_cpu::CpuBackend;
-use stapes_models::fastconformer::Canary;
+use stapes_models::fastconformer::{Canary, CanaryRequest};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -66,6 +68,14 @@ fn check<B: Backend>(backend: B) {
             got,
             "{clip}"
         );
+        let beam = m.generate_beam(&enc, &prompt, max_new, 4, 1.0).unwrap();
+        assert_eq!(beam, ids(&exp["results"][clip]["beam4"]), "{clip} beam 4");
+        // Beam 1 is greedy.
+        assert_eq!(
+            m.generate_beam(&enc, &prompt, max_new, 1, 1.0).unwrap(),
+            got,
+            "{clip} beam 1"
+        );
     }
     assert!(m
         .generate(&m.encode_host(&inputs["features.jfk"]).unwrap(), &[], 3)
@@ -106,19 +116,58 @@ fn canary_transcribes_jfk_from_samples() {
     )
     .unwrap();
     let eos = exp["eos"].as_u64().unwrap() as u32;
-    let t = m
-        .transcribe(
-            &samples,
-            &ids(&exp["prompt"]),
-            exp["max_new_tokens"].as_u64().unwrap() as usize,
-        )
-        .unwrap();
-    let mut gen = ids(&want["generated"]);
-    if gen.last() == Some(&eos) {
-        gen.pop();
+    // The default request is canary2's en -> en with punctuation; decoding runs to the end of
+    // the decoder's positions, as the reference did.
+    let req = CanaryRequest::default();
+    assert_eq!(m.prompt(&req).unwrap(), ids(&exp["prompt"]));
+    for (beam, key, text_key) in [(1, "generated", "text"), (4, "beam4", "beam4_text")] {
+        let t = m.transcribe_request(&samples, &req, beam).unwrap();
+        let mut gen = ids(&want[key]);
+        if gen.last() == Some(&eos) {
+            gen.pop();
+        }
+        assert_eq!(t.segments[0].tokens, gen, "beam {beam}");
+        assert_eq!(
+            t.text(),
+            want[text_key].as_str().unwrap().trim(),
+            "beam {beam}"
+        );
     }
-    assert_eq!(t.segments[0].tokens, gen);
-    assert_eq!(t.text(), want["text"].as_str().unwrap().trim());
+}
+
+/// The prompt builder resolves Canary's control tokens by name from the model's tokenizer.json:
+/// the same ids sentencepiece gives those names, for transcription, translation without
+/// punctuation, and every switch on; unknown languages are a typed error naming the known ones.
+#[test]
+fn canary_prompts_from_the_tokenizer() {
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_canary.json")).unwrap(),
+    )
+    .unwrap();
+    let m = Canary::new(
+        ReferenceBackend::new(),
+        &fixtures().join("canary"),
+        Lane::F32,
+    )
+    .unwrap();
+    for p in exp["prompts"].as_array().unwrap() {
+        let flag = |k: &str| p.get(k).and_then(Value::as_bool).unwrap_or(false);
+        let req = CanaryRequest {
+            source: p["source"].as_str().unwrap().into(),
+            target: p["target"].as_str().unwrap().into(),
+            pnc: flag("pnc"),
+            itn: flag("itn"),
+            timestamps: flag("timestamps"),
+            diarize: flag("diarize"),
+        };
+        assert_eq!(m.prompt(&req).unwrap(), ids(&p["ids"]), "{req:?}");
+    }
+    let bad = CanaryRequest {
+        source: "xx".into(),
+        ..CanaryRequest::default()
+    };
+    let e = m.prompt(&bad).unwrap_err().to_string();
+    assert!(e.contains("xx") && e.contains("de, en, es, fr"), "{e}");
 }
 
 /// The tensor table matches a real transformers checkpoint's names and shapes (the fixture), and
@@ -146,14 +195,24 @@ fn canary_shapes_and_synthetic_weights() {
             "{key}"
         );
     }
+    let params = |c: &CanaryConfig| -> f64 {
+        c.expected_shapes()
+            .iter()
+            .filter(|(n, _)| n != "proj_out.weight") // tied
+            .map(|(_, s)| s.iter().product::<usize>() as f64)
+            .sum::<f64>()
+            / 1e9
+    };
+    // Model cards: canary-1b-v2 978 M, canary-1b-flash 883 M, canary-180m-flash 182 M.
+    for (name, lo, hi) in [
+        ("canary-1b-v2", 0.9, 1.05),
+        ("canary-1b-flash", 0.83, 0.93),
+        ("canary-180m-flash", 0.16, 0.2),
+    ] {
+        let n = params(&CanaryConfig::published(name).unwrap());
+        assert!((lo..hi).contains(&n), "{name}: {n:.3} B parameters");
+    }
     let big = CanaryConfig::published("canary-1b-v2").unwrap();
-    let n: f64 = big
-        .expected_shapes()
-        .iter()
-        .map(|(_, s)| s.iter().product::<usize>() as f64)
-        .sum::<f64>()
-        / 1e9;
-    assert!((0.9..1.1).contains(&n), "canary-1b-v2: {n:.3} B parameters");
     let mut small = big.clone();
     small.encoder.num_layers = 1;
     small.num_layers = 1;
@@ -162,4 +221,16 @@ fn canary_shapes_and_synthetic_weights() {
     let noise = HostTensor::random(vec![8000], 1, 0.1);
     let t = m.transcribe(&noise.data, &[7, 4], 3).unwrap();
     assert!(t.segments[0].tokens.len() <= 3);
+    // canary-180m-flash's shape: an encoder narrower than the decoder, bridged by
+    // encoder_decoder_proj; beam search runs through it.
+    let mut flash = CanaryConfig::published("canary-180m-flash").unwrap();
+    flash.encoder.num_layers = 1;
+    flash.num_layers = 1;
+    flash.vocab_size = 128;
+    assert_ne!(flash.encoder.hidden_size, flash.hidden_size);
+    let m = Canary::synthetic(CpuBackend::new(2).unwrap(), flash, 5, Lane::F32).unwrap();
+    let feats = HostTensor::random(vec![40, 128], 2, 1.0);
+    let enc = m.encode_host(&feats).unwrap();
+    assert_eq!(m.backend().download(&enc).unwrap().shape, vec![1, 5, 1024]);
+    assert!(m.generate_beam(&enc, &[7, 4], 4, 3, 1.0).unwrap().len() <= 4);
 }

@@ -146,3 +146,67 @@ fn damaged_archives_are_errors() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Canary `.nemo` archives (tools/reference/fastconformer_nemo.py canary) of the HF fixture's
+/// weights: NeMo's EncDecMultiTaskModel names map onto the same tensors and config, and greedy
+/// and beam ids through the archive equal transformers' (the HF fixture's expectations); the text
+/// comes from the archive's own tokenizer: the unified SentencePiece model (sentencepiece's
+/// decode) and NeMo's aggregate tokenizer (`spl_tokens` then `en`, ids offset in the config's
+/// order, which is not the keys' sorted order).
+#[test]
+fn canary_nemo_archives_equal_hf_directory() {
+    use stapes_models::fastconformer::{load_canary, Canary, CanaryRequest};
+    let hf = load_canary(&fixtures().join("canary")).unwrap();
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_canary.json")).unwrap(),
+    )
+    .unwrap();
+    let texts: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_canary_nemo.json")).unwrap(),
+    )
+    .unwrap();
+    let want = &exp["results"]["end_to_end_jfk"];
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav");
+    let mut r = hound::WavReader::open(&path).expect("samples/jfk.wav opens");
+    let samples: Vec<f32> = r
+        .samples::<i16>()
+        .take(want["samples"].as_u64().unwrap() as usize)
+        .map(|s| s.unwrap() as f32 / 32768.0)
+        .collect();
+    let ids = |v: &Value| -> Vec<u32> {
+        let mut v: Vec<u32> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect();
+        if v.last() == Some(&3) {
+            v.pop();
+        }
+        v
+    };
+    for archive in ["canary.nemo", "canary-agg.nemo"] {
+        let nemo = load_canary(&fixtures().join(archive)).expect(archive);
+        assert_eq!(nemo.config, hf.config, "{archive}");
+        for (name, t) in &hf.tensors {
+            assert_eq!(nemo.tensors.get(name), Some(t), "{archive}: {name}");
+        }
+        let m = Canary::from_checkpoint(CpuBackend::new(2).unwrap(), nemo, Lane::F32).unwrap();
+        let req = CanaryRequest::default();
+        assert_eq!(m.prompt(&req).unwrap(), ids(&exp["prompt"]), "{archive}");
+        for (beam, key) in [(1, "generated"), (4, "beam4")] {
+            let t = m.transcribe_request(&samples, &req, beam).unwrap();
+            assert_eq!(t.segments[0].tokens, ids(&want[key]), "{archive} {key}");
+            assert_eq!(
+                t.text(),
+                texts["texts"][archive][key].as_str().unwrap().trim(),
+                "{archive} {key}"
+            );
+        }
+    }
+    // A Parakeet reader refuses a Canary archive by name, and the other way round.
+    let e = load_nemo(&fixtures().join("canary.nemo")).err().unwrap();
+    assert!(e.to_string().contains("Canary"), "{e}");
+    let e = load_canary(&fixtures().join("tdt.nemo")).err().unwrap();
+    assert!(e.to_string().contains("not a Canary"), "{e}");
+}

@@ -264,3 +264,55 @@ fn argmax(x: &[f32]) -> u32 {
     }
     best as u32
 }
+
+/// Canary: encoder on the input's features (11 s of random features when no audio is given),
+/// one greedy decoder step (averaged over a run of steps after the canary2 prompt), and end to
+/// end (features, encoder, greedy decoding) on the audio.
+pub(crate) fn canary<B: Backend>(
+    m: &stapes_models::fastconformer::Canary<B>,
+    o: &BenchOptions,
+) -> Result<BenchReport, StapesError> {
+    let be = m.backend();
+    let mels = m.config.encoder.num_mel_bins;
+    let feats = HostTensor::random(vec![1100, mels], 7, 1.0); // 11 s at a 10 ms hop
+    let encode = time(o.iters, 3, || {
+        let _enc = m.encode_host(&feats)?;
+        be.synchronize()?;
+        Ok(())
+    })?;
+    let enc = m.encode_host(&feats)?;
+    // The model's own en->en prompt; synthetic models have no tokenizer: canary2's length in
+    // plain ids.
+    let prompt = m
+        .prompt(&stapes_models::fastconformer::CanaryRequest::default())
+        .unwrap_or_else(|_| (0..9).map(|i| (i + 4) % m.config.vocab_size as u32).collect());
+    let steps = o.decode_tokens.clamp(1, m.max_new_tokens(prompt.len()));
+    let mut per_token = Vec::new();
+    for rep in 0..o.iters.clamp(1, 10) + 1 {
+        let t = Instant::now();
+        let n = m.generate(&enc, &prompt, steps)?.len().max(1);
+        if rep > 0 {
+            per_token.push(t.elapsed().as_secs_f64() * 1e3 / n as f64);
+        }
+    }
+    let (end_to_end, transcript) = match &o.audio {
+        Some(samples) => {
+            let mut text = String::new();
+            let s = time(o.iters.min(10), 1, || {
+                text = m.transcribe(samples, &prompt, steps)?.text();
+                Ok(())
+            })?;
+            (Some(s), Some(text))
+        }
+        None => (None, None),
+    };
+    Ok(BenchReport {
+        encode,
+        encode_batched: None,
+        batch: o.batch,
+        decode_token: Some(Stats::of(per_token)),
+        end_to_end,
+        transcript,
+        extra: Default::default(),
+    })
+}

@@ -8,7 +8,7 @@ use stapes_core::{Backend, Lane};
 use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
 use stapes_formats::Format;
-use stapes_models::fastconformer::Parakeet;
+use stapes_models::fastconformer::{Canary, CanaryCheckpoint, CanaryConfig, NemoModel, Parakeet};
 use stapes_models::transcript::{Segment, Transcript};
 use stapes_models::whisper::config::WhisperConfig;
 use stapes_models::whisper::decoding::{Task as WhisperTask, WhisperOptions};
@@ -89,6 +89,8 @@ pub(crate) enum Inner {
     WhisperCuda(Box<Whisper<CudaBackend>>),
     ParakeetCpu(Box<Parakeet<CpuBackend>>),
     ParakeetCuda(Box<Parakeet<CudaBackend>>),
+    CanaryCpu(Box<Canary<CpuBackend>>),
+    CanaryCuda(Box<Canary<CudaBackend>>),
 }
 
 /// Run the same expression on whichever (family, home) is loaded.
@@ -99,6 +101,8 @@ macro_rules! with_model {
             Inner::WhisperCuda($m) => $body,
             Inner::ParakeetCpu($m) => $body,
             Inner::ParakeetCuda($m) => $body,
+            Inner::CanaryCpu($m) => $body,
+            Inner::CanaryCuda($m) => $body,
         }
     };
 }
@@ -127,7 +131,7 @@ impl Engine {
         let family = match format {
             Format::Ct2 | Format::Ggml => "whisper",
             Format::Safetensors => hf_family(model),
-            Format::Nemo => "parakeet",
+            Format::Nemo => "nemo",
             Format::Onnx => {
                 return Err(StapesError::BadInput(format!(
                     "{}: an ONNX voice-activity model; use `stapes vad`",
@@ -144,6 +148,21 @@ impl Engine {
         let engine = match family {
             "whisper" => Self::from_whisper(&load_checkpoint(model)?, opts)?,
             "parakeet" => Self::from_parakeet(model, opts)?,
+            "canary" => Self::from_canary(
+                stapes_models::fastconformer::canary::load_canary_hf(
+                    if model.is_dir() {
+                        model
+                    } else {
+                        model.parent().unwrap_or(Path::new("."))
+                    },
+                )?,
+                opts,
+            )?,
+            // One read of the archive; its config says which family it holds.
+            "nemo" => match stapes_models::fastconformer::load_nemo_any(model)? {
+                NemoModel::Parakeet(ck) => Self::from_parakeet_checkpoint(&ck, opts)?,
+                NemoModel::Canary(ck) => Self::from_canary(ck, opts)?,
+            },
             f => {
                 return Err(StapesError::BadInput(format!(
                     "{}: {f} models run from the library (stapes_models::fastconformer) but not from `stapes transcribe` yet",
@@ -184,6 +203,50 @@ impl Engine {
         })
     }
 
+    fn from_canary(ck: CanaryCheckpoint, opts: &EngineOptions) -> Result<Engine, StapesError> {
+        let device = pick_device(opts.device)?;
+        let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
+        let inner = match device {
+            Device::Cpu => {
+                let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
+                Inner::CanaryCpu(Box::new(Canary::from_checkpoint(be, ck, lane)?))
+            }
+            Device::Cuda(n) => {
+                let be = CudaBackend::new(n)
+                    .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
+                Inner::CanaryCuda(Box::new(Canary::from_checkpoint(be, ck, lane)?))
+            }
+        };
+        Ok(Engine {
+            family: "canary",
+            device,
+            lane,
+            inner,
+        })
+    }
+
+    fn synthetic_canary(config: CanaryConfig, opts: &EngineOptions) -> Result<Engine, StapesError> {
+        let device = pick_device(opts.device)?;
+        let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
+        let inner = match device {
+            Device::Cpu => {
+                let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
+                Inner::CanaryCpu(Box::new(Canary::synthetic(be, config, 0x5EED, lane)?))
+            }
+            Device::Cuda(n) => {
+                let be = CudaBackend::new(n)
+                    .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
+                Inner::CanaryCuda(Box::new(Canary::synthetic(be, config, 0x5EED, lane)?))
+            }
+        };
+        Ok(Engine {
+            family: "canary",
+            device,
+            lane,
+            inner,
+        })
+    }
+
     /// Random weights of a published shape (`whisper-large-v3-turbo`, `whisper-tiny`, …), for
     /// speed measurements where the real weights are not at hand.
     pub fn synthetic(name: &str, opts: &EngineOptions) -> Result<Engine, StapesError> {
@@ -192,10 +255,14 @@ impl Engine {
                 stapes_models::fastconformer::weights::synthetic_checkpoint(&config, 0x5EED)?;
             return Self::from_parakeet_checkpoint(&ckpt, opts);
         }
+        if let Some(config) = CanaryConfig::published(name) {
+            return Self::synthetic_canary(config, opts);
+        }
         let config = WhisperConfig::published(name).ok_or_else(|| {
             StapesError::Usage(format!(
-                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo, {})",
-                stapes_models::fastconformer::ParakeetConfig::PUBLISHED.join(", ")
+                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo, {}, {})",
+                stapes_models::fastconformer::ParakeetConfig::PUBLISHED.join(", "),
+                CanaryConfig::PUBLISHED.join(", ")
             ))
         })?;
         let ckpt = synthetic_checkpoint(&config, 0x5EED)?;
@@ -241,6 +308,8 @@ impl Engine {
             Inner::WhisperCuda(m) => m.tokenizer.decode(ids),
             Inner::ParakeetCpu(m) => m.decode_text(ids)?,
             Inner::ParakeetCuda(m) => m.decode_text(ids)?,
+            Inner::CanaryCpu(m) => m.decode_text(ids)?,
+            Inner::CanaryCuda(m) => m.decode_text(ids)?,
         })
     }
     /// Engagement counters of the home (ops, GEMMs per lane, graph replays, declines).
@@ -277,6 +346,15 @@ impl Engine {
             // Transducers and CTC take no language, task or prompt: one pass over the input.
             Inner::ParakeetCpu(m) => m.transcribe(samples)?,
             Inner::ParakeetCuda(m) => m.transcribe(samples)?,
+            Inner::CanaryCpu(_) | Inner::CanaryCuda(_) => {
+                return self.transcribe_canary(
+                    samples,
+                    opts,
+                    &crate::canary::CanaryOptions::default(),
+                    progress,
+                    on_segment,
+                )
+            }
         };
         if matches!(self.inner, Inner::ParakeetCpu(_) | Inner::ParakeetCuda(_)) {
             t.segments.iter().for_each(on_segment);
@@ -299,6 +377,8 @@ impl Engine {
             Inner::WhisperCuda(m) => crate::bench::whisper(m, o),
             Inner::ParakeetCpu(m) => crate::bench::parakeet(m, o),
             Inner::ParakeetCuda(m) => crate::bench::parakeet(m, o),
+            Inner::CanaryCpu(m) => crate::bench::canary(m, o),
+            Inner::CanaryCuda(m) => crate::bench::canary(m, o),
         }
     }
 }

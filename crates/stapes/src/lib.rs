@@ -4,6 +4,7 @@
 
 pub mod batch;
 pub mod bench;
+pub mod canary;
 pub mod engine;
 pub mod error;
 pub mod inspect;

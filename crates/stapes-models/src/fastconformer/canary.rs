@@ -1,8 +1,10 @@
-//! Canary (AED): the FastConformer encoder with a pre-LN Transformer decoder (causal
+//! Canary (AED): the FastConformer encoder (plus NeMo's encoder→decoder projection when the
+//! widths differ, as in canary-180m-flash) with a pre-LN Transformer decoder (causal
 //! self-attention, cross-attention, ReLU MLP, fixed sinusoid positions, output tied to the token
-//! embedding), decoded greedily after a prompt of ids (transformers'
-//! `CanaryForConditionalGeneration`).
+//! embedding), decoded greedily or by beam search after a prompt (transformers'
+//! `CanaryForConditionalGeneration`, NeMo's `EncDecMultiTaskModel`).
 
+use super::canary_prompt::{CanaryRequest, CanaryTokenizer, PromptFormat};
 use super::config::{
     activation, encoder_from_json, get_usize, EncoderConfig, HeadConfig, ParakeetConfig,
 };
@@ -30,6 +32,19 @@ pub struct CanaryConfig {
     pub max_positions: usize,
     pub eos: u32,
     pub decoder_start: u32,
+}
+
+/// A Canary checkpoint in host memory under the canonical (transformers) names; NeMo's
+/// `encoder_decoder_proj.{weight,bias}` where the encoder and decoder widths differ.
+pub struct CanaryCheckpoint {
+    pub config: CanaryConfig,
+    pub tensors: BTreeMap<String, HostTensor>,
+    pub path: PathBuf,
+    pub tokenizer: Option<CanaryTokenizer>,
+    /// The `.nemo`'s `prompt_format`; `None` = from the vocabulary.
+    pub prompt_format: Option<PromptFormat>,
+    /// "hf" or "nemo".
+    pub source: &'static str,
 }
 
 impl CanaryConfig {
@@ -86,22 +101,36 @@ impl CanaryConfig {
 }
 
 impl CanaryConfig {
-    /// Shapes for `--synthetic` runs. Only `canary-1b-v2`, whose shape is transformers'
-    /// `CanaryConfig` default (32 × d1024 encoder on 128 mels without input scaling, 8 × d1024
-    /// decoder with 8 heads of 128, vocabulary 16384); other Canary shapes are not known here.
+    /// Names [`Self::published`] knows.
+    pub const PUBLISHED: [&'static str; 3] =
+        ["canary-1b-v2", "canary-1b-flash", "canary-180m-flash"];
+
+    /// Shapes for `--synthetic` runs.
+    /// - `canary-1b-v2`: transformers' `CanaryConfig` default (32 × d1024 encoder on 128 mels
+    ///   without input scaling, 8 × d1024 decoder, 8 heads of 128, vocabulary 16384).
+    /// - `canary-1b-flash`: 32 × d1024 encoder, 4 × d1024 decoder (model card: 883 M).
+    /// - `canary-180m-flash`: 17 × d512 encoder projected to a 4 × d1024 decoder (model card:
+    ///   182 M). The flash vocabulary size (aggregate tokenizer) is taken as 5248 here, an
+    ///   assumption: it only sizes the output projection.
     pub fn published(name: &str) -> Option<Self> {
-        if name != "canary-1b-v2" {
-            return None;
-        }
         let mut encoder = ParakeetConfig::published("parakeet-tdt-0.6b-v2")?.encoder;
-        encoder.num_layers = 32;
         encoder.num_mel_bins = 128;
         encoder.scale_input = false;
+        let (enc_layers, enc_d, dec_layers, vocab) = match name {
+            "canary-1b-v2" => (32, 1024, 8, 16384),
+            "canary-1b-flash" => (32, 1024, 4, 5248),
+            "canary-180m-flash" => (17, 512, 4, 5248),
+            _ => return None,
+        };
+        encoder.num_layers = enc_layers;
+        encoder.hidden_size = enc_d;
+        encoder.intermediate_size = 4 * enc_d;
+        encoder.num_heads = 8;
         Some(Self {
             encoder,
-            vocab_size: 16384,
+            vocab_size: vocab,
             hidden_size: 1024,
-            num_layers: 8,
+            num_layers: dec_layers,
             num_heads: 8,
             head_dim: 128,
             intermediate_size: 4096,
@@ -128,6 +157,13 @@ impl CanaryConfig {
             self.num_heads * self.head_dim,
             self.intermediate_size,
         );
+        if self.encoder.hidden_size != d {
+            v.push((
+                "encoder_decoder_proj.weight".into(),
+                vec![d, self.encoder.hidden_size],
+            ));
+            v.push(("encoder_decoder_proj.bias".into(), vec![d]));
+        }
         v.push((
             "decoder.embed_tokens.weight".into(),
             vec![self.vocab_size, d],
@@ -178,12 +214,18 @@ struct DecoderLayer<B: Backend> {
     fc2: Linear<B>,
 }
 
+/// Self-attention keys and values of the tokens fed so far, per layer: `(N, T, H·Dh)` each, one
+/// row per sequence (beam).
+type KvCache<B> = Vec<Option<(<B as Backend>::Tensor, <B as Backend>::Tensor)>>;
+
 /// A Canary model on backend `B`.
 pub struct Canary<B: Backend> {
     backend: B,
     pub config: CanaryConfig,
     path: PathBuf,
     encoder: Encoder<B>,
+    /// NeMo's `encoder_decoder_proj` (encoder width → decoder width), when they differ.
+    enc_proj: Option<Linear<B>>,
     /// `(V, d)` for the input lookup, and the same rows as the tied output projection.
     embed: B::Tensor,
     embed_out: Linear<B>,
@@ -192,7 +234,8 @@ pub struct Canary<B: Backend> {
     ln_final: (B::Tensor, B::Tensor),
     /// NeMo's `FixedPositionalEncoding`, already divided by `sqrt(d)`: `(max_positions, d)`.
     positions: HostTensor,
-    tokenizer: Option<tokenizers::Tokenizer>,
+    tokenizer: Option<CanaryTokenizer>,
+    prompt_format: Option<PromptFormat>,
 }
 
 /// Sin half then cos half (not interleaved), timescales up to `10000^((C-2)/C)`, `/ sqrt(C)`.
@@ -216,43 +259,102 @@ fn fixed_positions(n: usize, c: usize) -> HostTensor {
     }
 }
 
+/// Log-softmax of one row, in f32 with the max subtracted (as torch computes it).
+fn log_softmax_row(r: &[f32]) -> Vec<f32> {
+    let m = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let s: f32 = r.iter().map(|v| (v - m).exp()).sum();
+    let lse = m + s.ln();
+    r.iter().map(|v| v - lse).collect()
+}
+
+/// Loads an HF `CanaryForConditionalGeneration` directory or a Canary `.nemo` archive.
+pub fn load_canary(path: &Path) -> Result<CanaryCheckpoint> {
+    if path.is_dir() || path.file_name().is_some_and(|n| n == "config.json") {
+        let dir = if path.is_dir() {
+            path
+        } else {
+            path.parent().unwrap_or(Path::new("."))
+        };
+        load_canary_hf(dir)
+    } else {
+        super::nemo::load_canary_nemo(path)
+    }
+}
+
+/// Reads an HF `CanaryForConditionalGeneration` directory (config.json, safetensors,
+/// tokenizer.json when present).
+pub fn load_canary_hf(dir: &Path) -> Result<CanaryCheckpoint> {
+    let cfg_path = dir.join("config.json");
+    let text = std::fs::read_to_string(&cfg_path).map_err(|e| ModelError::Io {
+        path: cfg_path.clone(),
+        source: e,
+    })?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| ModelError::bad_model(&cfg_path, format!("invalid JSON: {e}")))?;
+    let config = CanaryConfig::from_hf_json(&v, &cfg_path)?;
+    let st = stapes_formats::safetensors_dir::read_dir(dir)?;
+    let mut map = BTreeMap::new();
+    for (name, raw) in &st.tensors {
+        if raw.dtype.is_quantized() || name.ends_with("num_batches_tracked") {
+            continue;
+        }
+        // The encoder's names are Parakeet's under `model.`.
+        let key = name.strip_prefix("model.").unwrap_or(name).to_string();
+        let t = HostTensor::new(raw.shape.clone(), raw.to_f32())
+            .map_err(|e| ModelError::bad_tensor(&st.path, name, e.to_string()))?;
+        map.insert(key, t);
+    }
+    let tok = dir.join("tokenizer.json");
+    let tokenizer = if tok.is_file() {
+        Some(CanaryTokenizer::from_hf_file(&tok)?)
+    } else {
+        None
+    };
+    Ok(CanaryCheckpoint {
+        config,
+        tensors: map,
+        path: st.path.clone(),
+        tokenizer,
+        prompt_format: None,
+        source: "hf",
+    })
+}
+
 impl<B: Backend> Canary<B> {
-    /// Loads an HF `CanaryForConditionalGeneration` directory.
-    pub fn new(backend: B, dir: &Path, lane: Lane) -> Result<Self> {
-        let cfg_path = dir.join("config.json");
-        let text = std::fs::read_to_string(&cfg_path).map_err(|e| ModelError::Io {
-            path: cfg_path.clone(),
-            source: e,
-        })?;
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|e| ModelError::bad_model(&cfg_path, format!("invalid JSON: {e}")))?;
-        let config = CanaryConfig::from_hf_json(&v, &cfg_path)?;
-        let st = stapes_formats::safetensors_dir::read_dir(dir)?;
-        let mut map = BTreeMap::new();
-        for (name, raw) in &st.tensors {
-            if raw.dtype.is_quantized() || name.ends_with("num_batches_tracked") {
-                continue;
+    /// Loads an HF `CanaryForConditionalGeneration` directory or a Canary `.nemo` archive.
+    pub fn new(backend: B, path: &Path, lane: Lane) -> Result<Self> {
+        Self::from_checkpoint(backend, load_canary(path)?, lane)
+    }
+
+    pub fn from_checkpoint(backend: B, mut ck: CanaryCheckpoint, lane: Lane) -> Result<Self> {
+        if !backend.supports_lane(lane) {
+            return Err(stapes_core::Error::LaneUnavailable {
+                lane,
+                backend: backend.name(),
             }
-            // The encoder's names are Parakeet's under `model.`.
-            let key = name.strip_prefix("model.").unwrap_or(name).to_string();
-            let t = HostTensor::new(raw.shape.clone(), raw.to_f32())
-                .map_err(|e| ModelError::bad_tensor(&st.path, name, e.to_string()))?;
-            map.insert(key, t);
+            .into());
         }
         // Tied output projection: checkpoints may omit it.
-        if !map.contains_key("proj_out.weight") {
-            if let Some(e) = map.get("decoder.embed_tokens.weight").cloned() {
-                map.insert("proj_out.weight".into(), e);
+        if !ck.tensors.contains_key("proj_out.weight") {
+            if let Some(e) = ck.tensors.get("decoder.embed_tokens.weight").cloned() {
+                ck.tensors.insert("proj_out.weight".into(), e);
             }
         }
-        let mut m = Self::from_tensors(backend, config, &map, &st.path, lane)?;
-        let tok = dir.join("tokenizer.json");
-        if tok.is_file() {
-            m.tokenizer = Some(
-                tokenizers::Tokenizer::from_file(&tok)
-                    .map_err(|e| ModelError::bad_model(&tok, format!("tokenizer.json: {e}")))?,
-            );
+        if let Some(t) = &ck.tokenizer {
+            if t.vocab_size() > ck.config.vocab_size {
+                return Err(ModelError::bad_model(
+                    &ck.path,
+                    format!(
+                        "the tokenizer has {} pieces, the model {} outputs",
+                        t.vocab_size(),
+                        ck.config.vocab_size
+                    ),
+                ));
+            }
         }
+        let mut m = Self::from_tensors(backend, ck.config, &ck.tensors, &ck.path, lane)?;
+        m.tokenizer = ck.tokenizer;
+        m.prompt_format = ck.prompt_format;
         Ok(m)
     }
 
@@ -320,6 +422,15 @@ impl<B: Backend> Canary<B> {
                 fc2: Linear::load(b, &t, &format!("{p}.mlp.fc2"), lane)?,
             });
         }
+        let enc_proj = if config.encoder.hidden_size != d {
+            check(
+                "encoder_decoder_proj.weight",
+                &[d, config.encoder.hidden_size],
+            )?;
+            Some(Linear::load(b, &t, "encoder_decoder_proj", lane)?)
+        } else {
+            None
+        };
         let encoder = Encoder::load(b, &t, &config.encoder, lane)?;
         Ok(Self {
             embed: t.tensor(b, "decoder.embed_tokens.weight")?,
@@ -329,10 +440,12 @@ impl<B: Backend> Canary<B> {
             positions: fixed_positions(config.max_positions, d),
             layers,
             encoder,
+            enc_proj,
             path: path.to_path_buf(),
             config,
             backend,
             tokenizer: None,
+            prompt_format: None,
         })
     }
 
@@ -363,7 +476,29 @@ impl<B: Backend> Canary<B> {
         &self.path
     }
 
-    /// Encodes host features `(T, n_mels)` → `(1, T', d)`.
+    pub fn tokenizer(&self) -> Option<&CanaryTokenizer> {
+        self.tokenizer.as_ref()
+    }
+
+    /// The prompt layout: the `.nemo`'s `prompt_format`, else what the vocabulary supports.
+    pub fn prompt_format(&self) -> PromptFormat {
+        self.prompt_format
+            .or_else(|| self.tokenizer.as_ref().map(|t| t.default_format()))
+            .unwrap_or(PromptFormat::Canary2)
+    }
+
+    /// The decoder prompt ids for `req` (needs the model's tokenizer).
+    pub fn prompt(&self, req: &CanaryRequest) -> Result<Vec<u32>> {
+        let tok = self.tokenizer.as_ref().ok_or_else(|| {
+            ModelError::bad_model(
+                &self.path,
+                "no tokenizer beside the weights: the prompt's special tokens cannot be resolved",
+            )
+        })?;
+        tok.prompt(self.prompt_format(), req)
+    }
+
+    /// Encodes host features `(T, n_mels)` → `(1, T', d_decoder)` (after the projection).
     pub fn encode_host(&self, features: &HostTensor) -> Result<B::Tensor> {
         let mels = self.config.encoder.num_mel_bins;
         if features.rank() != 2 || features.shape[1] != mels {
@@ -377,17 +512,24 @@ impl<B: Backend> Canary<B> {
         }
         let b = &self.backend;
         let x = b.reshape(&b.upload(features)?, &[1, features.shape[0], mels])?;
-        self.encoder.forward(b, &x)
+        let enc = self.encoder.forward(b, &x)?;
+        match &self.enc_proj {
+            Some(p) => p.forward(b, &enc),
+            None => Ok(enc),
+        }
     }
 
     /// Text of `ids` (special tokens skipped; empty without a tokenizer).
     pub fn decode_text(&self, ids: &[u32]) -> Result<String> {
         match &self.tokenizer {
-            Some(t) => t
-                .decode(ids, true)
-                .map_err(|e| ModelError::bad_model(&self.path, format!("tokenizer decode: {e}"))),
+            Some(t) => t.decode(ids),
             None => Ok(String::new()),
         }
+    }
+
+    /// The most new tokens the decoder's positions allow after `prompt_len` prompt tokens.
+    pub fn max_new_tokens(&self, prompt_len: usize) -> usize {
+        (self.config.max_positions + 1).saturating_sub(prompt_len.max(1))
     }
 
     /// Front end, encoder and greedy decoding of 16 kHz mono `samples` after the decoder
@@ -398,6 +540,36 @@ impl<B: Backend> Canary<B> {
         samples: &[f32],
         prompt: &[u32],
         max_new_tokens: usize,
+    ) -> Result<Transcript> {
+        self.transcribe_ids(samples, prompt, max_new_tokens, 1)
+    }
+
+    /// Transcribes (or translates, `req.target ≠ req.source`) 16 kHz mono `samples`: the prompt
+    /// from the model's tokenizer, greedy (`beam_size` 1) or beam search, up to the decoder's
+    /// positions.
+    pub fn transcribe_request(
+        &self,
+        samples: &[f32],
+        req: &CanaryRequest,
+        beam_size: usize,
+    ) -> Result<Transcript> {
+        let prompt = self.prompt(req)?;
+        let mut t = self.transcribe_ids(
+            samples,
+            &prompt,
+            self.max_new_tokens(prompt.len()),
+            beam_size,
+        )?;
+        t.language = req.target.clone();
+        Ok(t)
+    }
+
+    fn transcribe_ids(
+        &self,
+        samples: &[f32],
+        prompt: &[u32],
+        max_new_tokens: usize,
+        beam_size: usize,
     ) -> Result<Transcript> {
         let duration = samples.len() as f64 / 16_000.0;
         let fe = NemoConfig::parakeet(self.config.encoder.num_mel_bins);
@@ -412,7 +584,11 @@ impl<B: Backend> Canary<B> {
         }
         let feats = HostTensor::new(vec![f.n_frames, f.n_bins], f.data)?;
         let enc = self.encode_host(&feats)?;
-        let mut ids = self.generate(&enc, prompt, max_new_tokens)?;
+        let mut ids = if beam_size <= 1 {
+            self.generate(&enc, prompt, max_new_tokens)?
+        } else {
+            self.generate_beam(&enc, prompt, max_new_tokens, beam_size, 1.0)?
+        };
         if ids.last() == Some(&self.config.eos) {
             ids.pop();
         }
@@ -434,6 +610,44 @@ impl<B: Backend> Canary<B> {
             words: None,
         });
         Ok(t)
+    }
+
+    fn check_prompt(&self, prompt: &[u32]) -> Result<()> {
+        let v = self.config.vocab_size;
+        if prompt.is_empty() || prompt.iter().any(|&i| i as usize >= v) {
+            return Err(ModelError::BadInput(format!(
+                "prompt must be non-empty ids below {v}"
+            )));
+        }
+        if prompt.len() > self.config.max_positions {
+            return Err(ModelError::BadInput(format!(
+                "prompt of {} tokens exceeds the decoder's {} positions",
+                prompt.len(),
+                self.config.max_positions
+            )));
+        }
+        Ok(())
+    }
+
+    /// Cross-attention keys and values, once per layer, each repeated for `n` sequences:
+    /// `(n, T', H·Dh)`.
+    fn cross_kv(&self, enc: &B::Tensor, n: usize) -> Result<Vec<(B::Tensor, B::Tensor)>> {
+        let b = &self.backend;
+        let rep = |t: B::Tensor| -> Result<B::Tensor> {
+            if n == 1 {
+                return Ok(t);
+            }
+            let copies: Vec<&B::Tensor> = (0..n).map(|_| &t).collect();
+            Ok(b.concat(&copies, 0)?)
+        };
+        let mut cross = Vec::with_capacity(self.layers.len());
+        for l in &self.layers {
+            cross.push((
+                rep(l.cross_attn[1].forward(b, enc)?)?,
+                rep(l.cross_attn[2].forward(b, enc)?)?,
+            ));
+        }
+        Ok(cross)
     }
 
     /// Greedy decoding after `prompt` over `enc (1, T', d)`: at most `max_new_tokens` ids, the
@@ -468,35 +682,22 @@ impl<B: Backend> Canary<B> {
     ) -> Result<Vec<u32>> {
         let b = &self.backend;
         let c = &self.config;
-        if prompt.is_empty() || prompt.iter().any(|&i| i as usize >= c.vocab_size) {
-            return Err(ModelError::BadInput(format!(
-                "prompt must be non-empty ids below {}",
-                c.vocab_size
-            )));
-        }
-        // Cross-attention keys and values, once per layer.
-        let mut cross = Vec::with_capacity(self.layers.len());
-        for l in &self.layers {
-            cross.push((
-                l.cross_attn[1].forward(b, enc)?,
-                l.cross_attn[2].forward(b, enc)?,
-            ));
-        }
-        let mut cache: Vec<Option<(B::Tensor, B::Tensor)>> =
-            (0..self.layers.len()).map(|_| None).collect();
+        self.check_prompt(prompt)?;
+        let cross = self.cross_kv(enc, 1)?;
+        let fresh = || -> KvCache<B> { (0..self.layers.len()).map(|_| None).collect() };
+        let mut cache = fresh();
         let mut ids: Vec<u32> = prompt.to_vec();
         let mut fed = 0; // tokens already in the cache
         let mut out = Vec::new();
         while out.len() < max_new_tokens && ids.len() <= c.max_positions {
-            let next = if cached {
-                let n = self.forward_block(&ids[fed..], fed, &mut cache, &cross)?;
+            let logits = if cached {
+                let l = self.step(&ids[fed..], 1, fed, &mut cache, &cross)?;
                 fed = ids.len();
-                n
+                l
             } else {
-                let mut fresh: Vec<Option<(B::Tensor, B::Tensor)>> =
-                    (0..self.layers.len()).map(|_| None).collect();
-                self.forward_block(&ids, 0, &mut fresh, &cross)?
+                self.step(&ids, 1, 0, &mut fresh(), &cross)?
             };
+            let next = b.argmax(&logits)?.first().copied().unwrap_or(c.eos);
             out.push(next);
             ids.push(next);
             if next == c.eos {
@@ -506,19 +707,151 @@ impl<B: Backend> Canary<B> {
         Ok(out)
     }
 
-    /// Runs tokens `new` at positions `start..` through the decoder, appending their self-
-    /// attention keys/values to `cache`; returns the argmax id after the last one.
-    fn forward_block(
+    /// Beam search after `prompt`, as transformers' `generate(num_beams=beam)` does it with its
+    /// defaults (`early_stopping=False`): each step keeps the `2·beam` best continuations of
+    /// all beams by summed log-probability; those ending in end-of-text (or at the length
+    /// limit) among the first `beam` become finished hypotheses scored `sum / len^length_penalty`
+    /// (len = generated tokens, end-of-text included), the rest continue; the search stops when
+    /// no running beam can beat the worst of `beam` finished ones. Returns the best finished
+    /// hypothesis' ids, end-of-text included when it has one.
+    pub fn generate_beam(
         &self,
-        new: &[u32],
+        enc: &B::Tensor,
+        prompt: &[u32],
+        max_new_tokens: usize,
+        beam: usize,
+        length_penalty: f32,
+    ) -> Result<Vec<u32>> {
+        let b = &self.backend;
+        let c = &self.config;
+        self.check_prompt(prompt)?;
+        if beam == 0 {
+            return Err(ModelError::BadInput("beam size must be at least 1".into()));
+        }
+        let max_new = max_new_tokens.min(self.max_new_tokens(prompt.len()));
+        if max_new == 0 {
+            return Ok(Vec::new());
+        }
+        let v = c.vocab_size;
+        let cross = self.cross_kv(enc, beam)?;
+        let mut cache: KvCache<B> = (0..self.layers.len()).map(|_| None).collect();
+        // Running beams: generated ids and summed log-probabilities; only the first starts live
+        // so the first step does not pick the same token from identical beams.
+        let mut running: Vec<(Vec<u32>, f32)> = (0..beam)
+            .map(|i| (Vec::new(), if i == 0 { 0.0 } else { -1e9 }))
+            .collect();
+        let mut finished: Vec<(Vec<u32>, f32)> = Vec::new();
+        let mut improvable = true;
+        for step in 0..max_new {
+            let tokens: Vec<u32> = if step == 0 {
+                (0..beam).flat_map(|_| prompt.iter().copied()).collect()
+            } else {
+                running.iter().map(|(s, _)| s[s.len() - 1]).collect()
+            };
+            let start = if step == 0 {
+                0
+            } else {
+                prompt.len() + step - 1
+            };
+            let logits = b.download(&self.step(&tokens, beam, start, &mut cache, &cross)?)?;
+            let mut cand: Vec<(f32, usize, u32)> = Vec::with_capacity(beam * v);
+            for (i, row) in logits.data.chunks(v).enumerate() {
+                let base = running[i].1;
+                for (tok, lp) in log_softmax_row(row).into_iter().enumerate() {
+                    cand.push((lp + base, i, tok as u32));
+                }
+            }
+            let keep = 2 * beam;
+            cand.sort_by(|a, b| b.0.total_cmp(&a.0));
+            cand.truncate(keep);
+            let last = step + 1 == max_new;
+            let stops = |tok: u32| tok == c.eos || last;
+            // Finished hypotheses: only from the first `beam` candidates.
+            if improvable {
+                let len = (step + 1) as f32;
+                for &(score, i, tok) in cand.iter().take(beam) {
+                    if stops(tok) {
+                        let mut ids = running[i].0.clone();
+                        ids.push(tok);
+                        finished.push((ids, score / len.powf(length_penalty)));
+                    }
+                }
+                finished.sort_by(|a, b| b.1.total_cmp(&a.1));
+                finished.truncate(beam);
+            }
+            if cand.iter().all(|&(_, _, tok)| stops(tok)) {
+                break;
+            }
+            // Next running beams: the best continuations that did not stop.
+            let mut next: Vec<(f32, usize, u32)> = cand
+                .iter()
+                .map(|&(s, i, t)| (if stops(t) { s - 1e9 } else { s }, i, t))
+                .collect();
+            next.sort_by(|a, b| b.0.total_cmp(&a.0));
+            next.truncate(beam);
+            let origins: Vec<usize> = next.iter().map(|&(_, i, _)| i).collect();
+            running = next
+                .iter()
+                .map(|&(s, i, t)| {
+                    let mut ids = running[i].0.clone();
+                    ids.push(t);
+                    (ids, s)
+                })
+                .collect();
+            if origins.iter().enumerate().any(|(j, &i)| i != j) {
+                for kv in cache.iter_mut() {
+                    if let Some((k, vv)) = kv.take() {
+                        let pick = |t: &B::Tensor| -> Result<B::Tensor> {
+                            let rows = origins
+                                .iter()
+                                .map(|&i| b.slice(t, 0, i, 1))
+                                .collect::<std::result::Result<Vec<_>, _>>()?;
+                            let refs: Vec<&B::Tensor> = rows.iter().collect();
+                            Ok(b.concat(&refs, 0)?)
+                        };
+                        *kv = Some((pick(&k)?, pick(&vv)?));
+                    }
+                }
+            }
+            // Can a running beam still beat the worst finished one?
+            if finished.len() == beam {
+                let best = running[0].1 / ((step + 1) as f32).powf(length_penalty);
+                let worst = finished[beam - 1].1;
+                improvable = improvable && best > worst;
+            }
+            if !improvable {
+                break;
+            }
+        }
+        Ok(finished
+            .into_iter()
+            .next()
+            .map(|(ids, _)| ids)
+            .unwrap_or_default())
+    }
+
+    /// Runs `tokens` (`rows` sequences of equal length, row-major) at positions `start..`
+    /// through the decoder, appending their self-attention keys/values to `cache`; returns the
+    /// logits after each row's last token, `(rows, 1, V)`.
+    fn step(
+        &self,
+        tokens: &[u32],
+        rows: usize,
         start: usize,
         cache: &mut [Option<(B::Tensor, B::Tensor)>],
         cross: &[(B::Tensor, B::Tensor)],
-    ) -> Result<u32> {
+    ) -> Result<B::Tensor> {
         let b = &self.backend;
         let c = &self.config;
-        let n = new.len();
+        let n = tokens.len() / rows.max(1);
         let d = c.hidden_size;
+        if n == 0 || start + n > c.max_positions {
+            return Err(ModelError::BadInput(format!(
+                "decoder positions {start}..{} exceed {}",
+                start + n,
+                c.max_positions
+            )));
+        }
         let params = |causal| AttnParams {
             n_heads: c.num_heads,
             scale: 1.0 / (c.head_dim as f32).sqrt(),
@@ -526,9 +859,10 @@ impl<B: Backend> Canary<B> {
             // Query i of the block sees keys 0 ..= start + i.
             causal,
         };
-        let x = b.reshape(&b.gather_rows(&self.embed, new)?, &[1, n, d])?;
+        let x = b.reshape(&b.gather_rows(&self.embed, tokens)?, &[rows, n, d])?;
+        // (n, d): broadcast over the rows.
         let pos = HostTensor {
-            shape: vec![1, n, d],
+            shape: vec![n, d],
             data: self.positions.data[start * d..(start + n) * d].to_vec(),
         };
         let x = b.add(&x, &b.upload(&pos)?)?;
@@ -553,7 +887,6 @@ impl<B: Backend> Canary<B> {
         }
         let last = b.slice(&x, 1, n - 1, 1)?;
         let last = b.layer_norm(&last, &self.ln_final.0, Some(&self.ln_final.1), LN_EPS)?;
-        let logits = self.embed_out.forward(b, &last)?;
-        Ok(b.argmax(&logits)?.first().copied().unwrap_or(c.eos))
+        self.embed_out.forward(b, &last)
     }
 }

@@ -4,6 +4,8 @@
 //! scalars, quoted and plain scalars); the weights with [`super::pickle`]; NeMo's names are mapped
 //! to the canonical transformers names here (the inverse of transformers' `convert_nemo_to_hf`).
 
+use super::canary::{CanaryCheckpoint, CanaryConfig};
+use super::canary_prompt::{CanaryTokenizer, PromptFormat};
 use super::config::{EncoderConfig, HeadConfig, ParakeetConfig, TransducerConfig};
 use super::pickle::read_state_dict;
 use super::weights::{validate, ParakeetCheckpoint};
@@ -230,7 +232,7 @@ fn varint(b: &[u8], p: &mut usize) -> std::result::Result<u64, String> {
 type ProtoField<'a> = (u64, &'a [u8], u64);
 
 /// Fields of one protobuf message.
-fn proto_fields(b: &[u8]) -> std::result::Result<Vec<ProtoField<'_>>, String> {
+pub(crate) fn proto_fields(b: &[u8]) -> std::result::Result<Vec<ProtoField<'_>>, String> {
     let mut out = Vec::new();
     let mut p = 0;
     while p < b.len() {
@@ -354,11 +356,8 @@ pub fn canonical_name(nemo: &str) -> Option<String> {
 
 /// Builds the config from `model_config.yaml` and the (canonically named) tensors, whose shapes
 /// settle what the YAML leaves implicit (vocabulary sizes).
-fn config_from(
-    cfg: &Value,
-    tensors: &BTreeMap<String, HostTensor>,
-    path: &Path,
-) -> Result<ParakeetConfig> {
+/// The encoder block of `model_config.yaml`.
+fn encoder_config(cfg: &Value, path: &Path) -> Result<EncoderConfig> {
     let bad = |d: String| ModelError::bad_model(path, d);
     let e = get(cfg, "encoder").ok_or_else(|| bad("model_config.yaml has no `encoder`".into()))?;
     let sub = get(e, "subsampling")
@@ -382,7 +381,7 @@ fn config_from(
     let ff = get(e, "ff_expansion_factor")
         .and_then(Value::as_f64)
         .unwrap_or(4.0);
-    let encoder = EncoderConfig {
+    Ok(EncoderConfig {
         hidden_size: d,
         num_layers: num(e, "n_layers", 0),
         num_heads: num(e, "n_heads", 8),
@@ -397,7 +396,16 @@ fn config_from(
         subsampling_stride: 2,
         num_mel_bins: num(e, "feat_in", num(cfg, "preprocessor.features", 80)),
         scale_input: get(e, "xscaling").and_then(Value::as_bool).unwrap_or(true),
-    };
+    })
+}
+
+fn config_from(
+    cfg: &Value,
+    tensors: &BTreeMap<String, HostTensor>,
+    path: &Path,
+) -> Result<ParakeetConfig> {
+    let bad = |d: String| ModelError::bad_model(path, d);
+    let encoder = encoder_config(cfg, path)?;
     let rows = |name: &str| tensors.get(name).and_then(|t| t.shape.first().copied());
     let (vocab_size, head) = if let Some(v) = rows("ctc_head.weight") {
         (
@@ -449,32 +457,99 @@ fn config_from(
     Ok(c)
 }
 
-/// Loads a `.nemo` archive (tar or tar.gz) of a Parakeet CTC / RNNT / TDT model.
-pub fn load_nemo(path: &Path) -> Result<ParakeetCheckpoint> {
+/// The archive's bytes (gzip undone).
+fn read_archive(path: &Path) -> Result<Vec<u8>> {
     let raw = std::fs::read(path).map_err(|e| ModelError::Io {
         path: path.to_path_buf(),
         source: e,
     })?;
-    let bytes = if raw.starts_with(&[0x1f, 0x8b]) {
+    if raw.starts_with(&[0x1f, 0x8b]) {
         let mut out = Vec::new();
         flate2::read::GzDecoder::new(&raw[..])
             .read_to_end(&mut out)
             .map_err(|e| ModelError::bad_model(path, format!("gzip: {e}")))?;
-        out
+        Ok(out)
     } else {
-        raw
-    };
-    let files = tar_files(&bytes).map_err(|e| ModelError::bad_model(path, e))?;
+        Ok(raw)
+    }
+}
+
+/// `model_config.yaml` of an archive, parsed, and its text.
+fn archive_config(files: &BTreeMap<String, &[u8]>, path: &Path) -> Result<(Value, String)> {
     let yaml = files
         .get("model_config.yaml")
         .ok_or_else(|| ModelError::bad_model(path, "no model_config.yaml in the archive"))?;
-    let cfg = parse_yaml(&String::from_utf8_lossy(yaml))
+    let text = String::from_utf8_lossy(yaml).to_string();
+    let cfg = parse_yaml(&text)
         .map_err(|e| ModelError::bad_model(path, format!("model_config.yaml: {e}")))?;
+    Ok((cfg, text))
+}
+
+fn archive_state_dict(
+    files: &BTreeMap<String, &[u8]>,
+    path: &Path,
+) -> Result<Vec<(String, HostTensor)>> {
     let ckpt = files
         .get("model_weights.ckpt")
         .ok_or_else(|| ModelError::bad_model(path, "no model_weights.ckpt in the archive"))?;
-    let nemo_tensors = read_state_dict(ckpt)
-        .map_err(|e| ModelError::bad_model(path, format!("model_weights.ckpt: {e}")))?;
+    Ok(read_state_dict(ckpt)
+        .map_err(|e| ModelError::bad_model(path, format!("model_weights.ckpt: {e}")))?
+        .into_iter()
+        .collect())
+}
+
+/// A `.nemo` of either kind.
+pub enum NemoModel {
+    Parakeet(ParakeetCheckpoint),
+    Canary(CanaryCheckpoint),
+}
+
+/// Loads a `.nemo` archive of a Parakeet (CTC / RNNT / TDT) or Canary (AED, a
+/// `transf_decoder` in its config) model.
+pub fn load_nemo_any(path: &Path) -> Result<NemoModel> {
+    let bytes = read_archive(path)?;
+    let files = tar_files(&bytes).map_err(|e| ModelError::bad_model(path, e))?;
+    let (cfg, text) = archive_config(&files, path)?;
+    if get(&cfg, "transf_decoder").is_some() {
+        Ok(NemoModel::Canary(canary_from_archive(
+            &files, &cfg, &text, path,
+        )?))
+    } else {
+        Ok(NemoModel::Parakeet(parakeet_from_archive(
+            &files, &cfg, path,
+        )?))
+    }
+}
+
+/// Loads a `.nemo` archive (tar or tar.gz) of a Canary model.
+pub fn load_canary_nemo(path: &Path) -> Result<CanaryCheckpoint> {
+    match load_nemo_any(path)? {
+        NemoModel::Canary(c) => Ok(c),
+        NemoModel::Parakeet(_) => Err(ModelError::bad_model(
+            path,
+            "a Parakeet (transducer / CTC) archive, not a Canary one (no transf_decoder)",
+        )),
+    }
+}
+
+/// Loads a `.nemo` archive (tar or tar.gz) of a Parakeet CTC / RNNT / TDT model.
+pub fn load_nemo(path: &Path) -> Result<ParakeetCheckpoint> {
+    match load_nemo_any(path)? {
+        NemoModel::Parakeet(c) => Ok(c),
+        NemoModel::Canary(_) => Err(ModelError::bad_model(
+            path,
+            "a Canary (AED) archive: load it with fastconformer::Canary",
+        )),
+    }
+}
+
+fn parakeet_from_archive(
+    files: &BTreeMap<String, &[u8]>,
+    cfg: &Value,
+    path: &Path,
+) -> Result<ParakeetCheckpoint> {
+    let cfg = cfg.clone();
+    let nemo_tensors = archive_state_dict(files, path)?;
     let mut tensors = BTreeMap::new();
     for (k, v) in nemo_tensors {
         if let Some(name) = canonical_name(&k) {
@@ -509,6 +584,250 @@ pub fn load_nemo(path: &Path) -> Result<ParakeetCheckpoint> {
         path: path.to_path_buf(),
         tokenizer_file: None,
         tokenizer_json,
+        source: "nemo",
+    })
+}
+
+// ---- Canary ----
+
+/// NeMo Canary name → canonical (transformers) name; `None` for buffers recomputed at load.
+pub fn canary_canonical_name(nemo: &str) -> Option<String> {
+    if nemo.starts_with("encoder.") || nemo.starts_with("preprocessor.") {
+        return canonical_name(nemo);
+    }
+    if nemo.ends_with("position_embedding.pos_enc") {
+        return None;
+    }
+    if let Some(rest) = nemo.strip_prefix("log_softmax.mlp.layer0.") {
+        return Some(format!("proj_out.{rest}"));
+    }
+    if nemo.starts_with("encoder_decoder_proj.") {
+        return Some(nemo.to_string());
+    }
+    let mut k = nemo.to_string();
+    for (a, b) in [
+        (
+            "transf_decoder._embedding.token_embedding.",
+            "decoder.embed_tokens.",
+        ),
+        (
+            "transf_decoder._embedding.layer_norm.",
+            "decoder.embedding_layernorm.",
+        ),
+        ("transf_decoder._decoder.final_layer_norm.", "decoder.norm."),
+        ("transf_decoder._decoder.layers.", "decoder.layers."),
+    ] {
+        if let Some(rest) = k.strip_prefix(a) {
+            k = format!("{b}{rest}");
+        }
+    }
+    for (a, b) in [
+        (".layer_norm_1.", ".input_layernorm."),
+        (".layer_norm_2.", ".post_attention_layernorm."),
+        (".layer_norm_3.", ".final_layernorm."),
+        (".first_sub_layer.", ".self_attn."),
+        (".second_sub_layer.", ".encoder_attn."),
+        (".third_sub_layer.dense_in.", ".mlp.fc1."),
+        (".third_sub_layer.dense_out.", ".mlp.fc2."),
+        (".query_net.", ".q_proj."),
+        (".key_net.", ".k_proj."),
+        (".value_net.", ".v_proj."),
+        (".out_projection.", ".o_proj."),
+    ] {
+        k = k.replace(a, b);
+    }
+    Some(k)
+}
+
+/// Keys of the mapping at `path` in the order the YAML text lists them (the JSON map sorts
+/// them; NeMo's aggregate tokenizer numbers ids in the listed order).
+fn yaml_keys_in_order(text: &str, path: &[&str]) -> Vec<String> {
+    let mut stack: Vec<(usize, String)> = Vec::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = strip_comment(line).trim_end();
+        let body = line.trim_start();
+        if body.is_empty() || body.starts_with('-') {
+            continue;
+        }
+        let indent = line.len() - body.len();
+        let Some((key, _)) = split_key(body) else {
+            continue;
+        };
+        while stack.last().is_some_and(|(i, _)| *i >= indent) {
+            stack.pop();
+        }
+        if stack.len() == path.len() && stack.iter().zip(path).all(|((_, k), p)| k == p) {
+            out.push(key.clone());
+        }
+        stack.push((indent, key));
+    }
+    out
+}
+
+/// The archive member a `nemo:<name>` path names.
+fn member<'a>(files: &BTreeMap<String, &'a [u8]>, model_path: &str) -> Option<&'a [u8]> {
+    let base = model_path
+        .trim_start_matches("nemo:")
+        .rsplit('/')
+        .next()
+        .unwrap_or(model_path);
+    files.get(base).copied()
+}
+
+fn canary_tokenizer(
+    files: &BTreeMap<String, &[u8]>,
+    cfg: &Value,
+    text: &str,
+    path: &Path,
+) -> Result<Option<CanaryTokenizer>> {
+    let Some(t) = get(cfg, "tokenizer") else {
+        return Ok(None);
+    };
+    let missing = |what: String| {
+        ModelError::bad_model(
+            path,
+            format!("tokenizer {what}: its SentencePiece model is not in the archive"),
+        )
+    };
+    if t.get("type").and_then(Value::as_str) == Some("agg") {
+        let langs = get(t, "langs").ok_or_else(|| {
+            ModelError::bad_model(path, "aggregate tokenizer without `tokenizer.langs`")
+        })?;
+        let mut models = Vec::new();
+        for lang in yaml_keys_in_order(text, &["tokenizer", "langs"]) {
+            let mp = get(langs, &lang)
+                .and_then(|l| l.get("model_path"))
+                .and_then(Value::as_str)
+                .ok_or_else(|| missing(format!("`{lang}` (no model_path)")))?;
+            let bytes = member(files, mp).ok_or_else(|| missing(format!("`{lang}` ({mp})")))?;
+            models.push((lang, bytes));
+        }
+        if models.is_empty() {
+            return Err(ModelError::bad_model(
+                path,
+                "aggregate tokenizer with no languages",
+            ));
+        }
+        let refs: Vec<(&str, &[u8])> = models.iter().map(|(l, b)| (l.as_str(), *b)).collect();
+        return Ok(Some(CanaryTokenizer::from_sentencepiece(path, &refs)?));
+    }
+    let Some(mp) = t.get("model_path").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    let bytes = member(files, mp).ok_or_else(|| missing(format!("({mp})")))?;
+    Ok(Some(CanaryTokenizer::from_sentencepiece(
+        path,
+        &[("tokenizer", bytes)],
+    )?))
+}
+
+fn canary_from_archive(
+    files: &BTreeMap<String, &[u8]>,
+    cfg: &Value,
+    text: &str,
+    path: &Path,
+) -> Result<CanaryCheckpoint> {
+    let bad = |d: String| ModelError::bad_model(path, d);
+    if num(cfg, "transf_encoder.num_layers", 0) > 0 {
+        return Err(bad(
+            "a Transformer encoder between the FastConformer and the decoder (transf_encoder) is not supported".into(),
+        ));
+    }
+    let dc = get(cfg, "transf_decoder.config_dict")
+        .ok_or_else(|| bad("no `transf_decoder.config_dict` in model_config.yaml".into()))?;
+    if dc.get("pre_ln").and_then(Value::as_bool) == Some(false) {
+        return Err(bad("a post-LN transf_decoder is not supported".into()));
+    }
+    let mut tensors = BTreeMap::new();
+    for (k, v) in archive_state_dict(files, path)? {
+        if let Some(name) = canary_canonical_name(&k) {
+            if name.starts_with("transf_") {
+                return Err(ModelError::bad_tensor(
+                    path,
+                    &k,
+                    "a tensor of a module this Canary reader does not know",
+                ));
+            }
+            tensors.insert(name, v);
+        }
+    }
+    let encoder = encoder_config(cfg, path)?;
+    let hidden = num(dc, "hidden_size", 0);
+    let heads = num(dc, "num_attention_heads", 0);
+    let vocab = tensors
+        .get("decoder.embed_tokens.weight")
+        .and_then(|t| t.shape.first().copied())
+        .ok_or_else(|| bad("no decoder token embedding in the weights".into()))?;
+    let act = match dc.get("hidden_act").and_then(Value::as_str) {
+        None | Some("relu") => Activation::Relu,
+        Some("gelu") => Activation::Gelu,
+        Some(other) => return Err(bad(format!("transf_decoder activation `{other}`"))),
+    };
+    if hidden == 0 || heads == 0 || hidden % heads != 0 {
+        return Err(bad(format!(
+            "transf_decoder hidden_size {hidden} / num_attention_heads {heads}"
+        )));
+    }
+    let tokenizer = canary_tokenizer(files, cfg, text, path)?;
+    let (eos, start) = match &tokenizer {
+        Some(t) => (
+            t.eos()?,
+            t.token_id("<|startofcontext|>")
+                .or_else(|| t.token_id("<|startoftranscript|>"))
+                .unwrap_or(7),
+        ),
+        None => (3, 7),
+    };
+    let config = CanaryConfig {
+        encoder,
+        vocab_size: vocab,
+        hidden_size: hidden,
+        num_layers: num(dc, "num_layers", 0),
+        num_heads: heads,
+        head_dim: hidden / heads,
+        intermediate_size: num(dc, "inner_size", 4 * hidden),
+        activation: act,
+        max_positions: num(dc, "max_sequence_length", 512),
+        eos,
+        decoder_start: start,
+    };
+    // The encoder checks are the Parakeet ones.
+    ParakeetConfig {
+        encoder: config.encoder.clone(),
+        vocab_size: vocab,
+        head: HeadConfig::Ctc { blank: 0 },
+    }
+    .validate()
+    .map_err(bad)?;
+    let prompt_format = match get(cfg, "prompt_format").and_then(Value::as_str) {
+        None => None,
+        Some("canary2") => Some(PromptFormat::Canary2),
+        Some("canary") => Some(PromptFormat::Canary),
+        Some(other) => return Err(bad(format!("prompt_format `{other}` is not a Canary one"))),
+    };
+    for (name, shape) in config.expected_shapes() {
+        if name == "proj_out.weight" && !tensors.contains_key(&name) {
+            continue; // tied to the embedding
+        }
+        match tensors.get(&name) {
+            None => return Err(ModelError::bad_tensor(path, &name, "missing")),
+            Some(t) if t.shape != shape => {
+                return Err(ModelError::bad_tensor(
+                    path,
+                    &name,
+                    format!("shape {:?}, expected {shape:?}", t.shape),
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(CanaryCheckpoint {
+        config,
+        tensors,
+        path: path.to_path_buf(),
+        tokenizer,
+        prompt_format,
         source: "nemo",
     })
 }
