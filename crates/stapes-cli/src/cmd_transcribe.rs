@@ -1,4 +1,5 @@
 use indicatif::{ProgressBar, ProgressStyle};
+use stapes::canary::CanaryOptions;
 use stapes::engine::{Engine, EngineOptions, Task, TranscribeOptions};
 use stapes::error::StapesError;
 use stapes::output::{self, OutputFormat, RunInfo};
@@ -22,9 +23,19 @@ pub struct Args {
     /// transcribe | translate (to English)
     #[arg(long, default_value = "transcribe")]
     task: String,
-    /// Beam width; 1 is greedy.
-    #[arg(long, default_value_t = 5)]
-    beam_size: usize,
+    /// Beam width; 1 is greedy. Default 5 (Canary: 1, NeMo's default).
+    #[arg(long)]
+    beam_size: Option<usize>,
+    /// Canary: language of the output text; one other than --language translates (default:
+    /// the spoken language, or en with --task translate).
+    #[arg(long)]
+    target_language: Option<String>,
+    /// Canary: punctuation and capitalization (the default).
+    #[arg(long, overrides_with = "no_pnc")]
+    pnc: bool,
+    /// Canary: no punctuation or capitalization.
+    #[arg(long, overrides_with = "pnc")]
+    no_pnc: bool,
     /// A single sampling temperature (0 = one greedy/beam pass, no fallback). Default: the
     /// fallback schedule 0, 0.2, … 1.0.
     #[arg(long)]
@@ -76,7 +87,7 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
             )))
         }
     };
-    if a.beam_size == 0 {
+    if a.beam_size == Some(0) {
         return Err(usage("--beam-size must be at least 1".into()));
     }
     if let Some(t) = a.temperature {
@@ -92,10 +103,10 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
         lane: stapes::runtime::requested_lane(Some(&a.lane)).map_err(usage)?,
         threads: a.threads,
     };
-    let topts = TranscribeOptions {
+    let mut topts = TranscribeOptions {
         language: (a.language != "auto").then(|| a.language.clone()),
         task,
-        beam_size: a.beam_size,
+        beam_size: a.beam_size.unwrap_or(5),
         temperature: a.temperature,
         without_timestamps: a.no_timestamps,
         initial_prompt: a.prompt.clone(),
@@ -104,6 +115,30 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
     };
     let model = stapes::models::resolve(&a.model)?;
     let engine = Engine::load(&model, &opts)?;
+    let canary = CanaryOptions {
+        target_language: a.target_language.clone(),
+        pnc: match (a.pnc, a.no_pnc) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
+    };
+    if engine.family() == "canary" {
+        if a.beam_size.is_none() {
+            topts.beam_size = 1;
+        }
+        if a.vad && canary != CanaryOptions::default() {
+            return Err(usage(
+                "--target-language / --pnc / --no-pnc do not combine with --vad yet".into(),
+            ));
+        }
+    } else if canary != CanaryOptions::default() {
+        return Err(usage(format!(
+            "--target-language / --pnc / --no-pnc are Canary options; {} is a {} model",
+            model.display(),
+            engine.family()
+        )));
+    }
     let vad = match a.vad {
         true => Some(stapes::vad::Vad::load(&a.vad_model)?),
         false => None,
@@ -132,6 +167,7 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
             format,
             a.output.as_ref(),
             several,
+            &canary,
         ) {
             Ok(()) => {}
             Err(e) if several => {
@@ -158,6 +194,7 @@ fn transcribe_one(
     format: OutputFormat,
     output: Option<&PathBuf>,
     several: bool,
+    canary: &CanaryOptions,
 ) -> Result<(), StapesError> {
     let samples = stapes_audio_load(file)?;
     let total = samples.len() as f64 / 16_000.0;
@@ -169,6 +206,9 @@ fn transcribe_one(
     };
     let transcript = match vad {
         Some(v) => engine.transcribe_with_vad(&samples, v, topts, Some(&on_progress))?,
+        None if *canary != CanaryOptions::default() => {
+            engine.transcribe_canary(&samples, topts, canary, Some(&on_progress), &mut |_| {})?
+        }
         None => engine.transcribe(&samples, topts, Some(&on_progress))?,
     };
     if let Some(b) = bar {
