@@ -64,6 +64,9 @@ pub struct Args {
     /// VAD model for --vad (file, directory or cached name).
     #[arg(long, default_value = stapes::vad::DEFAULT_VAD_MODEL)]
     vad_model: String,
+    /// Seconds of speech per recogniser call with --vad (default 30; Whisper takes at most 30).
+    #[arg(long, requires = "vad")]
+    vad_max_span: Option<f64>,
     /// Word-level timestamps (cross-attention alignment).
     #[arg(long)]
     word_timestamps: bool,
@@ -140,9 +143,18 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
         )));
     }
     let vad = match a.vad {
-        true => Some(stapes::vad::Vad::load(&a.vad_model)?),
+        true => Some((
+            stapes::vad::Vad::load(&a.vad_model)?,
+            stapes::vad::VadOptions {
+                max_span: a.vad_max_span,
+                ..Default::default()
+            },
+        )),
         false => None,
     };
+    if let Some((_, o)) = &vad {
+        o.span_for(engine.family())?;
+    }
     if verbose {
         eprintln!(
             "stapes: {} ({}) on {} in lane {}",
@@ -161,7 +173,7 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
     for file in &a.files {
         match transcribe_one(
             &engine,
-            vad.as_ref(),
+            vad.as_ref().map(|(v, o)| (v, o)),
             file,
             &topts,
             format,
@@ -188,7 +200,7 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
 
 fn transcribe_one(
     engine: &Engine,
-    vad: Option<&stapes::vad::Vad>,
+    vad: Option<(&stapes::vad::Vad, &stapes::vad::VadOptions)>,
     file: &std::path::Path,
     topts: &TranscribeOptions,
     format: OutputFormat,
@@ -205,7 +217,9 @@ fn transcribe_one(
         }
     };
     let transcript = match vad {
-        Some(v) => engine.transcribe_with_vad(&samples, v, topts, Some(&on_progress))?,
+        Some((v, o)) => {
+            engine.transcribe_vad(&samples, v, o, topts, Some(&on_progress), &mut |_| {})?
+        }
         None if *canary != CanaryOptions::default() => {
             engine.transcribe_canary(&samples, topts, canary, Some(&on_progress), &mut |_| {})?
         }

@@ -23,6 +23,9 @@ pub struct Args {
     /// Padding added around speech, ms.
     #[arg(long, default_value_t = 30.0)]
     speech_pad_ms: f64,
+    /// Longest speech segment, s: longer ones are split at their longest silence (default: none).
+    #[arg(long)]
+    max_speech_s: Option<f64>,
     #[arg(required = true)]
     files: Vec<PathBuf>,
 }
@@ -43,7 +46,15 @@ pub fn run(a: Args) -> Result<(), StapesError> {
             a.threshold
         )));
     }
+    if let Some(m) = a.max_speech_s {
+        if m.is_nan() || m <= 0.0 {
+            return Err(StapesError::Usage(format!(
+                "--max-speech-s {m} must be above 0"
+            )));
+        }
+    }
     let params = VadParams {
+        max_speech_duration_s: a.max_speech_s.unwrap_or(f64::INFINITY),
         threshold: a.threshold,
         min_speech_duration_ms: a.min_speech_ms,
         min_silence_duration_ms: a.min_silence_ms,

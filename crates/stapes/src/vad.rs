@@ -99,6 +99,24 @@ impl Group {
         out
     }
 
+    /// The group cut at every pause longer than `split_gap`: runs of close pieces.
+    pub fn split_at_pauses(&self, split_gap: f64) -> Vec<Group> {
+        let mut out: Vec<Group> = Vec::new();
+        for (i, p) in self.pieces.iter().enumerate() {
+            match out.last_mut() {
+                Some(g) if p.start - self.pieces[i - 1].end <= split_gap => {
+                    g.pieces.push(*p);
+                    g.leads.push(self.leads[i]);
+                }
+                _ => out.push(Group {
+                    pieces: vec![*p],
+                    leads: vec![0.0],
+                }),
+            }
+        }
+        out
+    }
+
     /// Start of each piece in the recogniser's audio, seconds.
     fn offsets(&self) -> Vec<f64> {
         let mut at = 0.0;
@@ -230,6 +248,29 @@ impl Default for VadOptions {
     }
 }
 
+impl VadOptions {
+    /// The span limit for a family (`Engine::family()`), checked: a usage error when it is out
+    /// of range or more than the family can hear at once.
+    pub fn span_for(&self, family: &str) -> Result<f64, StapesError> {
+        if self.split_gap.is_nan() || self.split_gap < 0.0 {
+            return Err(StapesError::Usage(format!(
+                "VAD split gap {} s is negative",
+                self.split_gap
+            )));
+        }
+        match self.max_span {
+            None => Ok(WHISPER_MAX_SPAN),
+            Some(s) if !(1.0..=3600.0).contains(&s) => Err(StapesError::Usage(format!(
+                "VAD span limit {s} s is outside 1 ..= 3600 s"
+            ))),
+            Some(s) if family == "whisper" && s > WHISPER_MAX_SPAN => Err(StapesError::Usage(
+                format!("VAD span limit {s} s: Whisper hears at most {WHISPER_MAX_SPAN} s at once"),
+            )),
+            Some(s) => Ok(s),
+        }
+    }
+}
+
 impl Engine {
     /// [`Self::transcribe_vad`] with the default [`VadOptions`].
     pub fn transcribe_with_vad(
@@ -265,26 +306,7 @@ impl Engine {
     ) -> Result<Transcript, StapesError> {
         const SR: f64 = 16_000.0;
         let whisper = self.family() == "whisper";
-        let max_span = match vopts.max_span {
-            None => WHISPER_MAX_SPAN,
-            Some(s) if !(1.0..=3600.0).contains(&s) => {
-                return Err(StapesError::Usage(format!(
-                    "VAD span limit {s} s is outside 1 ..= 3600 s"
-                )))
-            }
-            Some(s) if whisper && s > WHISPER_MAX_SPAN => {
-                return Err(StapesError::Usage(format!(
-                    "VAD span limit {s} s: Whisper hears at most {WHISPER_MAX_SPAN} s at once"
-                )))
-            }
-            Some(s) => s,
-        };
-        if !(vopts.split_gap >= 0.0) {
-            return Err(StapesError::Usage(format!(
-                "VAD split gap {} s is negative",
-                vopts.split_gap
-            )));
-        }
+        let max_span = vopts.span_for(self.family())?;
         let mut params = vopts.params.clone();
         params.max_speech_duration_s = params.max_speech_duration_s.min(max_span);
         let speech = vad.speech(samples, &params)?;
@@ -306,13 +328,33 @@ impl Engine {
                 word_timestamps: opts.word_timestamps || whisper,
                 ..opts.clone()
             };
-            let t = self.transcribe(&audio, &o, None)?;
+            let mut t = self.transcribe(&audio, &o, None)?;
             if language.is_none() && !t.language.is_empty() {
                 language = Some(t.language.clone());
                 out.language = t.language.clone();
                 out.language_probability = t.language_probability;
             }
-            for mut seg in group.place(t.segments, vopts.split_gap, &decode)? {
+            // A family that gives no words (Canary) cannot have its segments split at a long
+            // pause: such a group is heard again one run of close pieces at a time.
+            let wordless = t
+                .segments
+                .iter()
+                .any(|s| s.words.as_ref().is_none_or(Vec::is_empty));
+            let parts = group.split_at_pauses(vopts.split_gap);
+            let mut heard = Vec::new();
+            if wordless && parts.len() > 1 {
+                let o = TranscribeOptions {
+                    language: language.clone(),
+                    ..o
+                };
+                for g in parts {
+                    t = self.transcribe(&g.samples(samples), &o, None)?;
+                    heard.extend(g.place(t.segments, vopts.split_gap, &decode)?);
+                }
+            } else {
+                heard = group.place(t.segments, vopts.split_gap, &decode)?;
+            }
+            for mut seg in heard {
                 seg.id = out.segments.len();
                 if whisper && !opts.word_timestamps {
                     seg.words = None;
@@ -544,6 +586,19 @@ mod tests {
         // one that spans the seam for real keeps both ends
         let (a, b) = g.to_input_span(2.0, 8.0);
         assert!((a - 2.5).abs() < 1e-9 && (b - 10.0).abs() < 1e-9, "{a} {b}");
+    }
+
+    #[test]
+    fn a_group_splits_at_long_pauses_only() {
+        let g = three(); // pauses of 2 s and 9 s
+        assert_eq!(g.split_at_pauses(10.0), vec![g.clone()]);
+        let parts = g.split_at_pauses(5.0);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].pieces, vec![sp(0.5, 4.0), sp(6.0, 20.0)]);
+        assert_eq!(parts[0].leads, vec![0.0, 0.5]);
+        assert_eq!(parts[1].pieces, vec![sp(29.0, 33.0)]);
+        assert_eq!(parts[1].leads, vec![0.0]);
+        assert_eq!(g.split_at_pauses(1.0).len(), 3);
     }
 
     const VOCAB: [&str; 6] = [" He", " was", " here.", " Then", " left.", " Ok"];
