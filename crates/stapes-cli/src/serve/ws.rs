@@ -581,6 +581,7 @@ impl Stream<'_> {
         let opts = TranscribeOptions {
             language: self.language.clone(),
             beam_size: self.cfg.beam_size,
+            initial_prompt: self.context(),
             ..TranscribeOptions::default()
         };
         let audio = self.audio(a, b);
@@ -591,6 +592,16 @@ impl Stream<'_> {
             .metrics
             .observe_job(&self.cfg.entry.name, t0.elapsed(), secs);
         Ok(r?)
+    }
+
+    /// The end of the text so far as the prompt of the next region, as Whisper's own long-form
+    /// decoding conditions each window on the previous one: casing and punctuation carry over
+    /// the cuts the VAD makes. A few words only, so a mistake cannot echo for long.
+    fn context(&self) -> Option<String> {
+        const WORDS: usize = 24;
+        let words: Vec<&str> = self.text.split_whitespace().collect();
+        let tail = &words[words.len().saturating_sub(WORDS)..];
+        (!tail.is_empty()).then(|| tail.join(" "))
     }
 
     fn final_region(&mut self, a: usize, b: usize) -> Result<(), Failure> {
@@ -606,12 +617,14 @@ impl Stream<'_> {
         if text.is_empty() {
             return Ok(());
         }
-        let off = a as f64 / SR as f64;
+        let (off, end) = (a as f64 / SR as f64, b as f64 / SR as f64);
+        // Whisper's last timestamp may overshoot the audio it was given.
+        let at = |x: f64| (off + x).clamp(off, end);
         let segments: Vec<Value> = t
             .segments
             .iter()
             .filter(|s| !s.text.trim().is_empty())
-            .map(|s| json!({"start": off + s.start, "end": off + s.end, "text": s.text}))
+            .map(|s| json!({"start": at(s.start), "end": at(s.end), "text": s.text}))
             .collect();
         if !self.text.is_empty() {
             self.text.push(' ');
@@ -621,7 +634,7 @@ impl Stream<'_> {
             "type": "final",
             "final": true,
             "start": off,
-            "end": b as f64 / SR as f64,
+            "end": end,
             "text": text,
             "language": t.language,
             "segments": segments,
