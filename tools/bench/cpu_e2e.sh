@@ -3,6 +3,10 @@
 # ledger row): stapes f32 and q8 vs faster-whisper float32 and int8 vs whisper.cpp, same weights
 # (whisper.cpp reads the ggml file `stapes convert` writes), greedy, 2 threads.
 # Needs: hyperfine (apt), a python with faster-whisper==1.2.1 ($PY), whisper.cpp's whisper-cli ($WCPP).
+# stapes runs with --device cpu as the peers do (device='cpu', a CPU-only whisper.cpp build): the
+# default `auto` first looks for CUDA libraries, ~0.1 s of CPU on a machine without them.
+# Wall times are only comparable on an idle box (load average < 0.3): whisper.cpp and
+# CTranslate2 spin-wait their threads and collapse when the cores are shared.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
@@ -17,8 +21,8 @@ for m in ${MODELS:-whisper-tiny.en whisper-base}; do
   [ -f "$ggml" ] || "$STAPES" convert "$m" "$ggml" --to ggml
   fw() { echo "$PY -c \"from faster_whisper import WhisperModel as W; m=W('$CACHE/models/$m', device='cpu', compute_type='$1', cpu_threads=2); print(''.join(s.text for s in m.transcribe('$JFK', beam_size=1, temperature=0.0, condition_on_previous_text=False)[0]))\""; }
   hyperfine -N --warmup 1 --runs "${RUNS:-5}" --export-json "$OUT/$m.json" \
-    -n "stapes f32" "$STAPES transcribe -m $m --beam-size 1 --temperature 0 --threads 2 --lane f32 $JFK" \
-    -n "stapes q8" "$STAPES transcribe -m $m --beam-size 1 --temperature 0 --threads 2 --lane q8 $JFK" \
+    -n "stapes f32" "$STAPES transcribe -m $m --beam-size 1 --temperature 0 --threads 2 --device cpu --lane f32 $JFK" \
+    -n "stapes q8" "$STAPES transcribe -m $m --beam-size 1 --temperature 0 --threads 2 --device cpu --lane q8 $JFK" \
     -n "faster-whisper float32" "$(fw float32)" \
     -n "faster-whisper int8" "$(fw int8)" \
     -n "whisper.cpp" "$WCPP -m $ggml -f $JFK -t 2 -bs 1 -bo 1 -np"

@@ -142,4 +142,27 @@ fn main() {
     });
     let single = best(|| call(&mut out, m, &x.data, gemm::Parallelism::None));
     println!("gemm 1500x384x1536: Rayon(2) {own:.2} ms, two halves {halves:.2} ms, one thread {single:.2} ms");
+    // Encoder linears through the backend per lane; q8 with and without the VNNI kernel.
+    let plain = CpuBackend::new_without_vnni(threads).expect("cpu");
+    for (m, k, n) in [
+        (1500usize, 384usize, 1536usize),
+        (1500, 1536, 384),
+        (1500, 512, 512),
+    ] {
+        let x = be
+            .upload(&HostTensor::random(vec![m, k], 7, 1.0))
+            .expect("x");
+        let w = HostTensor::random(vec![n, k], 8, 0.05);
+        let mut line = format!("linear {m}x{k}x{n}:");
+        for (name, b) in [("", &be), (" (no vnni)", &plain)] {
+            for lane in [Lane::F32, Lane::Q8] {
+                let wt = b.weight(&w, lane).expect("w");
+                let t = best(|| {
+                    b.linear(&x, &wt, None).expect("linear");
+                });
+                line += &format!(" {lane}{name} {t:.2} ms");
+            }
+        }
+        println!("{line}");
+    }
 }

@@ -10,6 +10,7 @@ pub mod linalg;
 pub mod math;
 pub mod mem;
 pub mod simd;
+pub mod vnni;
 
 use linalg::{sgemm, Kernels, Mat, Store};
 use rayon::prelude::*;
@@ -95,16 +96,28 @@ impl std::fmt::Debug for CpuBackend {
 impl CpuBackend {
     /// A backend running on `threads` worker threads (0 = one per available core).
     pub fn new(threads: usize) -> Result<Self> {
-        Self::build(threads, simd::Avx2::new())
+        let avx2 = simd::Avx2::new();
+        Self::build(threads, avx2, avx2.and(vnni::Vnni::new()))
     }
 
     /// As [`CpuBackend::new`] but with the portable kernels only, even where AVX2 is present:
     /// lets the fallback path be tested (and timed) on machines that would never pick it.
     pub fn new_portable(threads: usize) -> Result<Self> {
-        Self::build(threads, None)
+        Self::build(threads, None, None)
     }
 
-    fn build(threads: usize, avx2: Option<simd::Avx2>) -> Result<Self> {
+    /// As [`CpuBackend::new`] without the AVX-512 VNNI kernel (q8 at large M then runs W8A32
+    /// through the f32 GEMM, as on AVX2-only CPUs): for tests and timings of that path.
+    pub fn new_without_vnni(threads: usize) -> Result<Self> {
+        Self::build(threads, simd::Avx2::new(), None)
+    }
+
+    /// Whether the AVX-512 VNNI q8 GEMM is in use.
+    pub fn has_vnni(&self) -> bool {
+        self.kernels.vnni.is_some()
+    }
+
+    fn build(threads: usize, avx2: Option<simd::Avx2>, vnni: Option<vnni::Vnni>) -> Result<Self> {
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
         } else {
@@ -119,7 +132,11 @@ impl CpuBackend {
             })?;
         Ok(CpuBackend {
             pool,
-            kernels: Kernels { avx2, threads },
+            kernels: Kernels {
+                avx2,
+                vnni,
+                threads,
+            },
             counters: Counters::default(),
         })
     }
@@ -273,7 +290,12 @@ impl CpuBackend {
                 .enumerate()
                 .for_each(|(i, (qc, sc))| work(i, qc, sc));
         }
-        Store::Q8 { q, s, kb }
+        Store::Q8 {
+            q,
+            s,
+            kb,
+            packed: Default::default(),
+        }
     }
 
     fn linear_raw(&self, x: &[f32], m: usize, w: &CpuWeight, bias: Option<&CpuTensor>) -> Vec<f32> {
@@ -1073,7 +1095,7 @@ impl Backend for CpuBackend {
         let mut out = x.data.clone();
         if c > 0 {
             self.for_chunks(out.len() * 20, &mut out, c, |_, row| {
-                let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+                let max = math::max8(row);
                 // f64 sum: rows are vocabulary-long (51864), where an f32 running sum drifts
                 // by ~1e-5 relative.
                 let sum: f64 = row.iter().map(|&v| math::exp(v - max) as f64).sum();
@@ -1132,7 +1154,7 @@ mod tests {
                     w.data[k + 2] = -3.5;
                 }
                 let got = be.weight(&w, Lane::Q8).expect("weight");
-                let Store::Q8 { q, s, kb } = &got.store else {
+                let Store::Q8 { q, s, kb, .. } = &got.store else {
                     panic!("q8 lane stored as {:?}", got.lane)
                 };
                 for (r, row) in w.data.chunks(k).enumerate() {

@@ -2,6 +2,7 @@
 //! kernels (f32 / f16 / q8) with their small-M (decoder step) and large-M (encoder) paths.
 
 use crate::simd::{self, Avx2, MR};
+use crate::vnni::{self, Vnni};
 use gemm::Parallelism;
 use half::f16;
 use rayon::prelude::*;
@@ -143,11 +144,14 @@ fn for_chunks<T: Send>(
 pub enum Store {
     F32(Vec<f32>),
     F16(Vec<f16>),
-    /// `q`: N·kb blocks of 32 int8; `s`: N·kb scales (the f16 scales widened once).
+    /// `q`: N·kb blocks of 32 int8; `s`: N·kb scales (the f16 scales widened once);
+    /// `packed`: the VNNI layout, made at the weight's first large-M use (encoder and cross-K/V
+    /// weights only, so decoder-only weights never pay for a second copy).
     Q8 {
         q: Vec<i8>,
         s: Vec<f32>,
         kb: usize,
+        packed: std::sync::OnceLock<vnni::Packed>,
     },
 }
 
@@ -164,6 +168,8 @@ const GEMV_ROWS: usize = 256;
 #[derive(Clone, Copy, Debug)]
 pub struct Kernels {
     pub avx2: Option<Avx2>,
+    /// AVX-512 VNNI: the q8 lane's large-M GEMM in int8 (else W8A32 through the f32 GEMM).
+    pub vnni: Option<Vnni>,
     pub threads: usize,
 }
 
@@ -246,7 +252,15 @@ impl Kernels {
                     out
                 }
                 Store::F16(wd) => self.linear_f16_large(x, m, k, wd, n),
-                Store::Q8 { q, s, kb } => self.linear_q8_large(x, m, k, q, s, *kb, n),
+                Store::Q8 {
+                    q, s, kb, packed, ..
+                } => match self.vnni {
+                    Some(v) => {
+                        let pw = packed.get_or_init(|| vnni::Packed::new(q, s, n, *kb));
+                        v.linear(x, m, k, pw, n, self.threads > 1)
+                    }
+                    None => self.linear_q8_large(x, m, k, q, s, *kb, n),
+                },
             }
         };
         if let Some(b) = bias {
@@ -286,7 +300,7 @@ impl Kernels {
                         let res = match w {
                             Store::F32(wd) => a.dot4_f32(&x[..k], &wd[j * k..(j + 4) * k]),
                             Store::F16(wd) => a.dot4_f16(&x[..k], &wd[j * k..(j + 4) * k]),
-                            Store::Q8 { q, s, kb } => {
+                            Store::Q8 { q, s, kb, .. } => {
                                 let Some(xq) = xq.as_ref() else { return };
                                 let (xqr, xsr) = xq.row(0);
                                 a.dot4_q8(
@@ -316,7 +330,7 @@ impl Kernels {
                                     std::array::from_fn(|r| &x[(r0 + r.min(rows - 1)) * k..][..k]);
                                 self.dot_f16(&xr, rows, &wd[j * k..(j + 1) * k])
                             }
-                            Store::Q8 { q, s, kb } => {
+                            Store::Q8 { q, s, kb, .. } => {
                                 let Some(xq) = xq.as_ref() else { return };
                                 let rq: [(&[i8], &[f32]); MR] =
                                     std::array::from_fn(|r| xq.row(r0 + r.min(rows - 1)));

@@ -152,14 +152,79 @@ fn q8_cpu_paths_within_their_rows() {
         "q8 error larger than activation quantization explains: {}",
         m.rel_l2
     );
-    // Larger M dequantizes the weight and runs the f32 GEMM: as exact as the f32 lane.
+    // Larger M without VNNI dequantizes the weight and runs the f32 GEMM: as exact as the f32
+    // lane.
     let x = rnd(&[64, 384], 7, 1.0);
-    let (got, want) = both!(p, |be, up| {
+    let plain = Pair {
+        cpu: CpuBackend::new_without_vnni(2).expect("cpu"),
+        rf: ReferenceBackend::new(),
+    };
+    let (got, want) = both!(plain, |be, up| {
         let wt = be.weight(&w, Lane::Q8).expect("weight");
         be.linear(&up(&x), &wt, None).expect("linear")
     });
     let f32_row = lookup(Op::Linear, Lane::F32, "cpu").expect("row");
     compare(&got.data, &want.data, &f32_row.tol).unwrap_or_else(|e| panic!("q8 W8A32 path: {e}"));
+    // With VNNI, larger M is int8 too, within the q8 row.
+    let (got, want) = both!(p, |be, up| {
+        let wt = be.weight(&w, Lane::Q8).expect("weight");
+        be.linear(&up(&x), &wt, None).expect("linear")
+    });
+    let m =
+        compare(&got.data, &want.data, &row.tol).unwrap_or_else(|e| panic!("q8 large-M path: {e}"));
+    assert!(m.rel_l2 < 0.008, "q8 large-M error: {}", m.rel_l2);
+}
+
+/// The VNNI large-M q8 GEMM computes what the small-M Q8_0×Q8_0 kernel computes, row by row
+/// (same quantized activations, same block scales), up to f32 summation order; awkward shapes
+/// cover partial row tiles, partial 32-column panels and a partial K block.
+#[test]
+fn q8_large_m_equals_q8_rows() {
+    let be = CpuBackend::new(2).expect("cpu");
+    if !be.has_vnni() {
+        eprintln!("no AVX-512 VNNI here: the large-M q8 path is W8A32 (tested above)");
+        return;
+    }
+    for (i, &(m, n, k)) in [
+        (37usize, 45usize, 70usize),
+        (300, 1536, 384),
+        (9, 33, 32),
+        (64, 31, 1536),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let w = rnd(&[n, k], 500 + i as u64, 1.0);
+        let x = rnd(&[m, k], 510 + i as u64, 2.0);
+        let b = rnd(&[n], 520 + i as u64, 1.0);
+        let wt = be.weight(&w, Lane::Q8).expect("weight");
+        let bias = be.upload(&b).expect("bias");
+        let big = be
+            .download(
+                &be.linear(&be.upload(&x).expect("x"), &wt, Some(&bias))
+                    .expect("linear"),
+            )
+            .expect("down");
+        for r in 0..m {
+            let xr = HostTensor::new(vec![1, k], x.data[r * k..(r + 1) * k].to_vec()).expect("row");
+            let one = be
+                .download(
+                    &be.linear(&be.upload(&xr).expect("x"), &wt, Some(&bias))
+                        .expect("row"),
+                )
+                .expect("down");
+            for (j, (&a, &e)) in big.data[r * n..(r + 1) * n]
+                .iter()
+                .zip(&one.data)
+                .enumerate()
+            {
+                assert!(
+                    (a - e).abs() <= 1e-4 * (1.0 + e.abs()),
+                    "({m}, {n}, {k}) row {r} col {j}: large-M {a} vs row kernel {e}"
+                );
+            }
+        }
+    }
 }
 
 #[test]
