@@ -1780,6 +1780,9 @@ mod finite_tests {
         assert_eq!(super::first_non_finite(&v), Some(4_101));
         v[0] = f32::INFINITY;
         assert_eq!(super::first_non_finite(&v), Some(0));
-        assert_eq!(super::first_non_finite(&[f32::MAX, f32::MIN, 0.0, -0.0]), None);
+        assert_eq!(
+            super::first_non_finite(&[f32::MAX, f32::MIN, 0.0, -0.0]),
+            None
+        );
     }
 }
