@@ -203,15 +203,19 @@ fn ten_minutes_with_vad_every_clip_in_order_nothing_in_silence_or_noise() {
         temperature: Some(0.0),
         ..Default::default()
     };
+    let clock = std::time::Instant::now();
     let t = engine
         .transcribe_with_vad(&audio, &vad, &opts, None)
         .expect("transcribe --vad");
+    let vad_secs = clock.elapsed().as_secs_f64();
 
     // The plain seek loop on the same file, for the report: segments entirely outside every clip
     // (hallucinated in silence or noise), segments running across a gap, and its word edits.
+    let clock = std::time::Instant::now();
     let plain = engine
         .transcribe(&audio, &opts, None)
         .expect("plain transcribe");
+    let plain_secs = clock.elapsed().as_secs_f64();
     let stray = plain
         .segments
         .iter()
@@ -236,7 +240,7 @@ fn ten_minutes_with_vad_every_clip_in_order_nothing_in_silence_or_noise() {
         .collect();
     let plain_edits = edit_distance(&words(&plain.text()), &want);
     eprintln!(
-        "plain seek loop: {} segments, {stray} entirely in silence or noise, {across} not within one clip, {plain_edits} word edits over {} words",
+        "plain seek loop: {} segments, {stray} entirely in silence or noise, {across} not within one clip, {plain_edits} word edits over {} words; {plain_secs:.1} s (--vad: {vad_secs:.1} s)",
         plain.segments.len(),
         want.len()
     );
