@@ -198,6 +198,8 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
     }
 }
 
+// One file's run: the engine, its per-request settings and where the output goes.
+#[allow(clippy::too_many_arguments)]
 fn transcribe_one(
     engine: &Engine,
     vad: Option<(&stapes::vad::Vad, &stapes::vad::VadOptions)>,

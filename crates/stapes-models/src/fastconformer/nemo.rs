@@ -764,7 +764,7 @@ fn canary_from_archive(
         Some("gelu") => Activation::Gelu,
         Some(other) => return Err(bad(format!("transf_decoder activation `{other}`"))),
     };
-    if hidden == 0 || heads == 0 || hidden % heads != 0 {
+    if hidden == 0 || heads == 0 || !hidden.is_multiple_of(heads) {
         return Err(bad(format!(
             "transf_decoder hidden_size {hidden} / num_attention_heads {heads}"
         )));
