@@ -9,6 +9,13 @@
 /// Buffers at least this large are advised; smaller ones stay on malloc's reused heap pages.
 const HUGE_MIN_BYTES: usize = 4 << 20;
 
+/// `STAPES_CPU_HUGEPAGES=0` turns the advice off (for A/B timings: on a VM whose free memory
+/// is not backed by the host yet, a 2 MiB first touch can cost more than 512 small ones).
+fn huge_pages_wanted() -> bool {
+    static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *WANTED.get_or_init(|| std::env::var_os("STAPES_CPU_HUGEPAGES").is_none_or(|v| v != "0"))
+}
+
 /// An empty `Vec` with room for `n` elements whose pages may be huge pages.
 pub fn with_capacity<T>(n: usize) -> Vec<T> {
     let v = Vec::with_capacity(n);
@@ -35,7 +42,7 @@ pub fn copied<T: Copy>(src: &[T]) -> Vec<T> {
 
 #[cfg(target_os = "linux")]
 fn advise_huge(addr: usize, bytes: usize) {
-    if bytes < HUGE_MIN_BYTES {
+    if bytes < HUGE_MIN_BYTES || !huge_pages_wanted() {
         return;
     }
     // madvise wants a page-aligned start; rounding down may take in the allocator's header

@@ -81,6 +81,7 @@ impl Packed {
 
 /// Rows of `x (m, k)` quantized like the q8 lane's activations (as `linalg::QuantRows`), each
 /// value stored `+128` as u8: `u8` is `m·kb·32`, `s` is `m·kb`.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 #[inline(always)]
 fn quantize_row_u8(xr: &[f32], ur: &mut [u8], sr: &mut [f32]) {
     for ((chunk, ub), sb) in xr.chunks(32).zip(ur.chunks_exact_mut(32)).zip(sr) {
@@ -96,11 +97,55 @@ fn quantize_row_u8(xr: &[f32], ur: &mut [u8], sr: &mut [f32]) {
     }
 }
 
-/// [`quantize_row_u8`] with the rounding inlined and vectorised (no `roundf` call per value).
+/// [`quantize_row_u8`] in AVX-512, bit for bit: 32 values per block in two masked loads (the
+/// zero fill past K quantizes to the 128 padding), the scale computed in scalar exactly as
+/// there, and round-half-away-from-zero as truncation plus a ±1 where |fraction| ≥ ½.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn quantize_row_u8_avx512(xr: &[f32], ur: &mut [u8], sr: &mut [f32]) {
-    quantize_row_u8(xr, ur, sr)
+    use std::arch::x86_64::*;
+    let k = xr.len();
+    let half = _mm512_set1_ps(0.5);
+    let one = _mm512_set1_ps(1.0);
+    let sign = _mm512_set1_epi32(i32::MIN);
+    let bias = _mm512_set1_epi32(128);
+    for (b, sb) in sr.iter_mut().enumerate() {
+        let at = b * 32;
+        let n = (k - at).min(32);
+        let m0: __mmask16 = if n >= 16 {
+            0xFFFF
+        } else {
+            ((1u32 << n) - 1) as u16
+        };
+        let m1: __mmask16 = if n >= 32 {
+            0xFFFF
+        } else if n > 16 {
+            ((1u32 << (n - 16)) - 1) as u16
+        } else {
+            0
+        };
+        let v0 = _mm512_maskz_loadu_ps(m0, xr.as_ptr().add(at));
+        let v1 = _mm512_maskz_loadu_ps(m1, xr.as_ptr().add(at + 16));
+        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        let scale = amax / 127.0;
+        let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+        let iv = _mm512_set1_ps(inv);
+        let q = |v: __m512| -> __m128i {
+            let t = _mm512_mul_ps(v, iv);
+            let r = _mm512_roundscale_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(t);
+            let away = _mm512_cmp_ps_mask::<_CMP_GE_OQ>(_mm512_abs_ps(_mm512_sub_ps(t, r)), half);
+            let step = _mm512_castsi512_ps(_mm512_or_si512(
+                _mm512_and_si512(_mm512_castps_si512(t), sign),
+                _mm512_castps_si512(one),
+            ));
+            let r = _mm512_mask_add_ps(r, away, r, step);
+            _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(r), bias))
+        };
+        let dst = ur.as_mut_ptr().add(at) as *mut __m128i;
+        _mm_storeu_si128(dst, q(v0));
+        _mm_storeu_si128(dst.add(1), q(v1));
+        *sb = scale;
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -264,4 +309,34 @@ unsafe fn tile(
     _cols: usize,
 ) {
     unreachable!("Vnni::new returns None off x86_64")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn avx512_activation_quantizer_is_the_scalar_one() {
+        if super::Vnni::new().is_none() {
+            return;
+        }
+        for k in [1usize, 31, 32, 45, 384] {
+            let mut x: Vec<f32> = (0..k)
+                .map(|i| ((i * 7919 % 211) as f32 - 105.0) * 0.37)
+                .collect();
+            // amax 127 gives inv = 1, so these hit the ½ ties both ways
+            x[0] = 127.0;
+            if k > 3 {
+                x[1] = 2.5;
+                x[2] = -3.5;
+                x[3] = -0.5;
+            }
+            let kb = k.div_ceil(32);
+            let (mut u1, mut s1) = (vec![0u8; kb * 32], vec![0f32; kb]);
+            let (mut u2, mut s2) = (vec![0u8; kb * 32], vec![0f32; kb]);
+            super::quantize_row_u8(&x, &mut u1, &mut s1);
+            // SAFETY: Vnni::new proved AVX-512F/BW.
+            unsafe { super::quantize_row_u8_avx512(&x, &mut u2, &mut s2) };
+            assert_eq!(u1, u2, "k = {k}");
+            assert_eq!(s1, s2, "k = {k}");
+        }
+    }
 }
