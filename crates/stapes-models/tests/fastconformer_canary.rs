@@ -234,3 +234,37 @@ fn canary_shapes_and_synthetic_weights() {
     assert_eq!(m.backend().download(&enc).unwrap().shape, vec![1, 5, 1024]);
     assert!(m.generate_beam(&enc, &[7, 4], 4, 3, 1.0).unwrap().len() <= 4);
 }
+
+/// Inputs longer than WINDOW_SECONDS are cut into equal windows, each decoded alone: 85 s give
+/// three contiguous segments whose ids are those of transcribing each window by itself.
+#[test]
+fn canary_long_input_runs_in_windows() {
+    use stapes_models::fastconformer::canary::WINDOW_SECONDS;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav");
+    let mut r = hound::WavReader::open(&path).expect("samples/jfk.wav opens");
+    let jfk: Vec<f32> = r
+        .samples::<i16>()
+        .map(|s| s.unwrap() as f32 / 32768.0)
+        .collect();
+    let samples: Vec<f32> = jfk.iter().copied().cycle().take(85 * 16_000).collect();
+    let m = Canary::new(
+        CpuBackend::new(2).unwrap(),
+        &fixtures().join("canary"),
+        Lane::F32,
+    )
+    .unwrap();
+    let req = CanaryRequest::default();
+    let t = m.transcribe_request(&samples, &req, 1).unwrap();
+    assert!(85.0 / 3.0 <= WINDOW_SECONDS);
+    assert_eq!(t.segments.len(), 3);
+    let len = samples.len().div_ceil(3);
+    for (i, s) in t.segments.iter().enumerate() {
+        assert!((s.start - (i * len) as f64 / 16_000.0).abs() < 1e-9);
+        let end = ((i + 1) * len).min(samples.len());
+        assert!((s.end - end as f64 / 16_000.0).abs() < 1e-9);
+        let alone = m
+            .transcribe_request(&samples[i * len..end], &req, 1)
+            .unwrap();
+        assert_eq!(s.tokens, alone.segments[0].tokens, "window {i}");
+    }
+}

@@ -19,6 +19,11 @@ use std::path::{Path, PathBuf};
 
 const LN_EPS: f32 = 1e-5;
 
+/// Longest stretch of audio decoded in one pass (NeMo's chunked AED inference uses 40 s
+/// chunks; Canary is trained on utterances up to that). Longer inputs are cut into equal
+/// windows of at most this length, each its own segment.
+pub const WINDOW_SECONDS: f64 = 40.0;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct CanaryConfig {
     pub encoder: EncoderConfig,
@@ -572,15 +577,55 @@ impl<B: Backend> Canary<B> {
         beam_size: usize,
     ) -> Result<Transcript> {
         let duration = samples.len() as f64 / 16_000.0;
-        let fe = NemoConfig::parakeet(self.config.encoder.num_mel_bins);
-        let f = log_mel(samples, &fe);
         let mut t = Transcript {
             duration,
             language_probability: 1.0,
             ..Default::default()
         };
+        // Equal windows of at most WINDOW_SECONDS (no short tail window), each decoded alone.
+        let max_len = (WINDOW_SECONDS * 16_000.0) as usize;
+        let n_windows = samples.len().div_ceil(max_len).max(1);
+        let len = samples.len().div_ceil(n_windows).max(1);
+        for (w, piece) in samples.chunks(len).enumerate() {
+            let start = (w * len) as f64 / 16_000.0;
+            let end = start + piece.len() as f64 / 16_000.0;
+            let Some(ids) = self.decode_window(piece, prompt, max_new_tokens, beam_size)? else {
+                continue;
+            };
+            let text = self.decode_text(&ids)?;
+            t.segments.push(Segment {
+                id: t.segments.len(),
+                start,
+                end,
+                text: if text.is_empty() {
+                    text
+                } else {
+                    format!(" {}", text.trim())
+                },
+                tokens: ids,
+                avg_logprob: 0.0,
+                no_speech_prob: 0.0,
+                compression_ratio: 0.0,
+                temperature: 0.0,
+                words: None,
+            });
+        }
+        Ok(t)
+    }
+
+    /// Ids (end-of-text dropped) of one window; `None` when it is too short for one encoder
+    /// frame.
+    fn decode_window(
+        &self,
+        samples: &[f32],
+        prompt: &[u32],
+        max_new_tokens: usize,
+        beam_size: usize,
+    ) -> Result<Option<Vec<u32>>> {
+        let fe = NemoConfig::parakeet(self.config.encoder.num_mel_bins);
+        let f = log_mel(samples, &fe);
         if self.config.encoder.output_frames(f.n_frames) == 0 {
-            return Ok(t);
+            return Ok(None);
         }
         let feats = HostTensor::new(vec![f.n_frames, f.n_bins], f.data)?;
         let enc = self.encode_host(&feats)?;
@@ -592,24 +637,7 @@ impl<B: Backend> Canary<B> {
         if ids.last() == Some(&self.config.eos) {
             ids.pop();
         }
-        let text = self.decode_text(&ids)?;
-        t.segments.push(Segment {
-            id: 0,
-            start: 0.0,
-            end: duration,
-            text: if text.is_empty() {
-                text
-            } else {
-                format!(" {}", text.trim())
-            },
-            tokens: ids,
-            avg_logprob: 0.0,
-            no_speech_prob: 0.0,
-            compression_ratio: 0.0,
-            temperature: 0.0,
-            words: None,
-        });
-        Ok(t)
+        Ok(Some(ids))
     }
 
     fn check_prompt(&self, prompt: &[u32]) -> Result<()> {
