@@ -117,3 +117,33 @@ fn bad_input_fails_alone() {
     assert_eq!(stats.encoder_batches, vec![2], "{stats:?}");
     assert!(m.transcribe_batch(&[], &good).is_empty());
 }
+
+/// CPU throughput of batching (`-- --ignored --nocapture`): 16 jfk inputs one at a time, then at
+/// most 8 in flight. Alternates the two three times (the dev box is shared and noisy).
+#[test]
+#[ignore]
+fn batch_throughput_cpu() {
+    let m = model(MODEL, Lane::F32);
+    let opts = ref_options(1);
+    let jfk = audio("jfk");
+    let inputs: Vec<BatchInput<'_>> = (0..16)
+        .map(|_| BatchInput {
+            samples: &jfk,
+            options: &opts,
+        })
+        .collect();
+    let _ = m.transcribe(&jfk, &opts);
+    for round in 0..3 {
+        for max in [1, 8] {
+            let t0 = std::time::Instant::now();
+            let (out, stats) = m.transcribe_batch_each(&inputs, max);
+            let t = t0.elapsed().as_secs_f64();
+            assert!(out.iter().all(Result::is_ok));
+            eprintln!(
+                "round {round} max_batch {max}: {t:.2} s, {:.2} inputs/s, encoder calls {:?}",
+                16.0 / t,
+                stats.encoder_batches
+            );
+        }
+    }
+}
