@@ -211,6 +211,34 @@ pub trait Backend: Send + Sync {
         self.upload(&h)
     }
 
+    /// Transformer-XL attention probabilities from its two score terms over a block of `C` query
+    /// rows: `ac (B·H, C, T)` (content) and `bd (B·H, C, T+C-1)` (against the relative positions
+    /// those rows need, nearest-first as sliced by the caller). Row `i` takes `bd` columns
+    /// `C-1-i ..= C-2-i+T` (the shift), then `softmax((ac + shifted)·scale)` over the keys, with
+    /// keys whose `keep (B, T)` (or `(B, T, 1)`) is 0 left out. The default composes other ops.
+    fn rel_shift_softmax(
+        &self,
+        ac: &Self::Tensor,
+        bd: &Self::Tensor,
+        keep: Option<&Self::Tensor>,
+        scale: f32,
+    ) -> Result<Self::Tensor> {
+        let (bh, c, t) = rel_shift_dims(ac.shape(), bd.shape())?;
+        // Pad one zero column in front, view as (T+C, C), drop the first row, view back as
+        // (C, T+C-1) and keep T columns: row i then starts at column C-1-i.
+        let zero = self.upload(&HostTensor::zeros(vec![bh, c, 1]))?;
+        let x = self.concat(&[&zero, bd], 2)?; // (BH, C, T+C)
+        let x = self.reshape(&x, &[bh, t + c, c])?;
+        let x = self.slice(&x, 1, 1, t + c - 1)?;
+        let x = self.reshape(&x, &[bh, c, t + c - 1])?;
+        let x = self.slice(&x, 2, 0, t)?; // (BH, C, T)
+        let mut scores = self.affine(&self.add(ac, &x)?, scale, 0.0)?;
+        if let Some(k) = keep {
+            scores = self.mask_fill(&scores, k, 1, f32::NEG_INFINITY)?;
+        }
+        self.softmax(&scores)
+    }
+
     /// One LSTM step (PyTorch gate order i, f, g, o): `x (B, I)`, `h, c (B, H)`, `w_ih (4H, I)`,
     /// `w_hh (4H, H)`, `bias (4H)` = b_ih + b_hh. Returns `(h', c')`.
     fn lstm_cell(
@@ -278,4 +306,22 @@ pub fn mask_dims(x: &[usize], keep: &[usize], inner: usize) -> Result<(usize, us
         return Err(bad());
     }
     Ok((bs, s))
+}
+
+/// `(B·H, C, T)` of a [`Backend::rel_shift_softmax`] call, checked.
+pub fn rel_shift_dims(ac: &[usize], bd: &[usize]) -> Result<(usize, usize, usize)> {
+    let ok = ac.len() == 3
+        && bd.len() == 3
+        && ac[0] == bd[0]
+        && ac[1] == bd[1]
+        && ac[1] > 0
+        && ac[2] > 0
+        && bd[2] == ac[2] + ac[1] - 1;
+    if !ok {
+        return Err(crate::Error::shape(
+            "rel_shift_softmax",
+            format!("ac {ac:?} with bd {bd:?}: want (BH, C, T) and (BH, C, T+C-1)"),
+        ));
+    }
+    Ok((ac[0], ac[1], ac[2]))
 }

@@ -128,3 +128,32 @@ extern "C" __global__ void argmax_f32(u32* __restrict__ out, const float* __rest
         if (lane == 0) out[blockIdx.x] = bi == 0x7fffffff ? 0u : (u32)bi;
     }
 }
+
+// Transformer-XL probabilities: row (r, i) of C query rows, ac (BH, C, T), bd (BH, C, T+C-1);
+// score_j = (ac[j] + bd[C-1-i+j]) * scale, keys with keep[b][j] == 0 (b = r / rows_per_batch)
+// dropped, softmax over j. One block per row; same reductions as softmax_f32.
+extern "C" __global__ void rel_shift_softmax_f32(float* __restrict__ y, const float* __restrict__ ac,
+                                                 const float* __restrict__ bd, const float* __restrict__ keep,
+                                                 int c, int t, int rows_per_batch, float scale) {
+    __shared__ float scratch[32];
+    long long row = blockIdx.x;
+    int r = (int)(row / c), i = (int)(row % c);
+    const float* a = ac + row * t;
+    const float* d = bd + row * (long long)(t + c - 1) + (c - 1 - i);
+    const float* k = keep ? keep + (long long)(r / rows_per_batch) * t : nullptr;
+    float* yr = y + row * t;
+    float m = F_NEG_INF;
+    for (int j = threadIdx.x; j < t; j += blockDim.x) {
+        float v = (a[j] + d[j]) * scale;
+        if (k && k[j] == 0.f) v = F_NEG_INF;
+        yr[j] = v;
+        m = fmaxf(m, v);
+    }
+    m = block_max(m, scratch);
+    float ms = m == F_NEG_INF ? 0.f : m;
+    float s = 0.f;
+    for (int j = threadIdx.x; j < t; j += blockDim.x) s += expf(yr[j] - ms);
+    s = block_sum(s, scratch);
+    float inv = s > 0.f ? 1.f / s : 0.f;
+    for (int j = threadIdx.x; j < t; j += blockDim.x) yr[j] = expf(yr[j] - ms) * inv;
+}

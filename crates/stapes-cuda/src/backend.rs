@@ -1585,6 +1585,40 @@ impl Backend for CudaBackend {
         Ok(out)
     }
 
+    fn rel_shift_softmax(
+        &self,
+        ac: &CudaTensor,
+        bd: &CudaTensor,
+        keep: Option<&CudaTensor>,
+        scale: f32,
+    ) -> Result<CudaTensor> {
+        let (bh, c, t) = stapes_core::backend::rel_shift_dims(&ac.shape, &bd.shape)?;
+        let rows_per_batch = match keep {
+            Some(k) => {
+                let (b, s) = stapes_core::backend::mask_dims(&ac.shape, &k.shape, 1)?;
+                if s != t {
+                    return Err(Error::shape(
+                        "rel_shift_softmax",
+                        format!("keep {:?} for {t} keys", k.shape),
+                    ));
+                }
+                bh / b
+            }
+            None => bh,
+        };
+        let out = self.alloc_f32(&[bh, c, t])?;
+        let (y, ap, dp, kp) = (out.buf.ptr, self.t(ac), self.t(bd), self.opt(keep));
+        let (ci, ti, ri) = (c as i32, t as i32, rows_per_batch.max(1) as i32);
+        self.launch(
+            "rel_shift_softmax_f32",
+            ((bh * c) as u32, 1, 1),
+            (256, 1, 1),
+            0,
+            args![y, ap, dp, kp, ci, ti, ri, scale],
+        )?;
+        Ok(out)
+    }
+
     fn mask_fill(
         &self,
         x: &CudaTensor,

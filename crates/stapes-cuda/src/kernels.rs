@@ -42,6 +42,7 @@ pub const FILES: &[KernelFile] = &[
             "rms_norm_f32",
             "softmax_f32",
             "argmax_f32",
+            "rel_shift_softmax_f32",
         ],
     },
     KernelFile {

@@ -429,6 +429,59 @@ fn mask_fill_is_exact() {
     );
 }
 
+/// The fused Transformer-XL shift + scale + key mask + softmax against the reference's
+/// composition of pad/reshape/slice/add/affine/mask_fill/softmax.
+#[test]
+fn rel_shift_softmax_matches_composition() {
+    let (g, _serial) = require_gpu!("rel_shift_softmax_matches_composition");
+    let r = ReferenceBackend::new();
+    // (B, H, C, T): one block of all rows, a block of 7 rows, a masked batch of 3
+    for (b, h, c, t, lens) in [
+        (1usize, 2usize, 9usize, 9usize, None),
+        (1, 4, 7, 40, None),
+        (3, 2, 11, 11, Some(vec![11usize, 4, 8])),
+    ] {
+        let ac = rnd(&[b * h, c, t], 500 + t as u64, 3.0);
+        let bd = rnd(&[b * h, c, t + c - 1], 600 + t as u64, 3.0);
+        let keep = lens.as_ref().map(|l| {
+            let data = l
+                .iter()
+                .flat_map(|&n| (0..t).map(move |j| if j < n { 1.0 } else { 0.0 }))
+                .collect();
+            HostTensor::new(vec![b, t, 1], data).unwrap()
+        });
+        let (got, want) = both!(g, &r, |be| {
+            let (a, d) = (be.upload(&ac).unwrap(), be.upload(&bd).unwrap());
+            let k = keep.as_ref().map(|k| be.upload(k).unwrap());
+            be.download(&be.rel_shift_softmax(&a, &d, k.as_ref(), 0.125).unwrap())
+                .unwrap()
+        });
+        check(
+            &format!("rel_shift_softmax b{b} h{h} c{c} t{t}"),
+            Op::Softmax,
+            Lane::F16,
+            &got,
+            &want,
+        );
+        if let Some(l) = &lens {
+            // masked keys get exactly zero weight
+            for (row, probs) in got.data.chunks(t).enumerate() {
+                let n = l[row / (h * c)];
+                assert!(
+                    probs[n..].iter().all(|p| *p == 0.0),
+                    "row {row}: masked keys weighted"
+                );
+            }
+        }
+    }
+    let a = g.upload(&rnd(&[2, 3, 5], 1, 1.0)).unwrap();
+    let d = g.upload(&rnd(&[2, 3, 6], 2, 1.0)).unwrap();
+    assert!(
+        g.rel_shift_softmax(&a, &d, None, 1.0).is_err(),
+        "bd must be (BH, C, T+C-1)"
+    );
+}
+
 #[test]
 fn layout_ops_are_exact() {
     let (g, _serial) = require_gpu!("layout_ops_are_exact");

@@ -56,6 +56,26 @@ impl<B: Backend> Linear<B> {
             b: t.opt_tensor(b, &format!("{prefix}.bias"))?,
         })
     }
+    /// Weight and bias multiplied by `s` at load; with `s` a power of two this is exact in
+    /// every lane (f16 exponents, q8 block scales) and equals scaling the output.
+    pub fn load_scaled(b: &B, t: &Tensors<'_>, prefix: &str, lane: Lane, s: f32) -> Result<Self> {
+        let w = t.get(&format!("{prefix}.weight"))?;
+        let n = w.shape.first().copied().unwrap_or(0);
+        let k = w.len() / n.max(1);
+        let scaled = HostTensor::new(vec![n, k], w.data.iter().map(|v| v * s).collect())?;
+        let bias = match t.map.get(&format!("{prefix}.bias")) {
+            Some(bt) => Some(b.upload(&HostTensor::new(
+                bt.shape.clone(),
+                bt.data.iter().map(|v| v * s).collect(),
+            )?)?),
+            None => None,
+        };
+        Ok(Self {
+            w: b.weight(&scaled, lane)?,
+            b: bias,
+        })
+    }
+
     pub fn forward(&self, be: &B, x: &B::Tensor) -> Result<B::Tensor> {
         Ok(be.linear(x, &self.w, self.b.as_ref())?)
     }
@@ -225,11 +245,7 @@ impl<B: Backend> Encoder<B> {
             .transpose()?;
         Ok(Prepared {
             pos: b.upload(&rel_positions(t, self.cfg.hidden_size))?,
-            zero_col: b.upload(&HostTensor::zeros(vec![
-                batch * self.cfg.num_heads,
-                chunk,
-                1,
-            ]))?,
+            chunk,
             masks,
             batch,
             t_in,
@@ -304,12 +320,11 @@ impl<B: Backend> Encoder<B> {
         let (bs, t) = (x.shape()[0], x.shape()[1]);
         let ctx = AttnCtx {
             batch: bs,
-            chunk: prep.zero_col.shape()[1],
+            chunk: prep.chunk,
             t,
             heads: self.cfg.num_heads,
             scale: 1.0 / (self.cfg.head_dim() as f32).sqrt(),
             pos: &prep.pos,
-            zero_col: &prep.zero_col,
             keep: prep.masks.as_ref().map(|m| &m.frames),
         };
         let mut x = x;
@@ -463,8 +478,8 @@ pub(crate) fn rel_positions(t: usize, d: usize) -> HostTensor {
 pub(crate) struct Prepared<B: Backend> {
     /// Relative-position sinusoids `(1, 2T'-1, d)`.
     pos: B::Tensor,
-    /// The pad column of the Transformer-XL shift, `(B·H, chunk, 1)`.
-    zero_col: B::Tensor,
+    /// Query rows per attention block.
+    chunk: usize,
     masks: Option<Masks<B>>,
     batch: usize,
     t_in: usize,
@@ -501,7 +516,6 @@ struct AttnCtx<'a, B: Backend> {
     heads: usize,
     scale: f32,
     pos: &'a B::Tensor,
-    zero_col: &'a B::Tensor,
     /// `(B, T')` key mask of a padded batch.
     keep: Option<&'a B::Tensor>,
 }
@@ -543,7 +557,7 @@ impl<B: Backend> RelAttention<B> {
 
     /// Transformer-XL attention: scores = ((q+u)·kᵀ + shift((q+v)·pᵀ))·scale, over `h (B, T, d)`.
     fn forward(&self, b: &B, h: &B::Tensor, cx: &AttnCtx<'_, B>) -> Result<B::Tensor> {
-        let (bh, t) = (cx.batch * cx.heads, cx.t);
+        let t = cx.t;
         let q = self.q.forward(b, h)?;
         let k = split_heads(b, &self.k.forward(b, h)?, cx.heads)?; // (BH, T, Dh)
         let v = split_heads(b, &self.v.forward(b, h)?, cx.heads)?;
@@ -571,20 +585,8 @@ impl<B: Backend> RelAttention<B> {
                                                 // Rows q0..q0+C need distances q0+C-1-(T-1) … q0-0: positions T-q0-C … 2T-2-q0.
             let p_c = b.slice(&p, 1, t - q0 - c, t + c - 1)?; // (BH, T+C-1, Dh)
             let bd = b.matmul(qv_c, &p_c, true)?; // (BH, C, T+C-1)
-                                                  // Transformer-XL shift: row r takes columns C-1-r … C-1-r+T. Pad one zero column in
-                                                  // front, view as (T+C, C), drop the first row, view back as (C, T+C-1), keep T columns.
-            let zero = b.slice(&cx.zero_col, 1, 0, c)?;
-            let bd = b.concat(&[&zero, &bd], 2)?; // (BH, C, T+C)
-            let bd = b.reshape(&bd, &[bh, t + c, c])?;
-            let bd = b.slice(&bd, 1, 1, t + c - 1)?;
-            let bd = b.reshape(&bd, &[bh, c, t + c - 1])?;
-            let bd = b.slice(&bd, 2, 0, t)?; // (BH, C, T)
-            let mut scores = b.affine(&b.add(&ac, &bd)?, cx.scale, 0.0)?;
-            if let Some(k) = cx.keep {
-                // Padding keys get no weight: (B·H, C, T) is (B, H·C, T) per sequence.
-                scores = b.mask_fill(&scores, k, 1, f32::NEG_INFINITY)?;
-            }
-            let probs = b.softmax(&scores)?;
+                                                  // The shift, scale, padding-key mask and softmax in one op: (BH, C, T).
+            let probs = b.rel_shift_softmax(&ac, &bd, cx.keep, cx.scale)?;
             outs.push(b.matmul(&probs, &v, false)?); // (BH, C, Dh)
         }
         let out = if outs.len() == 1 {
@@ -652,7 +654,7 @@ impl<B: Backend> FeedForward<B> {
     fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, which: usize, lane: Lane) -> Result<Self> {
         Ok(Self {
             l1: Linear::load(b, t, &n.ff(which, 1), lane)?,
-            l2: Linear::load(b, t, &n.ff(which, 2), lane)?,
+            l2: Linear::load_scaled(b, t, &n.ff(which, 2), lane, 0.5)?,
         })
     }
     fn forward(&self, b: &B, x: &B::Tensor, act: Activation) -> Result<B::Tensor> {
@@ -683,9 +685,10 @@ impl<B: Backend> Block<B> {
         cx: &AttnCtx<'_, B>,
         act: Activation,
     ) -> Result<B::Tensor> {
-        // Macaron: each feed-forward contributes half a step.
+        // Macaron: each feed-forward contributes half a step (the ½ is folded into its output
+        // projection at load).
         let h = self.ff1.forward(b, &self.norm_ff1.forward(b, x)?, act)?;
-        let x = b.add(x, &b.affine(&h, 0.5, 0.0)?)?;
+        let x = b.add(x, &h)?;
         let a = self.attn.forward(b, &self.norm_att.forward(b, &x)?, cx)?;
         let x = b.add(&x, &a)?;
         let c = self
@@ -693,7 +696,7 @@ impl<B: Backend> Block<B> {
             .forward(b, &self.norm_conv.forward(b, &x)?, act, cx.keep)?;
         let x = b.add(&x, &c)?;
         let h = self.ff2.forward(b, &self.norm_ff2.forward(b, &x)?, act)?;
-        let x = b.add(&x, &b.affine(&h, 0.5, 0.0)?)?;
+        let x = b.add(&x, &h)?;
         self.norm_out.forward(b, &x)
     }
 }
