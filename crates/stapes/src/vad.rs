@@ -1,6 +1,7 @@
 //! Voice activity detection (Silero VAD v6) and VAD-driven cutting of long audio into spans a
 //! family can take in one piece.
 
+use crate::batch::{EngineInput, DEFAULT_MAX_BATCH};
 use crate::engine::{Engine, TranscribeOptions};
 use crate::error::StapesError;
 use stapes_cpu::CpuBackend;
@@ -8,6 +9,7 @@ pub use stapes_models::silero::VadParams;
 use stapes_models::silero::{SileroVad, SpeechSegment};
 use stapes_models::transcript::{Segment, Transcript, Word};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// The cached model `scripts/fetch-models.sh silero-vad` fetches.
 pub const DEFAULT_VAD_MODEL: &str = "silero-vad";
@@ -316,56 +318,86 @@ impl Engine {
         };
         let mut language: Option<String> = opts.language.clone();
         let decode = |ids: &[u32]| self.decode_ids(ids);
-        for group in groups(&speech, max_span) {
-            let audio = group.samples(samples);
-            if audio.len() < 1600 {
-                continue; // under 0.1 s: nothing a recogniser can use
-            }
-            // The language detected on the first group holds for the rest, as on the plain path.
-            // Whisper's words are what place its segments on the pieces, so it always makes them.
-            let o = TranscribeOptions {
-                language: language.clone(),
-                word_timestamps: opts.word_timestamps || whisper,
-                ..opts.clone()
+        // under 0.1 s of audio: nothing a recogniser can use
+        let todo: Vec<Group> = groups(&speech, max_span)
+            .into_iter()
+            .filter(|g| g.duration() >= 0.1)
+            .collect();
+        let mut emit =
+            |group: &Group, t: Transcript, o: &TranscribeOptions, out: &mut Transcript| {
+                // A family that gives no words (Canary) cannot have its segments split at a long
+                // pause: such a group is heard again one run of close pieces at a time.
+                let wordless = t
+                    .segments
+                    .iter()
+                    .any(|s| s.words.as_ref().is_none_or(Vec::is_empty));
+                let parts = group.split_at_pauses(vopts.split_gap);
+                let mut heard = Vec::new();
+                if wordless && parts.len() > 1 {
+                    for g in parts {
+                        let t = self.transcribe(&g.samples(samples), o, None)?;
+                        heard.extend(g.place(t.segments, vopts.split_gap, &decode)?);
+                    }
+                } else {
+                    heard = group.place(t.segments, vopts.split_gap, &decode)?;
+                }
+                for mut seg in heard {
+                    seg.id = out.segments.len();
+                    if whisper && !opts.word_timestamps {
+                        seg.words = None;
+                    }
+                    on_segment(&seg);
+                    out.segments.push(seg);
+                }
+                if let (Some(p), Some(last)) = (progress, group.pieces.last()) {
+                    p(last.end);
+                }
+                Ok::<(), StapesError>(())
             };
-            let mut t = self.transcribe(&audio, &o, None)?;
-            if language.is_none() && !t.language.is_empty() {
+        // Whisper's words are what place its segments on the pieces, so it always makes them.
+        let mut o = TranscribeOptions {
+            word_timestamps: opts.word_timestamps || whisper,
+            ..opts.clone()
+        };
+        let mut rest = &todo[..];
+        // The language detected on the first group holds for the rest, as on the plain path.
+        if let (None, Some((first, tail))) = (&language, todo.split_first()) {
+            let t = self.transcribe(&first.samples(samples), &o, None)?;
+            if !t.language.is_empty() {
                 language = Some(t.language.clone());
                 out.language = t.language.clone();
                 out.language_probability = t.language_probability;
             }
-            // A family that gives no words (Canary) cannot have its segments split at a long
-            // pause: such a group is heard again one run of close pieces at a time.
-            let wordless = t
-                .segments
+            o.language = language.clone();
+            emit(first, t, &o, &mut out)?;
+            rest = tail;
+        }
+        // The other groups batched (Whisper encodes up to DEFAULT_MAX_BATCH windows per call),
+        // their segments handed on in order after each batch.
+        for chunk in rest.chunks(DEFAULT_MAX_BATCH.max(1)) {
+            let audio: Vec<Vec<f32>> = chunk.iter().map(|g| g.samples(samples)).collect();
+            let inputs: Vec<EngineInput<'_>> = audio
                 .iter()
-                .any(|s| s.words.as_ref().is_none_or(Vec::is_empty));
-            let parts = group.split_at_pauses(vopts.split_gap);
-            let mut heard = Vec::new();
-            if wordless && parts.len() > 1 {
-                let o = TranscribeOptions {
-                    language: language.clone(),
-                    ..o
-                };
-                for g in parts {
-                    t = self.transcribe(&g.samples(samples), &o, None)?;
-                    heard.extend(g.place(t.segments, vopts.split_gap, &decode)?);
+                .map(|a| EngineInput {
+                    samples: a,
+                    options: &o,
+                })
+                .collect();
+            let slots: Vec<Mutex<Option<Result<Transcript, StapesError>>>> =
+                chunk.iter().map(|_| Mutex::new(None)).collect();
+            self.transcribe_batch_with(&inputs, DEFAULT_MAX_BATCH, &|i, r| {
+                if let Some(slot) = slots.get(i) {
+                    *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
                 }
-            } else {
-                heard = group.place(t.segments, vopts.split_gap, &decode)?;
-            }
-            for mut seg in heard {
-                seg.id = out.segments.len();
-                if whisper && !opts.word_timestamps {
-                    seg.words = None;
-                }
-                on_segment(&seg);
-                out.segments.push(seg);
-            }
-            if let Some(p) = progress {
-                if let Some(last) = group.pieces.last() {
-                    p(last.end);
-                }
+            });
+            for (group, slot) in chunk.iter().zip(slots) {
+                let t = slot
+                    .into_inner()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .unwrap_or_else(|| {
+                        Err(StapesError::Internal("a VAD span was never run".into()))
+                    })?;
+                emit(group, t, &o, &mut out)?;
             }
         }
         if out.language.is_empty() {
