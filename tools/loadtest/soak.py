@@ -234,7 +234,7 @@ def main():
     print(out)
     if a.json_out:
         with open(a.json_out, "w") as f:
-            f.write(out + "\n")
+            f.write(json.dumps({**summary, "samples": samples}, indent=1) + "\n")
     if proc:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -34,8 +34,8 @@ use serde_json::{json, Value};
 use stapes::{Engine, StapesError, TranscribeOptions};
 use stapes_cpu::CpuBackend;
 use stapes_models::silero::{SileroVad, VadEvent, VadParams, VadRate};
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 const SR: usize = 16_000;
@@ -46,10 +46,11 @@ const MIN_REGION: usize = SR / 4;
 /// Audio kept before the open region (or the present, when none is open): more than the
 /// VAD's start pad plus one window, so a start it reports late is still in the buffer.
 const KEEP_BEFORE: usize = SR;
-/// Largest WebSocket message accepted: 1 MiB is 32 s of 16 kHz PCM.
-const MAX_MESSAGE: usize = 1 << 20;
-/// Audio messages waiting for the session thread; beyond this the socket is not read.
-const QUEUED_MESSAGES: usize = 32;
+/// Largest WebSocket message accepted: 256 KiB is 8 s of 16 kHz PCM (clients send 20–200 ms).
+const MAX_MESSAGE: usize = 256 << 10;
+/// Audio messages waiting for the session thread; beyond this the socket is not read. With
+/// `MAX_MESSAGE` this bounds a session's queued audio at 4 MiB of PCM.
+const QUEUED_MESSAGES: usize = 16;
 
 #[derive(Debug, Default, Deserialize)]
 pub struct StreamQuery {
@@ -393,6 +394,20 @@ fn control(text: &str) -> Result<(), Failure> {
     }
 }
 
+/// One Silero model for every session: its weights are read-only and each session keeps its own
+/// state in its `VadStream`. Loading it per session cost a parse and a worker thread each time.
+static SHARED_VAD: Mutex<Option<Arc<SileroVad<CpuBackend>>>> = Mutex::new(None);
+
+fn shared_vad(path: &Path) -> Result<Arc<SileroVad<CpuBackend>>, StapesError> {
+    let mut slot = SHARED_VAD.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = slot.as_ref() {
+        return Ok(Arc::clone(v));
+    }
+    let v = Arc::new(SileroVad::load(CpuBackend::new(1)?, path)?);
+    *slot = Some(Arc::clone(&v));
+    Ok(v)
+}
+
 /// The session thread: resample, VAD, transcribe; events go to `out`. Returns when the client
 /// ends the stream (after `done`), goes away (the channel closes), or on an error.
 fn run_session(
@@ -408,11 +423,7 @@ fn run_session(
         ),
         code: 1011,
     })?;
-    let vad_model = SileroVad::load(
-        CpuBackend::new(1).map_err(StapesError::from)?,
-        &cfg.vad_path,
-    )
-    .map_err(StapesError::from)?;
+    let vad_model = shared_vad(&cfg.vad_path)?;
     let vad = vad_model
         .stream(VadRate::Hz16000, &cfg.vad)
         .map_err(StapesError::from)?;
