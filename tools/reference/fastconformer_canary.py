@@ -214,5 +214,31 @@ def main():
          "min_margin": worst, "results": results}, indent=1) + "\n")
 
 
+def lid():
+    """`python fastconformer_canary.py lid`: on the saved fixture, the two greedy ids after NeMo's
+    canary2 `user_partial` prompt (<|startofcontext|><|startoftranscript|>: the model predicts the
+    emotion, then the language token), per clip and for the end-to-end jfk features, written to
+    expected_canary_lid.json (this random model names no language; the ids still must match)."""
+    torch.set_grad_enabled(False)
+    d = FX / "canary"
+    sp = spm.SentencePieceProcessor(model_file=str(d / "tokenizer.model"))
+    partial = [sp.piece_to_id("<|startofcontext|>"), sp.piece_to_id("<|startoftranscript|>")]
+    model = CanaryForConditionalGeneration.from_pretrained(d, dtype=torch.float32).eval()
+    feats = {k.split(".")[1]: v.float() for k, v in load_file(FX / "inputs.safetensors").items()}
+    out, worst = {}, 1e9
+    for clip, f in feats.items():
+        ids, m = greedy(model, f, partial, 2)
+        out[clip] = ids
+        worst = min(worst, m)
+    assert worst >= MIN_MARGIN, worst
+    (FX / "expected_canary_lid.json").write_text(json.dumps(
+        {"transformers": __import__("transformers").__version__, "prompt": partial,
+         "min_margin": worst, "ids": out}, indent=1) + "\n")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+    if sys.argv[1:] == ["lid"]:
+        lid()
+    else:
+        main()

@@ -268,3 +268,43 @@ fn canary_long_input_runs_in_windows() {
         assert_eq!(s.tokens, alone.segments[0].tokens, "window {i}");
     }
 }
+
+/// Language identification as NeMo's canary2 does it (two greedy steps after
+/// `<|startofcontext|><|startoftranscript|>`): the ids equal transformers' greedy ids after the
+/// same partial prompt; this random model names no language, so detection says so (and an
+/// `auto` request falls back to English: the en -> en prompt's ids).
+#[test]
+fn canary_language_ids_match_transformers() {
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_canary_lid.json")).unwrap(),
+    )
+    .unwrap();
+    let m = Canary::new(
+        CpuBackend::new(2).unwrap(),
+        &fixtures().join("canary"),
+        Lane::F32,
+    )
+    .unwrap();
+    let inputs = read("inputs.safetensors");
+    for clip in ["jfk", "beckett", "lv0880"] {
+        let enc = m.encode_host(&inputs[&format!("features.{clip}")]).unwrap();
+        assert_eq!(
+            m.language_ids(&enc).unwrap(),
+            ids(&exp["ids"][clip]),
+            "{clip}"
+        );
+        assert_eq!(m.detect_language(&enc).unwrap(), None, "{clip}");
+    }
+    let noise = HostTensor::random(vec![32000], 4, 0.1);
+    let auto = CanaryRequest {
+        source: "auto".into(),
+        target: "auto".into(),
+        ..CanaryRequest::default()
+    };
+    let a = m.transcribe_request(&noise.data, &auto, 1).unwrap();
+    let b = m
+        .transcribe_request(&noise.data, &CanaryRequest::default(), 1)
+        .unwrap();
+    assert_eq!(a.segments[0].tokens, b.segments[0].tokens);
+    assert_eq!(a.language, "en");
+}

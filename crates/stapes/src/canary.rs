@@ -16,10 +16,11 @@ pub struct CanaryOptions {
     pub pnc: Option<bool>,
 }
 
-/// The Canary request `opts` + `canary` ask for. The source language defaults to English:
-/// Canary takes it in the prompt and this engine does not detect it.
+/// The Canary request `opts` + `canary` ask for. No language: `"auto"` (canary2 models
+/// identify it, others take English), and the text in that language unless a target is given
+/// (`Task::Translate` alone: English).
 pub fn canary_request(opts: &TranscribeOptions, canary: &CanaryOptions) -> CanaryRequest {
-    let source = opts.language.clone().unwrap_or_else(|| "en".into());
+    let source = opts.language.clone().unwrap_or_else(|| "auto".into());
     let target = match (&canary.target_language, opts.task) {
         (Some(t), _) => t.clone(),
         (None, Task::Translate) => "en".into(),

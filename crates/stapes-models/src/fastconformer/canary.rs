@@ -551,22 +551,72 @@ impl<B: Backend> Canary<B> {
 
     /// Transcribes (or translates, `req.target ≠ req.source`) 16 kHz mono `samples`: the prompt
     /// from the model's tokenizer, greedy (`beam_size` 1) or beam search, up to the decoder's
-    /// positions.
+    /// positions. `req.source == "auto"`: the language is detected from the first window
+    /// ([`Self::detect_language`]; English when the model names none), and a `target` of
+    /// `"auto"` follows it.
     pub fn transcribe_request(
         &self,
         samples: &[f32],
         req: &CanaryRequest,
         beam_size: usize,
     ) -> Result<Transcript> {
-        let prompt = self.prompt(req)?;
+        let mut req = req.clone();
+        if req.source == "auto" {
+            let first = &samples[..samples.len().min((WINDOW_SECONDS * 16_000.0) as usize)];
+            let fe = NemoConfig::parakeet(self.config.encoder.num_mel_bins);
+            let f = log_mel(first, &fe);
+            let found = if self.config.encoder.output_frames(f.n_frames) == 0 {
+                None
+            } else {
+                let feats = HostTensor::new(vec![f.n_frames, f.n_bins], f.data)?;
+                self.detect_language(&self.encode_host(&feats)?)?
+            };
+            req.source = found.unwrap_or_else(|| "en".into());
+        }
+        if req.target == "auto" {
+            req.target = req.source.clone();
+        }
+        let prompt = self.prompt(&req)?;
         let mut t = self.transcribe_ids(
             samples,
             &prompt,
             self.max_new_tokens(prompt.len()),
             beam_size,
         )?;
-        t.language = req.target.clone();
+        t.language = req.source.clone();
         Ok(t)
+    }
+
+    /// The two ids a canary2 model predicts after NeMo's `user_partial` prompt
+    /// (`<|startofcontext|><|startoftranscript|>`): the emotion token, then the language
+    /// token, greedily. Empty for models without that prompt (canary format) or a tokenizer.
+    pub fn language_ids(&self, enc: &B::Tensor) -> Result<Vec<u32>> {
+        let Some(tok) = &self.tokenizer else {
+            return Ok(Vec::new());
+        };
+        if self.prompt_format() != PromptFormat::Canary2 {
+            return Ok(Vec::new());
+        }
+        let (Some(ctx), Some(sot)) = (
+            tok.token_id("<|startofcontext|>"),
+            tok.token_id("<|startoftranscript|>"),
+        ) else {
+            return Ok(Vec::new());
+        };
+        self.generate(enc, &[ctx, sot], 2)
+    }
+
+    /// The spoken language as the model names it (NeMo's canary2 language identification:
+    /// the second of [`Self::language_ids`]), or `None` when that id is not a language token.
+    pub fn detect_language(&self, enc: &B::Tensor) -> Result<Option<String>> {
+        let ids = self.language_ids(enc)?;
+        let (Some(tok), Some(&id)) = (&self.tokenizer, ids.get(1)) else {
+            return Ok(None);
+        };
+        Ok(tok
+            .languages()
+            .into_iter()
+            .find(|code| tok.token_id(&format!("<|{code}|>")) == Some(id)))
     }
 
     fn transcribe_ids(
