@@ -176,7 +176,6 @@ fn time_encode<B: stapes_core::Backend>(
     mel: &stapes_core::HostTensor,
     batch: usize,
 ) -> f64 {
-    use stapes_core::Backend as _;
     let mut data = Vec::with_capacity(batch * mel.data.len());
     for _ in 0..batch {
         data.extend_from_slice(&mel.data);
