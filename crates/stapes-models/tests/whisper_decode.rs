@@ -4,7 +4,7 @@
 
 mod whisper_common;
 
-use stapes_core::Lane;
+use stapes_core::{Backend, HostTensor, Lane};
 use stapes_models::transcript::Transcript;
 use stapes_models::wer::text_edits as word_edits;
 use whisper_common::*;
@@ -38,13 +38,8 @@ fn greedy_ids(name: &str) {
     );
 }
 
+/// The model's text on every clip equals faster-whisper's (`key`: greedy or beam5), exactly.
 fn texts(name: &str, lane: Lane, beam: usize, key: &str) {
-    texts_within(name, lane, beam, key, 0)
-}
-
-/// Like [`texts`], allowing `slack` clips to differ, by at most one word each once case and
-/// punctuation are ignored.
-fn texts_within(name: &str, lane: Lane, beam: usize, key: &str, slack: usize) {
     let r = reference();
     let m = model(name, lane);
     let mut failures = Vec::new();
@@ -56,18 +51,17 @@ fn texts_within(name: &str, lane: Lane, beam: usize, key: &str, slack: usize) {
         let got = run(&m, clip, beam).text();
         eprintln!("{name} {lane} beam {beam} {clip}: {got}");
         if got != want {
-            failures.push((
-                word_edits(&got, &want),
-                format!("{clip}:\n  got  {got:?}\n  want {want:?}"),
+            failures.push(format!(
+                "{clip} ({} word edits):\n  got  {got:?}\n  want {want:?}",
+                word_edits(&got, &want)
             ));
         }
     }
-    let hard = failures.len() > slack || failures.iter().any(|(e, _)| *e > 1);
-    let msg: Vec<String> = failures.into_iter().map(|(_, m)| m).collect();
-    assert!(!hard, "{name} {lane} beam {beam}:\n{}", msg.join("\n"));
-    if !msg.is_empty() {
-        eprintln!("{name} {lane}: tolerated difference:\n{}", msg.join("\n"));
-    }
+    assert!(
+        failures.is_empty(),
+        "{name} {lane} beam {beam}:\n{}",
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -90,19 +84,96 @@ fn beam5_text_matches_faster_whisper_base() {
     texts("whisper-base", Lane::F32, 5, "beam5");
 }
 
-/// q8 promise: the text of faster-whisper float32 greedy, allowing one clip per model to differ
-/// by one word (case and punctuation ignored). 8-bit weights flip fragile spots: tiny.en says
-/// "old-sposed" for "ill-disposed" on LibriVox 0890, base changes beckett's punctuation; faster-
-/// whisper int8 deviates from its own float32 on the same two clips ("old-exposed"; "Fail again,
-/// fail better.").
-#[test]
-fn q8_greedy_text_matches_tiny_en() {
-    texts_within("whisper-tiny.en", Lane::Q8, 1, "greedy", 1);
+/// A greedy decision of faster-whisper float32 closer than this (log-prob of the chosen token
+/// minus the runner-up's) is a near-tie for the q8 lane: along f32's greedy path of the 7 clips the
+/// q8 mix moves that margin by up to 0.20 (tiny.en) and 0.37 (base) (`q8_mix_logit_error`).
+const Q8_TIE: f64 = 0.4;
+
+/// q8 promise, against faster-whisper float32 greedy (fw_decode.json) and its per-step decision
+/// margins (fw_margins.json, tools/reference/whisper_fw_margins.py): on every clip the ids are
+/// identical up to f32's first near-tie ([`Q8_TIE`]); a clip without one has identical ids and
+/// text; a clip with one differs by at most one word (case and punctuation ignored).
+///
+/// Exact text on all clips is not a promise int8 weights can keep: f32's own greedy path has
+/// near-ties of 0.004–0.08 on 5 of the 14 (tiny.en: jfk step 15 <|5.74|> vs <|5.54|>, LibriVox
+/// 0890 "ill" by 0.011; base: jfk, beckett's comma by 0.072, LibriVox 0920 by 0.044), and every q8
+/// variant measured (all-q8; f32 math on q8-rounded weights, i.e. no activation quantization;
+/// encoder or decoder alone in q8) flips at least one of them. faster-whisper int8 deviates from
+/// its own float32 on the same clips.
+fn q8_matches_up_to_near_ties(name: &str) {
+    let r = reference();
+    let p = fixtures().join("fw_margins.json");
+    let margins: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .expect("fw_margins.json");
+    let m = model(name, Lane::Q8);
+    let mut failures = Vec::new();
+    for clip in CLIPS {
+        let want = &r["models"][name]["clips"][clip]["greedy"];
+        let want_text = want["text"].as_str().unwrap_or("");
+        let want_ids: Vec<u32> = ref_segments(want)
+            .into_iter()
+            .flat_map(|(t, ..)| t)
+            .collect();
+        let steps: Vec<f64> = margins["models"][name][clip]["margins"]
+            .as_array()
+            .unwrap_or_else(|| panic!("fw_margins.json: {name} {clip}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap_or(f64::NAN))
+            .collect();
+        assert_eq!(
+            steps.len(),
+            want_ids.len() + 1,
+            "{name} {clip}: margins per step"
+        );
+        // a missing (NaN) margin counts as a tie
+        let tie = steps.iter().position(|&x| x.is_nan() || x < Q8_TIE);
+        let got = run(&m, clip, 1);
+        let got_ids: Vec<u32> = got.segments.iter().flat_map(|s| s.tokens.clone()).collect();
+        let got_text = got.text();
+        eprintln!("{name} q8 {clip} (near-tie at step {tie:?}): {got_text}");
+        let k = tie.unwrap_or(want_ids.len()).min(want_ids.len());
+        if got_ids.get(..k) != Some(&want_ids[..k]) {
+            failures.push(format!(
+                "{clip}: ids differ before f32's first near-tie (step {k})\n  got  {got_ids:?}\n  want {want_ids:?}"
+            ));
+        }
+        match tie {
+            None if got_ids != want_ids || got_text != want_text => failures.push(format!(
+                "{clip} (no near-tie):\n  got  {got_text:?}\n  want {want_text:?}"
+            )),
+            Some(_) if word_edits(&got_text, want_text) > 1 => failures.push(format!(
+                "{clip} (near-tie at step {k}): {} word edits\n  got  {got_text:?}\n  want {want_text:?}",
+                word_edits(&got_text, want_text)
+            )),
+            Some(_) if got_text != want_text => {
+                eprintln!("  {clip}: differs after f32's near-tie at step {k}: {got_text:?} vs {want_text:?}")
+            }
+            _ => {}
+        }
+    }
+    // the q8 mix really ran: int8 GEMMs (encoder) and f16 ones (decoder), no f32
+    let c = m.backend().counters();
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        n(&c.gemm_q8) > 0 && n(&c.gemm_f16) > 0 && n(&c.gemm_f32) == 0,
+        "{name}: GEMMs q8 {} f16 {} f32 {}",
+        n(&c.gemm_q8),
+        n(&c.gemm_f16),
+        n(&c.gemm_f32)
+    );
+    assert!(failures.is_empty(), "{name} q8:\n{}", failures.join("\n"));
 }
 
 #[test]
-fn q8_greedy_text_matches_base() {
-    texts_within("whisper-base", Lane::Q8, 1, "greedy", 1);
+fn q8_greedy_matches_f32_up_to_near_ties_tiny_en() {
+    q8_matches_up_to_near_ties("whisper-tiny.en");
+}
+
+#[test]
+fn q8_greedy_matches_f32_up_to_near_ties_base() {
+    q8_matches_up_to_near_ties("whisper-base");
 }
 
 #[test]
@@ -124,4 +195,241 @@ fn language_probabilities_match_base_on_jfk() {
         "{} vs {p_en}",
         t.language_probability
     );
+}
+
+/// Diagnostic behind the q8 mix (ignored; prints, asserts nothing): teacher-forced logits of lane
+/// policies vs f32, one decoder step at a time (the M = 1 path that quantizes activations) along
+/// f32's greedy path of every clip: relative L2, the largest shift of f32's chosen-token margin,
+/// and the steps where the runner-up overtakes. `STAPES_SPECS="q8|q8;model.decoder.=f16|w8a32"`
+/// (`base;prefix=lane;…`; `w8a32[:prefix]`: f32 math on q8-rounded weights, i.e. without
+/// activation quantization), `STAPES_MODELS=whisper-tiny.en,whisper-base`.
+#[test]
+#[ignore]
+fn q8_mix_logit_error() {
+    use stapes_models::whisper::model::WeightLanes;
+    use stapes_models::whisper::weights::load_checkpoint;
+    use stapes_models::whisper::Whisper;
+    let parse = |spec: &str| {
+        let mut it = spec.split(';');
+        let base: Lane = it.next().unwrap().parse().unwrap();
+        let exceptions = it
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let (p, l) = s.split_once('=').unwrap();
+                (p.to_string(), l.parse().unwrap())
+            })
+            .collect();
+        WeightLanes { base, exceptions }
+    };
+    let specs: Vec<String> = std::env::var("STAPES_SPECS")
+        .unwrap_or("q8".into())
+        .split('|')
+        .map(String::from)
+        .collect();
+    for name in std::env::var("STAPES_MODELS")
+        .unwrap_or("whisper-tiny.en,whisper-base".into())
+        .split(',')
+    {
+        let dir = cache().join("models").join(name);
+        let ckpt = load_checkpoint(&dir).unwrap();
+        // "w8a32": f32 math on q8-rounded weights (the lane's meaning without activation
+        // quantization); "w8a32dec": only decoder matrices rounded.
+        let rounded = |only: &str| {
+            let mut c = ckpt.clone();
+            for (n, t) in c.tensors.iter_mut() {
+                let gemm = n.ends_with(".weight")
+                    && t.shape.len() >= 2
+                    && !n.contains("embed_positions")
+                    && n.starts_with(only);
+                if gemm {
+                    let k: usize = t.shape[1..].iter().product();
+                    let data: Vec<f32> = t
+                        .data
+                        .chunks(k)
+                        .flat_map(|r| stapes_core::lane::round_trip(Lane::Q8, r))
+                        .collect();
+                    t.data = data;
+                }
+            }
+            c
+        };
+        let reff = Whisper::with_lanes(
+            stapes_cpu::CpuBackend::new(0).unwrap(),
+            &ckpt,
+            &WeightLanes::uniform(Lane::F32),
+        )
+        .unwrap();
+        let sp = reff.tokenizer.special().clone();
+        let mut prompt = vec![sp.sot];
+        if reff.tokenizer.is_multilingual() {
+            prompt.push(reff.tokenizer.language_token("en").unwrap());
+            prompt.push(sp.transcribe);
+        }
+        // per clip: f32 path tokens, mel window
+        let mut cases = Vec::new();
+        for clip in CLIPS {
+            let a = audio(clip);
+            let t = reff.transcribe(&a, &ref_options(1)).unwrap();
+            let toks: Vec<u32> = t.segments.iter().flat_map(|s| s.tokens.clone()).collect();
+            let f = stapes_audio::features::whisper::log_mel(&a, reff.config.n_mels, 160);
+            let nm = reff.config.n_mels;
+            let mut w = vec![0f32; 3000 * nm];
+            let len = (f.n_frames - 1).min(3000) * nm;
+            w[..len].copy_from_slice(&f.data[..len]);
+            cases.push((clip, toks, HostTensor::new(vec![3000, nm], w).unwrap()));
+        }
+        let logits_of = |m: &Whisper<stapes_cpu::CpuBackend>, toks: &[u32], mel: &HostTensor| {
+            let enc = m.encode_host(mel).unwrap();
+            let cross = m.cross_kv(&enc).unwrap();
+            let mut st = m.decoder_state(&cross, 1).unwrap();
+            let pre = &prompt[..prompt.len() - 1];
+            if !pre.is_empty() {
+                m.decode(&mut st, pre, pre.len()).unwrap();
+            }
+            let mut out = Vec::new();
+            let mut feed = vec![*prompt.last().unwrap()];
+            feed.extend_from_slice(toks);
+            for &t in &feed {
+                let h = m.decode(&mut st, &[t], 1).unwrap();
+                out.push(m.logits(&h).unwrap().data);
+            }
+            out
+        };
+        let want: Vec<Vec<Vec<f32>>> = cases
+            .iter()
+            .map(|(_, toks, mel)| logits_of(&reff, toks, mel))
+            .collect();
+        for spec in &specs {
+            let m = match spec.as_str() {
+                "w8a32" => Whisper::with_lanes(
+                    stapes_cpu::CpuBackend::new(0).unwrap(),
+                    &rounded("model."),
+                    &WeightLanes::uniform(Lane::F32),
+                )
+                .unwrap(),
+                s if s.starts_with("w8a32:") => Whisper::with_lanes(
+                    stapes_cpu::CpuBackend::new(0).unwrap(),
+                    &rounded(&s[6..]),
+                    &WeightLanes::uniform(Lane::F32),
+                )
+                .unwrap(),
+                s => Whisper::with_lanes(stapes_cpu::CpuBackend::new(0).unwrap(), &ckpt, &parse(s))
+                    .unwrap(),
+            };
+            let (mut se, mut sw, mut flips, mut worst) = (0f64, 0f64, 0, 0f32);
+            let mut steps = 0;
+            for ((clip, toks, mel), w) in cases.iter().zip(&want) {
+                let g = logits_of(&m, toks, mel);
+                for (i, (gr, wr)) in g.iter().zip(w).enumerate() {
+                    steps += 1;
+                    let e: f64 = gr
+                        .iter()
+                        .zip(wr)
+                        .map(|(a, b)| ((a - b) as f64).powi(2))
+                        .sum();
+                    let n: f64 = wr.iter().map(|b| (*b as f64).powi(2)).sum();
+                    se += e;
+                    sw += n;
+                    // margin of f32's chosen next token over the runner-up, and its change
+                    if i < toks.len() {
+                        let c = toks[i] as usize;
+                        let best_other = |r: &[f32]| {
+                            r.iter()
+                                .enumerate()
+                                .filter(|(j, _)| *j != c && *j < 50257)
+                                .map(|(_, v)| *v)
+                                .fold(f32::MIN, f32::max)
+                        };
+                        let mw = wr[c] - best_other(wr);
+                        let mg = gr[c] - best_other(gr);
+                        if mw > 0.0 && mg <= 0.0 {
+                            flips += 1;
+                            eprintln!("  flip {clip} step {i}: margin {mw:.3} -> {mg:.3}");
+                        }
+                        if mw > 0.0 {
+                            worst = worst.max((mw - mg).abs());
+                        }
+                    }
+                }
+            }
+            println!(
+                "{name} {spec:40}: logits rel L2 {:.2e}, margin shift max {worst:.3}, flips {flips} over {steps} steps",
+                (se / sw).sqrt()
+            );
+        }
+    }
+}
+
+/// Cost of lane policies (ignored): jfk greedy end to end and one encoder window, best of ITERS
+/// (5) interleaved runs. `STAPES_SPECS="q8|q8;model.decoder.=f16|f32"`, `STAPES_MODELS`.
+#[test]
+#[ignore]
+fn q8_mix_speed() {
+    use stapes_models::whisper::model::WeightLanes;
+    let parse = |spec: &str| {
+        let mut it = spec.split(';');
+        let base: Lane = it.next().unwrap().parse().unwrap();
+        let exceptions = it
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                let (p, l) = s.split_once('=').unwrap();
+                (p.to_string(), l.parse().unwrap())
+            })
+            .collect();
+        WeightLanes { base, exceptions }
+    };
+    let specs: Vec<String> = std::env::var("STAPES_SPECS")
+        .unwrap_or("q8".into())
+        .split('|')
+        .map(String::from)
+        .collect();
+    let iters: usize = std::env::var("ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let samples = audio("jfk");
+    for name in std::env::var("STAPES_MODELS")
+        .unwrap_or("whisper-tiny.en,whisper-base".into())
+        .split(',')
+    {
+        let ckpt =
+            stapes_models::whisper::weights::load_checkpoint(&cache().join("models").join(name))
+                .unwrap();
+        let ms: Vec<_> = specs
+            .iter()
+            .map(|s| {
+                let m = stapes_models::whisper::Whisper::with_lanes(
+                    stapes_cpu::CpuBackend::new(0).unwrap(),
+                    &ckpt,
+                    &parse(s),
+                )
+                .unwrap();
+                let _ = m.transcribe(&samples, &ref_options(1)).unwrap();
+                m
+            })
+            .collect();
+        let mut best = vec![(f64::INFINITY, f64::INFINITY); specs.len()];
+        let mel = HostTensor::new(
+            vec![3000, ms[0].config.n_mels],
+            vec![0.1; 3000 * ms[0].config.n_mels],
+        )
+        .unwrap();
+        for _ in 0..iters {
+            for (i, m) in ms.iter().enumerate() {
+                let t = std::time::Instant::now();
+                let _ = m.transcribe(&samples, &ref_options(1)).unwrap();
+                best[i].0 = best[i].0.min(t.elapsed().as_secs_f64());
+                let t = std::time::Instant::now();
+                let _ = m.encode_host(&mel).unwrap();
+                best[i].1 = best[i].1.min(t.elapsed().as_secs_f64());
+            }
+        }
+        for (s, (e2e, enc)) in specs.iter().zip(&best) {
+            println!(
+                "{name} {s:40}: jfk greedy {:.0} ms, encoder {:.0} ms",
+                e2e * 1e3,
+                enc * 1e3
+            );
+        }
+    }
 }

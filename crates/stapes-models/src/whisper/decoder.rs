@@ -96,7 +96,7 @@ impl<B: Backend> Decoder<B> {
         let positions = t.tensor(b, &format!("{p}.embed_positions.weight"))?;
         Ok(Self {
             embed: b.upload(embed_host)?,
-            embed_w: b.weight(embed_host, lane)?,
+            embed_w: t.weight(b, &embed_name, lane)?,
             n_ctx: positions.shape()[0],
             positions,
             layers,

@@ -33,13 +33,14 @@ impl<B: Backend> Encoder<B> {
         let p = "model.encoder";
         let conv = |name: &str| -> Result<B::Weight> {
             // (C_out, C_in, K) flattened to the GEMM weight (C_out, C_in·K) the op contract wants
-            let w = t.get(&format!("{p}.{name}.weight"))?;
+            let full = format!("{p}.{name}.weight");
+            let w = t.get(&full)?;
             if w.shape.len() != 3 {
-                return Err(t.bad(&format!("{p}.{name}.weight"), "expected (C_out, C_in, K)"));
+                return Err(t.bad(&full, "expected (C_out, C_in, K)"));
             }
             let (o, i, k) = (w.shape[0], w.shape[1], w.shape[2]);
             let flat = w.clone().reshape(vec![o, i * k])?;
-            Ok(b.weight(&flat, lane)?)
+            Ok(b.weight(&flat, t.lane_of(&full, lane))?)
         };
         let positions = t.tensor(b, &format!("{p}.embed_positions.weight"))?;
         let mut layers = Vec::with_capacity(n_layers);

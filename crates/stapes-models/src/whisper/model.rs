@@ -10,10 +10,60 @@ use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lan
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// The lane of each GEMM weight, by canonical (transformers) name: a base lane and exceptions
+/// matched by name prefix, first match wins. The lane stays a property of each loaded weight.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WeightLanes {
+    pub base: Lane,
+    pub exceptions: Vec<(String, Lane)>,
+}
+
+impl WeightLanes {
+    /// Every GEMM weight in `lane`.
+    pub fn uniform(lane: Lane) -> Self {
+        Self {
+            base: lane,
+            exceptions: Vec::new(),
+        }
+    }
+
+    /// What the `lane` of a Whisper model means. f32/f16: every GEMM weight in it. q8: the
+    /// encoder's GEMM weights (convolutions included) in q8, the decoder's (self/cross attention,
+    /// MLP, and the token embedding that doubles as the logits projection) in f16, which is exact
+    /// for the f16 checkpoints Whisper ships in. Measured with teacher-forced logits along the f32
+    /// greedy path of the 7 test clips (relative L2 of the logits vs f32; tiny.en / base): all-q8
+    /// 1.9e-2 / 1.0e-2, f16 decoder 7.8e-3 / 4.9e-3. The decoder carries most of the error: its
+    /// steps quantize activations to int8 too (CPU), and the tied logits matrix alone adds
+    /// ~8e-3. All-q8 shifts logit margins by up to 0.31 where f32's greedy path has near-ties of
+    /// 0.011 (tiny.en LibriVox 0890) and 0.072 (base beckett), and flipped one of them on each
+    /// model; the f16 decoder keeps all 14 texts identical to f32. Cost on the 2-core CPU (jfk,
+    /// greedy): +13 % end to end, decode steps ~1.6× the all-q8 ones; the encoder keeps int8.
+    pub fn whisper(lane: Lane) -> Self {
+        match lane {
+            Lane::Q8 => Self {
+                base: lane,
+                exceptions: vec![("model.decoder.".into(), Lane::F16)],
+            },
+            _ => Self::uniform(lane),
+        }
+    }
+
+    /// The lane of weight `name`.
+    pub fn lane_of(&self, name: &str) -> Lane {
+        self.exceptions
+            .iter()
+            .find(|(p, _)| name.starts_with(p.as_str()))
+            .map(|(_, l)| *l)
+            .unwrap_or(self.base)
+    }
+}
+
 /// Named host tensors of one checkpoint, with errors that name the file and the tensor.
 pub(crate) struct Tensors<'a> {
     pub map: &'a BTreeMap<String, HostTensor>,
     pub path: &'a Path,
+    /// Per-weight lane exceptions; `None`: every weight in the lane the caller names.
+    pub lanes: Option<&'a WeightLanes>,
 }
 
 impl<'a> Tensors<'a> {
@@ -32,6 +82,10 @@ impl<'a> Tensors<'a> {
             None => Ok(None),
         }
     }
+    /// The lane weight `name` is stored in: the policy's, where there is one, else `lane`.
+    pub fn lane_of(&self, name: &str, lane: Lane) -> Lane {
+        self.lanes.map(|l| l.lane_of(name)).unwrap_or(lane)
+    }
     pub fn weight<B: Backend>(&self, b: &B, name: &str, lane: Lane) -> Result<B::Weight> {
         let w = self.get(name)?;
         if w.shape.len() != 2 {
@@ -40,7 +94,7 @@ impl<'a> Tensors<'a> {
                 &format!("expected a (N, K) matrix, got {:?}", w.shape),
             ));
         }
-        Ok(b.weight(w, lane)?)
+        Ok(b.weight(w, self.lane_of(name, lane))?)
     }
 }
 
@@ -160,21 +214,27 @@ pub struct Whisper<B: Backend> {
 }
 
 impl<B: Backend> Whisper<B> {
-    /// Upload a loaded checkpoint to `backend`, GEMM weights in `lane`.
+    /// Upload a loaded checkpoint to `backend`, GEMM weights in `lane` as
+    /// [`WeightLanes::whisper`] means it.
     pub fn new(backend: B, ckpt: &WhisperCheckpoint, lane: Lane) -> Result<Self> {
-        Self::from_tensors(
+        Self::with_lanes(backend, ckpt, &WeightLanes::whisper(lane))
+    }
+
+    /// Upload a loaded checkpoint with an explicit lane per weight.
+    pub fn with_lanes(backend: B, ckpt: &WhisperCheckpoint, lanes: &WeightLanes) -> Result<Self> {
+        Self::from_tensors_with_lanes(
             backend,
             ckpt.config.clone(),
             ckpt.generation.clone(),
             ckpt.tokenizer.clone(),
             &ckpt.tensors,
             &ckpt.path,
-            lane,
+            lanes,
         )
     }
 
-    /// Upload named weights (transformers names) to `backend`: GEMM weights in `lane`, norms,
-    /// biases and embeddings as plain tensors.
+    /// Upload named weights (transformers names) to `backend`: GEMM weights in `lane` (as
+    /// [`WeightLanes::whisper`] means it), norms, biases and embeddings as plain tensors.
     pub fn from_tensors(
         backend: B,
         config: WhisperConfig,
@@ -184,14 +244,43 @@ impl<B: Backend> Whisper<B> {
         path: &Path,
         lane: Lane,
     ) -> Result<Self> {
-        if !backend.supports_lane(lane) {
-            return Err(stapes_core::Error::LaneUnavailable {
-                lane,
-                backend: backend.name(),
+        Self::from_tensors_with_lanes(
+            backend,
+            config,
+            generation,
+            tokenizer,
+            tensors,
+            path,
+            &WeightLanes::whisper(lane),
+        )
+    }
+
+    /// [`Self::from_tensors`] with an explicit lane per weight. Every lane the policy names must
+    /// be one the backend has.
+    pub fn from_tensors_with_lanes(
+        backend: B,
+        config: WhisperConfig,
+        generation: WhisperGeneration,
+        tokenizer: WhisperTokenizer,
+        tensors: &BTreeMap<String, HostTensor>,
+        path: &Path,
+        lanes: &WeightLanes,
+    ) -> Result<Self> {
+        let lane = lanes.base;
+        for l in std::iter::once(lane).chain(lanes.exceptions.iter().map(|(_, l)| *l)) {
+            if !backend.supports_lane(l) {
+                return Err(stapes_core::Error::LaneUnavailable {
+                    lane: l,
+                    backend: backend.name(),
+                }
+                .into());
             }
-            .into());
         }
-        let t = Tensors { map: tensors, path };
+        let t = Tensors {
+            map: tensors,
+            path,
+            lanes: Some(lanes),
+        };
         let encoder = Encoder::load(
             &backend,
             &t,
@@ -306,5 +395,41 @@ impl<B: Backend> Whisper<B> {
     pub fn logits(&self, hidden: &B::Tensor) -> Result<HostTensor> {
         let l = self.decoder.logits(&self.backend, hidden)?;
         Ok(self.backend.download(&l)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whisper_q8_keeps_the_decoder_at_f16() {
+        let q8 = WeightLanes::whisper(Lane::Q8);
+        assert_eq!(
+            q8.lane_of("model.encoder.layers.3.self_attn.q_proj.weight"),
+            Lane::Q8
+        );
+        assert_eq!(q8.lane_of("model.encoder.conv1.weight"), Lane::Q8);
+        assert_eq!(q8.lane_of("model.decoder.layers.0.fc1.weight"), Lane::F16);
+        assert_eq!(q8.lane_of("model.decoder.embed_tokens.weight"), Lane::F16);
+        for lane in [Lane::F32, Lane::F16] {
+            let w = WeightLanes::whisper(lane);
+            assert_eq!(w.lane_of("model.decoder.embed_tokens.weight"), lane);
+            assert_eq!(w.lane_of("model.encoder.conv2.weight"), lane);
+        }
+    }
+
+    #[test]
+    fn first_matching_exception_wins() {
+        let w = WeightLanes {
+            base: Lane::Q8,
+            exceptions: vec![
+                ("model.decoder.embed_tokens.".into(), Lane::F32),
+                ("model.decoder.".into(), Lane::F16),
+            ],
+        };
+        assert_eq!(w.lane_of("model.decoder.embed_tokens.weight"), Lane::F32);
+        assert_eq!(w.lane_of("model.decoder.layers.1.fc2.weight"), Lane::F16);
+        assert_eq!(w.lane_of("model.encoder.layers.1.fc2.weight"), Lane::Q8);
     }
 }
