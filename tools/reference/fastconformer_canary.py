@@ -217,8 +217,9 @@ def main():
 def lid():
     """`python fastconformer_canary.py lid`: on the saved fixture, the two greedy ids after NeMo's
     canary2 `user_partial` prompt (<|startofcontext|><|startoftranscript|>: the model predicts the
-    emotion, then the language token), per clip and for the end-to-end jfk features, written to
-    expected_canary_lid.json (this random model names no language; the ids still must match)."""
+    emotion, then the language token), per clip, written to expected_canary_lid.json (this random
+    model names no language; the ids still must match), with the ids of a few prompts in NeMo's
+    first (canary-1b) prompt format resolved by name through sentencepiece."""
     torch.set_grad_enabled(False)
     d = FX / "canary"
     sp = spm.SentencePieceProcessor(model_file=str(d / "tokenizer.model"))
@@ -231,9 +232,16 @@ def lid():
         out[clip] = ids
         worst = min(worst, m)
     assert worst >= MIN_MARGIN, worst
+    # NeMo's first Canary prompt format (prompts/canary.py, canary-1b):
+    # <|startoftranscript|> <|src|> <|transcribe|>|<|translate|> <|tgt|> <|pnc|>|<|nopnc|>
+    canary1 = []
+    for src, tgt, pnc in (("en", "en", True), ("en", "de", False), ("fr", "en", True)):
+        names = ["<|startoftranscript|>", f"<|{src}|>", "<|transcribe|>" if src == tgt else "<|translate|>",
+                 f"<|{tgt}|>", "<|pnc|>" if pnc else "<|nopnc|>"]
+        canary1.append({"source": src, "target": tgt, "pnc": pnc, "ids": [sp.piece_to_id(n) for n in names]})
     (FX / "expected_canary_lid.json").write_text(json.dumps(
         {"transformers": __import__("transformers").__version__, "prompt": partial,
-         "min_margin": worst, "ids": out}, indent=1) + "\n")
+         "min_margin": worst, "ids": out, "canary1_prompts": canary1}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

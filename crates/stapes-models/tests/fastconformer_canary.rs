@@ -306,3 +306,34 @@ fn canary_language_ids_match_transformers() {
     assert_eq!(a.segments[0].tokens, b.segments[0].tokens);
     assert_eq!(a.language, "en");
 }
+
+/// NeMo's first prompt format (canary-1b: source, task, target, pnc) from the same tokenizer:
+/// the ids sentencepiece gives those names; canary2-only switches are refused there.
+#[test]
+fn canary1_prompts_from_the_tokenizer() {
+    use stapes_models::fastconformer::{CanaryTokenizer, PromptFormat};
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_canary_lid.json")).unwrap(),
+    )
+    .unwrap();
+    let tok = CanaryTokenizer::from_hf_file(&fixtures().join("canary/tokenizer.json")).unwrap();
+    assert_eq!(tok.default_format(), PromptFormat::Canary2);
+    for p in exp["canary1_prompts"].as_array().unwrap() {
+        let req = CanaryRequest {
+            source: p["source"].as_str().unwrap().into(),
+            target: p["target"].as_str().unwrap().into(),
+            pnc: p["pnc"].as_bool().unwrap(),
+            ..CanaryRequest::default()
+        };
+        assert_eq!(
+            tok.prompt(PromptFormat::Canary, &req).unwrap(),
+            ids(&p["ids"]),
+            "{req:?}"
+        );
+    }
+    let itn = CanaryRequest {
+        itn: true,
+        ..CanaryRequest::default()
+    };
+    assert!(tok.prompt(PromptFormat::Canary, &itn).is_err());
+}
