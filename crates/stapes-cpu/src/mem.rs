@@ -1,22 +1,22 @@
-//! Large buffers backed by transparent huge pages where the kernel offers them.
+//! Large buffers, optionally backed by transparent huge pages.
 //!
 //! A transcription touches a few hundred MB of fresh memory (weight stores, the embedding
-//! table, encoder activations). With 4 KiB pages every first touch is a page fault: ~70k faults
-//! for whisper-tiny, ~0.3 s of system time on the 2-core box (perf, docs/perf-ledger.md). Asking
-//! for 2 MiB pages (`MADV_HUGEPAGE`, honoured when THP is in `madvise` or `always` mode) cuts
-//! that by up to 512×.
+//! table, encoder activations); with 4 KiB pages every first touch is a page fault. Asking for
+//! 2 MiB pages (`MADV_HUGEPAGE`, honoured when THP is in `madvise` or `always` mode) cuts the
+//! fault count by up to 512×, but on the shared 2-core VM the zeroing of a fresh 2 MiB page
+//! measured as costly per byte as the 4 KiB faults it saves, or more (perf, docs/perf-ledger.md),
+//! so the advice is opt-in: `STAPES_CPU_HUGEPAGES=1`.
 
 /// Buffers at least this large are advised; smaller ones stay on malloc's reused heap pages.
 const HUGE_MIN_BYTES: usize = 4 << 20;
 
-/// `STAPES_CPU_HUGEPAGES=0` turns the advice off (for A/B timings: on a VM whose free memory
-/// is not backed by the host yet, a 2 MiB first touch can cost more than 512 small ones).
+/// `STAPES_CPU_HUGEPAGES=1` turns the advice on.
 fn huge_pages_wanted() -> bool {
     static WANTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *WANTED.get_or_init(|| std::env::var_os("STAPES_CPU_HUGEPAGES").is_none_or(|v| v != "0"))
+    *WANTED.get_or_init(|| std::env::var_os("STAPES_CPU_HUGEPAGES").is_some_and(|v| v == "1"))
 }
 
-/// An empty `Vec` with room for `n` elements whose pages may be huge pages.
+/// An empty `Vec` with room for `n` elements (huge-page advised when that is on).
 pub fn with_capacity<T>(n: usize) -> Vec<T> {
     let v = Vec::with_capacity(n);
     advise_huge(
@@ -26,14 +26,14 @@ pub fn with_capacity<T>(n: usize) -> Vec<T> {
     v
 }
 
-/// `n` copies of `value` in a huge-page-advised buffer.
+/// `n` copies of `value` in a [`with_capacity`] buffer.
 pub fn filled<T: Clone>(n: usize, value: T) -> Vec<T> {
     let mut v = with_capacity(n);
     v.resize(n, value);
     v
 }
 
-/// A copy of `src` in a huge-page-advised buffer.
+/// A copy of `src` in a [`with_capacity`] buffer.
 pub fn copied<T: Copy>(src: &[T]) -> Vec<T> {
     let mut v = with_capacity(src.len());
     v.extend_from_slice(src);

@@ -546,6 +546,140 @@ fn ct2_value(f: &ct2::Ct2File, name: &str) -> Result<HostTensor> {
     to_host(&f.path, name, t)
 }
 
+/// The canonical tensors one CTranslate2 variable becomes (none for a `_scale` companion,
+/// several for a fused QKV / KV matrix), widened to f32.
+fn ct2_entries(
+    f: &ct2::Ct2File,
+    bin: &Path,
+    name: &str,
+    t: &RawTensor,
+) -> Result<Vec<(String, HostTensor)>> {
+    let mut out = Vec::new();
+    if name.ends_with("_scale") && f.variables.contains_key(name.trim_end_matches("_scale")) {
+        return Ok(out);
+    }
+    let (pattern, layer) = match layer_pattern(name, '/') {
+        Some((p, n)) => (p, Some(n)),
+        None => (name.to_string(), None),
+    };
+    let subst = |s: &str| match layer {
+        Some(n) => s.replace("{}", &n.to_string()),
+        None => s.to_string(),
+    };
+    if let Some((_, canon)) = CT2_TABLE.iter().find(|(c, _)| *c == pattern) {
+        out.push((subst(canon), ct2_value(f, name)?));
+        return Ok(out);
+    }
+    let fused = CT2_FUSED.iter().find(|(c, _)| {
+        pattern
+            .strip_prefix(*c)
+            .is_some_and(|rest| rest == "/weight" || rest == "/bias")
+    });
+    let Some((_, parts)) = fused else {
+        return Err(ModelError::bad_tensor(
+            bin,
+            name,
+            "unknown tensor for a Whisper model",
+        ));
+    };
+    let is_bias = pattern.ends_with("/bias");
+    let rows = t.shape.first().copied().unwrap_or(0);
+    if rows % parts.len() != 0
+        || (is_bias && t.shape.len() != 1)
+        || (!is_bias && t.shape.len() != 2)
+    {
+        return Err(ModelError::bad_tensor(
+            bin,
+            name,
+            format!(
+                "shape {:?} cannot be split into {} parts",
+                t.shape,
+                parts.len()
+            ),
+        ));
+    }
+    let n = rows / parts.len();
+    // Float parts are cut from the raw rows and converted once; integer weights need their
+    // per-row scales, so they are dequantized whole first.
+    let whole = match t.dtype {
+        DType::I8 | DType::I16 => Some(ct2_value(f, name)?),
+        _ => None,
+    };
+    for (k, (canon, has_bias)) in parts.iter().enumerate() {
+        let chunk = match &whole {
+            Some(v) => {
+                let per = v.data.len() / parts.len();
+                v.data[k * per..(k + 1) * per].to_vec()
+            }
+            None => {
+                let part = t
+                    .rows(k * n, (k + 1) * n)
+                    .map_err(|e| ModelError::bad_tensor(bin, name, e))?;
+                to_host(bin, name, &part)?.data
+            }
+        };
+        let mut shape = t.shape.clone();
+        shape[0] = n;
+        if is_bias {
+            if !has_bias {
+                // Whisper's key projections have no bias; the zeros CTranslate2 stores must
+                // stay zeros or the file is not what it claims.
+                if chunk.iter().any(|&x| x != 0.0) {
+                    return Err(ModelError::bad_tensor(
+                        bin,
+                        name,
+                        "the key part of the fused bias is not zero",
+                    ));
+                }
+                continue;
+            }
+            out.push((
+                format!("{}.bias", subst(canon)),
+                HostTensor { shape, data: chunk },
+            ));
+        } else {
+            out.push((
+                format!("{}.weight", subst(canon)),
+                HostTensor { shape, data: chunk },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// `f` over `items` on up to 4 threads (interleaved, so the large tensors of consecutive layers
+/// spread), results in item order. Widening a checkpoint is page-fault bound and scales with
+/// threads; one tensor after another left the second core idle during load.
+fn map_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |t| t.get())
+        .min(4)
+        .min(items.len());
+    if threads < 2 {
+        return items.iter().map(f).collect();
+    }
+    let f = &f;
+    let mut parts: Vec<Vec<(usize, R)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|w| {
+                s.spawn(move || {
+                    (w..items.len())
+                        .step_by(threads)
+                        .map(|i| (i, f(&items[i])))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut all: Vec<(usize, R)> = parts.iter_mut().flat_map(std::mem::take).collect();
+    all.sort_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, r)| r).collect()
+}
+
 /// Loads a CTranslate2 Whisper model: a directory with `model.bin`, `config.json` and a
 /// vocabulary, or the `model.bin` itself (the rest is looked for beside it).
 pub fn load_ct2(path: &Path) -> Result<WhisperCheckpoint> {
@@ -564,97 +698,10 @@ pub fn load_ct2(path: &Path) -> Result<WhisperCheckpoint> {
             format!("CTranslate2 spec `{}` is not WhisperSpec", f.spec),
         ));
     }
+    let items: Vec<(&String, &RawTensor)> = f.tensors().collect();
     let mut tensors = BTreeMap::new();
-    for (name, t) in f.tensors() {
-        if name.ends_with("_scale") && f.variables.contains_key(name.trim_end_matches("_scale")) {
-            continue;
-        }
-        let (pattern, layer) = match layer_pattern(name, '/') {
-            Some((p, n)) => (p, Some(n)),
-            None => (name.clone(), None),
-        };
-        let subst = |s: &str| match layer {
-            Some(n) => s.replace("{}", &n.to_string()),
-            None => s.to_string(),
-        };
-        if let Some((_, canon)) = CT2_TABLE.iter().find(|(c, _)| *c == pattern) {
-            tensors.insert(subst(canon), ct2_value(&f, name)?);
-            continue;
-        }
-        let fused = CT2_FUSED.iter().find(|(c, _)| {
-            pattern
-                .strip_prefix(*c)
-                .is_some_and(|rest| rest == "/weight" || rest == "/bias")
-        });
-        let Some((_, parts)) = fused else {
-            return Err(ModelError::bad_tensor(
-                &bin,
-                name,
-                "unknown tensor for a Whisper model",
-            ));
-        };
-        let is_bias = pattern.ends_with("/bias");
-        let rows = t.shape.first().copied().unwrap_or(0);
-        if rows % parts.len() != 0
-            || (is_bias && t.shape.len() != 1)
-            || (!is_bias && t.shape.len() != 2)
-        {
-            return Err(ModelError::bad_tensor(
-                &bin,
-                name,
-                format!(
-                    "shape {:?} cannot be split into {} parts",
-                    t.shape,
-                    parts.len()
-                ),
-            ));
-        }
-        let n = rows / parts.len();
-        // Float parts are cut from the raw rows and converted once; integer weights need their
-        // per-row scales, so they are dequantized whole first.
-        let whole = match t.dtype {
-            DType::I8 | DType::I16 => Some(ct2_value(&f, name)?),
-            _ => None,
-        };
-        for (k, (canon, has_bias)) in parts.iter().enumerate() {
-            let chunk = match &whole {
-                Some(v) => {
-                    let per = v.data.len() / parts.len();
-                    v.data[k * per..(k + 1) * per].to_vec()
-                }
-                None => {
-                    let part = t
-                        .rows(k * n, (k + 1) * n)
-                        .map_err(|e| ModelError::bad_tensor(&bin, name, e))?;
-                    to_host(&bin, name, &part)?.data
-                }
-            };
-            let mut shape = t.shape.clone();
-            shape[0] = n;
-            if is_bias {
-                if !has_bias {
-                    // Whisper's key projections have no bias; the zeros CTranslate2 stores must
-                    // stay zeros or the file is not what it claims.
-                    if chunk.iter().any(|&x| x != 0.0) {
-                        return Err(ModelError::bad_tensor(
-                            &bin,
-                            name,
-                            "the key part of the fused bias is not zero",
-                        ));
-                    }
-                    continue;
-                }
-                tensors.insert(
-                    format!("{}.bias", subst(canon)),
-                    HostTensor { shape, data: chunk },
-                );
-            } else {
-                tensors.insert(
-                    format!("{}.weight", subst(canon)),
-                    HostTensor { shape, data: chunk },
-                );
-            }
-        }
+    for entries in map_parallel(&items, |(name, t)| ct2_entries(&f, &bin, name, t)) {
+        tensors.extend(entries?);
     }
     let heads = |name: &str| f.scalar_i64(name).filter(|&h| h > 0).map(|h| h as usize);
     let d = tensors
