@@ -31,13 +31,13 @@ impl WeightLanes {
     /// encoder's GEMM weights (convolutions included) in q8, the decoder's (self/cross attention,
     /// MLP, and the token embedding that doubles as the logits projection) in f16, which is exact
     /// for the f16 checkpoints Whisper ships in. Measured with teacher-forced logits along the f32
-    /// greedy path of the 7 test clips (relative L2 of the logits vs f32; tiny.en / base): all-q8
-    /// 1.9e-2 / 1.0e-2, f16 decoder 7.8e-3 / 4.9e-3. The decoder carries most of the error: its
-    /// steps quantize activations to int8 too (CPU), and the tied logits matrix alone adds
-    /// ~8e-3. All-q8 shifts logit margins by up to 0.31 where f32's greedy path has near-ties of
-    /// 0.011 (tiny.en LibriVox 0890) and 0.072 (base beckett), and flipped one of them on each
-    /// model; the f16 decoder keeps all 14 texts identical to f32. Cost on the 2-core CPU (jfk,
-    /// greedy): +13 % end to end, decode steps ~1.6× the all-q8 ones; the encoder keeps int8.
+    /// greedy path of the 7 test clips (relative L2 of the logits vs f32, tiny.en / base, CPU):
+    /// all-q8 1.9e-2 / 1.2e-2, f16 decoder 1.0e-2 / 7.2e-3, f16 encoder 1.6e-2 / 9.0e-3. The
+    /// decoder carries most of the error: its steps quantize activations to int8 too, and the tied
+    /// logits matrix alone adds ~8e-3. No q8 mix keeps f32's text where f32's greedy path has
+    /// near-ties (0.004–0.08 log-prob on 5 of the 14 clips; q8 moves margins by up to ~0.3): see
+    /// the q8 test in tests/whisper_decode.rs. Cost on the 2-core CPU (jfk, greedy, vs all-q8):
+    /// +13 % end to end (tiny.en 565 → 639 ms, base 1132 → 1293 ms); the encoder keeps int8.
     pub fn whisper(lane: Lane) -> Self {
         match lane {
             Lane::Q8 => Self {
