@@ -739,6 +739,12 @@ fn canary_from_archive(
     if dc.get("pre_ln").and_then(Value::as_bool) == Some(false) {
         return Err(bad("a post-LN transf_decoder is not supported".into()));
     }
+    if num(cfg, "head.num_layers", 1) != 1 {
+        return Err(bad(format!(
+            "an output head of {} layers (one linear layer expected)",
+            num(cfg, "head.num_layers", 1)
+        )));
+    }
     let mut tensors = BTreeMap::new();
     for (k, v) in archive_state_dict(files, path)? {
         if let Some(name) = canary_canonical_name(&k) {
