@@ -286,7 +286,11 @@ pub(crate) fn canary<B: Backend>(
     // plain ids.
     let prompt = m
         .prompt(&stapes_models::fastconformer::CanaryRequest::default())
-        .unwrap_or_else(|_| (0..9).map(|i| (i + 4) % m.config.vocab_size as u32).collect());
+        .unwrap_or_else(|_| {
+            (0..9)
+                .map(|i| (i + 4) % m.config.vocab_size as u32)
+                .collect()
+        });
     let steps = o.decode_tokens.clamp(1, m.max_new_tokens(prompt.len()));
     let mut per_token = Vec::new();
     for rep in 0..o.iters.clamp(1, 10) + 1 {
