@@ -287,10 +287,10 @@ unsafe fn tile(
     } else {
         0
     };
-    for r in 0..tr {
+    for (r, fr) in f.iter().enumerate().take(tr) {
         let o = out.as_mut_ptr().add(r * out_rs);
-        _mm512_mask_storeu_ps(o, m0, f[r][0]);
-        _mm512_mask_storeu_ps(o.add(16), m1, f[r][1]);
+        _mm512_mask_storeu_ps(o, m0, fr[0]);
+        _mm512_mask_storeu_ps(o.add(16), m1, fr[1]);
     }
 }
 
