@@ -11,7 +11,7 @@ use stapes_core::tolerance::{compare, lookup, Op};
 use stapes_core::{Backend, HostTensor, Lane};
 use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
-use stapes_models::fastconformer::{synthetic_checkpoint, Parakeet, ParakeetConfig};
+use stapes_models::fastconformer::{synthetic_checkpoint, Decoded, Parakeet, ParakeetConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -201,8 +201,8 @@ fn lcs(a: &[u32], b: &[u32]) -> usize {
     t[a.len()][b.len()]
 }
 
-/// f16 greedy ids (with frames and TDT durations) identical to CPU f32, which equal
-/// transformers' (`fastconformer_parity.rs`). q8, the written bar: encoder rel L2 against CPU
+/// f16 greedy steps (ids, frames, TDT durations) identical to CPU f32, which equal
+/// transformers' (`fastconformer_parity.rs`), up to a near-tie ([`f16_rule`]). q8, the written bar: encoder rel L2 against CPU
 /// f32 ≤ [`Q8_ENCODER_BAR`] per clip, and ≥ 75 % of the ids in order summed over a model's three
 /// clips. The fixtures' tiny random weights leave decision margins down to ~4e-3 logits, so q8
 /// (per-row int8 on this home, on top of the lane's 32-blocks) flips a few ids; the encoder bar
@@ -257,8 +257,8 @@ fn f16_ids_equal_cpu_f32_on_every_parakeet_fixture() {
                     got.ids().len()
                 );
                 if *lane == Lane::F16 {
-                    if got.tokens != want.tokens {
-                        failures.push(format!("f16 {model}/{clip}: ids/frames/durations differ"));
+                    if let Some(e) = f16_rule(&got, &want) {
+                        failures.push(format!("f16 {model}/{clip}: {e}"));
                     }
                 } else {
                     kept += same;
@@ -275,6 +275,30 @@ fn f16_ids_equal_cpu_f32_on_every_parakeet_fixture() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// f16 activations (2⁻¹¹ relative, encoder rel L2 ~6e-4 here) move logits by ~1e-3; the
+/// fixtures keep every decision's margin above 2e-3 in transformers' f32, not above f16's reach.
+const F16_NEAR_TIE: f32 = 1e-2;
+
+/// f16 steps (token, frame, duration) identical to CPU f32's, except that the first step where
+/// they part may be a near-tie (CPU f32 margin < [`F16_NEAR_TIE`]; after it the paths diverge).
+/// CTC has no margins, so any difference fails.
+fn f16_rule(got: &Decoded, want: &Decoded) -> Option<String> {
+    let k = got
+        .steps
+        .iter()
+        .zip(&want.steps)
+        .position(|(a, b)| a != b)
+        .or((got.steps.len() != want.steps.len()).then(|| got.steps.len().min(want.steps.len())))?;
+    match want.margins.get(k) {
+        Some(&m) if m < F16_NEAR_TIE => {
+            eprintln!("  f16 parts from cpu f32 at step {k}, a near-tie (cpu margin {m:.2e})");
+            None
+        }
+        Some(m) => Some(format!("step {k} differs with a cpu f32 margin of {m}")),
+        None => Some(format!("step {k} differs")),
+    }
 }
 
 /// q8 encoder output against CPU f32 on the fixtures: the CPU q8 lane measures 1.1–1.6e-2

@@ -20,8 +20,9 @@ pub struct Step {
     pub duration: usize,
 }
 
-/// What a greedy pass produced.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// What a greedy pass produced. Equality compares the decisions (steps, tokens, frames), not
+/// the diagnostic margins.
+#[derive(Clone, Debug, Default)]
 pub struct Decoded {
     /// Every step, blanks included (transducers: in emission order).
     pub steps: Vec<Step>,
@@ -29,6 +30,16 @@ pub struct Decoded {
     pub tokens: Vec<Step>,
     /// Encoder frames decoded.
     pub frames: usize,
+    /// Transducers: per step, the smallest top-1 − top-2 logit margin of its decisions (the
+    /// token, and for TDT the duration), to tell near-ties from errors when lanes differ.
+    /// Empty for CTC (its argmax runs on the device).
+    pub margins: Vec<f32>,
+}
+
+impl PartialEq for Decoded {
+    fn eq(&self, o: &Self) -> bool {
+        self.steps == o.steps && self.tokens == o.tokens && self.frames == o.frames
+    }
 }
 
 impl Decoded {
@@ -139,7 +150,22 @@ pub fn ctc_collapse(frame_ids: &[u32], blank: u32) -> Decoded {
         frames: steps.len(),
         steps,
         tokens,
+        margins: Vec::new(),
     }
+}
+
+/// Top-1 minus top-2 (infinite for fewer than two values).
+fn margin(v: &[f32]) -> f32 {
+    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+    for &x in v {
+        if x > a {
+            b = a;
+            a = x;
+        } else if x > b {
+            b = x;
+        }
+    }
+    a - b
 }
 
 fn argmax(v: &[f32]) -> usize {
@@ -208,6 +234,11 @@ impl<B: Backend> Transducer<B> {
             let j = b.activation(&b.add(&e, &state.out)?, self.cfg.joint_activation)?;
             let logits = b.download(&self.joint.forward(b, &j)?)?;
             let token = argmax(&logits.data[..self.vocab]);
+            let mut m = margin(&logits.data[..self.vocab]);
+            if tdt {
+                m = m.min(margin(&logits.data[self.vocab..]));
+            }
+            out.margins.push(m);
             let duration = if tdt {
                 let d = self.cfg.durations[argmax(&logits.data[self.vocab..])];
                 let d = if token == blank && d == 0 { 1 } else { d };
