@@ -122,10 +122,7 @@ fn sse_timed(addr: &str, body: &[u8]) -> Vec<Timed> {
     let mut done = false;
     while !done {
         // Take every whole chunk in `pending`.
-        loop {
-            let Some(eol) = pending.windows(2).position(|w| w == b"\r\n") else {
-                break;
-            };
+        while let Some(eol) = pending.windows(2).position(|w| w == b"\r\n") {
             let size_line = String::from_utf8_lossy(&pending[..eol]).to_string();
             let size = usize::from_str_radix(size_line.split(';').next().unwrap_or("").trim(), 16)
                 .unwrap_or_else(|_| panic!("bad chunk size line {size_line:?}"));
