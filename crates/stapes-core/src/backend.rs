@@ -211,6 +211,43 @@ pub trait Backend: Send + Sync {
         self.upload(&h)
     }
 
+    /// Attention heads as batches: `x (B, T, H·Dh)` plus an optional `bias (H·Dh)` →
+    /// `(B·H, T, Dh)`, batch-major (`b·H + h`). The default composes other ops.
+    fn split_heads(
+        &self,
+        x: &Self::Tensor,
+        heads: usize,
+        bias: Option<&Self::Tensor>,
+    ) -> Result<Self::Tensor> {
+        let (bs, t, c) = heads_dims(x.shape(), heads)?;
+        let biased;
+        let x = match bias {
+            Some(bb) => {
+                biased = self.add(x, bb)?;
+                &biased
+            }
+            None => x,
+        };
+        let x = self.transpose_last2(x)?; // (B, H·Dh, T)
+        let x = self.reshape(&x, &[bs * heads, c / heads, t])?;
+        self.transpose_last2(&x)
+    }
+
+    /// The inverse of [`Backend::split_heads`]: `(B·H, T, Dh)` → `(B, T, H·Dh)`.
+    fn merge_heads(&self, x: &Self::Tensor, batch: usize) -> Result<Self::Tensor> {
+        let s = x.shape();
+        if s.len() != 3 || batch == 0 || s[0] % batch != 0 {
+            return Err(crate::Error::shape(
+                "merge_heads",
+                format!("{s:?} into a batch of {batch}"),
+            ));
+        }
+        let (bh, t, dh) = (s[0], s[1], s[2]);
+        let x = self.transpose_last2(x)?; // (B·H, Dh, T)
+        let x = self.reshape(&x, &[batch, bh / batch * dh, t])?;
+        self.transpose_last2(&x)
+    }
+
     /// Transformer-XL attention probabilities from its two score terms over a block of `C` query
     /// rows: `ac (B·H, C, T)` (content) and `bd (B·H, C, T+C-1)` (against the relative positions
     /// those rows need, nearest-first as sliced by the caller). Row `i` takes `bd` columns
@@ -324,4 +361,15 @@ pub fn rel_shift_dims(ac: &[usize], bd: &[usize]) -> Result<(usize, usize, usize
         ));
     }
     Ok((ac[0], ac[1], ac[2]))
+}
+
+/// `(B, T, H·Dh)` of a [`Backend::split_heads`] input, checked.
+pub fn heads_dims(x: &[usize], heads: usize) -> Result<(usize, usize, usize)> {
+    if x.len() != 3 || heads == 0 || x[2] % heads != 0 {
+        return Err(crate::Error::shape(
+            "split_heads",
+            format!("{x:?} into {heads} heads: want (B, T, H·Dh)"),
+        ));
+    }
+    Ok((x[0], x[1], x[2]))
 }

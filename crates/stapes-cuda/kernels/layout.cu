@@ -37,3 +37,21 @@ extern "C" __global__ void transpose_f32(float* __restrict__ dst, const float* _
         if (r < b && c < a) dst[base + (long long)r * a + c] = tile[threadIdx.x][j];
     }
 }
+
+// Attention heads: split (dir 0): y (B·H, T, Dh) = x (B, T, H·Dh) + bias (H·Dh, optional);
+// merge (dir 1): y (B, T, H·Dh) = x (B·H, T, Dh). Indexed by the (B, T, H·Dh) side, so the
+// inner Dh run is contiguous on both sides.
+extern "C" __global__ void heads_f32(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ bias,
+                                     int t, int h, int dh, long long n, int dir) {
+    long long c = (long long)h * dh;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        long long bt = i / c;
+        int col = (int)(i - bt * c);
+        long long b = bt / t;
+        int tt = (int)(bt - b * t);
+        int hh = col / dh, d = col - hh * dh;
+        long long j = ((b * h + hh) * t + tt) * dh + d;  // (B·H, T, Dh) index
+        if (dir == 0) y[j] = bias ? x[i] + bias[col] : x[i];
+        else y[i] = x[j];
+    }
+}

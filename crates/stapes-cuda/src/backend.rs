@@ -850,6 +850,33 @@ impl CudaBackend {
         Ok(out)
     }
 
+    /// `heads_f32`: dir 0 splits `x` into `out`, dir 1 merges.
+    #[allow(clippy::too_many_arguments)]
+    fn heads(
+        &self,
+        out: &CudaTensor,
+        x: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        t: usize,
+        heads: usize,
+        dh: usize,
+        dir: i32,
+    ) -> Result<()> {
+        let n = x.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        let (y, xp, bp) = (out.buf.ptr, self.t(x), self.opt(bias));
+        let (ti, hi, di, ni) = (t as i32, heads as i32, dh as i32, n as i64);
+        self.launch(
+            "heads_f32",
+            grid_1d(n),
+            (256, 1, 1),
+            0,
+            args![y, xp, bp, ti, hi, di, ni, dir],
+        )
+    }
+
     fn rowwise(&self, x: &CudaTensor, name: &'static str, log: i32) -> Result<CudaTensor> {
         let out = self.elementwise_out(x)?;
         let n = *x.shape.last().unwrap_or(&1);
@@ -1582,6 +1609,41 @@ impl Backend for CudaBackend {
                 args![y, xp, ni, s, t],
             )?;
         }
+        Ok(out)
+    }
+
+    fn split_heads(
+        &self,
+        x: &CudaTensor,
+        heads: usize,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor> {
+        let (bs, t, c) = stapes_core::backend::heads_dims(&x.shape, heads)?;
+        if let Some(bb) = bias {
+            if bb.numel() != c {
+                return Err(Error::shape(
+                    "split_heads",
+                    format!("bias {:?} for {c} channels", bb.shape),
+                ));
+            }
+        }
+        let out = self.alloc_f32(&[bs * heads, t, c / heads])?;
+        self.heads(&out, x, bias, t, heads, c / heads, 0)?;
+        Ok(out)
+    }
+
+    fn merge_heads(&self, x: &CudaTensor, batch: usize) -> Result<CudaTensor> {
+        Self::check_rank("merge_heads", x, 3)?;
+        let (bh, t, dh) = (x.shape[0], x.shape[1], x.shape[2]);
+        if batch == 0 || bh % batch != 0 {
+            return Err(Error::shape(
+                "merge_heads",
+                format!("{:?} into a batch of {batch}", x.shape),
+            ));
+        }
+        let heads = bh / batch;
+        let out = self.alloc_f32(&[batch, t, heads * dh])?;
+        self.heads(&out, x, None, t, heads, dh, 1)?;
         Ok(out)
     }
 

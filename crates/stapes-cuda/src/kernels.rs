@@ -48,7 +48,7 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "layout",
         source: include_str!("../kernels/layout.cu"),
-        entries: &["copy2d_f32", "copy2d_f32x4", "transpose_f32"],
+        entries: &["copy2d_f32", "copy2d_f32x4", "transpose_f32", "heads_f32"],
     },
     KernelFile {
         name: "gemm_aux",

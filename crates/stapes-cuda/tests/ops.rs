@@ -482,6 +482,43 @@ fn rel_shift_softmax_matches_composition() {
     );
 }
 
+/// Head split (with the Transformer-XL bias folded in) and merge against the reference's
+/// transpose/reshape composition; the round trip is the identity.
+#[test]
+fn split_and_merge_heads() {
+    let (g, _serial) = require_gpu!("split_and_merge_heads");
+    let r = ReferenceBackend::new();
+    for (b, t, h, dh) in [(1usize, 7usize, 2usize, 3usize), (3, 33, 8, 16)] {
+        let x = rnd(&[b, t, h * dh], 700 + t as u64, 2.0);
+        let bias = rnd(&[h * dh], 800, 1.0);
+        let (got, want) = both!(g, &r, |be| {
+            let (xt, bt) = (be.upload(&x).unwrap(), be.upload(&bias).unwrap());
+            be.download(&be.split_heads(&xt, h, Some(&bt)).unwrap())
+                .unwrap()
+        });
+        assert_eq!(got.shape, vec![b * h, t, dh]);
+        check(
+            &format!("split_heads {b}x{t}x{h}x{dh}"),
+            Op::Elementwise,
+            Lane::F16,
+            &got,
+            &want,
+        );
+        let (got, want) = both!(g, &r, |be| {
+            let xt = be.upload(&x).unwrap();
+            let s = be.split_heads(&xt, h, None).unwrap();
+            be.download(&be.merge_heads(&s, b).unwrap()).unwrap()
+        });
+        assert_eq!(got.data, x.data, "split then merge is the identity");
+        assert_eq!(got.data, want.data);
+    }
+    let x = g.upload(&rnd(&[2, 3, 10], 1, 1.0)).unwrap();
+    assert!(
+        g.split_heads(&x, 3, None).is_err(),
+        "10 channels do not split into 3 heads"
+    );
+}
+
 #[test]
 fn layout_ops_are_exact() {
     let (g, _serial) = require_gpu!("layout_ops_are_exact");

@@ -520,24 +520,6 @@ struct AttnCtx<'a, B: Backend> {
     keep: Option<&'a B::Tensor>,
 }
 
-/// `(B, T, H·Dh)` → `(B·H, T, Dh)`.
-fn split_heads<B: Backend>(b: &B, x: &B::Tensor, heads: usize) -> Result<B::Tensor> {
-    let s = x.shape().to_vec();
-    let (bs, t, c) = (s[0], s[1], s[2]);
-    let x = b.transpose_last2(x)?; // (B, H·Dh, T)
-    let x = b.reshape(&x, &[bs * heads, c / heads, t])?;
-    Ok(b.transpose_last2(&x)?)
-}
-
-/// `(B·H, T, Dh)` → `(B, T, H·Dh)`.
-fn merge_heads<B: Backend>(b: &B, x: &B::Tensor, batch: usize) -> Result<B::Tensor> {
-    let s = x.shape().to_vec();
-    let (bh, t, dh) = (s[0], s[1], s[2]);
-    let x = b.transpose_last2(x)?; // (B·H, Dh, T)
-    let x = b.reshape(&x, &[batch, bh / batch * dh, t])?;
-    Ok(b.transpose_last2(&x)?)
-}
-
 impl<B: Backend> RelAttention<B> {
     fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, lane: Lane) -> Result<Self> {
         let flat = |name: String| -> Result<B::Tensor> {
@@ -559,16 +541,16 @@ impl<B: Backend> RelAttention<B> {
     fn forward(&self, b: &B, h: &B::Tensor, cx: &AttnCtx<'_, B>) -> Result<B::Tensor> {
         let t = cx.t;
         let q = self.q.forward(b, h)?;
-        let k = split_heads(b, &self.k.forward(b, h)?, cx.heads)?; // (BH, T, Dh)
-        let v = split_heads(b, &self.v.forward(b, h)?, cx.heads)?;
+        let k = b.split_heads(&self.k.forward(b, h)?, cx.heads, None)?; // (BH, T, Dh)
+        let v = b.split_heads(&self.v.forward(b, h)?, cx.heads, None)?;
         let p = b.linear(cx.pos, &self.pos, None)?; // (1, 2T-1, d)
-        let mut p = split_heads(b, &p, cx.heads)?; // (H, 2T-1, Dh)
+        let mut p = b.split_heads(&p, cx.heads, None)?; // (H, 2T-1, Dh)
         if cx.batch > 1 {
             let copies: Vec<&B::Tensor> = (0..cx.batch).map(|_| &p).collect();
             p = b.concat(&copies, 0)?;
         }
-        let qu = split_heads(b, &b.add(&q, &self.bias_u)?, cx.heads)?;
-        let qv = split_heads(b, &b.add(&q, &self.bias_v)?, cx.heads)?;
+        let qu = b.split_heads(&q, cx.heads, Some(&self.bias_u))?;
+        let qv = b.split_heads(&q, cx.heads, Some(&self.bias_v))?;
         // Queries in chunks of `cx.chunk` rows keep the score matrices at (BH, C, T): bounded
         // memory for long inputs, the same numbers as one block.
         let mut outs = Vec::new();
@@ -594,7 +576,7 @@ impl<B: Backend> RelAttention<B> {
         } else {
             b.concat(&outs.iter().collect::<Vec<_>>(), 1)?
         };
-        self.o.forward(b, &merge_heads(b, &out, cx.batch)?)
+        self.o.forward(b, &b.merge_heads(&out, cx.batch)?)
     }
 }
 
