@@ -236,7 +236,7 @@ fn canary_shapes_and_synthetic_weights() {
 }
 
 /// Inputs longer than `canary::WINDOW_SECONDS` (40) are cut into equal windows, each decoded alone: 85 s give
-/// three contiguous segments whose ids are those of transcribing each window by itself.
+/// three contiguous segments, handed out one by one, whose ids are those of each window by itself.
 #[test]
 fn canary_long_input_runs_in_windows() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav");
@@ -253,8 +253,19 @@ fn canary_long_input_runs_in_windows() {
     )
     .unwrap();
     let req = CanaryRequest::default();
-    let t = m.transcribe_request(&samples, &req, 1).unwrap();
+    let mut seen = Vec::new();
+    let t = m
+        .transcribe_request_observed(&samples, &req, 1, &mut |s| seen.push(s.clone()))
+        .unwrap();
     assert_eq!(t.segments.len(), 3);
+    // Each window's segment is handed out as it is decoded: the same segments, in order.
+    assert_eq!(seen.len(), 3);
+    for (a, b) in seen.iter().zip(&t.segments) {
+        assert_eq!(
+            (a.id, &a.tokens, a.start, a.end),
+            (b.id, &b.tokens, b.start, b.end)
+        );
+    }
     let len = samples.len().div_ceil(3);
     for (i, s) in t.segments.iter().enumerate() {
         assert!((s.start - (i * len) as f64 / 16_000.0).abs() < 1e-9);

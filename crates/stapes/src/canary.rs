@@ -35,8 +35,9 @@ pub fn canary_request(opts: &TranscribeOptions, canary: &CanaryOptions) -> Canar
 }
 
 impl Engine {
-    /// Transcribes (or translates) with a Canary model: one pass over the input, greedy for
-    /// `opts.beam_size` 1, else beam search of that width. Other families: a usage error.
+    /// Transcribes (or translates) with a Canary model: windows of at most 40 s, each segment
+    /// handed to `on_segment` when decoded; greedy for `opts.beam_size` 1, else beam search of
+    /// that width. Other families: a usage error.
     pub fn transcribe_canary(
         &self,
         samples: &[f32],
@@ -51,8 +52,12 @@ impl Engine {
         let req = canary_request(opts, canary);
         let beam = opts.beam_size.max(1);
         let t = match &self.inner {
-            Inner::CanaryCpu(m) => m.transcribe_request(samples, &req, beam)?,
-            Inner::CanaryCuda(m) => m.transcribe_request(samples, &req, beam)?,
+            Inner::CanaryCpu(m) => {
+                m.transcribe_request_observed(samples, &req, beam, on_segment)?
+            }
+            Inner::CanaryCuda(m) => {
+                m.transcribe_request_observed(samples, &req, beam, on_segment)?
+            }
             _ => {
                 return Err(StapesError::Usage(format!(
                     "target language / punctuation switches are Canary options; this is a {} model",
@@ -60,7 +65,6 @@ impl Engine {
                 )))
             }
         };
-        t.segments.iter().for_each(on_segment);
         if let Some(p) = progress {
             p(samples.len() as f64 / 16_000.0);
         }

@@ -546,7 +546,7 @@ impl<B: Backend> Canary<B> {
         prompt: &[u32],
         max_new_tokens: usize,
     ) -> Result<Transcript> {
-        self.transcribe_ids(samples, prompt, max_new_tokens, 1)
+        self.transcribe_ids(samples, prompt, max_new_tokens, 1, &mut |_| {})
     }
 
     /// Transcribes (or translates, `req.target ≠ req.source`) 16 kHz mono `samples`: the prompt
@@ -559,6 +559,18 @@ impl<B: Backend> Canary<B> {
         samples: &[f32],
         req: &CanaryRequest,
         beam_size: usize,
+    ) -> Result<Transcript> {
+        self.transcribe_request_observed(samples, req, beam_size, &mut |_| {})
+    }
+
+    /// [`Self::transcribe_request`], handing each window's segment to `on_segment` as soon as
+    /// it is decoded.
+    pub fn transcribe_request_observed(
+        &self,
+        samples: &[f32],
+        req: &CanaryRequest,
+        beam_size: usize,
+        on_segment: &mut dyn FnMut(&Segment),
     ) -> Result<Transcript> {
         let mut req = req.clone();
         if req.source == "auto" {
@@ -582,6 +594,7 @@ impl<B: Backend> Canary<B> {
             &prompt,
             self.max_new_tokens(prompt.len()),
             beam_size,
+            on_segment,
         )?;
         t.language = req.source.clone();
         Ok(t)
@@ -625,6 +638,7 @@ impl<B: Backend> Canary<B> {
         prompt: &[u32],
         max_new_tokens: usize,
         beam_size: usize,
+        on_segment: &mut dyn FnMut(&Segment),
     ) -> Result<Transcript> {
         let duration = samples.len() as f64 / 16_000.0;
         let mut t = Transcript {
@@ -659,6 +673,9 @@ impl<B: Backend> Canary<B> {
                 temperature: 0.0,
                 words: None,
             });
+            if let Some(s) = t.segments.last() {
+                on_segment(s);
+            }
         }
         Ok(t)
     }
