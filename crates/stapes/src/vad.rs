@@ -137,14 +137,14 @@ impl Group {
     /// shared out half to each neighbour. At a boundary `at_end` picks the earlier piece, so a
     /// segment ending exactly where a piece ends stays in that piece.
     fn slot(&self, offsets: &[f64], t: f64, at_end: bool) -> usize {
-        let mut k = 0;
-        for i in 1..self.pieces.len() {
-            let b = offsets[i] - 0.5 * self.leads[i];
-            if t > b || (!at_end && t == b) {
-                k = i;
-            }
-        }
-        k
+        // the boundaries rise with the pieces: the last one passed is the first from the end
+        (1..self.pieces.len().min(offsets.len()))
+            .rev()
+            .find(|&i| {
+                let b = offsets[i] - 0.5 * self.leads[i];
+                t > b || (!at_end && t == b)
+            })
+            .unwrap_or(0)
     }
 
     /// A time in the recogniser's audio back on the input's timeline (clamped to its piece).
