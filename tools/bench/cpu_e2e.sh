@@ -14,7 +14,7 @@ WCPP=${WCPP:?set WCPP to whisper.cpp\'s whisper-cli}
 CACHE=${STAPES_CACHE:-$HOME/.cache/stapes}
 OUT=${OUT:-/tmp/stapes-cpu-e2e}
 mkdir -p "$OUT"
-STAPES=target/release/stapes
+STAPES=${STAPES:-target/release/stapes}
 JFK=samples/jfk.wav
 for m in ${MODELS:-whisper-tiny.en whisper-base}; do
   ggml="$OUT/$m.ggml.bin"

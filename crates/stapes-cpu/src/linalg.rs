@@ -139,6 +139,25 @@ fn for_chunks<T: Send>(
     }
 }
 
+/// `f` with a scratch buffer of at least `len` floats, kept per thread between calls: the
+/// encoder's weight panels (1.5–6 MB each) were a fresh allocation per linear call, i.e. fresh
+/// pages to fault in every time.
+fn with_panel<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    thread_local! {
+        static PANEL: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    PANEL.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            if buf.len() < len {
+                buf.resize(len, 0.0);
+            }
+            f(&mut buf[..len])
+        }
+        // Re-entered on this thread (a pool task running a nested linear): a private buffer.
+        Err(_) => f(&mut vec![0f32; len]),
+    })
+}
+
 /// A lane-stored `(N, K)` weight as the CPU keeps it.
 #[derive(Debug, Clone)]
 pub enum Store {
@@ -367,23 +386,24 @@ impl Kernels {
         use half::slice::HalfFloatSliceExt;
         const PANEL: usize = 1024;
         let mut out = vec![0f32; m * n];
-        let mut panel = vec![0f32; PANEL * k];
         let a = Mat {
             data: x,
             rs: k,
             cs: 1,
         };
-        for n0 in (0..n).step_by(PANEL) {
-            let nc = (n - n0).min(PANEL);
-            let p = &mut panel[..nc * k];
-            wd[n0 * k..(n0 + nc) * k].convert_to_f32_slice(p);
-            let b = Mat {
-                data: p,
-                rs: 1,
-                cs: k,
-            };
-            sgemm(m, nc, k, &mut out[n0..], n, false, a, b, 1.0, self.par());
-        }
+        with_panel(PANEL.min(n) * k, |panel| {
+            for n0 in (0..n).step_by(PANEL) {
+                let nc = (n - n0).min(PANEL);
+                let p = &mut panel[..nc * k];
+                wd[n0 * k..(n0 + nc) * k].convert_to_f32_slice(p);
+                let b = Mat {
+                    data: p,
+                    rs: 1,
+                    cs: k,
+                };
+                sgemm(m, nc, k, &mut out[n0..], n, false, a, b, 1.0, self.par());
+            }
+        });
         out
     }
 
@@ -405,31 +425,32 @@ impl Kernels {
     ) -> Vec<f32> {
         const PANEL: usize = 1024;
         let mut out = vec![0f32; m * n];
-        let mut panel = vec![0f32; PANEL * k];
         let a = Mat {
             data: x,
             rs: k,
             cs: 1,
         };
-        for n0 in (0..n).step_by(PANEL) {
-            let nc = (n - n0).min(PANEL);
-            let p = &mut panel[..nc * k];
-            for_chunks(self.threads > 1, p, k, |i, row| {
-                let j = n0 + i;
-                let (qr, sr) = (&q[j * kb * 32..(j + 1) * kb * 32], &s[j * kb..(j + 1) * kb]);
-                for (c, (dst, &sc)) in row.chunks_mut(32).zip(sr).enumerate() {
-                    for (d, &v) in dst.iter_mut().zip(&qr[c * 32..]) {
-                        *d = v as f32 * sc;
+        with_panel(PANEL.min(n) * k, |panel| {
+            for n0 in (0..n).step_by(PANEL) {
+                let nc = (n - n0).min(PANEL);
+                let p = &mut panel[..nc * k];
+                for_chunks(self.threads > 1, p, k, |i, row| {
+                    let j = n0 + i;
+                    let (qr, sr) = (&q[j * kb * 32..(j + 1) * kb * 32], &s[j * kb..(j + 1) * kb]);
+                    for (c, (dst, &sc)) in row.chunks_mut(32).zip(sr).enumerate() {
+                        for (d, &v) in dst.iter_mut().zip(&qr[c * 32..]) {
+                            *d = v as f32 * sc;
+                        }
                     }
-                }
-            });
-            let b = Mat {
-                data: p,
-                rs: 1,
-                cs: k,
-            };
-            sgemm(m, nc, k, &mut out[n0..], n, false, a, b, 1.0, self.par());
-        }
+                });
+                let b = Mat {
+                    data: p,
+                    rs: 1,
+                    cs: k,
+                };
+                sgemm(m, nc, k, &mut out[n0..], n, false, a, b, 1.0, self.par());
+            }
+        });
         out
     }
 }
