@@ -236,7 +236,7 @@ pub trait Backend: Send + Sync {
     /// The inverse of [`Backend::split_heads`]: `(B·H, T, Dh)` → `(B, T, H·Dh)`.
     fn merge_heads(&self, x: &Self::Tensor, batch: usize) -> Result<Self::Tensor> {
         let s = x.shape();
-        if s.len() != 3 || batch == 0 || s[0] % batch != 0 {
+        if s.len() != 3 || batch == 0 || !s[0].is_multiple_of(batch) {
             return Err(crate::Error::shape(
                 "merge_heads",
                 format!("{s:?} into a batch of {batch}"),
@@ -339,7 +339,11 @@ pub fn mask_dims(x: &[usize], keep: &[usize], inner: usize) -> Result<(usize, us
     }
     let (bs, s) = (keep[0], keep[1]);
     let n: usize = x.iter().product();
-    if bs == 0 || s == 0 || x.first().is_none_or(|&d| d % bs != 0) || n % (bs * s * inner) != 0 {
+    if bs == 0
+        || s == 0
+        || x.first().is_none_or(|&d| !d.is_multiple_of(bs))
+        || !n.is_multiple_of(bs * s * inner)
+    {
         return Err(bad());
     }
     Ok((bs, s))
@@ -365,7 +369,7 @@ pub fn rel_shift_dims(ac: &[usize], bd: &[usize]) -> Result<(usize, usize, usize
 
 /// `(B, T, H·Dh)` of a [`Backend::split_heads`] input, checked.
 pub fn heads_dims(x: &[usize], heads: usize) -> Result<(usize, usize, usize)> {
-    if x.len() != 3 || heads == 0 || x[2] % heads != 0 {
+    if x.len() != 3 || heads == 0 || !x[2].is_multiple_of(heads) {
         return Err(crate::Error::shape(
             "split_heads",
             format!("{x:?} into {heads} heads: want (B, T, H·Dh)"),
