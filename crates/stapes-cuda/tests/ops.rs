@@ -416,10 +416,7 @@ fn mask_fill_is_exact() {
                 .all(|(a, b)| a.to_bits() == b.to_bits()),
             "mask_fill {sx:?} differs from the reference"
         );
-        assert!(
-            got.data.contains(&fill),
-            "nothing masked in {sx:?}"
-        );
+        assert!(got.data.contains(&fill), "nothing masked in {sx:?}");
     }
     let x = g.upload(&rnd(&[3, 5, 7], 1, 1.0)).unwrap();
     let bad = g.upload(&keep(2, 5, &[5, 5], false)).unwrap();
