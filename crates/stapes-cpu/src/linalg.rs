@@ -395,7 +395,11 @@ impl Kernels {
             for n0 in (0..n).step_by(PANEL) {
                 let nc = (n - n0).min(PANEL);
                 let p = &mut panel[..nc * k];
-                wd[n0 * k..(n0 + nc) * k].convert_to_f32_slice(p);
+                let src = &wd[n0 * k..(n0 + nc) * k];
+                // 64 rows per task: the widening is split over the pool like the GEMM after it.
+                for_chunks(self.threads > 1, p, 64 * k, |i, c| {
+                    src[i * 64 * k..][..c.len()].convert_to_f32_slice(c)
+                });
                 let b = Mat {
                     data: p,
                     rs: 1,
