@@ -81,7 +81,10 @@ impl Engine {
     ) -> BatchStats {
         match &self.inner {
             Inner::WhisperCpu(m) => whisper_batch(m, inputs, max_batch, deliver),
-            Inner::WhisperCuda(m) => whisper_batch(m, inputs, max_batch, deliver),
+            Inner::WhisperCuda(m) => {
+                let _turn = self.gpu_turn();
+                whisper_batch(m, inputs, max_batch, deliver)
+            }
             // Other families (Parakeet, …) one input at a time: the Parakeet encoder takes
             // batches too, but there is no batched entry point for it yet.
             _ => {

@@ -51,6 +51,7 @@ impl Engine {
         }
         let req = canary_request(opts, canary);
         let beam = opts.beam_size.max(1);
+        let _turn = self.gpu_turn();
         let t = match &self.inner {
             Inner::CanaryCpu(m) => {
                 m.transcribe_request_observed(samples, &req, beam, on_segment)?

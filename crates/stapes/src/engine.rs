@@ -81,6 +81,10 @@ pub struct Engine {
     device: Device,
     lane: Lane,
     pub(crate) inner: Inner,
+    /// One call at a time on a GPU home: a graph recorded on the first use of a shape would
+    /// capture another thread's launches on the same stream. Work inside one call (a batch's
+    /// streams) is coordinated by the model code; the CPU home needs no turn.
+    gpu_turn: std::sync::Mutex<()>,
 }
 
 /// One variant per (family, home); the model code itself is generic over the home.
@@ -196,6 +200,7 @@ impl Engine {
             }
         };
         Ok(Engine {
+            gpu_turn: std::sync::Mutex::new(()),
             family: "parakeet",
             device,
             lane,
@@ -218,6 +223,7 @@ impl Engine {
             }
         };
         Ok(Engine {
+            gpu_turn: std::sync::Mutex::new(()),
             family: "canary",
             device,
             lane,
@@ -240,6 +246,7 @@ impl Engine {
             }
         };
         Ok(Engine {
+            gpu_turn: std::sync::Mutex::new(()),
             family: "canary",
             device,
             lane,
@@ -284,6 +291,7 @@ impl Engine {
             }
         };
         Ok(Engine {
+            gpu_turn: std::sync::Mutex::new(()),
             family: "whisper",
             device,
             lane,
@@ -299,6 +307,14 @@ impl Engine {
     }
     pub fn lane(&self) -> Lane {
         self.lane
+    }
+
+    /// Held for the length of one GPU call; `None` on the CPU (calls run side by side there).
+    pub(crate) fn gpu_turn(&self) -> Option<std::sync::MutexGuard<'_, ()>> {
+        match self.device {
+            Device::Cpu => None,
+            _ => Some(self.gpu_turn.lock().unwrap_or_else(|p| p.into_inner())),
+        }
     }
     /// Text of token ids of this model's vocabulary (Whisper: timestamp and control ids
     /// skipped). `--vad` uses it to split a segment's ids where it splits the segment.
@@ -339,7 +355,12 @@ impl Engine {
         if samples.is_empty() {
             return Err(StapesError::BadInput("the audio holds no samples".into()));
         }
+        if matches!(self.inner, Inner::CanaryCpu(_) | Inner::CanaryCuda(_)) {
+            let canary = crate::canary::CanaryOptions::default();
+            return self.transcribe_canary(samples, opts, &canary, progress, on_segment);
+        }
         let w = whisper_options(opts);
+        let _turn = self.gpu_turn();
         let t = match &self.inner {
             Inner::WhisperCpu(m) => m.transcribe_observed(samples, &w, progress, on_segment)?,
             Inner::WhisperCuda(m) => m.transcribe_observed(samples, &w, progress, on_segment)?,
@@ -347,13 +368,9 @@ impl Engine {
             Inner::ParakeetCpu(m) => m.transcribe(samples)?,
             Inner::ParakeetCuda(m) => m.transcribe(samples)?,
             Inner::CanaryCpu(_) | Inner::CanaryCuda(_) => {
-                return self.transcribe_canary(
-                    samples,
-                    opts,
-                    &crate::canary::CanaryOptions::default(),
-                    progress,
-                    on_segment,
-                )
+                return Err(StapesError::Internal(
+                    "Canary is routed to transcribe_canary above".into(),
+                ))
             }
         };
         if matches!(self.inner, Inner::ParakeetCpu(_) | Inner::ParakeetCuda(_)) {
@@ -372,6 +389,7 @@ impl Engine {
         &self,
         o: &crate::bench::BenchOptions,
     ) -> Result<crate::bench::BenchReport, StapesError> {
+        let _turn = self.gpu_turn();
         match &self.inner {
             Inner::WhisperCpu(m) => crate::bench::whisper(m, o),
             Inner::WhisperCuda(m) => crate::bench::whisper(m, o),
