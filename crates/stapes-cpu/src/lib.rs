@@ -483,7 +483,24 @@ impl Backend for CpuBackend {
     }
 
     fn upload(&self, t: &HostTensor) -> Result<CpuTensor> {
-        let h = HostTensor::new(t.shape.clone(), mem::copied(&t.data))?;
+        let data = if self.parallel(t.data.len()) {
+            // The embedding table (20–50 M values) at load: most of a big copy's cost is the
+            // first-touch page faults of the destination, which split over the pool.
+            let mut v = mem::with_capacity::<f32>(t.data.len());
+            let spare = &mut v.spare_capacity_mut()[..t.data.len()];
+            self.for_chunks(t.data.len(), spare, 1 << 18, |i, dst| {
+                let src = &t.data[i << 18..][..dst.len()];
+                dst.iter_mut().zip(src).for_each(|(d, &x)| {
+                    d.write(x);
+                });
+            });
+            // SAFETY: the chunks above cover all t.data.len() slots and wrote every one.
+            unsafe { v.set_len(t.data.len()) };
+            v
+        } else {
+            mem::copied(&t.data)
+        };
+        let h = HostTensor::new(t.shape.clone(), data)?;
         Ok(CpuTensor::new(h.shape, h.data))
     }
 
