@@ -240,24 +240,36 @@ impl CpuBackend {
         use half::slice::HalfFloatSliceExt;
         use std::sync::atomic::{AtomicBool, Ordering};
         let exact = AtomicBool::new(true);
-        let mut h = mem::filled(data.len(), half::f16::ZERO);
-        self.for_chunks(h.len(), &mut h, STORE_CHUNK, |i, dst| {
-            if !exact.load(Ordering::Relaxed) {
-                return;
-            }
+        // Written straight into spare capacity, so the first touch of the new pages happens in
+        // the pool's tasks rather than in a serial zero fill.
+        let mut h = mem::with_capacity::<half::f16>(data.len());
+        let spare = &mut h.spare_capacity_mut()[..data.len()];
+        self.for_chunks(data.len(), spare, STORE_CHUNK, |i, dst| {
             let src = &data[i * STORE_CHUNK..][..dst.len()];
-            dst.convert_from_f32_slice(src);
-            let mut back = [0f32; 1024];
-            for (hs, ss) in dst.chunks(1024).zip(src.chunks(1024)) {
-                let b = &mut back[..hs.len()];
-                hs.convert_to_f32_slice(b);
+            let (mut half_buf, mut back) = ([half::f16::ZERO; 1024], [0f32; 1024]);
+            for (ds, ss) in dst.chunks_mut(1024).zip(src.chunks(1024)) {
+                if !exact.load(Ordering::Relaxed) {
+                    return;
+                }
+                let (hb, b) = (&mut half_buf[..ss.len()], &mut back[..ss.len()]);
+                hb.convert_from_f32_slice(ss);
+                hb.convert_to_f32_slice(b);
                 if b.iter().zip(ss).any(|(x, y)| x.to_bits() != y.to_bits()) {
                     exact.store(false, Ordering::Relaxed);
                     return;
                 }
+                ds.iter_mut().zip(hb.iter()).for_each(|(d, &v)| {
+                    d.write(v);
+                });
             }
         });
-        exact.load(Ordering::Relaxed).then_some(h)
+        if !exact.load(Ordering::Relaxed) {
+            return None;
+        }
+        // SAFETY: every chunk ran to the end (an early return clears `exact`, handled above),
+        // so all data.len() slots were written.
+        unsafe { h.set_len(data.len()) };
+        Some(h)
     }
 
     /// `(n, k)` row-major values in the q8 lane, bit-identical to the lane's reference
