@@ -64,6 +64,18 @@ pub fn describe(path: &Path) -> Result<String, StapesError> {
                 let _ = writeln!(out, "  {name:<60} {:?} (onnx type {})", t.dims, t.data_type);
             }
         }
+        Format::Nemo => {
+            use stapes_models::fastconformer::NemoModel;
+            let (family, tensors) = match stapes_models::fastconformer::load_nemo_any(path)? {
+                NemoModel::Parakeet(ck) => ("parakeet (FastConformer CTC/RNNT/TDT)", ck.tensors),
+                NemoModel::Canary(ck) => ("canary (FastConformer AED)", ck.tensors),
+            };
+            let _ = writeln!(out, "family:  {family}");
+            let _ = writeln!(out, "tensors: {}", tensors.len());
+            for (name, t) in &tensors {
+                let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
+            }
+        }
         other => {
             let _ = writeln!(
                 out,
