@@ -323,3 +323,22 @@ fn parakeet_tdt_through_the_cli_matches_transformers() {
         assert_eq!(got, want, "{}", model.display());
     }
 }
+
+#[test]
+fn inspect_names_the_family_of_nemo_archives() {
+    let fx = repo().join("crates/stapes-models/tests/fixtures/fastconformer");
+    for (file, family) in [
+        ("canary-agg.nemo", "family:  canary"),
+        ("tdt.nemo", "family:  parakeet"),
+    ] {
+        let p = fx.join(file);
+        if !p.exists() {
+            panic!("fixture {} is missing", p.display());
+        }
+        let o = stapes(&["inspect", &p.to_string_lossy()]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{file}: {}", stderr(&o));
+        assert!(out.contains(family), "{file}: {out}");
+        assert!(out.contains("format:  nemo"), "{file}: {out}");
+    }
+}
