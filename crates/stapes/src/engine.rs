@@ -186,72 +186,66 @@ impl Engine {
         ckpt: &stapes_models::fastconformer::weights::ParakeetCheckpoint,
         opts: &EngineOptions,
     ) -> Result<Engine, StapesError> {
-        let device = pick_device(opts.device)?;
-        let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
-        let inner = match device {
-            Device::Cpu => {
-                let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
-                Inner::ParakeetCpu(Box::new(Parakeet::from_checkpoint(be, ckpt, lane)?))
-            }
-            Device::Cuda(n) => {
-                let be = CudaBackend::new(n)
-                    .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
-                Inner::ParakeetCuda(Box::new(Parakeet::from_checkpoint(be, ckpt, lane)?))
-            }
-        };
-        Ok(Engine {
-            gpu_turn: std::sync::Mutex::new(()),
-            family: "parakeet",
-            device,
-            lane,
-            inner,
-        })
+        Self::on_home(
+            "parakeet",
+            opts,
+            |be, lane| {
+                Ok(Inner::ParakeetCpu(Box::new(Parakeet::from_checkpoint(
+                    be, ckpt, lane,
+                )?)))
+            },
+            |be, lane| {
+                Ok(Inner::ParakeetCuda(Box::new(Parakeet::from_checkpoint(
+                    be, ckpt, lane,
+                )?)))
+            },
+        )
     }
 
     fn from_canary(ck: CanaryCheckpoint, opts: &EngineOptions) -> Result<Engine, StapesError> {
-        let device = pick_device(opts.device)?;
-        let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
-        let inner = match device {
-            Device::Cpu => {
-                let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
-                Inner::CanaryCpu(Box::new(Canary::from_checkpoint(be, ck, lane)?))
-            }
-            Device::Cuda(n) => {
-                let be = CudaBackend::new(n)
-                    .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
-                Inner::CanaryCuda(Box::new(Canary::from_checkpoint(be, ck, lane)?))
-            }
+        // The checkpoint moves into whichever home is picked.
+        let ck = std::cell::Cell::new(Some(ck));
+        let take = || {
+            ck.take()
+                .ok_or_else(|| StapesError::Internal("the Canary checkpoint was used twice".into()))
         };
-        Ok(Engine {
-            gpu_turn: std::sync::Mutex::new(()),
-            family: "canary",
-            device,
-            lane,
-            inner,
-        })
+        Self::on_home(
+            "canary",
+            opts,
+            |be, lane| {
+                Ok(Inner::CanaryCpu(Box::new(Canary::from_checkpoint(
+                    be,
+                    take()?,
+                    lane,
+                )?)))
+            },
+            |be, lane| {
+                Ok(Inner::CanaryCuda(Box::new(Canary::from_checkpoint(
+                    be,
+                    take()?,
+                    lane,
+                )?)))
+            },
+        )
     }
 
     fn synthetic_canary(config: CanaryConfig, opts: &EngineOptions) -> Result<Engine, StapesError> {
-        let device = pick_device(opts.device)?;
-        let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
-        let inner = match device {
-            Device::Cpu => {
-                let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
-                Inner::CanaryCpu(Box::new(Canary::synthetic(be, config, 0x5EED, lane)?))
-            }
-            Device::Cuda(n) => {
-                let be = CudaBackend::new(n)
-                    .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
-                Inner::CanaryCuda(Box::new(Canary::synthetic(be, config, 0x5EED, lane)?))
-            }
-        };
-        Ok(Engine {
-            gpu_turn: std::sync::Mutex::new(()),
-            family: "canary",
-            device,
-            lane,
-            inner,
-        })
+        const SEED: u64 = 0x5EED;
+        let cfg = config.clone();
+        Self::on_home(
+            "canary",
+            opts,
+            |be, lane| {
+                Ok(Inner::CanaryCpu(Box::new(Canary::synthetic(
+                    be, config, SEED, lane,
+                )?)))
+            },
+            |be, lane| {
+                Ok(Inner::CanaryCuda(Box::new(Canary::synthetic(
+                    be, cfg, SEED, lane,
+                )?)))
+            },
+        )
     }
 
     /// Random weights of a published shape (`whisper-large-v3-turbo`, `whisper-tiny`, …), for
@@ -277,22 +271,34 @@ impl Engine {
     }
 
     fn from_whisper(ckpt: &WhisperCheckpoint, opts: &EngineOptions) -> Result<Engine, StapesError> {
+        Self::on_home(
+            "whisper",
+            opts,
+            |be, lane| Ok(Inner::WhisperCpu(Box::new(Whisper::new(be, ckpt, lane)?))),
+            |be, lane| Ok(Inner::WhisperCuda(Box::new(Whisper::new(be, ckpt, lane)?))),
+        )
+    }
+
+    /// Picks the device and lane of `opts`, opens that home and builds the model on it.
+    fn on_home(
+        family: &'static str,
+        opts: &EngineOptions,
+        cpu: impl FnOnce(CpuBackend, Lane) -> Result<Inner, StapesError>,
+        cuda: impl FnOnce(CudaBackend, Lane) -> Result<Inner, StapesError>,
+    ) -> Result<Engine, StapesError> {
         let device = pick_device(opts.device)?;
         let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
         let inner = match device {
-            Device::Cpu => {
-                let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
-                Inner::WhisperCpu(Box::new(Whisper::new(be, ckpt, lane)?))
-            }
+            Device::Cpu => cpu(CpuBackend::new(opts.threads.unwrap_or(0))?, lane)?,
             Device::Cuda(n) => {
                 let be = CudaBackend::new(n)
                     .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
-                Inner::WhisperCuda(Box::new(Whisper::new(be, ckpt, lane)?))
+                cuda(be, lane)?
             }
         };
         Ok(Engine {
             gpu_turn: std::sync::Mutex::new(()),
-            family: "whisper",
+            family,
             device,
             lane,
             inner,
