@@ -1,29 +1,13 @@
 //! The CLI contract of design.md §6: outputs, exit codes, one clear line per error.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_common;
 
-fn stapes(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stapes"))
-        .args(args)
-        .output()
-        .expect("the stapes binary runs")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use cli_common::*;
+use std::path::PathBuf;
+use std::process::Command;
 
 fn sample(name: &str) -> String {
     repo().join("samples").join(name).display().to_string()
-}
-
-fn cache() -> PathBuf {
-    std::env::var_os("STAPES_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stapes")
-        })
 }
 
 /// The real weights these tests need; missing weights fail the test with the command to run.
@@ -47,10 +31,6 @@ fn normalise(s: &str) -> String {
         .collect::<Vec<_>>()
         .join(" ")
         .to_lowercase()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]
@@ -259,28 +239,6 @@ print(len(subs), "cues")
         String::from_utf8_lossy(&o.stdout),
         stderr(&o)
     );
-}
-
-fn write_wav_16k(path: &Path, samples: &[f32]) {
-    let data: Vec<u8> = samples
-        .iter()
-        .flat_map(|s| ((s * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
-        .collect();
-    let mut w = Vec::with_capacity(44 + data.len());
-    w.extend_from_slice(b"RIFF");
-    w.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-    w.extend_from_slice(b"WAVEfmt ");
-    w.extend_from_slice(&16u32.to_le_bytes());
-    w.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    w.extend_from_slice(&1u16.to_le_bytes()); // mono
-    w.extend_from_slice(&16_000u32.to_le_bytes());
-    w.extend_from_slice(&32_000u32.to_le_bytes());
-    w.extend_from_slice(&2u16.to_le_bytes());
-    w.extend_from_slice(&16u16.to_le_bytes());
-    w.extend_from_slice(b"data");
-    w.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    w.extend_from_slice(&data);
-    std::fs::write(path, w).expect("write wav");
 }
 
 /// `stapes transcribe` on a Parakeet TDT model (the tiny random-weight HF fixture and the `.nemo`

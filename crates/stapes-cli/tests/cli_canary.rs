@@ -4,20 +4,11 @@
 //! ones transformers' `generate` (greedy, and `num_beams=4`) produced after the canary2 en->en
 //! prompt for the same 3 s of samples/jfk.wav; the Canary flags reach the prompt.
 
+mod cli_common;
+
+use cli_common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn stapes(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stapes"))
-        .args(args)
-        .output()
-        .expect("the stapes binary runs")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn fixtures() -> PathBuf {
     repo().join("crates/stapes-models/tests/fixtures/fastconformer")

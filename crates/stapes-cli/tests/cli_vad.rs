@@ -1,27 +1,11 @@
 //! `stapes vad` and `stapes transcribe --vad` through the binary: the span limit flag, and
 //! `--vad` on a family other than Whisper (the tiny random-weight Parakeet TDT fixture).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod cli_common;
 
-fn stapes(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stapes"))
-        .args(args)
-        .output()
-        .expect("the stapes binary runs")
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn cache() -> PathBuf {
-    std::env::var_os("STAPES_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stapes")
-        })
-}
+use cli_common::*;
+use std::path::PathBuf;
+use std::process::Output;
 
 fn cached(rel: &str) -> String {
     let p = cache().join(rel);
@@ -33,36 +17,10 @@ fn cached(rel: &str) -> String {
     p.display().to_string()
 }
 
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("stapes-cli-vad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir.join(name)
-}
-
-fn write_wav_16k(path: &Path, samples: &[f32]) {
-    let data: Vec<u8> = samples
-        .iter()
-        .flat_map(|s| ((s * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
-        .collect();
-    let mut w = Vec::with_capacity(44 + data.len());
-    w.extend_from_slice(b"RIFF");
-    w.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-    w.extend_from_slice(b"WAVEfmt ");
-    w.extend_from_slice(&16u32.to_le_bytes());
-    w.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    w.extend_from_slice(&1u16.to_le_bytes()); // mono
-    w.extend_from_slice(&16_000u32.to_le_bytes());
-    w.extend_from_slice(&32_000u32.to_le_bytes());
-    w.extend_from_slice(&2u16.to_le_bytes());
-    w.extend_from_slice(&16u16.to_le_bytes());
-    w.extend_from_slice(b"data");
-    w.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    w.extend_from_slice(&data);
-    std::fs::write(path, w).expect("write wav");
 }
 
 fn json(o: &Output) -> serde_json::Value {
