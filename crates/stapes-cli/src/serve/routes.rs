@@ -318,6 +318,19 @@ async fn run_job(
     if s.scheduler.batching() {
         return super::scheduler::submit(s, entry, samples, opts).await;
     }
+    run_on_worker(s, entry, samples, opts, None).await
+}
+
+/// One transcription on a worker place and the blocking pool; with `segments`, each final
+/// segment is sent there the moment the engine has it (a send fails only when the client has
+/// gone; the engine cannot stop early, so it finishes and the segments are dropped).
+pub(super) async fn run_on_worker(
+    s: Arc<AppState>,
+    entry: Arc<ModelEntry>,
+    samples: Vec<f32>,
+    opts: TranscribeOptions,
+    segments: Option<tokio::sync::mpsc::UnboundedSender<stapes::Segment>>,
+) -> Result<Transcript, ApiError> {
     let permit = {
         let _waiting = s.metrics.enter_queue();
         Arc::clone(&s.worker_slots)
@@ -336,7 +349,11 @@ async fn run_job(
             )
         })?;
         let t0 = std::time::Instant::now();
-        let r = engine.transcribe(&samples, &opts, None);
+        let r = engine.transcribe_streaming(&samples, &opts, None, &mut |seg| {
+            if let Some(tx) = &segments {
+                let _ = tx.send(seg.clone());
+            }
+        });
         let audio = r.is_ok().then_some(samples.len() as f64 / SAMPLE_RATE);
         metrics.observe_job(&entry.name, t0.elapsed(), audio);
         r.map_err(ApiError::from)

@@ -21,8 +21,6 @@ use std::time::Duration;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::time::{timeout_at, Instant};
 
-const SAMPLE_RATE: f64 = 16_000.0;
-
 type Job = Pin<Box<dyn Future<Output = Result<Transcript, ApiError>> + Send>>;
 
 /// The event stream of one `stream=true` request. `admission` is held until the last event.
@@ -35,7 +33,13 @@ pub fn respond(
     admission: OwnedSemaphorePermit,
 ) -> Response {
     let (tx, rx) = mpsc::unbounded_channel();
-    let job: Job = Box::pin(run_streaming_job(s, entry, samples, opts, tx));
+    let job: Job = Box::pin(super::routes::run_on_worker(
+        s,
+        entry,
+        samples,
+        opts,
+        Some(tx),
+    ));
     let state = Pump {
         job: Some(job),
         rx,
@@ -146,49 +150,4 @@ fn too_slow() -> ApiError {
     ApiError::processing_timeout(
         "the transcription did not finish within the server's timeout (--timeout-s)",
     )
-}
-
-/// Like the plain job (a worker place, then the blocking pool), with each final segment sent
-/// through `tx` the moment the engine has it.
-async fn run_streaming_job(
-    s: Arc<AppState>,
-    entry: Arc<ModelEntry>,
-    samples: Vec<f32>,
-    opts: TranscribeOptions,
-    tx: mpsc::UnboundedSender<Segment>,
-) -> Result<Transcript, ApiError> {
-    let permit = {
-        let _waiting = s.metrics.enter_queue();
-        Arc::clone(&s.worker_slots)
-            .acquire_owned()
-            .await
-            .map_err(|_| ApiError::internal("the worker pool is closed"))?
-    };
-    let metrics = Arc::clone(&s.metrics);
-    let joined = tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        let _running = metrics.enter_running();
-        let engine = entry.engine().map_err(|e| {
-            ApiError::unavailable(
-                "model_unavailable",
-                format!("model `{}` could not be loaded: {e}", entry.name),
-            )
-        })?;
-        let t0 = std::time::Instant::now();
-        // A send fails only when the client has gone; the engine cannot stop early, so it
-        // finishes and the segments are dropped.
-        let r = engine.transcribe_streaming(&samples, &opts, None, &mut |seg: &Segment| {
-            let _ = tx.send(seg.clone());
-        });
-        let audio = r.is_ok().then_some(samples.len() as f64 / SAMPLE_RATE);
-        metrics.observe_job(&entry.name, t0.elapsed(), audio);
-        r.map_err(ApiError::from)
-    })
-    .await;
-    joined.unwrap_or_else(|e| {
-        tracing::error!("streaming transcription job failed: {e}");
-        Err(ApiError::internal(
-            "the transcription job failed unexpectedly",
-        ))
-    })
 }
