@@ -8,3 +8,31 @@ pub mod wer;
 pub mod whisper;
 
 pub use error::{ModelError, Result};
+
+/// Runs `forward` as the backend's chain `key` (captured and replayed where the home can) and
+/// returns its one output. A model error inside the chain is carried out as itself, not as the
+/// backend's shape error it had to travel as. The output is overwritten by the next replay.
+pub(crate) fn chain_one<B: stapes_core::Backend>(
+    b: &B,
+    key: &str,
+    what: &'static str,
+    forward: &mut dyn FnMut(&B) -> Result<B::Tensor>,
+) -> Result<B::Tensor> {
+    let mut failure = None;
+    let out = b.chain(key, &mut |be| match forward(be) {
+        Ok(x) => Ok(vec![x]),
+        Err(ModelError::Backend(e)) => Err(e),
+        Err(e) => {
+            let msg = e.to_string();
+            failure = Some(e);
+            Err(stapes_core::Error::shape(what, msg))
+        }
+    });
+    let out = match (out, failure) {
+        (_, Some(e)) => return Err(e),
+        (r, None) => r?,
+    };
+    out.into_iter()
+        .next()
+        .ok_or_else(|| ModelError::BadInput(format!("the {what} chain returned nothing")))
+}

@@ -213,28 +213,9 @@ impl<B: Backend> Parakeet<B> {
         // Rows past T keep an earlier call's values: the masks zero them.
         b.write_rows(&mut slot.input, features, 0)?;
         let slot = &*slot;
-        let mut failure = None;
-        let out = b.chain(&key, &mut |be| match self.encoder.forward_prepared(
-            be,
-            &slot.input,
-            &slot.prep,
-        ) {
-            Ok(x) => Ok(vec![x]),
-            Err(ModelError::Backend(e)) => Err(e),
-            Err(e) => {
-                let msg = e.to_string();
-                failure = Some(e);
-                Err(stapes_core::Error::shape("parakeet encoder", msg))
-            }
-        });
-        let out = match (out, failure) {
-            (_, Some(e)) => return Err(e),
-            (r, None) => r?,
-        };
-        let enc = out
-            .into_iter()
-            .next()
-            .ok_or_else(|| ModelError::BadInput("the encoder chain returned nothing".into()))?;
+        let enc = crate::chain_one(b, &key, "parakeet encoder", &mut |be| {
+            self.encoder.forward_prepared(be, &slot.input, &slot.prep)
+        })?;
         // A copy: the next replay overwrites the chain's output.
         Ok((b.slice(&enc, 1, 0, t_out)?, out_lens))
     }

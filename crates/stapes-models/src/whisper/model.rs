@@ -333,26 +333,9 @@ impl<B: Backend> Whisper<B> {
         self.backend.write_rows(input, mel, 0)?;
         let input = &*input;
         let key = format!("whisper-encoder/b{batch}/{}", self.lane);
-        let mut failure = None;
-        let out = self
-            .backend
-            .chain(&key, &mut |b| match self.encoder.forward(b, input) {
-                Ok(x) => Ok(vec![x]),
-                Err(ModelError::Backend(e)) => Err(e),
-                Err(e) => {
-                    let msg = e.to_string();
-                    failure = Some(e);
-                    Err(stapes_core::Error::shape("whisper encoder", msg))
-                }
-            });
-        let out = match (out, failure) {
-            (_, Some(e)) => return Err(e),
-            (r, None) => r?,
-        };
-        let enc = out
-            .into_iter()
-            .next()
-            .ok_or_else(|| ModelError::BadInput("the encoder chain returned nothing".into()))?;
+        let enc = crate::chain_one(&self.backend, &key, "whisper encoder", &mut |b| {
+            self.encoder.forward(b, input)
+        })?;
         // The next replay overwrites the chain's output: the caller gets its own copy.
         Ok(self.backend.slice(&enc, 0, 0, batch)?)
     }
