@@ -197,6 +197,29 @@ fn language_probabilities_match_base_on_jfk() {
     );
 }
 
+/// A lane policy written `base;prefix=lane;…` (the diagnostics' `STAPES_SPECS` entries).
+fn lane_spec(spec: &str) -> stapes_models::whisper::model::WeightLanes {
+    let mut it = spec.split(';');
+    let base: Lane = it.next().unwrap().parse().unwrap();
+    let exceptions = it
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let (p, l) = s.split_once('=').unwrap();
+            (p.to_string(), l.parse().unwrap())
+        })
+        .collect();
+    stapes_models::whisper::model::WeightLanes { base, exceptions }
+}
+
+/// `STAPES_SPECS`, `|`-separated (default `q8`).
+fn env_lane_specs() -> Vec<String> {
+    std::env::var("STAPES_SPECS")
+        .unwrap_or("q8".into())
+        .split('|')
+        .map(String::from)
+        .collect()
+}
+
 /// Diagnostic behind the q8 mix (ignored; prints, asserts nothing): teacher-forced logits of lane
 /// policies vs f32, one decoder step at a time (the M = 1 path that quantizes activations) along
 /// f32's greedy path of every clip: relative L2, the largest shift of f32's chosen-token margin,
@@ -209,23 +232,8 @@ fn q8_mix_logit_error() {
     use stapes_models::whisper::model::WeightLanes;
     use stapes_models::whisper::weights::load_checkpoint;
     use stapes_models::whisper::Whisper;
-    let parse = |spec: &str| {
-        let mut it = spec.split(';');
-        let base: Lane = it.next().unwrap().parse().unwrap();
-        let exceptions = it
-            .filter(|s| !s.is_empty())
-            .map(|s| {
-                let (p, l) = s.split_once('=').unwrap();
-                (p.to_string(), l.parse().unwrap())
-            })
-            .collect();
-        WeightLanes { base, exceptions }
-    };
-    let specs: Vec<String> = std::env::var("STAPES_SPECS")
-        .unwrap_or("q8".into())
-        .split('|')
-        .map(String::from)
-        .collect();
+    let parse = lane_spec;
+    let specs = env_lane_specs();
     for name in std::env::var("STAPES_MODELS")
         .unwrap_or("whisper-tiny.en,whisper-base".into())
         .split(',')
@@ -365,24 +373,8 @@ fn q8_mix_logit_error() {
 #[test]
 #[ignore]
 fn q8_mix_speed() {
-    use stapes_models::whisper::model::WeightLanes;
-    let parse = |spec: &str| {
-        let mut it = spec.split(';');
-        let base: Lane = it.next().unwrap().parse().unwrap();
-        let exceptions = it
-            .filter(|s| !s.is_empty())
-            .map(|s| {
-                let (p, l) = s.split_once('=').unwrap();
-                (p.to_string(), l.parse().unwrap())
-            })
-            .collect();
-        WeightLanes { base, exceptions }
-    };
-    let specs: Vec<String> = std::env::var("STAPES_SPECS")
-        .unwrap_or("q8".into())
-        .split('|')
-        .map(String::from)
-        .collect();
+    let parse = lane_spec;
+    let specs = env_lane_specs();
     let iters: usize = std::env::var("ITERS")
         .ok()
         .and_then(|s| s.parse().ok())
