@@ -28,20 +28,7 @@ fn jfk_cut(n: usize) -> PathBuf {
         .expect("a data chunk");
     let pcm = &raw[at + 8..];
     let pcm = &pcm[..(2 * n).min(pcm.len())];
-    let mut w = Vec::with_capacity(44 + pcm.len());
-    w.extend_from_slice(b"RIFF");
-    w.extend_from_slice(&(36 + pcm.len() as u32).to_le_bytes());
-    w.extend_from_slice(b"WAVEfmt ");
-    w.extend_from_slice(&16u32.to_le_bytes());
-    w.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    w.extend_from_slice(&1u16.to_le_bytes()); // mono
-    w.extend_from_slice(&16_000u32.to_le_bytes());
-    w.extend_from_slice(&32_000u32.to_le_bytes());
-    w.extend_from_slice(&2u16.to_le_bytes());
-    w.extend_from_slice(&16u16.to_le_bytes());
-    w.extend_from_slice(b"data");
-    w.extend_from_slice(&(pcm.len() as u32).to_le_bytes());
-    w.extend_from_slice(pcm);
+    let w = wav_16k_from_pcm(pcm);
     let dir = std::env::temp_dir().join(format!("stapes-cli-canary-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let p = dir.join("jfk-3s.wav");

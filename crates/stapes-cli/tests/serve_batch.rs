@@ -7,28 +7,8 @@ mod serve_common;
 
 use serde_json::Value;
 use serve_common::*;
-use std::path::PathBuf;
 
 const T: &str = "/v1/audio/transcriptions";
-
-fn cache() -> PathBuf {
-    std::env::var_os("STAPES_CACHE")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stapes")
-        })
-}
-
-fn tiny_en() -> String {
-    let p = cache().join("models/whisper-tiny.en");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh whisper-tiny.en",
-        p.display()
-    );
-    format!("tiny.en={}", p.display())
-}
 
 /// (file name, bytes, prompt) of each request: jfk, four LibriVox clips, and jfk again with a
 /// prompt (options differ inside one batch).

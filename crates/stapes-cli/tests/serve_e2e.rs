@@ -5,26 +5,9 @@
 mod serve_common;
 
 use serve_common::*;
-use std::path::PathBuf;
 use std::time::Duration;
 
 const T: &str = "/v1/audio/transcriptions";
-
-fn tiny_en() -> String {
-    let cache = std::env::var_os("STAPES_CACHE")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stapes")
-        });
-    let p = cache.join("models/whisper-tiny.en");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh whisper-tiny.en",
-        p.display()
-    );
-    format!("tiny.en={}", p.display())
-}
 
 fn server(extra: &[&str]) -> Server {
     let spec = tiny_en();

@@ -3,12 +3,12 @@
 //! transcribed, and the WebSocket endpoint turns jfk.wav sent in 100 ms chunks into the jfk
 //! sentence with partials on the way. Fails loudly when the model is missing.
 
+mod cli_common;
 mod serve_common;
 
 use serve_common::*;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tungstenite::client::IntoClientRequest;
 use tungstenite::protocol::frame::coding::CloseCode;
@@ -16,33 +16,19 @@ use tungstenite::{Message, WebSocket};
 
 const T: &str = "/v1/audio/transcriptions";
 
-fn cache() -> PathBuf {
-    std::env::var_os("STAPES_CACHE")
-        .filter(|p| !p.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stapes")
-        })
-}
-
-fn tiny_en() -> String {
-    let p = cache().join("models/whisper-tiny.en");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-models.sh whisper-tiny.en",
-        p.display()
-    );
+/// tiny.en's `-m` spec; the WebSocket endpoint also needs the fetched Silero model.
+fn tiny_en_with_vad() -> String {
     let vad = cache().join("models/silero-vad");
     assert!(
         vad.exists(),
         "{} is missing: run scripts/fetch-models.sh silero-vad",
         vad.display()
     );
-    format!("tiny.en={}", p.display())
+    tiny_en()
 }
 
 fn server(extra: &[&str]) -> Server {
-    let spec = tiny_en();
+    let spec = tiny_en_with_vad();
     let mut args = vec!["-m", spec.as_str(), "--beam-size", "1"];
     args.extend_from_slice(extra);
     Server::start(&args)
@@ -53,22 +39,7 @@ fn jfk_samples() -> Vec<f32> {
 }
 
 fn wav_bytes(samples: &[f32]) -> Vec<u8> {
-    let data = pcm_bytes(samples);
-    let mut w = Vec::with_capacity(44 + data.len());
-    w.extend_from_slice(b"RIFF");
-    w.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
-    w.extend_from_slice(b"WAVEfmt ");
-    w.extend_from_slice(&16u32.to_le_bytes());
-    w.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    w.extend_from_slice(&1u16.to_le_bytes()); // mono
-    w.extend_from_slice(&16_000u32.to_le_bytes());
-    w.extend_from_slice(&32_000u32.to_le_bytes());
-    w.extend_from_slice(&2u16.to_le_bytes());
-    w.extend_from_slice(&16u16.to_le_bytes());
-    w.extend_from_slice(b"data");
-    w.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    w.extend_from_slice(&data);
-    w
+    cli_common::wav_16k_from_pcm(&pcm_bytes(samples))
 }
 
 fn pcm_bytes(samples: &[f32]) -> Vec<u8> {

@@ -30,13 +30,18 @@ pub fn stderr(o: &Output) -> String {
 
 /// 16-bit PCM mono WAV at 16 kHz of `samples` in [-1, 1].
 pub fn write_wav_16k(path: &Path, samples: &[f32]) {
-    let data: Vec<u8> = samples
+    let pcm: Vec<u8> = samples
         .iter()
         .flat_map(|s| ((s * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
         .collect();
-    let mut w = Vec::with_capacity(44 + data.len());
+    std::fs::write(path, wav_16k_from_pcm(&pcm)).expect("write wav");
+}
+
+/// A WAV file around 16-bit little-endian mono PCM at 16 kHz.
+pub fn wav_16k_from_pcm(pcm: &[u8]) -> Vec<u8> {
+    let mut w = Vec::with_capacity(44 + pcm.len());
     w.extend_from_slice(b"RIFF");
-    w.extend_from_slice(&(36 + data.len() as u32).to_le_bytes());
+    w.extend_from_slice(&(36 + pcm.len() as u32).to_le_bytes());
     w.extend_from_slice(b"WAVEfmt ");
     w.extend_from_slice(&16u32.to_le_bytes());
     w.extend_from_slice(&1u16.to_le_bytes()); // PCM
@@ -46,7 +51,7 @@ pub fn write_wav_16k(path: &Path, samples: &[f32]) {
     w.extend_from_slice(&2u16.to_le_bytes());
     w.extend_from_slice(&16u16.to_le_bytes());
     w.extend_from_slice(b"data");
-    w.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    w.extend_from_slice(&data);
-    std::fs::write(path, w).expect("write wav");
+    w.extend_from_slice(&(pcm.len() as u32).to_le_bytes());
+    w.extend_from_slice(pcm);
+    w
 }

@@ -17,6 +17,27 @@ pub const JFK_WORDS: [&str; 2] = [
     "ask what you can do for your country",
 ];
 
+/// `$STAPES_CACHE` (default `~/.cache/stapes`), where `scripts/fetch-models.sh` puts models and clips.
+pub fn cache() -> PathBuf {
+    std::env::var_os("STAPES_CACHE")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stapes")
+        })
+}
+
+/// `-m` spec of the fetched whisper-tiny.en, named `tiny.en`; a missing model fails loudly.
+pub fn tiny_en() -> String {
+    let p = cache().join("models/whisper-tiny.en");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/fetch-models.sh whisper-tiny.en",
+        p.display()
+    );
+    format!("tiny.en={}", p.display())
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
