@@ -815,26 +815,18 @@ fn single_thread_equals_two_threads() {
     for lane in LANES {
         for rows in [1usize, 5, 300] {
             let xr = HostTensor::new(vec![rows, 384], x.data[..rows * 384].to_vec()).expect("rows");
-            let a = one
-                .download(
-                    &one.linear(
-                        &one.upload(&xr).expect("up"),
-                        &one.weight(&w, lane).expect("w"),
+            let linear = |be: &CpuBackend| {
+                be.download(
+                    &be.linear(
+                        &be.upload(&xr).expect("up"),
+                        &be.weight(&w, lane).expect("w"),
                         None,
                     )
                     .expect("linear"),
                 )
-                .expect("down");
-            let b = two
-                .download(
-                    &two.linear(
-                        &two.upload(&xr).expect("up"),
-                        &two.weight(&w, lane).expect("w"),
-                        None,
-                    )
-                    .expect("linear"),
-                )
-                .expect("down");
+                .expect("down")
+            };
+            let (a, b) = (linear(&one), linear(&two));
             check(
                 Op::Linear,
                 lane,
@@ -844,28 +836,12 @@ fn single_thread_equals_two_threads() {
             );
         }
     }
-    let a = one
-        .download(
-            &one.attention(
-                &one.upload(&q).expect("up"),
-                &one.upload(&q).expect("up"),
-                &one.upload(&q).expect("up"),
-                &prm,
-            )
-            .expect("attn"),
-        )
-        .expect("down");
-    let b = two
-        .download(
-            &two.attention(
-                &two.upload(&q).expect("up"),
-                &two.upload(&q).expect("up"),
-                &two.upload(&q).expect("up"),
-                &prm,
-            )
-            .expect("attn"),
-        )
-        .expect("down");
+    let attention = |be: &CpuBackend| {
+        let t = be.upload(&q).expect("up");
+        be.download(&be.attention(&t, &t, &t, &prm).expect("attn"))
+            .expect("down")
+    };
+    let (a, b) = (attention(&one), attention(&two));
     check(
         Op::Attention,
         Lane::F32,
