@@ -34,6 +34,36 @@ pub struct Segment {
     pub words: Option<Vec<Word>>,
 }
 
+impl Segment {
+    /// A segment of a family without Whisper's decoding statistics (transducers, CTC, Canary):
+    /// those stay 0 and the text gets the leading space every segment text carries.
+    pub fn plain(
+        id: usize,
+        start: f64,
+        end: f64,
+        text: &str,
+        tokens: Vec<u32>,
+        words: Option<Vec<Word>>,
+    ) -> Segment {
+        Segment {
+            id,
+            start,
+            end,
+            text: if text.is_empty() {
+                String::new()
+            } else {
+                format!(" {}", text.trim())
+            },
+            tokens,
+            avg_logprob: 0.0,
+            no_speech_prob: 0.0,
+            compression_ratio: 0.0,
+            temperature: 0.0,
+            words,
+        }
+    }
+}
+
 /// The result of transcribing one input.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Transcript {

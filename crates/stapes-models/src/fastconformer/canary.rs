@@ -657,22 +657,14 @@ impl<B: Backend> Canary<B> {
                 continue;
             };
             let text = self.decode_text(&ids)?;
-            t.segments.push(Segment {
-                id: t.segments.len(),
+            t.segments.push(Segment::plain(
+                t.segments.len(),
                 start,
                 end,
-                text: if text.is_empty() {
-                    text
-                } else {
-                    format!(" {}", text.trim())
-                },
-                tokens: ids,
-                avg_logprob: 0.0,
-                no_speech_prob: 0.0,
-                compression_ratio: 0.0,
-                temperature: 0.0,
-                words: None,
-            });
+                &text,
+                ids,
+                None,
+            ));
             if let Some(s) = t.segments.last() {
                 on_segment(s);
             }

@@ -385,22 +385,14 @@ impl<B: Backend> Parakeet<B> {
             };
             let ids: Vec<u32> = g.iter().map(|s| s.token).collect();
             let text = self.decode_text(&ids)?;
-            out.push(Segment {
-                id: out.len(),
-                start: first.frame as f64 * fs,
-                end: end_of(last),
-                text: if text.is_empty() {
-                    text
-                } else {
-                    format!(" {}", text.trim())
-                },
-                tokens: ids,
-                avg_logprob: 0.0,
-                no_speech_prob: 0.0,
-                compression_ratio: 0.0,
-                temperature: 0.0,
-                words: self.tokenizer.is_some().then_some(w),
-            });
+            out.push(Segment::plain(
+                out.len(),
+                first.frame as f64 * fs,
+                end_of(last),
+                &text,
+                ids,
+                self.tokenizer.is_some().then_some(w),
+            ));
         }
         Ok(out)
     }
