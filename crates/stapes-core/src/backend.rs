@@ -302,6 +302,63 @@ pub trait Backend: Send + Sync {
         Ok((h2, c2))
     }
 
+    // ---- decoder steps with their parameters on the device ----
+    //
+    // A per-token decoder step differs from the previous one only in its token ids and its
+    // position. Reading both from a small device tensor (see [`StepParams`]) instead of taking
+    // them as host values lets one captured chain serve every step. The defaults read that
+    // tensor back and call the host-parameter op, so a host home computes exactly what the
+    // host-parameter path computes.
+
+    /// Token embedding plus learned position of one step: `table (V, D)`, `positions (P, D)`,
+    /// `step` as [`StepParams`] with `B` ids → `(B, 1, D)` = `table[id_b] + positions[pos]`.
+    fn embed_step(
+        &self,
+        table: &Self::Tensor,
+        positions: &Self::Tensor,
+        step: &Self::Tensor,
+    ) -> Result<Self::Tensor> {
+        let sp = StepParams::read(self, step)?;
+        let d = *table.shape().last().unwrap_or(&0);
+        let x = self.gather_rows(table, &sp.ids)?; // (B, D)
+        let x = self.reshape(&x, &[sp.ids.len(), 1, d])?; // (B, 1, D)
+        let pos = self.slice(positions, 0, sp.position, 1)?; // (1, D)
+        self.add(&x, &pos)
+    }
+
+    /// [`Backend::write_rows`] at the step's position: `src (B, n, C)` into `dst (B, T, C)`
+    /// at rows `pos .. pos+n` (appending to a KV cache).
+    fn write_rows_step(
+        &self,
+        dst: &mut Self::Tensor,
+        src: &Self::Tensor,
+        step: &Self::Tensor,
+    ) -> Result<()> {
+        let sp = StepParams::read(self, step)?;
+        self.write_rows(dst, src, sp.position)
+    }
+
+    /// Causal [`Backend::attention`] of the step's queries `q (B, Tq, H·Dh)` over the first
+    /// `pos + Tq` rows of a KV cache `k, v (B, T, H·Dh)`; `p.kv_len` and `p.causal` are
+    /// ignored (the length comes from `step`, the step is always causal).
+    fn attention_step(
+        &self,
+        q: &Self::Tensor,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        p: &AttnParams,
+        step: &Self::Tensor,
+    ) -> Result<Self::Tensor> {
+        let sp = StepParams::read(self, step)?;
+        let tq = q.shape().get(1).copied().unwrap_or(0);
+        let p = AttnParams {
+            kv_len: Some(sp.position + tq),
+            causal: true,
+            ..*p
+        };
+        self.attention(q, k, v, &p)
+    }
+
     /// Run `f` as one chain under `key`. A home with graph capture (CUDA) records the chain the
     /// first time and replays it afterwards, so the tensors `f` reads must outlive every replay
     /// and keep their storage (refresh inputs in place with [`Backend::write_rows`] before the
@@ -321,6 +378,65 @@ pub trait Backend: Send + Sync {
     /// Wait until queued work is done (no-op on synchronous homes).
     fn synchronize(&self) -> Result<()> {
         Ok(())
+    }
+}
+
+/// The parameters of one decoder step, as the `(1, 1, 1 + B)` f32 tensor the `*_step` ops read:
+/// the position of the step's first token (the rows already in the KV cache), then one token id
+/// per sequence. f32 holds these integers exactly (both stay far below 2^24); the layout fits
+/// [`Backend::write_rows`], so a captured chain's step tensor is refreshed in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepParams {
+    pub position: usize,
+    pub ids: Vec<u32>,
+}
+
+impl StepParams {
+    /// Largest value the f32 encoding carries exactly.
+    const MAX: usize = 1 << 24;
+
+    /// The host tensor `(1, 1, 1 + B)` to upload or write into a step tensor.
+    pub fn to_host(&self) -> Result<HostTensor> {
+        let too_big =
+            self.position >= Self::MAX || self.ids.iter().any(|&i| i as usize >= Self::MAX);
+        if too_big || self.ids.is_empty() {
+            return Err(crate::Error::shape(
+                "step params",
+                format!(
+                    "position {} with {} ids: want 1+ ids, all values below 2^24",
+                    self.position,
+                    self.ids.len()
+                ),
+            ));
+        }
+        let mut data = Vec::with_capacity(1 + self.ids.len());
+        data.push(self.position as f32);
+        data.extend(self.ids.iter().map(|&i| i as f32));
+        HostTensor::new(vec![1, 1, data.len()], data)
+    }
+
+    /// Parse a downloaded step tensor, checking that every entry is a non-negative integer.
+    pub fn from_host(h: &HostTensor) -> Result<Self> {
+        let bad = |why: &str| crate::Error::shape("step params", format!("{:?}: {why}", h.shape));
+        if h.data.len() < 2 {
+            return Err(bad("want (1, 1, 1 + B) with B ≥ 1"));
+        }
+        let mut vals = Vec::with_capacity(h.data.len());
+        for &v in &h.data {
+            if !(v >= 0.0 && v < Self::MAX as f32 && v.fract() == 0.0) {
+                return Err(bad(&format!("entry {v} is not an integer in [0, 2^24)")));
+            }
+            vals.push(v as usize);
+        }
+        Ok(Self {
+            position: vals[0],
+            ids: vals[1..].iter().map(|&v| v as u32).collect(),
+        })
+    }
+
+    /// Read a step tensor back from `b` (what the default `*_step` ops do).
+    pub fn read<B: Backend + ?Sized>(b: &B, step: &B::Tensor) -> Result<Self> {
+        Self::from_host(&b.download(step)?)
     }
 }
 

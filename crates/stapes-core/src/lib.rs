@@ -12,7 +12,9 @@ pub mod shapes;
 pub mod tensor;
 pub mod tolerance;
 
-pub use backend::{Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor};
+pub use backend::{
+    Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, StepParams,
+};
 pub use counters::Counters;
 pub use error::{Error, Result};
 pub use lane::{Lane, Q8Block, Q8_BLOCK};
