@@ -10,6 +10,7 @@ pub mod error;
 pub mod inspect;
 pub mod models;
 pub mod output;
+pub mod profile;
 pub mod runtime;
 pub mod vad;
 
