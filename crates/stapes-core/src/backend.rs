@@ -9,7 +9,7 @@
 //! - Broadcasting in `add`/`mul`: `b`'s shape must equal `a`'s or be a suffix of it.
 //! - A home may decline an op it cannot do for a shape or lane with [`Error::Decline`].
 
-use crate::{counters::Counters, HostTensor, Lane, Result};
+use crate::{counters::Counters, HostTensor, Lane, Result, WeightView};
 
 /// What every backend tensor can tell about itself without a device round trip.
 pub trait DeviceTensor: Send + Sync {
@@ -78,6 +78,17 @@ pub trait Backend: Send + Sync {
     fn download(&self, t: &Self::Tensor) -> Result<HostTensor>;
     /// Store a `(N, K)` matrix (or a conv kernel flattened to that) in `lane`.
     fn weight(&self, w: &HostTensor, lane: Lane) -> Result<Self::Weight>;
+    /// [`Backend::weight`] from the values as the checkpoint stores them (f16 bytes in a memory
+    /// map, …): the same weight as `weight` of the widened `(N, K)` matrix. The default widens
+    /// this one matrix and calls `weight`; a home overrides it to skip that copy.
+    fn weight_from(&self, w: &WeightView<'_>, lane: Lane) -> Result<Self::Weight> {
+        self.weight(&w.to_host(), lane)
+    }
+    /// [`Backend::upload`] of a tensor the caller no longer needs: a host home may take the
+    /// buffer over instead of copying it (the embedding table at load).
+    fn upload_owned(&self, t: HostTensor) -> Result<Self::Tensor> {
+        self.upload(&t)
+    }
     /// `(N, K)` of a stored weight.
     fn weight_shape(&self, w: &Self::Weight) -> (usize, usize);
     /// Same data, new shape (element count must match).

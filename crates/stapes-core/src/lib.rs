@@ -18,4 +18,4 @@ pub use backend::{
 pub use counters::Counters;
 pub use error::{Error, Result};
 pub use lane::{Lane, Q8Block, Q8_BLOCK};
-pub use tensor::HostTensor;
+pub use tensor::{HostTensor, WeightData, WeightView};

@@ -81,6 +81,75 @@ impl HostTensor {
     }
 }
 
+/// A `(N, K)` GEMM weight borrowed as a checkpoint stores it, for [`crate::Backend::weight_from`]:
+/// a home builds its lane's storage straight from these values, without an f32 copy of the
+/// whole model first.
+#[derive(Clone, Copy, Debug)]
+pub struct WeightView<'a> {
+    pub n: usize,
+    pub k: usize,
+    pub data: WeightData<'a>,
+}
+
+/// The values of a [`WeightView`], row-major.
+#[derive(Clone, Copy, Debug)]
+pub enum WeightData<'a> {
+    F32(&'a [f32]),
+    /// IEEE binary16 values as little-endian byte pairs, at any alignment (a memory map).
+    F16Le(&'a [u8]),
+}
+
+impl<'a> WeightView<'a> {
+    /// Checks that `data` holds exactly `n·k` values.
+    pub fn new(n: usize, k: usize, data: WeightData<'a>) -> Result<Self> {
+        let have = match data {
+            WeightData::F32(v) => v.len(),
+            WeightData::F16Le(b) if b.len() % 2 == 0 => b.len() / 2,
+            WeightData::F16Le(b) => {
+                return Err(Error::shape(
+                    "WeightView::new",
+                    format!("{} bytes of f16 is not a whole number of values", b.len()),
+                ))
+            }
+        };
+        if n.checked_mul(k) != Some(have) {
+            return Err(Error::shape(
+                "WeightView::new",
+                format!(
+                    "({n}, {k}) needs {} values, got {have}",
+                    n.saturating_mul(k)
+                ),
+            ));
+        }
+        Ok(Self { n, k, data })
+    }
+
+    /// The values widened to f32 (exact for every variant), as `(N, K)`.
+    pub fn to_host(&self) -> HostTensor {
+        let data = match self.data {
+            WeightData::F32(v) => v.to_vec(),
+            WeightData::F16Le(b) => {
+                use half::slice::HalfFloatSliceExt;
+                // Through an aligned buffer: half's slice conversion uses F16C where present.
+                let mut out = vec![0f32; b.len() / 2];
+                let mut buf = [half::f16::ZERO; 1024];
+                for (src, dst) in b.chunks(2048).zip(out.chunks_mut(1024)) {
+                    let h = &mut buf[..dst.len()];
+                    for (v, c) in h.iter_mut().zip(src.chunks_exact(2)) {
+                        *v = half::f16::from_le_bytes([c[0], c[1]]);
+                    }
+                    h.convert_to_f32_slice(dst);
+                }
+                out
+            }
+        };
+        HostTensor {
+            shape: vec![self.n, self.k],
+            data,
+        }
+    }
+}
+
 /// Relative L2 distance ‖a − b‖ / ‖b‖ (b is the reference).
 pub fn rel_l2(a: &[f32], b: &[f32]) -> f32 {
     let (mut num, mut den) = (0f64, 0f64);
@@ -100,4 +169,34 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weight_view_widens_f16_bytes_exactly_at_any_alignment() {
+        let vals: Vec<half::f16> = (0..2500)
+            .map(|i| half::f16::from_f32((i as f32 - 1250.0) * 0.37))
+            .collect();
+        // One leading byte puts the pairs at an odd address, as in a memory map.
+        let mut bytes = vec![0u8];
+        vals.iter()
+            .for_each(|v| bytes.extend_from_slice(&v.to_le_bytes()));
+        let w = WeightView::new(50, 50, WeightData::F16Le(&bytes[1..])).unwrap();
+        let h = w.to_host();
+        assert_eq!(h.shape, vec![50, 50]);
+        for (a, b) in h.data.iter().zip(&vals) {
+            assert_eq!(a.to_bits(), b.to_f32().to_bits());
+        }
+    }
+
+    #[test]
+    fn weight_view_checks_the_count() {
+        assert!(WeightView::new(2, 3, WeightData::F32(&[0.0; 5])).is_err());
+        assert!(WeightView::new(2, 3, WeightData::F16Le(&[0u8; 11])).is_err());
+        assert!(WeightView::new(2, 3, WeightData::F16Le(&[0u8; 13])).is_err());
+        assert!(WeightView::new(2, 3, WeightData::F16Le(&[0u8; 12])).is_ok());
+    }
 }
