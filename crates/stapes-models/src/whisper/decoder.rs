@@ -5,7 +5,20 @@
 use super::config::WhisperConfig;
 use super::model::{attn_params, Attn, Linear, Mlp, Norm, Tensors};
 use crate::{ModelError, Result};
-use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
+use stapes_core::{Backend, DeviceTensor, HostTensor, Lane, StepParams};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Names decoders and their device buffers in chain keys: a captured step chain is bound to the
+/// exact weights and cache blocks it recorded.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Free buffers kept per decoder; more than this many of one kind are simply dropped.
+const MAX_FREE_SLOTS: usize = 8;
 
 pub(crate) struct DecoderLayer<B: Backend> {
     self_ln: Norm<B>,
@@ -32,6 +45,47 @@ pub(crate) struct Decoder<B: Backend> {
     d: usize,
     n_ctx: usize,
     vocab: usize,
+    id: u64,
+    /// Cache buffers that outlive a window, so a step chain captured once keeps finding its
+    /// inputs at the same addresses.
+    slots: Arc<Mutex<Slots<B>>>,
+    /// Per-token steps through [`Decoder::step_logits`]'s chain (on by default).
+    device_steps: AtomicBool,
+}
+
+/// Self-attention caches of `batch` sequences, per layer `(batch, n_text_ctx, d)`, and the step
+/// tensor `(1, 1, 1 + batch)` ([`StepParams`]) that a step chain reads.
+struct SelfSlot<B: Backend> {
+    id: u64,
+    batch: usize,
+    k: Vec<B::Tensor>,
+    v: Vec<B::Tensor>,
+    step: Option<B::Tensor>,
+}
+
+/// A copy of one window's cross K/V, per layer `(1, n_audio_ctx, d)`, at addresses a step chain
+/// can keep reading from window to window.
+struct CrossSlot<B: Backend> {
+    id: u64,
+    k: Vec<B::Tensor>,
+    v: Vec<B::Tensor>,
+}
+
+struct Slots<B: Backend> {
+    selfs: Vec<SelfSlot<B>>,
+    cross: Vec<CrossSlot<B>>,
+}
+
+fn lock<B: Backend>(m: &Mutex<Slots<B>>) -> std::sync::MutexGuard<'_, Slots<B>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<B: Backend> Slots<B> {
+    fn give_back_self(&mut self, s: SelfSlot<B>) {
+        if self.selfs.len() < MAX_FREE_SLOTS {
+            self.selfs.push(s);
+        }
+    }
 }
 
 /// Cross-attention K/V of one encoded window, per layer `(1, n_audio_ctx, d)`: computed once per
@@ -42,13 +96,64 @@ pub struct CrossKv<B: Backend> {
 }
 
 /// Per-sequence decoding state: the self-attention caches of `batch` sequences over one window.
+/// Its buffers come from (and return to, on drop) its decoder's free list.
 pub struct DecoderState<'a, B: Backend> {
     batch: usize,
     len: usize,
-    /// Per layer `(batch, n_text_ctx, d)`, rows `0..len` valid.
+    slot_id: u64,
+    /// Per layer `(batch, n_text_ctx, d)`, rows `0..len` valid (later rows hold stale values
+    /// that nothing reads).
     self_k: Vec<B::Tensor>,
     self_v: Vec<B::Tensor>,
+    /// `(1, 1, 1 + batch)`, the step chain's parameters.
+    step: Option<B::Tensor>,
     cross: &'a CrossKv<B>,
+    /// The window's cross K/V copied where the step chain reads it (on the first step).
+    cross_slot: Option<CrossSlot<B>>,
+    slots: Arc<Mutex<Slots<B>>>,
+}
+
+impl<B: Backend> DecoderState<'_, B> {
+    /// Swap in another self slot (another batch size); returns the one it held.
+    fn swap_slot(&mut self, s: SelfSlot<B>) -> SelfSlot<B> {
+        let old = SelfSlot {
+            id: self.slot_id,
+            batch: self.batch,
+            k: std::mem::replace(&mut self.self_k, s.k),
+            v: std::mem::replace(&mut self.self_v, s.v),
+            step: std::mem::replace(&mut self.step, s.step),
+        };
+        self.slot_id = s.id;
+        self.batch = s.batch;
+        old
+    }
+}
+
+impl<B: Backend> Drop for DecoderState<'_, B> {
+    fn drop(&mut self) {
+        let own = SelfSlot {
+            id: self.slot_id,
+            batch: self.batch,
+            k: std::mem::take(&mut self.self_k),
+            v: std::mem::take(&mut self.self_v),
+            step: self.step.take(),
+        };
+        let mut slots = lock(&self.slots);
+        slots.give_back_self(own);
+        if let Some(c) = self.cross_slot.take() {
+            if slots.cross.len() < MAX_FREE_SLOTS {
+                slots.cross.push(c);
+            }
+        }
+    }
+}
+
+/// Where a forward pass takes its self-attention parameters from.
+enum At<'s, T> {
+    /// Host values: the cache offset (rows already there).
+    Host { offset: usize },
+    /// A [`StepParams`] tensor on the device.
+    Step(&'s T),
 }
 
 impl<B: Backend> DecoderState<'_, B> {
@@ -104,7 +209,85 @@ impl<B: Backend> Decoder<B> {
             heads: cfg.decoder_heads,
             d: cfg.d_model,
             vocab: cfg.vocab_size,
+            id: next_id(),
+            slots: Arc::new(Mutex::new(Slots {
+                selfs: Vec::new(),
+                cross: Vec::new(),
+            })),
+            device_steps: AtomicBool::new(true),
         })
+    }
+
+    /// Whether [`Self::step_logits`] runs the step chain (device-side parameters, captured and
+    /// replayed where the home can) or the host-parameter forward pass.
+    pub fn set_device_steps(&self, on: bool) {
+        self.device_steps.store(on, Ordering::Relaxed);
+    }
+
+    pub fn device_steps(&self) -> bool {
+        self.device_steps.load(Ordering::Relaxed)
+    }
+
+    /// Self caches for `batch` sequences: a free slot of that batch, else fresh zeroed ones.
+    fn lease_self(&self, b: &B, batch: usize) -> Result<SelfSlot<B>> {
+        {
+            let mut slots = lock(&self.slots);
+            if let Some(i) = slots.selfs.iter().position(|s| s.batch == batch) {
+                return Ok(slots.selfs.swap_remove(i));
+            }
+        }
+        let zeros = HostTensor::zeros(vec![batch, self.n_ctx, self.d]);
+        let mut s = SelfSlot {
+            id: next_id(),
+            batch,
+            k: Vec::with_capacity(self.layers.len()),
+            v: Vec::with_capacity(self.layers.len()),
+            step: None,
+        };
+        for _ in &self.layers {
+            s.k.push(b.upload(&zeros)?);
+            s.v.push(b.upload(&zeros)?);
+        }
+        Ok(s)
+    }
+
+    /// A cross slot holding a copy of `cross`.
+    fn lease_cross(&self, b: &B, cross: &CrossKv<B>) -> Result<CrossSlot<B>> {
+        let shape =
+            cross.k.first().map(|t| t.shape().to_vec()).ok_or_else(|| {
+                ModelError::BadInput("cross K/V of a decoder without layers".into())
+            })?;
+        let found = {
+            let mut slots = lock(&self.slots);
+            slots
+                .cross
+                .iter()
+                .position(|s| s.k.first().map(|t| t.shape()) == Some(&shape[..]))
+                .map(|i| slots.cross.swap_remove(i))
+        };
+        let mut slot = match found {
+            Some(s) => s,
+            None => {
+                let zeros = HostTensor::zeros(shape.clone());
+                let mut s = CrossSlot {
+                    id: next_id(),
+                    k: Vec::with_capacity(self.layers.len()),
+                    v: Vec::with_capacity(self.layers.len()),
+                };
+                for _ in &self.layers {
+                    s.k.push(b.upload(&zeros)?);
+                    s.v.push(b.upload(&zeros)?);
+                }
+                s
+            }
+        };
+        for (dst, src) in slot.k.iter_mut().zip(&cross.k) {
+            b.write_rows(dst, src, 0)?; // (1, n_audio_ctx, d)
+        }
+        for (dst, src) in slot.v.iter_mut().zip(&cross.v) {
+            b.write_rows(dst, src, 0)?;
+        }
+        Ok(slot)
     }
 
     pub fn n_ctx(&self) -> usize {
@@ -138,19 +321,21 @@ impl<B: Backend> Decoder<B> {
         cross: &'a CrossKv<B>,
         batch: usize,
     ) -> Result<DecoderState<'a, B>> {
-        let mut st = DecoderState {
+        if batch == 0 {
+            return Err(ModelError::BadInput("decoder state for 0 sequences".into()));
+        }
+        let s = self.lease_self(b, batch)?;
+        Ok(DecoderState {
             batch,
             len: 0,
-            self_k: Vec::with_capacity(self.layers.len()),
-            self_v: Vec::with_capacity(self.layers.len()),
+            slot_id: s.id,
+            self_k: s.k,
+            self_v: s.v,
+            step: s.step,
             cross,
-        };
-        let zeros = HostTensor::zeros(vec![batch, self.n_ctx, self.d]);
-        for _ in &self.layers {
-            st.self_k.push(b.upload(&zeros)?);
-            st.self_v.push(b.upload(&zeros)?);
-        }
-        Ok(st)
+            cross_slot: None,
+            slots: self.slots.clone(),
+        })
     }
 
     /// Reorder (and possibly resize) the batch: sequence `i` of the result continues sequence
@@ -165,28 +350,37 @@ impl<B: Backend> Decoder<B> {
         if idx.len() == st.batch && idx.iter().enumerate().all(|(i, &j)| i == j) {
             return Ok(());
         }
-        let fresh = idx.len() != st.batch;
-        let zeros = if fresh {
-            Some(HostTensor::zeros(vec![idx.len(), self.n_ctx, self.d]))
+        // Another batch size moves into that size's buffers, so its step chain finds them.
+        let mut fresh = if idx.len() != st.batch {
+            Some(self.lease_self(b, idx.len())?)
         } else {
             None
         };
-        for cache in st.self_k.iter_mut().chain(st.self_v.iter_mut()) {
-            // Only the filled rows move: the copy grows with the sequence, not with n_text_ctx.
-            let live = if st.len > 0 {
-                let rows = b.slice(cache, 1, 0, st.len)?; // (batch, len, d)
-                Some(b.gather_batch(&rows, idx)?) // (idx, len, d)
-            } else {
-                None
-            };
-            if let Some(z) = &zeros {
-                *cache = b.upload(z)?;
-            }
-            if let Some(rows) = live {
-                b.write_rows(cache, &rows, 0)?;
+        if st.len > 0 {
+            for l in 0..st.self_k.len() {
+                for keys in [true, false] {
+                    let cache = if keys {
+                        &mut st.self_k[l]
+                    } else {
+                        &mut st.self_v[l]
+                    };
+                    // Only the filled rows move: the copy grows with the sequence, not with
+                    // n_text_ctx.
+                    let rows = b.slice(cache, 1, 0, st.len)?; // (batch, len, d)
+                    let rows = b.gather_batch(&rows, idx)?; // (idx, len, d)
+                    let dst = match &mut fresh {
+                        Some(f) if keys => &mut f.k[l],
+                        Some(f) => &mut f.v[l],
+                        None => cache,
+                    };
+                    b.write_rows(dst, &rows, 0)?;
+                }
             }
         }
-        st.batch = idx.len();
+        if let Some(f) = fresh {
+            let old = st.swap_slot(f);
+            lock(&self.slots).give_back_self(old);
+        }
         Ok(())
     }
 
@@ -214,14 +408,7 @@ impl<B: Backend> Decoder<B> {
         self.forward_inner(b, st, tokens, n, probs_of)
     }
 
-    fn forward_inner(
-        &self,
-        b: &B,
-        st: &mut DecoderState<'_, B>,
-        tokens: &[u32],
-        n: usize,
-        probs_of: &[usize],
-    ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
+    fn check_tokens(&self, st: &DecoderState<'_, B>, tokens: &[u32], n: usize) -> Result<()> {
         let batch = st.batch;
         if n == 0 || tokens.len() != batch * n {
             return Err(ModelError::BadInput(format!(
@@ -241,11 +428,49 @@ impl<B: Backend> Decoder<B> {
                 self.vocab
             )));
         }
+        Ok(())
+    }
+
+    fn forward_inner(
+        &self,
+        b: &B,
+        st: &mut DecoderState<'_, B>,
+        tokens: &[u32],
+        n: usize,
+        probs_of: &[usize],
+    ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
+        self.check_tokens(st, tokens, n)?;
+        let batch = st.batch;
         let offset = st.len;
         let x = b.gather_rows(&self.embed, tokens)?; // (batch·n, d)
         let x = b.reshape(&x, &[batch, n, self.d])?; // (batch, n, d)
         let pos = b.slice(&self.positions, 0, offset, n)?; // (n, d)
-        let mut x = b.add(&x, &pos)?;
+        let x = b.add(&x, &pos)?;
+        let cross = st.cross;
+        let (x, probs) = self.layers_forward(
+            b,
+            x,
+            (&mut st.self_k, &mut st.self_v),
+            (&cross.k, &cross.v),
+            At::Host { offset },
+            probs_of,
+        )?;
+        st.len += n;
+        Ok((self.ln.forward(b, &x)?, probs))
+    }
+
+    /// The decoder blocks over `x (batch, n, d)`: the new K/V rows go into the self caches at
+    /// `at`, self-attention covers the cache up to them, cross-attention the window's K/V.
+    fn layers_forward(
+        &self,
+        b: &B,
+        mut x: B::Tensor,
+        (self_k, self_v): (&mut [B::Tensor], &mut [B::Tensor]),
+        (cross_k, cross_v): (&[B::Tensor], &[B::Tensor]),
+        at: At<'_, B::Tensor>,
+        probs_of: &[usize],
+    ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
+        let (batch, n) = (x.shape()[0], x.shape()[1]);
         let mut probs = Vec::with_capacity(probs_of.len());
         for (l, layer) in self.layers.iter().enumerate() {
             // causal self-attention over the cache
@@ -253,10 +478,20 @@ impl<B: Backend> Decoder<B> {
             let q = layer.self_attn.q.forward(b, &h)?; // (batch, n, d)
             let k = layer.self_attn.k.forward(b, &h)?;
             let v = layer.self_attn.v.forward(b, &h)?;
-            b.write_rows(&mut st.self_k[l], &k, offset)?;
-            b.write_rows(&mut st.self_v[l], &v, offset)?;
-            let p = attn_params(&q, self.heads, Some(offset + n), true);
-            let a = b.attention(&q, &st.self_k[l], &st.self_v[l], &p)?;
+            let a = match at {
+                At::Host { offset } => {
+                    b.write_rows(&mut self_k[l], &k, offset)?;
+                    b.write_rows(&mut self_v[l], &v, offset)?;
+                    let p = attn_params(&q, self.heads, Some(offset + n), true);
+                    b.attention(&q, &self_k[l], &self_v[l], &p)?
+                }
+                At::Step(step) => {
+                    b.write_rows_step(&mut self_k[l], &k, step)?;
+                    b.write_rows_step(&mut self_v[l], &v, step)?;
+                    let p = attn_params(&q, self.heads, None, true);
+                    b.attention_step(&q, &self_k[l], &self_v[l], &p, step)?
+                }
+            };
             x = b.add(&x, &layer.self_attn.o.forward(b, &a)?)?;
 
             // cross-attention: every query row of every sequence attends the same window, so the
@@ -265,9 +500,9 @@ impl<B: Backend> Decoder<B> {
             let q = layer.cross_q.forward(b, &h)?; // (batch, n, d)
             let q = b.reshape(&q, &[1, batch * n, self.d])?; // (1, batch·n, d)
             let p = attn_params(&q, self.heads, None, false);
-            let a = b.attention(&q, &st.cross.k[l], &st.cross.v[l], &p)?; // (1, batch·n, d)
+            let a = b.attention(&q, &cross_k[l], &cross_v[l], &p)?; // (1, batch·n, d)
             if probs_of.contains(&l) {
-                let pr = b.attention_probs(&q, &st.cross.k[l], &p)?; // (1, H, batch·n, Tk)
+                let pr = b.attention_probs(&q, &cross_k[l], &p)?; // (1, H, batch·n, Tk)
                 probs.push(pr);
             }
             let a = b.reshape(&a, &[batch, n, self.d])?;
@@ -276,12 +511,116 @@ impl<B: Backend> Decoder<B> {
             let h = layer.mlp_ln.forward(b, &x)?;
             x = b.add(&x, &layer.mlp.forward(b, &h)?)?;
         }
-        st.len += n;
-        Ok((self.ln.forward(b, &x)?, probs))
+        Ok((x, probs))
+    }
+
+    /// One decoding step of every sequence: `tokens (batch)` at position `len` → the logits
+    /// `(batch, V)` on the host. With device steps on, the ids and the position go into the
+    /// state's step tensor and the whole step (embedding to logits) runs as one chain per
+    /// (decoder, batch, window shape), which a GPU home captures once and replays for every
+    /// step of every window; otherwise the host-parameter forward pass runs. Both compute the
+    /// same ops on the same values.
+    pub fn step_logits(
+        &self,
+        b: &B,
+        st: &mut DecoderState<'_, B>,
+        tokens: &[u32],
+    ) -> Result<HostTensor> {
+        self.check_tokens(st, tokens, 1)?;
+        let batch = st.batch;
+        if !self.device_steps() {
+            let h = self.forward(b, st, tokens, 1)?; // (batch, 1, d)
+            let l = b.download(&self.logits(b, &h)?)?; // (batch, 1, V)
+            return Ok(l.reshape(vec![batch, self.vocab])?);
+        }
+        if st.cross_slot.is_none() {
+            st.cross_slot = Some(self.lease_cross(b, st.cross)?);
+        }
+        let params = StepParams {
+            position: st.len,
+            ids: tokens.to_vec(),
+        }
+        .to_host()?;
+        match &mut st.step {
+            // refreshed in place: the chain recorded this tensor's storage
+            Some(t) => b.write_rows(t, &b.upload(&params)?, 0)?,
+            None => st.step = Some(b.upload(&params)?),
+        }
+        let (Some(step), Some(cross)) = (&st.step, &st.cross_slot) else {
+            return Err(ModelError::BadInput("decoder step buffers missing".into()));
+        };
+        let key = format!(
+            "whisper-step/dec{}/self{}/cross{}/b{batch}",
+            self.id, st.slot_id, cross.id
+        );
+        let (self_k, self_v) = (&mut st.self_k, &mut st.self_v);
+        let logits = crate::chain_one(b, &key, "whisper decoder step", &mut |b| {
+            let x = b.embed_step(&self.embed, &self.positions, step)?; // (batch, 1, d)
+            let (x, _) = self.layers_forward(
+                b,
+                x,
+                (self_k, self_v),
+                (&cross.k, &cross.v),
+                At::Step(step),
+                &[],
+            )?;
+            self.logits(b, &self.ln.forward(b, &x)?) // (batch, 1, V)
+        })?;
+        // the next replay overwrites the chain's output, so it comes back now
+        let l = b.download(&logits)?;
+        st.len += 1;
+        Ok(l.reshape(vec![batch, self.vocab])?)
     }
 
     /// Logits of hidden states `(.., d)` → `(.., V)`.
     pub fn logits(&self, b: &B, hidden: &B::Tensor) -> Result<B::Tensor> {
         Ok(b.linear(hidden, &self.embed_w, None)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::WhisperConfig;
+    use super::super::model::Whisper;
+    use super::super::weights::synthetic_checkpoint;
+    use stapes_core::{Backend, HostTensor, Lane};
+    use stapes_cpu::CpuBackend;
+
+    /// The step chain (parameters read from the step tensor by the default `*_step` ops) and
+    /// the host-parameter pass are the same ops on the same values: equal logits, step by
+    /// step, across a batch change (a reorder into another slot) and a second window that
+    /// reuses the first window's buffers.
+    #[test]
+    fn device_steps_equal_host_steps_across_reorders_and_windows() {
+        let cfg = WhisperConfig::published("whisper-tiny").expect("shape");
+        let ck = synthetic_checkpoint(&cfg, 5).expect("synthetic");
+        let m = Whisper::new(CpuBackend::new(1).expect("cpu"), &ck, Lane::F32).expect("model");
+        let b = m.backend();
+        let sot = m.tokenizer.sot();
+        for window in 0..2u64 {
+            let enc = HostTensor::random(vec![1, cfg.n_audio_ctx, cfg.d_model], 40 + window, 1.0);
+            let cross = m.cross_kv(&b.upload(&enc).expect("up")).expect("cross");
+            let mut got = Vec::new();
+            for device in [false, true] {
+                m.set_device_steps(device);
+                let mut st = m.decoder_state(&cross, 1).expect("state");
+                let mut rows = Vec::new();
+                rows.push(m.decode_step(&mut st, &[sot]).expect("step 0").data);
+                m.decoder.reorder(b, &mut st, &[0, 0, 0]).expect("expand");
+                rows.push(m.decode_step(&mut st, &[11, 12, 13]).expect("step 1").data);
+                m.decoder.reorder(b, &mut st, &[2, 0, 1]).expect("permute");
+                rows.push(m.decode_step(&mut st, &[21, 22, 23]).expect("step 2").data);
+                m.decoder.reorder(b, &mut st, &[1, 2]).expect("shrink");
+                rows.push(m.decode_step(&mut st, &[31, 32]).expect("step 3").data);
+                assert_eq!(st.len(), 4);
+                got.push(rows);
+            }
+            for (s, (h, d)) in got[0].iter().zip(&got[1]).enumerate() {
+                assert_eq!(h.len(), d.len());
+                let same = h.iter().zip(d).all(|(a, c)| a.to_bits() == c.to_bits());
+                assert!(same, "window {window} step {s}: device-step logits differ");
+            }
+        }
+        m.set_device_steps(true);
     }
 }

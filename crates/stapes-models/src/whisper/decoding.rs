@@ -328,6 +328,33 @@ impl<B: Backend> Whisper<B> {
         self.tokenizer.special()
     }
 
+    /// One decoding step of every row of `state`: `tokens (rows)` at the state's position →
+    /// logits `(rows, V)` on the host. Runs as the decoder's step chain (captured once and
+    /// replayed on a GPU home) unless [`Self::set_device_steps`] turned that off.
+    pub fn decode_step(
+        &self,
+        state: &mut DecoderState<'_, B>,
+        tokens: &[u32],
+    ) -> Result<HostTensor> {
+        self.decoder.step_logits(&self.backend, state, tokens)
+    }
+
+    /// Per-token steps as one device-parameter chain (`true`, the default) or as the
+    /// host-parameter forward pass (`false`; same ops and values, one op call per kernel).
+    pub fn set_device_steps(&self, on: bool) {
+        self.decoder.set_device_steps(on);
+    }
+
+    pub fn device_steps(&self) -> bool {
+        self.decoder.device_steps()
+    }
+
+    /// Reorder (and possibly resize) a state's batch: row `i` continues row `idx[i]` (what beam
+    /// search and sampling do between steps).
+    pub fn reorder_state(&self, state: &mut DecoderState<'_, B>, idx: &[usize]) -> Result<()> {
+        self.decoder.reorder(&self.backend, state, idx)
+    }
+
     /// Logits `(rows, V)` of the last position of each row of `hidden (rows, n, d)`.
     fn last_logits(&self, hidden: &B::Tensor, n: usize) -> Result<HostTensor> {
         if n > 1 {
@@ -471,8 +498,7 @@ impl<B: Backend> Whisper<B> {
         let mut input = vec![start_id; n];
         let mut no_speech = None;
         for step in 0..max_len {
-            let hidden = self.decode(state, &input, 1)?; // (rows, 1, d)
-            let mut logits = self.last_logits(&hidden, 1)?; // (rows, V)
+            let mut logits = self.decode_step(state, &input)?; // (rows, V)
             let v = logits.last_dim();
             let mut keep = Vec::with_capacity(alive.len());
             for (r, row) in logits.data.chunks_mut(v).enumerate() {
@@ -544,8 +570,7 @@ impl<B: Backend> Whisper<B> {
         let mut no_speech = None;
         let mut top: Vec<(f32, usize)> = Vec::with_capacity(n_cand + 1);
         for step in 0..max_len {
-            let hidden = self.decode(state, &input, 1)?; // (rows, 1, d)
-            let mut logits = self.last_logits(&hidden, 1)?; // (rows, V)
+            let mut logits = self.decode_step(state, &input)?; // (rows, V)
             let v = logits.last_dim();
             top.clear();
             for (r, row) in logits.data.chunks_mut(v).enumerate() {
