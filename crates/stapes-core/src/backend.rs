@@ -370,6 +370,20 @@ pub trait Backend: Send + Sync {
         self.attention(q, k, v, &p)
     }
 
+    /// [`Backend::attention`] of a few query rows (decoder steps) over a long K/V (the
+    /// cross-attention over an encoded window). Equal to `attention` up to the order of the f32
+    /// sums: a device home splits the keys across blocks, since one block per (row, head) would
+    /// leave most of a GPU idle. The default calls `attention`.
+    fn attention_decode(
+        &self,
+        q: &Self::Tensor,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        p: &AttnParams,
+    ) -> Result<Self::Tensor> {
+        self.attention(q, k, v, p)
+    }
+
     /// Run `f` as one chain under `key`. A home with graph capture (CUDA) records the chain the
     /// first time and replays it afterwards, so the tensors `f` reads must outlive every replay
     /// and keep their storage (refresh inputs in place with [`Backend::write_rows`] before the
