@@ -175,6 +175,8 @@ impl CudaBackend {
                 detail: format!("{count} device(s) present"),
             });
         }
+        // start-up phases are spans (stapes::profile records them; free when nobody listens)
+        let span_ctx = tracing::info_span!("cuda.context").entered();
         let ctx = CudaContext::new(ordinal).map_err(|e| CudaError::driver("cuCtxCreate", e))?;
         // All work is ordered on one stream by us; cudarc's per-slice events would also break capture.
         // SAFETY: called before any allocation in this context.
@@ -194,8 +196,10 @@ impl CudaBackend {
         }
         let arch: &'static str = Box::leak(format!("compute_{maj}{min}").into_boxed_str());
         let name = ctx.name().unwrap_or_else(|_| "unknown GPU".into());
+        drop(span_ctx);
         let kernels = Kernels::load(&ctx, arch)?;
         let pool = Pool::new(ctx.clone());
+        let span_blas = tracing::info_span!("cuda.cublas").entered();
         let blas = CudaBlas::new(stream.clone())
             .map_err(|e| CudaError::Blas(format!("create handle: {e:?}")))?;
         let blas_ws = pool.alloc(WORKSPACE_BYTES)?;
@@ -210,6 +214,8 @@ impl CudaBackend {
         .result()
         .map_err(|e| CudaError::Blas(format!("set workspace: {e:?}")))?;
         let lt_ws = pool.alloc(WORKSPACE_BYTES)?;
+        let lt = Lt::new(WORKSPACE_BYTES)?;
+        drop(span_blas);
         let graphs_on = std::env::var("STAPES_CUDA_GRAPHS")
             .map(|v| v.trim() != "0")
             .unwrap_or(true);
@@ -218,7 +224,7 @@ impl CudaBackend {
             stream,
             kernels,
             blas: Mutex::new(blas),
-            lt: Lt::new(WORKSPACE_BYTES)?,
+            lt,
             _blas_ws: blas_ws,
             lt_ws,
             pool,

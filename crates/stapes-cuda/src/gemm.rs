@@ -184,6 +184,13 @@ impl Drop for Lt {
 
 const CANDIDATES: usize = 8;
 
+/// `STAPES_CUDA_LT_TUNE=0`: take cuBLASLt's first heuristic pick instead of timing the
+/// candidates at a shape's first use (start-up experiments).
+fn tuning_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_LT_TUNE").map_or(true, |v| v.trim() != "0"))
+}
+
 impl Lt {
     pub fn new(workspace_bytes: usize) -> Result<Self, CudaError> {
         let handle = ltr::create_handle().map_err(lt_err("cublasLtCreate"))?;
@@ -320,7 +327,10 @@ impl Lt {
         let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
         let entry = match plans.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(self.plan(key).ok()),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let _s = tracing::info_span!("cublaslt.plan", ?kind, m, n, k).entered();
+                e.insert(self.plan(key).ok())
+            }
         };
         let Some(p) = entry.as_mut() else {
             return Err(CudaError::Blas(format!(
@@ -363,7 +373,16 @@ impl Lt {
                 cs,
             )
         };
-        if tune && p.candidates.len() > 1 {
+        if tune && p.candidates.len() > 1 && tuning_on() {
+            let _s = tracing::info_span!(
+                "cublaslt.tune",
+                ?kind,
+                m,
+                n,
+                k,
+                candidates = p.candidates.len()
+            )
+            .entered();
             let candidates = std::mem::take(&mut p.candidates);
             let ctx = stream.context();
             let mut best: Option<(f32, lts::cublasLtMatmulAlgo_t)> = None;

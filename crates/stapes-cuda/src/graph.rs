@@ -101,7 +101,10 @@ impl CudaBackend {
         key: &str,
         f: &mut dyn FnMut(&CudaBackend) -> Result<Vec<CudaTensor>>,
     ) -> Result<Vec<CudaTensor>> {
+        let span = tracing::info_span!("cuda.chain", key, mode = tracing::field::Empty);
+        let _e = span.enter();
         if !self.graphs.enabled {
+            span.record("mode", "eager");
             return f(self);
         }
         let first = self
@@ -111,8 +114,17 @@ impl CudaBackend {
             .unwrap_or_else(|p| p.into_inner())
             .insert(key.to_string());
         if first {
+            span.record("mode", "eager (first use)");
             return f(self);
         }
+        span.record(
+            "mode",
+            if self.has_graph(key) {
+                "replay"
+            } else {
+                "capture"
+            },
+        );
         self.run_graph(key, |b| f(b))
     }
 

@@ -130,6 +130,8 @@ pub fn compile(f: &KernelFile, arch: &'static str) -> Result<String, CudaError> 
         ver.as_bytes(),
     ]);
     let path = cache_dir().map(|d| d.join(format!("{}-{arch}-{hash:016x}.ptx", f.name)));
+    let span = tracing::info_span!("cuda.nvrtc", file = f.name, cache = tracing::field::Empty);
+    let _e = span.enter();
     if let Some(p) = &path {
         if let Ok(ptx) = std::fs::read_to_string(p) {
             if ptx.contains(".entry") {
@@ -144,10 +146,12 @@ pub fn compile(f: &KernelFile, arch: &'static str) -> Result<String, CudaError> 
         ..Default::default()
     };
     let ptx = std::panic::catch_unwind(|| nvrtc::compile_ptx_with_opts(&src, opts))
+                span.record("cache", "hit");
         .map_err(|_| CudaError::Library("NVRTC panicked (library or symbol missing)".into()))?
         .map_err(|e| match e {
             nvrtc::CompileError::CompileError { log, .. } => CudaError::Compile {
                 file: f.name,
+    span.record("cache", if path.is_some() { "miss" } else { "off" });
                 log: log.to_string_lossy().into_owned(),
             },
             other => CudaError::Compile {
@@ -211,8 +215,28 @@ pub fn ptx_entries(ptx: &str) -> Vec<String> {
 impl Kernels {
     pub fn load(ctx: &Arc<CudaContext>, arch: &'static str) -> Result<Self, CudaError> {
         let mut funcs = HashMap::new();
-        for f in FILES {
-            let ptx = compile(f, arch)?;
+        let parent = tracing::Span::current();
+        // one thread per file: a cold cache compiles them side by side (NVRTC programs are
+        // independent); a warm one only reads files
+        let ptxs: Vec<Result<String, CudaError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = FILES
+                .iter()
+                .map(|f| {
+                    let parent = parent.clone();
+                    s.spawn(move || parent.in_scope(|| compile(f, arch)))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(CudaError::Library("NVRTC compile thread panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        for (f, ptx) in FILES.iter().zip(ptxs) {
+            let ptx = ptx?;
             let names = ptx_entries(&ptx);
             let module = ctx
                 .load_module(Ptx::from_src(ptx))
@@ -221,10 +245,13 @@ impl Kernels {
             for e in names {
                 let func = module
                     .load_function(&e)
+        let _k = tracing::info_span!("cuda.kernels", files = FILES.len()).entered();
                     .map_err(|err| CudaError::driver("load_function", err))?;
                 funcs.insert(e, func);
             }
             for e in f.entries {
+            let _s =
+                tracing::info_span!("cuda.module", file = f.name, entries = names.len()).entered();
                 if !funcs.contains_key(*e) {
                     return Err(CudaError::MissingKernel(e));
                 }

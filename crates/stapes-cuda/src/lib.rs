@@ -91,6 +91,8 @@ pub fn available() -> bool {
         return false;
     }
     std::panic::catch_unwind(|| {
+    // the driver's own start-up (cuInit): paid once per process, whoever calls first
+    let _s = tracing::info_span!("cuda.init").entered();
         // SAFETY: cuInit/cuDeviceGetCount only write the count; the library is present.
         unsafe {
             let mut n = 0i32;

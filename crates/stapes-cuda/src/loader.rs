@@ -41,8 +41,10 @@ const CUBLAS: Lib = Lib {
     names: &["libcublas.so.13", "libcublas.so"],
 };
 
-/// Directories searched after the loader's own path, in order.
-fn search_dirs() -> Vec<PathBuf> {
+/// Directories searched after the loader's own path, in order: the cheap, well-known places
+/// first (variables, CUDA installs, the usual Python `site-packages`); the deep walk of the
+/// system's library trees only when `deep` (it costs tens of ms, more under gVisor).
+fn search_dirs(deep: bool) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = Vec::new();
     for var in ["STAPES_CUDA_LIBDIR", "STAPES_NVRTC_LIB"] {
         if let Ok(s) = std::env::var(var) {
@@ -79,12 +81,25 @@ fn search_dirs() -> Vec<PathBuf> {
     if let Ok(venv) = std::env::var("VIRTUAL_ENV") {
         find_site_packages(Path::new(&venv), 0, 4, &mut site);
     }
-    if let Ok(home) = std::env::var("HOME") {
-        find_site_packages(&Path::new(&home).join(".pyenv/versions"), 0, 4, &mut site);
-        find_site_packages(&Path::new(&home).join(".local/lib"), 0, 3, &mut site);
-    }
-    for root in ["/usr/local/lib", "/usr/lib", "/opt"] {
-        find_site_packages(Path::new(root), 0, 5, &mut site);
+    if deep {
+        if let Ok(home) = std::env::var("HOME") {
+            find_site_packages(&Path::new(&home).join(".pyenv/versions"), 0, 4, &mut site);
+            find_site_packages(&Path::new(&home).join(".local/lib"), 0, 3, &mut site);
+        }
+        for root in ["/usr/local/lib", "/usr/lib", "/opt"] {
+            find_site_packages(Path::new(root), 0, 5, &mut site);
+        }
+    } else {
+        // <root>/python3.X/{site,dist}-packages: one directory read per root
+        for root in ["/usr/local/lib", "/usr/lib"] {
+            for ent in std::fs::read_dir(root).into_iter().flatten().flatten() {
+                if ent.file_name().to_string_lossy().starts_with("python3") {
+                    for sp in ["site-packages", "dist-packages"] {
+                        site.push(ent.path().join(sp));
+                    }
+                }
+            }
+        }
     }
     for sp in site {
         if let Ok(rd) = std::fs::read_dir(sp.join("nvidia")) {
@@ -121,8 +136,8 @@ fn find_site_packages(dir: &Path, depth: usize, max: usize, out: &mut Vec<PathBu
     }
 }
 
-/// Load one library (soname first, then the search list); returns where it came from.
-fn preload(lib: &Lib, dirs: &[PathBuf]) -> Option<String> {
+/// Load one library by soname (the loader path: `LD_LIBRARY_PATH`, the ld cache).
+fn preload_soname(lib: &Lib) -> Option<String> {
     use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
     for n in lib.names {
         // SAFETY: loading a system library; its initialisers are the vendor's.
@@ -131,6 +146,12 @@ fn preload(lib: &Lib, dirs: &[PathBuf]) -> Option<String> {
             return Some(format!("{n} (loader path)"));
         }
     }
+    None
+}
+
+/// Load one library from the first directory of `dirs` that holds it.
+fn preload_from(lib: &Lib, dirs: &[PathBuf]) -> Option<String> {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
     for d in dirs {
         for n in lib.names {
             let p = d.join(n);
@@ -143,12 +164,44 @@ fn preload(lib: &Lib, dirs: &[PathBuf]) -> Option<String> {
             }
         }
     }
-    tracing::debug!(
-        "{} not found in the loader path or {} search dirs",
-        lib.what,
-        dirs.len()
-    );
     None
+}
+
+/// Soname first, then the cheap search list, then the deep one. The directory lists are built
+/// only when a soname lookup fails, once each.
+fn preload(
+    lib: &Lib,
+    quick: &mut Option<Vec<PathBuf>>,
+    deep: &mut Option<Vec<PathBuf>>,
+) -> Option<String> {
+    let span = tracing::info_span!("cuda.dlopen", lib = lib.what, from = tracing::field::Empty);
+    let _e = span.enter();
+    let found = preload_soname(lib)
+        .or_else(|| {
+            let dirs = quick.get_or_insert_with(|| {
+                let _s = tracing::info_span!("cuda.libsearch", deep = false).entered();
+                search_dirs(false)
+            });
+            preload_from(lib, dirs)
+        })
+        .or_else(|| {
+            let dirs = deep.get_or_insert_with(|| {
+                let _s = tracing::info_span!("cuda.libsearch", deep = true).entered();
+                search_dirs(true)
+            });
+            preload_from(lib, dirs)
+        });
+    match &found {
+        Some(f) => {
+            span.record("from", f.as_str());
+        }
+        None => tracing::debug!(
+            "{} not found in the loader path or {} search dirs",
+            lib.what,
+            deep.as_ref().map_or(0, Vec::len)
+        ),
+    }
+    found
 }
 
 /// What was found, once per process.
@@ -163,13 +216,15 @@ pub struct LibReport {
 fn report() -> &'static LibReport {
     static R: OnceLock<LibReport> = OnceLock::new();
     R.get_or_init(|| {
-        let dirs = search_dirs();
-        let driver = preload(&DRIVER, &dirs);
-        let nvrtc = preload(&NVRTC, &dirs);
+        let (mut quick, mut deep) = (None, None);
+        let driver = preload(&DRIVER, &mut quick, &mut deep);
+        let nvrtc = preload(&NVRTC, &mut quick, &mut deep);
         // builtins sit beside libnvrtc and are found by it; preloading only helps odd layouts
-        let _ = preload(&NVRTC_BUILTINS, &dirs);
-        let cublas_lt = preload(&CUBLASLT, &dirs);
-        let cublas = preload(&CUBLAS, &dirs);
+        if nvrtc.is_some() {
+            let _ = preload(&NVRTC_BUILTINS, &mut quick, &mut deep);
+        }
+        let cublas_lt = preload(&CUBLASLT, &mut quick, &mut deep);
+        let cublas = preload(&CUBLAS, &mut quick, &mut deep);
         let r = LibReport {
             driver,
             nvrtc,
