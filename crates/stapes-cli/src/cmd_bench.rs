@@ -68,6 +68,8 @@ pub fn run(a: Args) -> Result<(), StapesError> {
             "lane": engine.lane().to_string(),
             "report": report,
             "counters": format!("{:?}", engine.counters()),
+            // load and first-use phases of this process (stapes::profile)
+            "profile": stapes::profile::snapshot().to_json(),
         });
         println!("{v}");
     } else {

@@ -191,6 +191,12 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
     }
     if verbose {
         eprintln!("stapes: counters {:?}", engine.counters());
+        // dropping the engine (device context, memory) is part of the process's time
+        {
+            let _s = tracing::info_span!("teardown").entered();
+            drop(engine);
+        }
+        eprintln!("stapes: {}", stapes::profile::snapshot().render());
     }
     match failures.into_iter().next() {
         Some(first) => Err(first),
@@ -210,7 +216,10 @@ fn transcribe_one(
     several: bool,
     canary: &CanaryOptions,
 ) -> Result<(), StapesError> {
-    let samples = stapes_audio_load(file)?;
+    let samples = {
+        let _s = tracing::info_span!("audio.load").entered();
+        stapes_audio_load(file)?
+    };
     let total = samples.len() as f64 / 16_000.0;
     let bar = progress_bar(total);
     let on_progress = |done: f64| {
@@ -240,6 +249,7 @@ fn transcribe_one(
             Task::Translate => "translate".into(),
         },
     };
+    let _out = tracing::info_span!("output").entered();
     let text = output::render(format, &transcript, &info);
     let dest = match output {
         None => None,

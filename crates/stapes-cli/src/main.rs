@@ -8,6 +8,9 @@ mod serve;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
 
 #[derive(Parser)]
 #[command(
@@ -40,6 +43,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    stapes::profile::mark_process_start();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -53,10 +57,14 @@ fn main() -> ExitCode {
     } else {
         tracing::Level::WARN
     };
-    tracing_subscriber::fmt()
-        .with_max_level(level)
+    // the log lines, and the phase recorder behind `--verbose`'s profile and `bench --json`
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_filter(tracing_subscriber::filter::LevelFilter::from_level(level));
+    tracing_subscriber::registry()
+        .with(log)
+        .with(stapes::profile::layer())
         .init();
     let result = match cli.command {
         Command::Transcribe(a) => cmd_transcribe::run(a, cli.verbose),

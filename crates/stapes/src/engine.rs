@@ -150,7 +150,25 @@ impl Engine {
             }
         };
         let engine = match family {
-            "whisper" => Self::from_whisper(&load_checkpoint(model)?, opts)?,
+            "whisper" => {
+                let ck = {
+                    let span = tracing::info_span!(
+                        "model.read",
+                        tensors = tracing::field::Empty,
+                        host_bytes = tracing::field::Empty
+                    );
+                    let _e = span.enter();
+                    let ck = load_checkpoint(model)?;
+                    span.record("tensors", ck.tensors.len());
+                    span.record("host_bytes", crate::profile::host_bytes(ck.tensors.values()));
+                    ck
+                };
+                let engine = Self::from_whisper(&ck, opts)?;
+                // the host copy of every tensor goes back to the allocator (tens of ms)
+                let _s = tracing::info_span!("model.free").entered();
+                drop(ck);
+                engine
+            }
             "parakeet" => Self::from_parakeet(model, opts)?,
             "canary" => Self::from_canary(
                 stapes_models::fastconformer::canary::load_canary_hf(
@@ -288,12 +306,29 @@ impl Engine {
     ) -> Result<Engine, StapesError> {
         let device = pick_device(opts.device)?;
         let lane = resolve_lane(device, opts.lane).map_err(StapesError::Unavailable)?;
+        let open = tracing::info_span!("device.open", %device).entered();
         let inner = match device {
-            Device::Cpu => cpu(CpuBackend::new(opts.threads.unwrap_or(0))?, lane)?,
+            Device::Cpu => {
+                let be = CpuBackend::new(opts.threads.unwrap_or(0))?;
+                drop(open);
+                let _up = tracing::info_span!("model.upload", %lane).entered();
+                cpu(be, lane)?
+            }
             Device::Cuda(n) => {
                 let be = CudaBackend::new(n)
                     .map_err(|e| StapesError::Unavailable(format!("cuda:{n}: {e}")))?;
-                cuda(be, lane)?
+                drop(open);
+                let up = tracing::info_span!(
+                    "model.upload",
+                    %lane,
+                    device_bytes = tracing::field::Empty
+                );
+                let _e = up.enter();
+                let inner = cuda(be, lane)?;
+                if let Inner::WhisperCuda(m) = &inner {
+                    up.record("device_bytes", m.backend().memory_usage().1);
+                }
+                inner
             }
         };
         Ok(Engine {
@@ -367,6 +402,12 @@ impl Engine {
         }
         let w = whisper_options(opts);
         let _turn = self.gpu_turn();
+        let span = tracing::info_span!(
+            "transcribe",
+            audio_s = samples.len() as f64 / 16_000.0,
+            tokens = tracing::field::Empty
+        );
+        let _e = span.enter();
         let t = match &self.inner {
             Inner::WhisperCpu(m) => m.transcribe_observed(samples, &w, progress, on_segment)?,
             Inner::WhisperCuda(m) => m.transcribe_observed(samples, &w, progress, on_segment)?,
@@ -379,6 +420,10 @@ impl Engine {
                 ))
             }
         };
+        span.record(
+            "tokens",
+            t.segments.iter().map(|s| s.tokens.len()).sum::<usize>(),
+        );
         if matches!(self.inner, Inner::ParakeetCpu(_) | Inner::ParakeetCuda(_)) {
             t.segments.iter().for_each(on_segment);
         }

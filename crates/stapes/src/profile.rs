@@ -279,14 +279,24 @@ impl Profile {
     }
 }
 
+/// Bytes of f32 host tensors (the `host_bytes` field of `model.read` / `model.upload`).
+pub fn host_bytes<'a>(tensors: impl Iterator<Item = &'a stapes_core::HostTensor>) -> u64 {
+    tensors.map(|t| t.len() as u64 * 4).sum()
+}
+
 fn number(p: &Phase, field: &str) -> Option<f64> {
     p.fields.get(field).and_then(|v| v.as_f64())
 }
 
 fn derive(phases: &[Phase]) -> Derived {
     let mut d = Derived::default();
+    // the f32 host tensors read by `model.read` are what `model.upload` converts and copies
+    let bytes = phases
+        .iter()
+        .filter(|p| p.name == "model.read" || p.name == "model.upload")
+        .find_map(|p| number(p, "host_bytes"));
     if let Some(up) = phases.iter().find(|p| p.name == "model.upload") {
-        if let Some(bytes) = number(up, "host_bytes") {
+        if let Some(bytes) = bytes {
             if up.ms > 0.0 {
                 d.upload_mb_per_s = Some(bytes / 1e6 / (up.ms / 1e3));
             }
@@ -297,9 +307,16 @@ fn derive(phases: &[Phase]) -> Derived {
     };
     let end = tr.start_ms + tr.ms;
     let inside = |p: &&Phase| p.start_ms >= tr.start_ms && p.start_ms + p.ms <= end + 1e-6;
+    // encoder chains only: decoder steps are chains too, and belong to decode
     let chains: Vec<&Phase> = phases
         .iter()
         .filter(|p| p.name == "cuda.chain")
+        .filter(|p| {
+            p.fields
+                .get("key")
+                .and_then(|k| k.as_str())
+                .is_some_and(|k| k.contains("encoder"))
+        })
         .filter(inside)
         .collect();
     d.tokens = tr.fields.get("tokens").and_then(|v| v.as_u64());
@@ -357,10 +374,17 @@ mod tests {
                 let _e = tr.enter();
                 std::thread::sleep(std::time::Duration::from_millis(15));
                 {
-                    let _c = tracing::info_span!("cuda.chain", mode = "eager").entered();
+                    let key = "whisper-encoder/b1/f16";
+                    let _c = tracing::info_span!("cuda.chain", key, mode = "eager").entered();
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
-                std::thread::sleep(std::time::Duration::from_millis(20));
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                {
+                    // a decoder-step chain counts as decode
+                    let key = "whisper-step/dec0/self0/cross0/b1";
+                    let _c = tracing::info_span!("cuda.chain", key, mode = "replay").entered();
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
                 tr.record("tokens", 4u64);
             }
             drop(tr);
@@ -369,7 +393,10 @@ mod tests {
         });
         let p = snapshot();
         let names: Vec<_> = p.phases.iter().map(|p| p.name).collect();
-        assert_eq!(names, ["model.upload", "transcribe", "cuda.chain"]);
+        assert_eq!(
+            names,
+            ["model.upload", "transcribe", "cuda.chain", "cuda.chain"]
+        );
         let chain = &p.phases[2];
         assert_eq!(chain.depth, 1, "the chain nests under transcribe");
         assert_eq!(chain.fields["mode"], "eager");
@@ -385,6 +412,9 @@ mod tests {
         assert!((19.0..60.0).contains(&dec), "decode {dec}");
         let rate = d.upload_mb_per_s.unwrap();
         assert!(rate > 10.0 && rate <= 100.0, "2 MB in ≥ 20 ms: {rate}");
-        assert!(p.render().contains("cuda.chain mode=eager"));
+        assert!(p
+            .render()
+            .contains("cuda.chain key=whisper-encoder/b1/f16 mode=eager"));
+        assert_eq!(p.totals["cuda.chain"].count, 2);
     }
 }
