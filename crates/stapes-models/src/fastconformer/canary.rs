@@ -13,7 +13,7 @@ use crate::transcript::{Segment, Transcript};
 use crate::{ModelError, Result};
 use serde_json::Value;
 use stapes_audio::features::nemo::{log_mel, NemoConfig};
-use stapes_core::{Activation, AttnParams, Backend, HostTensor, Lane};
+use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -219,9 +219,61 @@ struct DecoderLayer<B: Backend> {
     fc2: Linear<B>,
 }
 
-/// Self-attention keys and values of the tokens fed so far, per layer: `(N, T, H·Dh)` each, one
-/// row per sequence (beam).
-type KvCache<B> = Vec<Option<(<B as Backend>::Tensor, <B as Backend>::Tensor)>>;
+/// Self-attention keys and values, preallocated for the whole decode so a step writes its rows in
+/// place (`Backend::write_rows`) instead of growing a tensor: per layer `(rows, cap, H·Dh)`, of
+/// which positions `0..len` are filled.
+struct KvCache<B: Backend> {
+    k: Vec<B::Tensor>,
+    v: Vec<B::Tensor>,
+    rows: usize,
+    cap: usize,
+    len: usize,
+}
+
+impl<B: Backend> KvCache<B> {
+    fn new(b: &B, layers: usize, rows: usize, cap: usize, width: usize) -> Result<Self> {
+        let zeros = HostTensor::zeros(vec![rows, cap, width]);
+        let mut k = Vec::with_capacity(layers);
+        let mut v = Vec::with_capacity(layers);
+        for _ in 0..layers {
+            k.push(b.upload(&zeros)?);
+            v.push(b.upload(&zeros)?);
+        }
+        Ok(Self {
+            k,
+            v,
+            rows,
+            cap,
+            len: 0,
+        })
+    }
+
+    /// Row `i` of the result continues row `idx[i]` (beam reordering; expanding the prompt's one
+    /// row into the beams). Only the filled positions move.
+    fn reorder(&mut self, b: &B, idx: &[usize]) -> Result<()> {
+        if idx.len() == self.rows && idx.iter().enumerate().all(|(i, &j)| i == j) {
+            return Ok(());
+        }
+        let width = self.k.first().map_or(0, |t| t.shape()[2]);
+        let zeros =
+            (idx.len() != self.rows).then(|| HostTensor::zeros(vec![idx.len(), self.cap, width]));
+        for cache in self.k.iter_mut().chain(self.v.iter_mut()) {
+            let live = if self.len > 0 {
+                Some(b.gather_batch(&b.slice(cache, 1, 0, self.len)?, idx)?) // (idx, len, HDh)
+            } else {
+                None
+            };
+            if let Some(z) = &zeros {
+                *cache = b.upload(z)?;
+            }
+            if let Some(rows) = live {
+                b.write_rows(cache, &rows, 0)?;
+            }
+        }
+        self.rows = idx.len();
+        Ok(())
+    }
+}
 
 /// A Canary model on backend `B`.
 pub struct Canary<B: Backend> {
@@ -238,7 +290,7 @@ pub struct Canary<B: Backend> {
     layers: Vec<DecoderLayer<B>>,
     ln_final: (B::Tensor, B::Tensor),
     /// NeMo's `FixedPositionalEncoding`, already divided by `sqrt(d)`: `(max_positions, d)`.
-    positions: HostTensor,
+    positions: B::Tensor,
     tokenizer: Option<CanaryTokenizer>,
     prompt_format: Option<PromptFormat>,
 }
@@ -442,7 +494,7 @@ impl<B: Backend> Canary<B> {
             embed_out: Linear::load(b, &t, "proj_out", lane)?,
             ln_embed: ln("decoder.embedding_layernorm")?,
             ln_final: ln("decoder.norm")?,
-            positions: fixed_positions(config.max_positions, d),
+            positions: b.upload(&fixed_positions(config.max_positions, d))?,
             layers,
             encoder,
             enc_proj,
@@ -716,25 +768,32 @@ impl<B: Backend> Canary<B> {
         Ok(())
     }
 
-    /// Cross-attention keys and values, once per layer, each repeated for `n` sequences:
-    /// `(n, T', H·Dh)`.
-    fn cross_kv(&self, enc: &B::Tensor, n: usize) -> Result<Vec<(B::Tensor, B::Tensor)>> {
+    /// Cross-attention keys and values, once per layer: `(1, T', H·Dh)` each. Every sequence
+    /// (beam) attends the same audio, so one copy serves them all (see [`Self::step`]).
+    fn cross_kv(&self, enc: &B::Tensor) -> Result<Vec<(B::Tensor, B::Tensor)>> {
         let b = &self.backend;
-        let rep = |t: B::Tensor| -> Result<B::Tensor> {
-            if n == 1 {
-                return Ok(t);
-            }
-            let copies: Vec<&B::Tensor> = (0..n).map(|_| &t).collect();
-            Ok(b.concat(&copies, 0)?)
-        };
         let mut cross = Vec::with_capacity(self.layers.len());
         for l in &self.layers {
             cross.push((
-                rep(l.cross_attn[1].forward(b, enc)?)?,
-                rep(l.cross_attn[2].forward(b, enc)?)?,
+                l.cross_attn[1].forward(b, enc)?,
+                l.cross_attn[2].forward(b, enc)?,
             ));
         }
         Ok(cross)
+    }
+
+    /// A self-attention cache of `rows` sequences for `prompt_len` prompt tokens and up to
+    /// `max_new` generated ones.
+    fn new_cache(&self, rows: usize, prompt_len: usize, max_new: usize) -> Result<KvCache<B>> {
+        let c = &self.config;
+        let cap = (prompt_len + max_new).min(c.max_positions).max(1);
+        KvCache::new(
+            &self.backend,
+            self.layers.len(),
+            rows,
+            cap,
+            c.num_heads * c.head_dim,
+        )
     }
 
     /// Greedy decoding after `prompt` over `enc (1, T', d)`: at most `max_new_tokens` ids, the
@@ -770,19 +829,17 @@ impl<B: Backend> Canary<B> {
         let b = &self.backend;
         let c = &self.config;
         self.check_prompt(prompt)?;
-        let cross = self.cross_kv(enc, 1)?;
-        let fresh = || -> KvCache<B> { (0..self.layers.len()).map(|_| None).collect() };
-        let mut cache = fresh();
+        let cross = self.cross_kv(enc)?;
+        let max_new = max_new_tokens.min(self.max_new_tokens(prompt.len()));
+        let mut cache = self.new_cache(1, prompt.len(), max_new)?;
         let mut ids: Vec<u32> = prompt.to_vec();
-        let mut fed = 0; // tokens already in the cache
         let mut out = Vec::new();
         while out.len() < max_new_tokens && ids.len() <= c.max_positions {
             let logits = if cached {
-                let l = self.step(&ids[fed..], 1, fed, &mut cache, &cross)?;
-                fed = ids.len();
-                l
+                self.step(&ids[cache.len..], 1, &mut cache, &cross)?
             } else {
-                self.step(&ids, 1, 0, &mut fresh(), &cross)?
+                let mut fresh = self.new_cache(1, ids.len(), 0)?;
+                self.step(&ids, 1, &mut fresh, &cross)?
             };
             let next = b.argmax(&logits)?.first().copied().unwrap_or(c.eos);
             out.push(next);
@@ -820,8 +877,9 @@ impl<B: Backend> Canary<B> {
             return Ok(Vec::new());
         }
         let v = c.vocab_size;
-        let cross = self.cross_kv(enc, beam)?;
-        let mut cache: KvCache<B> = (0..self.layers.len()).map(|_| None).collect();
+        let cross = self.cross_kv(enc)?;
+        // The prompt runs once, as one row; its cache is then copied into the beams.
+        let mut cache = self.new_cache(1, prompt.len(), max_new)?;
         // Running beams: generated ids and summed log-probabilities; only the first starts live
         // so the first step does not pick the same token from identical beams.
         let mut running: Vec<(Vec<u32>, f32)> = (0..beam)
@@ -830,20 +888,21 @@ impl<B: Backend> Canary<B> {
         let mut finished: Vec<(Vec<u32>, f32)> = Vec::new();
         let mut improvable = true;
         for step in 0..max_new {
-            let tokens: Vec<u32> = if step == 0 {
-                (0..beam).flat_map(|_| prompt.iter().copied()).collect()
+            let logits = if step == 0 {
+                let one = b.download(&self.step(prompt, 1, &mut cache, &cross)?)?;
+                cache.reorder(b, &vec![0; beam])?;
+                one
             } else {
-                running.iter().map(|(s, _)| s[s.len() - 1]).collect()
+                let tokens: Vec<u32> = running.iter().map(|(s, _)| s[s.len() - 1]).collect();
+                b.download(&self.step(&tokens, beam, &mut cache, &cross)?)?
             };
-            let start = if step == 0 {
-                0
-            } else {
-                prompt.len() + step - 1
-            };
-            let logits = b.download(&self.step(&tokens, beam, start, &mut cache, &cross)?)?;
             let mut cand: Vec<(f32, usize, u32)> = Vec::with_capacity(beam * v);
-            for (i, row) in logits.data.chunks(v).enumerate() {
-                let base = running[i].1;
+            for (i, (_, base)) in running.iter().enumerate() {
+                // After the prompt every beam holds the same sequence: one row of logits.
+                let row = logits.data.chunks(v).nth(if step == 0 { 0 } else { i });
+                let Some(row) = row else {
+                    return Err(ModelError::BadInput(format!("no logits for beam {i}")));
+                };
                 for (tok, lp) in log_softmax_row(row).into_iter().enumerate() {
                     cand.push((lp + base, i, tok as u32));
                 }
@@ -885,21 +944,7 @@ impl<B: Backend> Canary<B> {
                     (ids, s)
                 })
                 .collect();
-            if origins.iter().enumerate().any(|(j, &i)| i != j) {
-                for kv in cache.iter_mut() {
-                    if let Some((k, vv)) = kv.take() {
-                        let pick = |t: &B::Tensor| -> Result<B::Tensor> {
-                            let rows = origins
-                                .iter()
-                                .map(|&i| b.slice(t, 0, i, 1))
-                                .collect::<std::result::Result<Vec<_>, _>>()?;
-                            let refs: Vec<&B::Tensor> = rows.iter().collect();
-                            Ok(b.concat(&refs, 0)?)
-                        };
-                        *kv = Some((pick(&k)?, pick(&vv)?));
-                    }
-                }
-            }
+            cache.reorder(b, &origins)?;
             // Can a running beam still beat the worst finished one?
             if finished.len() == beam {
                 let best = running[0].1 / ((step + 1) as f32).powf(length_penalty);
@@ -917,61 +962,78 @@ impl<B: Backend> Canary<B> {
             .unwrap_or_default())
     }
 
-    /// Runs `tokens` (`rows` sequences of equal length, row-major) at positions `start..`
-    /// through the decoder, appending their self-attention keys/values to `cache`; returns the
+    /// Runs `tokens` (`rows` sequences of equal length, row-major) at the cache's next positions
+    /// through the decoder, writing their self-attention keys/values into `cache`; returns the
     /// logits after each row's last token, `(rows, 1, V)`.
     fn step(
         &self,
         tokens: &[u32],
         rows: usize,
-        start: usize,
-        cache: &mut [Option<(B::Tensor, B::Tensor)>],
+        cache: &mut KvCache<B>,
         cross: &[(B::Tensor, B::Tensor)],
     ) -> Result<B::Tensor> {
         let b = &self.backend;
         let c = &self.config;
         let n = tokens.len() / rows.max(1);
-        let d = c.hidden_size;
-        if n == 0 || start + n > c.max_positions {
+        let (d, hd) = (c.hidden_size, c.num_heads * c.head_dim);
+        let start = cache.len;
+        if n == 0 || n * rows != tokens.len() || rows != cache.rows {
             return Err(ModelError::BadInput(format!(
-                "decoder positions {start}..{} exceed {}",
+                "{} tokens for {rows} rows (cache of {} rows)",
+                tokens.len(),
+                cache.rows
+            )));
+        }
+        if start + n > cache.cap {
+            return Err(ModelError::BadInput(format!(
+                "decoder positions {start}..{} exceed {} (of {})",
                 start + n,
+                cache.cap,
                 c.max_positions
             )));
         }
-        let params = |causal| AttnParams {
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(ModelError::BadInput(format!(
+                "token id {t} outside the vocabulary ({})",
+                c.vocab_size
+            )));
+        }
+        let params = |kv_len, causal| AttnParams {
             n_heads: c.num_heads,
             scale: 1.0 / (c.head_dim as f32).sqrt(),
-            kv_len: None,
+            kv_len,
             // Query i of the block sees keys 0 ..= start + i.
             causal,
         };
-        let x = b.reshape(&b.gather_rows(&self.embed, tokens)?, &[rows, n, d])?;
-        // (n, d): broadcast over the rows.
-        let pos = HostTensor {
-            shape: vec![n, d],
-            data: self.positions.data[start * d..(start + n) * d].to_vec(),
-        };
-        let x = b.add(&x, &b.upload(&pos)?)?;
+        let x = b.reshape(&b.gather_rows(&self.embed, tokens)?, &[rows, n, d])?; // (rows, n, d)
+        let pos = b.slice(&self.positions, 0, start, n)?; // (n, d): broadcast over the rows
+        let x = b.add(&x, &pos)?;
         let mut x = b.layer_norm(&x, &self.ln_embed.0, Some(&self.ln_embed.1), LN_EPS)?;
-        for ((l, (ck, cv)), kv) in self.layers.iter().zip(cross).zip(cache.iter_mut()) {
-            let h = b.layer_norm(&x, &l.ln_self.0, Some(&l.ln_self.1), LN_EPS)?;
-            let [q, k, v, o] = &l.self_attn;
-            let (k_new, v_new) = (k.forward(b, &h)?, v.forward(b, &h)?);
-            let (k_all, v_all) = match kv.take() {
-                Some((kc, vc)) => (b.concat(&[&kc, &k_new], 1)?, b.concat(&[&vc, &v_new], 1)?),
-                None => (k_new, v_new),
-            };
-            let a = b.attention(&q.forward(b, &h)?, &k_all, &v_all, &params(true))?;
-            *kv = Some((k_all, v_all));
+        let layers = self.layers.iter().zip(cross);
+        for (l, (layer, (ck, cv))) in layers.enumerate() {
+            let h = b.layer_norm(&x, &layer.ln_self.0, Some(&layer.ln_self.1), LN_EPS)?;
+            let [q, k, v, o] = &layer.self_attn;
+            b.write_rows(&mut cache.k[l], &k.forward(b, &h)?, start)?;
+            b.write_rows(&mut cache.v[l], &v.forward(b, &h)?, start)?;
+            let a = b.attention(
+                &q.forward(b, &h)?,
+                &cache.k[l],
+                &cache.v[l],
+                &params(Some(start + n), true),
+            )?;
             x = b.add(&x, &o.forward(b, &a)?)?;
-            let h = b.layer_norm(&x, &l.ln_cross.0, Some(&l.ln_cross.1), LN_EPS)?;
-            let a = b.attention(&l.cross_attn[0].forward(b, &h)?, ck, cv, &params(false))?;
-            x = b.add(&x, &l.cross_attn[3].forward(b, &a)?)?;
-            let h = b.layer_norm(&x, &l.ln_mlp.0, Some(&l.ln_mlp.1), LN_EPS)?;
-            let h = b.activation(&l.fc1.forward(b, &h)?, c.activation)?;
-            x = b.add(&x, &l.fc2.forward(b, &h)?)?;
+            let h = b.layer_norm(&x, &layer.ln_cross.0, Some(&layer.ln_cross.1), LN_EPS)?;
+            // Every row attends the same audio: the rows fold into the query axis against one
+            // copy of the cross keys/values, `(1, rows·n, H·Dh)`.
+            let q = b.reshape(&layer.cross_attn[0].forward(b, &h)?, &[1, rows * n, hd])?;
+            let a = b.attention(&q, ck, cv, &params(None, false))?;
+            let a = b.reshape(&a, &[rows, n, hd])?;
+            x = b.add(&x, &layer.cross_attn[3].forward(b, &a)?)?;
+            let h = b.layer_norm(&x, &layer.ln_mlp.0, Some(&layer.ln_mlp.1), LN_EPS)?;
+            let h = b.activation(&layer.fc1.forward(b, &h)?, c.activation)?;
+            x = b.add(&x, &layer.fc2.forward(b, &h)?)?;
         }
+        cache.len = start + n;
         let last = b.slice(&x, 1, n - 1, 1)?;
         let last = b.layer_norm(&last, &self.ln_final.0, Some(&self.ln_final.1), LN_EPS)?;
         self.embed_out.forward(b, &last)
