@@ -76,6 +76,17 @@ pub const FILES: &[KernelFile] = &[
             "attn_rows_f32",
         ],
     },
+    KernelFile {
+        name: "step",
+        source: include_str!("../kernels/step.cu"),
+        entries: &[
+            "embed_step_f32",
+            "write_rows_step_f32",
+            "attn_step_f32",
+            "attn_split_f32",
+            "attn_combine_f32",
+        ],
+    },
 ];
 
 const OPTIONS: &[&str] = &["--std=c++17"];
@@ -119,6 +130,8 @@ fn nvrtc_version() -> (i32, i32) {
 
 /// Compile one file for `arch` (e.g. `compute_90`), through the disk cache. Needs only libnvrtc.
 pub fn compile(f: &KernelFile, arch: &'static str) -> Result<String, CudaError> {
+    let span = tracing::info_span!("cuda.nvrtc", file = f.name, cache = tracing::field::Empty);
+    let _e = span.enter();
     crate::loader::ensure_nvrtc()?;
     let src = full_source(f);
     let (maj, min) = nvrtc_version();
@@ -130,15 +143,15 @@ pub fn compile(f: &KernelFile, arch: &'static str) -> Result<String, CudaError> 
         ver.as_bytes(),
     ]);
     let path = cache_dir().map(|d| d.join(format!("{}-{arch}-{hash:016x}.ptx", f.name)));
-    let span = tracing::info_span!("cuda.nvrtc", file = f.name, cache = tracing::field::Empty);
-    let _e = span.enter();
     if let Some(p) = &path {
         if let Ok(ptx) = std::fs::read_to_string(p) {
             if ptx.contains(".entry") {
+                span.record("cache", "hit");
                 return Ok(ptx);
             }
         }
     }
+    span.record("cache", if path.is_some() { "miss" } else { "off" });
     let opts = CompileOptions {
         arch: Some(arch),
         options: OPTIONS.iter().map(|s| s.to_string()).collect(),
@@ -146,12 +159,10 @@ pub fn compile(f: &KernelFile, arch: &'static str) -> Result<String, CudaError> 
         ..Default::default()
     };
     let ptx = std::panic::catch_unwind(|| nvrtc::compile_ptx_with_opts(&src, opts))
-                span.record("cache", "hit");
         .map_err(|_| CudaError::Library("NVRTC panicked (library or symbol missing)".into()))?
         .map_err(|e| match e {
             nvrtc::CompileError::CompileError { log, .. } => CudaError::Compile {
                 file: f.name,
-    span.record("cache", if path.is_some() { "miss" } else { "off" });
                 log: log.to_string_lossy().into_owned(),
             },
             other => CudaError::Compile {
@@ -214,6 +225,7 @@ pub fn ptx_entries(ptx: &str) -> Vec<String> {
 
 impl Kernels {
     pub fn load(ctx: &Arc<CudaContext>, arch: &'static str) -> Result<Self, CudaError> {
+        let _k = tracing::info_span!("cuda.kernels", files = FILES.len()).entered();
         let mut funcs = HashMap::new();
         let parent = tracing::Span::current();
         // one thread per file: a cold cache compiles them side by side (NVRTC programs are
@@ -238,6 +250,8 @@ impl Kernels {
         for (f, ptx) in FILES.iter().zip(ptxs) {
             let ptx = ptx?;
             let names = ptx_entries(&ptx);
+            let _s =
+                tracing::info_span!("cuda.module", file = f.name, entries = names.len()).entered();
             let module = ctx
                 .load_module(Ptx::from_src(ptx))
                 .map_err(|e| CudaError::driver("load_module", e))?;
@@ -245,13 +259,10 @@ impl Kernels {
             for e in names {
                 let func = module
                     .load_function(&e)
-        let _k = tracing::info_span!("cuda.kernels", files = FILES.len()).entered();
                     .map_err(|err| CudaError::driver("load_function", err))?;
                 funcs.insert(e, func);
             }
             for e in f.entries {
-            let _s =
-                tracing::info_span!("cuda.module", file = f.name, entries = names.len()).entered();
                 if !funcs.contains_key(*e) {
                     return Err(CudaError::MissingKernel(e));
                 }

@@ -1,0 +1,230 @@
+// Decoder-step kernels whose parameters live on the device: `step` is the (1, 1, 1 + B) f32
+// tensor of stapes_core::StepParams, [position, id_0 .. id_{B-1}]. Reading the position and the
+// ids here instead of taking them as launch arguments is what lets one captured graph serve
+// every step. All tensors are f32, contiguous, row-major.
+
+// Position and ids are exact small integers in f32 (the host writes them); anything else reads
+// as -1 and the kernels below treat it as out of range.
+__device__ __forceinline__ int step_int(float v) {
+    return (v >= 0.f && v < 16777216.f) ? (int)v : -1;
+}
+
+// out (B, 1, D) = table[id_b] + positions[pos]. An id or position out of range gives NaN rows
+// (never a read outside the tables): the host checked both before writing the step tensor.
+extern "C" __global__ void embed_step_f32(float* __restrict__ out, const float* __restrict__ table,
+                                          const float* __restrict__ positions,
+                                          const float* __restrict__ step, int B, int D, int V,
+                                          int P) {
+    const int pos = step_int(step[0]);
+    const long long n = (long long)B * D;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
+         e += (long long)gridDim.x * blockDim.x) {
+        const int b = (int)(e / D), c = (int)(e % D);
+        const int id = step_int(step[1 + b]);
+        out[e] = (id < 0 || id >= V || pos < 0 || pos >= P)
+                     ? __int_as_float(0x7fc00000)
+                     : table[(long long)id * D + c] + positions[(long long)pos * D + c];
+    }
+}
+
+// dst (B, T, C) rows pos .. pos+n = src (B, n, C) (KV-cache append). Rows that would fall past
+// T are not written (the host checked pos + n <= T).
+extern "C" __global__ void write_rows_step_f32(float* __restrict__ dst, const float* __restrict__ src,
+                                               const float* __restrict__ step, int B, int T, int C,
+                                               int n) {
+    const int pos = step_int(step[0]);
+    const long long total = (long long)B * n * C;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        const int c = (int)(e % C);
+        const long long br = e / C;
+        const int r = (int)(br % n), b = (int)(br / n);
+        const int row = pos + r;
+        if (pos >= 0 && row < T) dst[((long long)b * T + row) * C + c] = src[e];
+    }
+}
+
+// One query row per sequence, q (B, 1, H*D), over the first pos+1 rows of the caches
+// k, v (B, Tk, H*D); grid (1, H, B), 128 threads. The arithmetic (per-thread key ranges, float4
+// dot products, block reductions, warp-strided P*V, shared-memory sum over warps) is the same,
+// operation for operation, as attn_rows_f32 run with 128 threads on Tq = 1 with kv_len = pos+1,
+// so a step graph reproduces the eager decoder step bit for bit.
+extern "C" __global__ void attn_step_f32(float* __restrict__ O, const float* __restrict__ Q,
+                                         const float* __restrict__ K, const float* __restrict__ V,
+                                         const float* __restrict__ step, int Tk, int H, int D,
+                                         float scale) {
+    extern __shared__ __align__(16) float sm[];
+    const int pos = step_int(step[0]);
+    const int kv_len = (pos < 0 || pos >= Tk) ? 0 : pos + 1;
+    const int d4 = (D + 3) & ~3;
+    const int nw = blockDim.x >> 5;
+    float* qv = sm;            // d4
+    float* red = sm + d4;      // nw * D
+    float* sc = red + nw * D;  // Tk
+    __shared__ float scratch[32];
+    const int h = blockIdx.y, b = blockIdx.z;
+    const long long ld = (long long)H * D;
+    const float* q = Q + (long long)b * ld + h * D;
+    for (int d = threadIdx.x; d < d4; d += blockDim.x) qv[d] = d < D ? q[d] : 0.f;
+    __syncthreads();
+    const int limit = kv_len;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
+        const float* k = K + ((long long)b * Tk + j) * ld + h * D;
+        float acc = 0.f;
+        if ((D & 3) == 0) {
+            const float4* k4 = (const float4*)k;
+            const float4* q4 = (const float4*)qv;
+#pragma unroll 4
+            for (int e = 0; e < (D >> 2); ++e) {
+                float4 kk = k4[e], qq = q4[e];
+                acc += (kk.x * qq.x + kk.y * qq.y) + (kk.z * qq.z + kk.w * qq.w);
+            }
+        } else {
+            for (int d = 0; d < D; ++d) acc += k[d] * qv[d];
+        }
+        sc[j] = j < limit ? acc * scale : F_NEG_INF;
+    }
+    __syncthreads();
+    float m = F_NEG_INF;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) m = fmaxf(m, sc[j]);
+    m = block_max(m, scratch);
+    float base = m == F_NEG_INF ? 0.f : m;
+    float s = 0.f;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
+        float e = expf(sc[j] - base);
+        sc[j] = e;
+        s += e;
+    }
+    s = block_sum(s, scratch);
+    float inv = s > 0.f ? 1.f / s : 0.f;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) sc[j] = sc[j] * inv;
+    __syncthreads();
+    float* o = O + (long long)b * ld + h * D;
+    for (int d0 = 0; d0 < D; d0 += 128) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+        for (int j = warp; j < limit; j += nw) {
+            float p = sc[j];
+            const float* v = V + ((long long)b * Tk + j) * ld + h * D;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                int d = d0 + lane + 32 * c;
+                if (d < D) acc[c] += p * v[d];
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            int d = d0 + lane + 32 * c;
+            if (d < D) red[warp * D + d] = acc[c];
+        }
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float sum = 0.f;
+        for (int w = 0; w < nw; ++w) sum += red[w * D + d];
+        o[d] = sum;
+    }
+}
+
+// Decoder cross-attention: a few query rows over a long K/V (1500 encoder frames). One block
+// per (row, head) leaves most SMs idle, so the keys are split into chunks of `chunk`, one block
+// each (flash-decoding): grid (n_split, H, B*Tq), 128 threads. Each block writes its chunk's
+// unnormalised output, running max and sum to `part (B*Tq, H, n_split, D+2)`;
+// attn_combine_f32 rescales and merges them. Not causal; D % 4 == 0 and D <= 128.
+extern "C" __global__ void attn_split_f32(float* __restrict__ part, const float* __restrict__ Q,
+                                          const float* __restrict__ K, const float* __restrict__ V,
+                                          int Tq, int Tk, int H, int D, int kv_len, int chunk,
+                                          float scale) {
+    extern __shared__ __align__(16) float sm[];
+    const int nw = blockDim.x >> 5;
+    float* qv = sm;            // D
+    float* red = sm + D;       // nw * D
+    float* sc = red + nw * D;  // chunk
+    __shared__ float scratch[32];
+    const int s = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
+    const int n_split = gridDim.x;
+    const int b = r / Tq;
+    const long long ld = (long long)H * D;
+    const float* q = Q + (long long)r * ld + h * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) qv[d] = q[d];
+    __syncthreads();
+    const int j0 = s * chunk;
+    const int n = max(0, min(chunk, kv_len - j0));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        const float4* k4 = (const float4*)(K + ((long long)b * Tk + j0 + t) * ld + h * D);
+        const float4* q4 = (const float4*)qv;
+        float acc = 0.f;
+#pragma unroll 4
+        for (int e = 0; e < (D >> 2); ++e) {
+            float4 kk = k4[e], qq = q4[e];
+            acc += (kk.x * qq.x + kk.y * qq.y) + (kk.z * qq.z + kk.w * qq.w);
+        }
+        sc[t] = acc * scale;
+    }
+    __syncthreads();
+    float m = F_NEG_INF;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) m = fmaxf(m, sc[t]);
+    m = block_max(m, scratch);
+    const float base = m == F_NEG_INF ? 0.f : m;
+    float l = 0.f;
+    for (int t = threadIdx.x; t < n; t += blockDim.x) {
+        float e = expf(sc[t] - base);
+        sc[t] = e;
+        l += e;
+    }
+    l = block_sum(l, scratch);
+    __syncthreads();
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int t = warp; t < n; t += nw) {
+        const float p = sc[t];
+        const float* v = V + ((long long)b * Tk + j0 + t) * ld + h * D;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            int d = lane + 32 * c;
+            if (d < D) acc[c] += p * v[d];
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+        int d = lane + 32 * c;
+        if (d < D) red[warp * D + d] = acc[c];
+    }
+    __syncthreads();
+    float* out = part + (((long long)r * H + h) * n_split + s) * (D + 2);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float sum = 0.f;
+        for (int w = 0; w < nw; ++w) sum += red[w * D + d];
+        out[d] = sum;
+    }
+    if (threadIdx.x == 0) {
+        out[D] = m;
+        out[D + 1] = l;
+    }
+}
+
+// O (B*Tq, H*D) = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; grid (H, B*Tq), D threads
+// rounded up to a warp.
+extern "C" __global__ void attn_combine_f32(float* __restrict__ O, const float* __restrict__ part,
+                                            int H, int D, int n_split) {
+    const int h = blockIdx.x, r = blockIdx.y;
+    const float* p = part + ((long long)r * H + h) * n_split * (D + 2);
+    float M = F_NEG_INF;
+    for (int s = 0; s < n_split; ++s) M = fmaxf(M, p[s * (D + 2) + D]);
+    const float base = M == F_NEG_INF ? 0.f : M;
+    float L = 0.f;
+    for (int s = 0; s < n_split; ++s) {
+        const float ms = p[s * (D + 2) + D];
+        L += ms == F_NEG_INF ? 0.f : expf(ms - base) * p[s * (D + 2) + D + 1];
+    }
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.f;
+        for (int s = 0; s < n_split; ++s) {
+            const float ms = p[s * (D + 2) + D];
+            if (ms != F_NEG_INF) acc += expf(ms - base) * p[s * (D + 2) + d];
+        }
+        O[(long long)r * H * D + h * D + d] = acc * inv;
+    }
+}
