@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 use stapes_core::tensor::rel_l2;
-use stapes_core::tolerance::{compare, lookup, Op};
+use stapes_core::tolerance::{compare, family_bar, lookup, IdsRule, Op};
 use stapes_core::{Backend, HostTensor, Lane};
 use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
@@ -201,12 +201,14 @@ fn lcs(a: &[u32], b: &[u32]) -> usize {
     t[a.len()][b.len()]
 }
 
-/// f16 greedy steps (ids, frames, TDT durations) identical to CPU f32, which equal
-/// transformers' (`fastconformer_parity.rs`), up to a near-tie ([`f16_rule`]). q8, the written bar: encoder rel L2 against CPU
-/// f32 ≤ [`Q8_ENCODER_BAR`] per clip, and ≥ 75 % of the ids in order summed over a model's three
-/// clips. The fixtures' tiny random weights leave decision margins down to ~4e-3 logits, so q8
-/// (per-row int8 on this home, on top of the lane's 32-blocks) flips a few ids; the encoder bar
-/// is what catches a broken q8 path. Every model and clip is checked before the test fails.
+/// The bars are the family rows of `stapes_core::tolerance::FAMILY`, derived from the fixture
+/// (tools/reference/fastconformer_hf.py): every f32 decision's margin is ≥ 0.05 logits and ≥ 4×
+/// the emulated f16 logit error, so f16 steps (ids, frames, TDT durations) must equal CPU f32's
+/// (which equal transformers', `fastconformer_parity.rs`) with no near-tie allowance; CUDA q8
+/// moves logits by up to `lane_logit_error.q8` (recorded per model), so q8 steps must equal CPU
+/// f32's until the first step whose CPU f32 margin is below `factor ×` that bound. Encoders:
+/// relative L2 against CPU f32 under each row's bar. Every model and clip is checked before the
+/// test fails.
 #[test]
 fn f16_ids_equal_cpu_f32_on_every_parakeet_fixture() {
     let Some(_g) = gpu("f16_ids_equal_cpu_f32_on_every_parakeet_fixture") else {
@@ -220,31 +222,44 @@ fn f16_ids_equal_cpu_f32_on_every_parakeet_fixture() {
     let mut failures = Vec::new();
     for model in ["tdt", "rnnt", "ctc", "tdt.nemo"] {
         let path = fixtures().join(model);
+        let hf_model = model.trim_end_matches(".nemo");
+        let q8_error = exp["models"][hf_model]["lane_logit_error"]["q8"]
+            .as_f64()
+            .expect("lane_logit_error.q8 in expected.json") as f32;
         let cpu = Parakeet::new(CpuBackend::new(2).unwrap(), &path, Lane::F32).expect("cpu model");
         let gpus: Vec<(Lane, Parakeet<CudaBackend>)> = [Lane::F16, Lane::Q8]
             .into_iter()
             .map(|lane| (lane, Parakeet::new(cuda(), &path, lane).expect("gpu model")))
             .collect();
-        let (mut kept, mut total) = (0, 0);
         for (i, f) in feats.iter().enumerate() {
             let clip = CLIPS[i];
             let enc_cpu = cpu.encode_host(f).unwrap();
             let want = cpu.greedy(&enc_cpu).unwrap();
             let enc_cpu = cpu.backend().download(&enc_cpu).unwrap().data;
-            if !model.ends_with(".nemo") {
-                let hf: Vec<u32> = exp["models"][model]["results"][clip]["ids"]
-                    .as_array()
-                    .expect("ids")
-                    .iter()
-                    .map(|v| v.as_u64().unwrap() as u32)
-                    .collect();
-                if want.ids() != hf {
-                    failures.push(format!(
-                        "cpu f32 {model}/{clip}: ids differ from transformers"
-                    ));
-                }
+            let hf: Vec<u32> = exp["models"][hf_model]["results"][clip]["ids"]
+                .as_array()
+                .expect("ids")
+                .iter()
+                .map(|v| v.as_u64().unwrap() as u32)
+                .collect();
+            if want.ids() != hf {
+                failures.push(format!(
+                    "cpu f32 {model}/{clip}: ids differ from transformers"
+                ));
             }
+            // CTC's margins are per frame (the fixture's), transducers' per step (the CPU's).
+            let margins: Vec<f32> = if want.margins.is_empty() {
+                exp["models"][hf_model]["results"][clip]["margins"]
+                    .as_array()
+                    .expect("margins")
+                    .iter()
+                    .map(|v| v.as_f64().unwrap() as f32)
+                    .collect()
+            } else {
+                want.margins.clone()
+            };
             for (lane, m) in &gpus {
+                let bar = family_bar("fastconformer", *lane, "cuda").expect("family bar");
                 // twice: warm, then the capture of this shape bucket
                 let _ = m.greedy(&m.encode_host(f).unwrap()).unwrap();
                 let enc = m.encode_host(f).unwrap();
@@ -252,58 +267,56 @@ fn f16_ids_equal_cpu_f32_on_every_parakeet_fixture() {
                 let e = rel_l2(&m.backend().download(&enc).unwrap().data, &enc_cpu);
                 let same = lcs(&got.ids(), &want.ids());
                 eprintln!(
-                    "{lane} {model}/{clip}: encoder rel L2 vs cpu f32 {e:.2e}; {same}/{} ids in order ({} emitted)",
+                    "{lane} {model}/{clip}: encoder rel L2 vs cpu f32 {e:.2e} (bar {}); {same}/{} \
+                     ids in order ({} emitted)",
+                    bar.encoder_rel_l2,
                     want.ids().len(),
                     got.ids().len()
                 );
-                if *lane == Lane::F16 {
-                    if let Some(e) = f16_rule(&got, &want) {
-                        failures.push(format!("f16 {model}/{clip}: {e}"));
-                    }
-                } else {
-                    kept += same;
-                    total += want.ids().len().max(got.ids().len());
-                    if e > Q8_ENCODER_BAR {
-                        failures.push(format!("q8 {model}/{clip}: encoder rel L2 {e}"));
-                    }
+                if e > bar.encoder_rel_l2 {
+                    failures.push(format!("{lane} {model}/{clip}: encoder rel L2 {e}"));
+                }
+                let floor = match bar.ids {
+                    IdsRule::Identical => f32::INFINITY,
+                    IdsRule::UntilMarginBelow { factor } => factor * q8_error,
+                };
+                if let Some(e) = steps_rule(&got, &want, &margins, floor) {
+                    failures.push(format!("{lane} {model}/{clip}: {e}"));
                 }
             }
-        }
-        eprintln!("q8 {model}: {kept}/{total} ids in order over the clips");
-        if kept * 4 < total * 3 {
-            failures.push(format!("q8 {model}: only {kept}/{total} ids in order"));
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// f16 activations (2⁻¹¹ relative, encoder rel L2 ~6e-4 here) move logits by ~1e-3; the
-/// fixtures keep every decision's margin above 2e-3 in transformers' f32, not above f16's reach.
-const F16_NEAR_TIE: f32 = 1e-2;
-
-/// f16 steps (token, frame, duration) identical to CPU f32's, except that the first step where
-/// they part may be a near-tie (CPU f32 margin < [`F16_NEAR_TIE`]; after it the paths diverge).
-/// CTC has no margins, so any difference fails.
-fn f16_rule(got: &Decoded, want: &Decoded) -> Option<String> {
+/// Steps (token, frame, duration) identical to CPU f32's, except that from the first step
+/// whose CPU f32 margin is below `floor` on, nothing is compared (`floor` infinite: every
+/// step must match).
+fn steps_rule(got: &Decoded, want: &Decoded, margins: &[f32], floor: f32) -> Option<String> {
+    let at_risk = if floor.is_finite() {
+        margins.iter().position(|&m| m < floor)
+    } else {
+        None
+    };
     let k = got
         .steps
         .iter()
         .zip(&want.steps)
         .position(|(a, b)| a != b)
         .or((got.steps.len() != want.steps.len()).then(|| got.steps.len().min(want.steps.len())))?;
-    match want.margins.get(k) {
-        Some(&m) if m < F16_NEAR_TIE => {
-            eprintln!("  f16 parts from cpu f32 at step {k}, a near-tie (cpu margin {m:.2e})");
+    match at_risk {
+        Some(r) if k >= r => {
+            eprintln!(
+                "  parts from cpu f32 at step {k}; steps from {r} on have margins < {floor:.3}"
+            );
             None
         }
-        Some(m) => Some(format!("step {k} differs with a cpu f32 margin of {m}")),
-        None => Some(format!("step {k} differs")),
+        _ => Some(format!(
+            "step {k} differs with a cpu f32 margin of {:?} (first step under {floor}: {at_risk:?})",
+            margins.get(k)
+        )),
     }
 }
-
-/// q8 encoder output against CPU f32 on the fixtures: the CPU q8 lane measures 1.1–1.6e-2
-/// (`fastconformer_lanes.rs`, bar 3e-2); this home re-quantizes per row on top.
-const Q8_ENCODER_BAR: f32 = 5e-2;
 
 /// 20 minutes through the parakeet-tdt-0.6b-v2 encoder shape (random weights, f16): chunked
 /// subsampling and query-blocked attention keep device memory bounded; reports the pool's

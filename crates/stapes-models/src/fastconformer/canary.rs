@@ -9,6 +9,7 @@ use super::config::{
     activation, encoder_from_json, get_usize, EncoderConfig, HeadConfig, ParakeetConfig,
 };
 use super::encoder::{Encoder, Linear, Tensors};
+use super::model::{ChainSlot, ChainedEncoder};
 use crate::transcript::{Segment, Transcript};
 use crate::{ModelError, Result};
 use serde_json::Value;
@@ -16,6 +17,7 @@ use stapes_audio::features::nemo::{log_mel, NemoConfig};
 use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 const LN_EPS: f32 = 1e-5;
 
@@ -293,6 +295,11 @@ pub struct Canary<B: Backend> {
     positions: B::Tensor,
     tokenizer: Option<CanaryTokenizer>,
     prompt_format: Option<PromptFormat>,
+    lane: Lane,
+    /// Encoder chains by shape bucket, as Parakeet's (captured as graphs on the CUDA home).
+    chains: Mutex<BTreeMap<String, ChainSlot<B>>>,
+    /// Feature frames are padded (and masked) up to a multiple of this before a chain.
+    pub graph_bucket: usize,
 }
 
 /// Sin half then cos half (not interleaved), timescales up to `10000^((C-2)/C)`, `/ sqrt(C)`.
@@ -500,9 +507,12 @@ impl<B: Backend> Canary<B> {
             enc_proj,
             path: path.to_path_buf(),
             config,
+            graph_bucket: if backend.name() == "cuda" { 32 } else { 1 },
             backend,
             tokenizer: None,
             prompt_format: None,
+            lane,
+            chains: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -569,7 +579,15 @@ impl<B: Backend> Canary<B> {
         }
         let b = &self.backend;
         let x = b.reshape(&b.upload(features)?, &[1, features.shape[0], mels])?;
-        let enc = self.encoder.forward(b, &x)?;
+        let run = ChainedEncoder {
+            encoder: &self.encoder,
+            chains: &self.chains,
+            bucket: self.graph_bucket,
+            lane: self.lane,
+            name: "canary",
+            label: "canary encoder",
+        };
+        let (enc, _) = run.encode_padded(b, &x, None)?;
         match &self.enc_proj {
             Some(p) => p.forward(b, &enc),
             None => Ok(enc),
@@ -805,7 +823,20 @@ impl<B: Backend> Canary<B> {
         prompt: &[u32],
         max_new_tokens: usize,
     ) -> Result<Vec<u32>> {
-        self.decode_loop(enc, prompt, max_new_tokens, true)
+        Ok(self
+            .decode_loop(enc, prompt, max_new_tokens, true, false)?
+            .0)
+    }
+
+    /// [`Self::generate`], also returning each step's top-1 − top-2 logit margin (the logits
+    /// come back to the host for it), to tell near-ties from errors when lanes differ.
+    pub fn generate_with_margins(
+        &self,
+        enc: &B::Tensor,
+        prompt: &[u32],
+        max_new_tokens: usize,
+    ) -> Result<(Vec<u32>, Vec<f32>)> {
+        self.decode_loop(enc, prompt, max_new_tokens, true, true)
     }
 
     /// The same decoding re-running the whole prefix every step (the slow reference the cached
@@ -816,7 +847,9 @@ impl<B: Backend> Canary<B> {
         prompt: &[u32],
         max_new_tokens: usize,
     ) -> Result<Vec<u32>> {
-        self.decode_loop(enc, prompt, max_new_tokens, false)
+        Ok(self
+            .decode_loop(enc, prompt, max_new_tokens, false, false)?
+            .0)
     }
 
     fn decode_loop(
@@ -825,7 +858,8 @@ impl<B: Backend> Canary<B> {
         prompt: &[u32],
         max_new_tokens: usize,
         cached: bool,
-    ) -> Result<Vec<u32>> {
+        with_margins: bool,
+    ) -> Result<(Vec<u32>, Vec<f32>)> {
         let b = &self.backend;
         let c = &self.config;
         self.check_prompt(prompt)?;
@@ -833,7 +867,7 @@ impl<B: Backend> Canary<B> {
         let max_new = max_new_tokens.min(self.max_new_tokens(prompt.len()));
         let mut cache = self.new_cache(1, prompt.len(), max_new)?;
         let mut ids: Vec<u32> = prompt.to_vec();
-        let mut out = Vec::new();
+        let (mut out, mut margins) = (Vec::new(), Vec::new());
         while out.len() < max_new_tokens && ids.len() <= c.max_positions {
             let logits = if cached {
                 self.step(&ids[cache.len..], 1, &mut cache, &cross)?
@@ -841,14 +875,29 @@ impl<B: Backend> Canary<B> {
                 let mut fresh = self.new_cache(1, ids.len(), 0)?;
                 self.step(&ids, 1, &mut fresh, &cross)?
             };
-            let next = b.argmax(&logits)?.first().copied().unwrap_or(c.eos);
+            let next = if with_margins {
+                let row = b.download(&logits)?.data;
+                let (mut top, mut second) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
+                let mut best = 0;
+                for (i, &x) in row.iter().enumerate() {
+                    if x > top {
+                        (second, top, best) = (top, x, i);
+                    } else if x > second {
+                        second = x;
+                    }
+                }
+                margins.push(top - second);
+                best as u32
+            } else {
+                b.argmax(&logits)?.first().copied().unwrap_or(c.eos)
+            };
             out.push(next);
             ids.push(next);
             if next == c.eos {
                 break;
             }
         }
-        Ok(out)
+        Ok((out, margins))
     }
 
     /// Beam search after `prompt`, as transformers' `generate(num_beams=beam)` does it with its

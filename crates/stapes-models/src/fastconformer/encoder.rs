@@ -145,7 +145,7 @@ struct Stage<B: Backend> {
 }
 
 pub(crate) struct Encoder<B: Backend> {
-    cfg: EncoderConfig,
+    pub(crate) cfg: EncoderConfig,
     conv0_w: B::Tensor,
     conv0_b: B::Tensor,
     stages: Vec<Stage<B>>,
@@ -250,18 +250,6 @@ impl<B: Backend> Encoder<B> {
             batch,
             t_in,
         })
-    }
-
-    /// `features (B, T, n_mels)` (all full length) → `(B, T', d)`, eagerly.
-    pub fn forward(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
-        let s = features.shape();
-        if s.len() != 3 {
-            return Err(ModelError::BadInput(format!(
-                "encoder input must be (B, T, n_mels), got {s:?}"
-            )));
-        }
-        let prep = self.prepare(b, s[0], s[1], None)?;
-        self.forward_prepared(b, features, &prep)
     }
 
     /// Keep masks of a padded `(batch, t_in)` pass: `lens` feature frames per sequence.

@@ -21,10 +21,107 @@ pub const CHAIN_MAX_FRAMES: usize = 3000;
 
 /// One encoder chain's storage: a captured graph reads these by address, so they outlive it
 /// and are refreshed in place before each call.
-struct ChainSlot<B: Backend> {
+pub(crate) struct ChainSlot<B: Backend> {
     /// `(B, T_bucket, n_mels)`
     input: B::Tensor,
     prep: Prepared<B>,
+}
+
+/// The FastConformer encoder run as one chain per shape bucket (see
+/// [`Parakeet::encode_padded`]); Parakeet and Canary share it.
+pub(crate) struct ChainedEncoder<'a, B: Backend> {
+    pub encoder: &'a Encoder<B>,
+    pub chains: &'a Mutex<BTreeMap<String, ChainSlot<B>>>,
+    pub bucket: usize,
+    pub lane: Lane,
+    /// Names the chain keys ("parakeet", "canary").
+    pub name: &'static str,
+    /// Names the chain in errors ("parakeet encoder").
+    pub label: &'static str,
+}
+
+impl<B: Backend> ChainedEncoder<'_, B> {
+    pub(crate) fn encode_padded(
+        &self,
+        b: &B,
+        features: &B::Tensor,
+        lengths: Option<&[usize]>,
+    ) -> Result<(B::Tensor, Vec<usize>)> {
+        let s = features.shape().to_vec();
+        let mels = self.encoder.cfg.num_mel_bins;
+        if s.len() != 3 || s[2] != mels || s[0] == 0 {
+            return Err(ModelError::BadInput(format!(
+                "encoder input must be (B, T, {mels}), got {s:?}"
+            )));
+        }
+        let (batch, t) = (s[0], s[1]);
+        let enc_cfg = &self.encoder.cfg;
+        if let Some(l) = lengths {
+            if l.len() != batch || l.iter().any(|&n| n > t) {
+                return Err(ModelError::BadInput(format!(
+                    "lengths {l:?} for a batch of {batch} × {t} frames"
+                )));
+            }
+        }
+        let shortest = lengths.map_or(t, |l| l.iter().copied().min().unwrap_or(0));
+        if enc_cfg.output_frames(shortest) == 0 {
+            return Err(ModelError::BadInput(format!(
+                "{shortest} feature frames are too few to subsample"
+            )));
+        }
+        let out_lens: Vec<usize> = match lengths {
+            Some(l) => l.iter().map(|&n| enc_cfg.output_frames(n)).collect(),
+            None => vec![enc_cfg.output_frames(t); batch],
+        };
+        let t_out = out_lens.iter().copied().max().unwrap_or(0);
+        if t > CHAIN_MAX_FRAMES {
+            let prep = self.encoder.prepare(b, batch, t, lengths)?;
+            return Ok((self.encoder.forward_prepared(b, features, &prep)?, out_lens));
+        }
+        let bucket = self.bucket.max(1);
+        let tb = t.div_ceil(bucket) * bucket;
+        let full;
+        let lengths = match lengths {
+            Some(l) => Some(l),
+            None if tb > t => {
+                full = vec![t; batch];
+                Some(full.as_slice())
+            }
+            None => None,
+        };
+        let ch = self.encoder.chunking;
+        let key = format!(
+            "{}-encoder/b{batch}/t{tb}/{}/c{}x{}/{}",
+            self.name,
+            if lengths.is_some() { "masked" } else { "full" },
+            ch.subsampling_frames,
+            ch.attention_queries,
+            self.lane
+        );
+        let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = match chains.entry(key.clone()) {
+            std::collections::btree_map::Entry::Occupied(e) => {
+                let slot = e.into_mut();
+                if let Some(l) = lengths {
+                    let fresh = self.encoder.masks(b, batch, tb, l)?;
+                    slot.prep.refresh_masks(b, &fresh)?;
+                }
+                slot
+            }
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(ChainSlot {
+                input: b.upload(&HostTensor::zeros(vec![batch, tb, mels]))?,
+                prep: self.encoder.prepare(b, batch, tb, lengths)?,
+            }),
+        };
+        // Rows past T keep an earlier call's values: the masks zero them.
+        b.write_rows(&mut slot.input, features, 0)?;
+        let slot = &*slot;
+        let enc = crate::chain_one(b, &key, self.label, &mut |be| {
+            self.encoder.forward_prepared(be, &slot.input, &slot.prep)
+        })?;
+        // A copy: the next replay overwrites the chain's output.
+        Ok((b.slice(&enc, 1, 0, t_out)?, out_lens))
+    }
 }
 
 /// A Parakeet (CTC, RNNT or TDT) model whose weights live on backend `B`, in one lane.
@@ -144,80 +241,15 @@ impl<B: Backend> Parakeet<B> {
         features: &B::Tensor,
         lengths: Option<&[usize]>,
     ) -> Result<(B::Tensor, Vec<usize>)> {
-        let s = features.shape().to_vec();
-        let mels = self.config.encoder.num_mel_bins;
-        if s.len() != 3 || s[2] != mels || s[0] == 0 {
-            return Err(ModelError::BadInput(format!(
-                "encoder input must be (B, T, {mels}), got {s:?}"
-            )));
-        }
-        let (batch, t) = (s[0], s[1]);
-        let enc_cfg = &self.config.encoder;
-        if let Some(l) = lengths {
-            if l.len() != batch || l.iter().any(|&n| n > t) {
-                return Err(ModelError::BadInput(format!(
-                    "lengths {l:?} for a batch of {batch} × {t} frames"
-                )));
-            }
-        }
-        let shortest = lengths.map_or(t, |l| l.iter().copied().min().unwrap_or(0));
-        if enc_cfg.output_frames(shortest) == 0 {
-            return Err(ModelError::BadInput(format!(
-                "{shortest} feature frames are too few to subsample"
-            )));
-        }
-        let out_lens: Vec<usize> = match lengths {
-            Some(l) => l.iter().map(|&n| enc_cfg.output_frames(n)).collect(),
-            None => vec![enc_cfg.output_frames(t); batch],
+        let run = ChainedEncoder {
+            encoder: &self.encoder,
+            chains: &self.chains,
+            bucket: self.graph_bucket,
+            lane: self.lane,
+            name: "parakeet",
+            label: "parakeet encoder",
         };
-        let t_out = out_lens.iter().copied().max().unwrap_or(0);
-        let b = &self.backend;
-        if t > CHAIN_MAX_FRAMES {
-            let prep = self.encoder.prepare(b, batch, t, lengths)?;
-            return Ok((self.encoder.forward_prepared(b, features, &prep)?, out_lens));
-        }
-        let bucket = self.graph_bucket.max(1);
-        let tb = t.div_ceil(bucket) * bucket;
-        let full;
-        let lengths = match lengths {
-            Some(l) => Some(l),
-            None if tb > t => {
-                full = vec![t; batch];
-                Some(full.as_slice())
-            }
-            None => None,
-        };
-        let ch = self.encoder.chunking;
-        let key = format!(
-            "parakeet-encoder/b{batch}/t{tb}/{}/c{}x{}/{}",
-            if lengths.is_some() { "masked" } else { "full" },
-            ch.subsampling_frames,
-            ch.attention_queries,
-            self.lane
-        );
-        let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = match chains.entry(key.clone()) {
-            std::collections::btree_map::Entry::Occupied(e) => {
-                let slot = e.into_mut();
-                if let Some(l) = lengths {
-                    let fresh = self.encoder.masks(b, batch, tb, l)?;
-                    slot.prep.refresh_masks(b, &fresh)?;
-                }
-                slot
-            }
-            std::collections::btree_map::Entry::Vacant(e) => e.insert(ChainSlot {
-                input: b.upload(&HostTensor::zeros(vec![batch, tb, mels]))?,
-                prep: self.encoder.prepare(b, batch, tb, lengths)?,
-            }),
-        };
-        // Rows past T keep an earlier call's values: the masks zero them.
-        b.write_rows(&mut slot.input, features, 0)?;
-        let slot = &*slot;
-        let enc = crate::chain_one(b, &key, "parakeet encoder", &mut |be| {
-            self.encoder.forward_prepared(be, &slot.input, &slot.prep)
-        })?;
-        // A copy: the next replay overwrites the chain's output.
-        Ok((b.slice(&enc, 1, 0, t_out)?, out_lens))
+        run.encode_padded(&self.backend, features, lengths)
     }
 
     /// Encodes host feature matrices `(T_i, n_mels)` as one padded batch; returns

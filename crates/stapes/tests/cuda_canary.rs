@@ -1,0 +1,218 @@
+//! Canary (FastConformer encoder + Transformer decoder) on the CUDA home, against the CPU f32
+//! lane and transformers' expected ids on the Canary fixture (three real clips): f16 greedy and
+//! beam-4 ids identical; q8 under the family bar of `stapes_core::tolerance::FAMILY`; the
+//! encoder chain replayed as a graph equals the eager run bitwise; the decoder's preallocated
+//! KV cache equals re-running the prefix.
+//! Without a CUDA device every test prints `SKIPPED (no CUDA device): <name>` and returns.
+//! Fixtures: `crates/stapes-models/tests/fixtures/fastconformer` (found from the build tree, the
+//! working directory, or `STAPES_FC_FIXTURES`).
+
+use serde_json::Value;
+use stapes_core::tensor::rel_l2;
+use stapes_core::tolerance::{family_bar, IdsRule};
+use stapes_core::{Backend, HostTensor, Lane};
+use stapes_cpu::CpuBackend;
+use stapes_cuda::CudaBackend;
+use stapes_models::fastconformer::Canary;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+const CLIPS: [&str; 3] = ["jfk", "beckett", "lv0880"];
+
+/// One test at a time: a capture records every launch on the device's streams of this process.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn gpu(name: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if stapes_cuda::available() {
+        Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()))
+    } else {
+        eprintln!("SKIPPED (no CUDA device): {name}");
+        None
+    }
+}
+
+fn fixtures() -> PathBuf {
+    if let Ok(p) = std::env::var("STAPES_FC_FIXTURES") {
+        return PathBuf::from(p);
+    }
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../stapes-models/tests/fixtures/fastconformer");
+    if built.exists() {
+        return built;
+    }
+    PathBuf::from("crates/stapes-models/tests/fixtures/fastconformer")
+}
+
+fn read(name: &str) -> BTreeMap<String, HostTensor> {
+    let path = fixtures().join(name);
+    let st = stapes_formats::safetensors_dir::read_file(&path)
+        .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+    st.tensors
+        .iter()
+        .map(|(k, t)| {
+            let v = HostTensor::new(t.shape.clone(), t.to_f32()).expect("fixture tensor");
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+fn expected() -> Value {
+    let path = fixtures().join("expected_canary.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
+    serde_json::from_str(&text).expect("expected_canary.json parses")
+}
+
+fn ids(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .expect("an id list")
+        .iter()
+        .map(|x| x.as_u64().expect("an id") as u32)
+        .collect()
+}
+
+fn cuda() -> CudaBackend {
+    CudaBackend::new(0).expect("cuda opens")
+}
+
+fn canary<B: Backend>(backend: B, lane: Lane) -> Canary<B> {
+    Canary::new(backend, &fixtures().join("canary"), lane).expect("canary fixture loads")
+}
+
+/// The Parakeet fixtures' largest emulated q8 logit change (`expected.json`
+/// `models.*.lane_logit_error.q8`): the Canary fixture predates that measurement and shares
+/// the encoder shapes and weight scales, so its q8 decisions are judged against the same bound.
+fn q8_logit_error() -> f32 {
+    let path = fixtures().join("expected.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).expect("expected.json"))
+        .expect("expected.json parses");
+    ["ctc", "rnnt", "tdt"]
+        .iter()
+        .map(|m| {
+            v["models"][m]["lane_logit_error"]["q8"]
+                .as_f64()
+                .expect("lane_logit_error.q8 in expected.json") as f32
+        })
+        .fold(0.0, f32::max)
+}
+
+/// f16: encoder within the family bar, greedy and beam-4 ids identical to CPU f32 and to
+/// transformers'. q8: encoder within its bar, greedy ids identical until the first step whose
+/// CPU f32 margin is under the family rule's threshold. Every clip is checked before failing.
+#[test]
+fn canary_f16_ids_equal_cpu_f32_and_transformers() {
+    let Some(_g) = gpu("canary_f16_ids_equal_cpu_f32_and_transformers") else {
+        return;
+    };
+    let exp = expected();
+    let prompt = ids(&exp["prompt"]);
+    let max_new = exp["max_new_tokens"].as_u64().expect("max_new_tokens") as usize;
+    let inputs = read("inputs.safetensors");
+    let cpu = canary(CpuBackend::new(2).expect("cpu"), Lane::F32);
+    let mut failures = Vec::new();
+    for lane in [Lane::F16, Lane::Q8] {
+        let bar = family_bar("fastconformer", lane, "cuda").expect("family bar");
+        let m = canary(cuda(), lane);
+        for clip in CLIPS {
+            let f = &inputs[&format!("features.{clip}")];
+            let enc_cpu = cpu.encode_host(f).expect("cpu encode");
+            let (want, margins) = cpu
+                .generate_with_margins(&enc_cpu, &prompt, max_new)
+                .expect("cpu greedy");
+            let want_beam = cpu
+                .generate_beam(&enc_cpu, &prompt, max_new, 4, 1.0)
+                .expect("cpu beam");
+            let hf = ids(&exp["results"][clip]["generated"]);
+            let hf_beam = ids(&exp["results"][clip]["beam4"]);
+            if want != hf || want_beam != hf_beam {
+                failures.push(format!("cpu f32 {clip}: ids differ from transformers"));
+            }
+            // twice: the first call runs eagerly, the second captures this shape bucket
+            let _ = m.encode_host(f).expect("gpu encode");
+            let enc = m.encode_host(f).expect("gpu encode");
+            let host = m.backend().download(&enc).expect("download");
+            let e = rel_l2(&host.data, &cpu.backend().download(&enc_cpu).unwrap().data);
+            let got = m.generate(&enc, &prompt, max_new).expect("gpu greedy");
+            let got_beam = m
+                .generate_beam(&enc, &prompt, max_new, 4, 1.0)
+                .expect("gpu beam");
+            eprintln!(
+                "{lane} canary/{clip}: encoder rel L2 vs cpu f32 {e:.2e} (bar {}); greedy {got:?} \
+                 vs {want:?}; beam {got_beam:?} vs {want_beam:?}; min cpu margin {:.3}",
+                bar.encoder_rel_l2,
+                margins.iter().copied().fold(f32::INFINITY, f32::min)
+            );
+            if e > bar.encoder_rel_l2 {
+                failures.push(format!("{lane} {clip}: encoder rel L2 {e}"));
+            }
+            match bar.ids {
+                IdsRule::Identical => {
+                    if got != want {
+                        failures.push(format!("{lane} {clip}: greedy {got:?} vs {want:?}"));
+                    }
+                    if got_beam != want_beam {
+                        failures.push(format!("{lane} {clip}: beam {got_beam:?} vs {want_beam:?}"));
+                    }
+                }
+                IdsRule::UntilMarginBelow { factor } => {
+                    let floor = factor * q8_logit_error();
+                    let safe = margins.iter().take_while(|&&m| m >= floor).count();
+                    let same = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+                    eprintln!(
+                        "  {lane} {clip}: {same} leading ids equal; the first {safe} steps have \
+                         cpu margins ≥ {floor:.3}"
+                    );
+                    if same < safe.min(want.len()) {
+                        failures.push(format!(
+                            "{lane} {clip}: step {same} differs with a cpu f32 margin of {}",
+                            margins[same]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The encoder as a replayed graph equals the eager run bitwise (f16 and q8), on new data per
+/// call; the preallocated decoder cache equals re-running the whole prefix on the device.
+#[test]
+fn canary_graph_equals_eager_and_cache_equals_prefix_on_the_gpu() {
+    let Some(_g) = gpu("canary_graph_equals_eager_and_cache_equals_prefix_on_the_gpu") else {
+        return;
+    };
+    let exp = expected();
+    let prompt = ids(&exp["prompt"]);
+    let inputs = read("inputs.safetensors");
+    let f = &inputs["features.jfk"];
+    let singles: Vec<HostTensor> = (0..4)
+        .map(|i| HostTensor::random(f.shape.clone(), 70 + i, 2.0))
+        .collect();
+    for lane in [Lane::F16, Lane::Q8] {
+        std::env::set_var("STAPES_CUDA_GRAPHS", "0");
+        let eager = canary(cuda(), lane);
+        std::env::remove_var("STAPES_CUDA_GRAPHS");
+        let graphed = canary(cuda(), lane);
+        assert!(!eager.backend().graphs_enabled() && graphed.backend().graphs_enabled());
+        for (i, x) in singles.iter().enumerate() {
+            let a = eager.backend().download(&eager.encode_host(x).unwrap());
+            let b = graphed.backend().download(&graphed.encode_host(x).unwrap());
+            let (a, b) = (a.unwrap().data, b.unwrap().data);
+            assert!(
+                a == b,
+                "{lane}: call {i}: graph differs from eager (rel L2 {})",
+                rel_l2(&b, &a)
+            );
+        }
+        let c = graphed.backend().counters().snapshot();
+        eprintln!("{lane}: graphed counters {c:?}");
+        assert_eq!(c.graph_captures, 1, "{lane}: one shape bucket: {c:?}");
+        assert!(c.graph_replays >= 2, "{lane}: replays ran: {c:?}");
+        let enc = graphed.encode_host(f).unwrap();
+        let cached = graphed.generate(&enc, &prompt, 12).unwrap();
+        let again = graphed.generate_uncached(&enc, &prompt, 12).unwrap();
+        assert_eq!(cached, again, "{lane}: cached vs re-run prefix");
+    }
+}
