@@ -149,3 +149,153 @@ fn real_weights_f16_ids_equal_cpu_f32_and_q8_text_equal() {
         assert!(c.gemm_f16 + c.gemm_q8 > 0, "the GPU GEMMs ran: {c:?}");
     }
 }
+
+fn librivox_clip() -> Vec<f32> {
+    let cache = std::env::var_os("STAPES_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache/stapes"))
+        })
+        .expect("STAPES_CACHE or HOME");
+    let p = cache.join("audio/librivox/sense_and_sensibility_01_austen_64kb-0870.wav");
+    assert!(
+        p.exists(),
+        "{} missing: run scripts/fetch-models.sh all (or set STAPES_CACHE)",
+        p.display()
+    );
+    stapes_audio::load_file(&p).expect("librivox clip")
+}
+
+fn all_ids(t: &stapes_models::transcript::Transcript) -> Vec<u32> {
+    t.segments.iter().flat_map(|s| s.tokens.clone()).collect()
+}
+
+/// The decoder's step chain (ids and position on the device, captured once per batch size and
+/// replayed) computes the same logits, bit for bit, as the host-parameter step it replaces, and
+/// so does the same chain run eagerly (`STAPES_CUDA_GRAPHS=0`); across batch changes (a reorder
+/// into another batch's buffers) and two windows sharing the captured graphs.
+#[test]
+fn step_graph_logits_bit_identical_to_host_params() {
+    if !gpu("step_graph_logits_bit_identical_to_host_params") {
+        return;
+    }
+    let cfg = WhisperConfig::published("whisper-tiny").expect("shape");
+    let ck = synthetic_checkpoint(&cfg, 6).expect("synthetic");
+    for lane in [Lane::F16, Lane::Q8] {
+        std::env::set_var("STAPES_CUDA_GRAPHS", "0");
+        let eager = Whisper::new(CudaBackend::new(0).expect("cuda"), &ck, lane).expect("model");
+        std::env::remove_var("STAPES_CUDA_GRAPHS");
+        let graphed = Whisper::new(CudaBackend::new(0).expect("cuda"), &ck, lane).expect("model");
+        let sot = graphed.tokenizer.sot();
+        let run = |m: &Whisper<CudaBackend>, device: bool, window: u64| -> Vec<Vec<f32>> {
+            m.set_device_steps(device);
+            let b = m.backend();
+            let enc = b
+                .upload(&HostTensor::random(
+                    vec![1, cfg.n_audio_ctx, cfg.d_model],
+                    60 + window,
+                    1.0,
+                ))
+                .expect("up");
+            let cross = m.cross_kv(&enc).expect("cross");
+            let mut st = m.decoder_state(&cross, 1).expect("state");
+            let mut out = vec![m.decode_step(&mut st, &[sot]).expect("step").data];
+            m.reorder_state(&mut st, &[0, 0, 0, 0, 0]).expect("expand");
+            for s in 0..12u32 {
+                let ids: Vec<u32> = (0..5).map(|r| 100 + 7 * s + r).collect();
+                out.push(m.decode_step(&mut st, &ids).expect("step").data);
+                if s == 6 {
+                    m.reorder_state(&mut st, &[4, 4, 1, 0, 2]).expect("permute");
+                }
+            }
+            m.reorder_state(&mut st, &[3, 1]).expect("shrink");
+            for s in 0..6u32 {
+                out.push(
+                    m.decode_step(&mut st, &[200 + s, 300 + s])
+                        .expect("step")
+                        .data,
+                );
+            }
+            out
+        };
+        for window in 0..2 {
+            let want = run(&graphed, false, window);
+            let before = graphed.backend().counters().snapshot().graph_replays;
+            let got = run(&graphed, true, window);
+            let replays = graphed.backend().counters().snapshot().graph_replays - before;
+            let eager_steps = run(&eager, true, window);
+            for (i, w) in want.iter().enumerate() {
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert!(
+                    bits(&got[i]) == bits(w),
+                    "{lane} window {window} step {i}: step graph logits differ (rel L2 {})",
+                    rel_l2(&got[i], w)
+                );
+                assert!(
+                    bits(&eager_steps[i]) == bits(w),
+                    "{lane} window {window} step {i}: eager step chain differs (rel L2 {})",
+                    rel_l2(&eager_steps[i], w)
+                );
+            }
+            // window 0: every batch size warms, captures, then replays; window 1 replays only
+            assert!(
+                replays > 0,
+                "{lane} window {window}: no step graph replayed"
+            );
+            if window == 1 {
+                assert_eq!(
+                    replays as usize,
+                    want.len(),
+                    "{lane}: every step of window 1 replays"
+                );
+            }
+            println!(
+                "{lane} window {window}: {} steps, {replays} replays",
+                want.len()
+            );
+        }
+        assert_eq!(eager.backend().counters().snapshot().graph_replays, 0);
+    }
+}
+
+/// Real tiny.en: transcripts decoded with the step graph have the ids of the host-parameter
+/// steps, greedy and beam 5, on jfk and a LibriVox clip, f16 and q8; the step graph replayed.
+#[test]
+fn real_weights_step_graph_ids_equal_host_params() {
+    let name = "real_weights_step_graph_ids_equal_host_params";
+    if !gpu(name) {
+        return;
+    }
+    let Some(ck) = real_checkpoint(name) else {
+        return;
+    };
+    let clips = [("jfk", jfk()), ("librivox-0870", librivox_clip())];
+    for lane in [Lane::F16, Lane::Q8] {
+        let m = Whisper::new(CudaBackend::new(0).expect("cuda"), &ck, lane).expect("gpu model");
+        for (clip, audio) in &clips {
+            for beam in [1, 5] {
+                let o = WhisperOptions {
+                    beam_size: beam,
+                    ..Default::default()
+                };
+                m.set_device_steps(false);
+                let want = m.transcribe(audio, &o).expect("host-parameter steps");
+                m.set_device_steps(true);
+                let before = m.backend().counters().snapshot().graph_replays;
+                let got = m.transcribe(audio, &o).expect("step graph");
+                let replays = m.backend().counters().snapshot().graph_replays - before;
+                println!(
+                    "{lane} {clip} beam {beam}: {replays} replays: {:?}",
+                    got.text()
+                );
+                assert_eq!(
+                    all_ids(&got),
+                    all_ids(&want),
+                    "{lane} {clip} beam {beam}: step-graph ids differ"
+                );
+                assert!(!all_ids(&got).is_empty(), "{lane} {clip}: empty transcript");
+                assert!(replays > 0, "{lane} {clip} beam {beam}: no graph replayed");
+            }
+        }
+    }
+}
