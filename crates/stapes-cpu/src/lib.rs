@@ -17,7 +17,7 @@ use rayon::prelude::*;
 use stapes_core::shapes::{around, attn_dims, check_vec, rank3, AttnDims};
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
-    HostTensor, Lane, Result,
+    HostTensor, Lane, Result, WeightData, WeightView,
 };
 
 /// Elements per task in element-wise ops: below this, splitting costs more than it saves.
@@ -123,6 +123,7 @@ impl CpuBackend {
         } else {
             threads
         };
+        mem::keep_freed_buffers();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("stapes-cpu-{i}"))
@@ -275,6 +276,34 @@ impl CpuBackend {
     /// `(n, k)` row-major values in the q8 lane, bit-identical to the lane's reference
     /// quantizer (`stapes_core::lane::quantize_row_q8`), rows split over the pool.
     fn quantize_q8(&self, data: &[f32], n: usize, k: usize) -> Store {
+        self.quantize_q8_by(n, k, |r, quantize| quantize(&data[r.start * k..r.end * k]))
+    }
+
+    /// [`Self::quantize_q8`] of f16 values (little-endian byte pairs at any alignment): each
+    /// task widens its rows (exactly) into a scratch buffer, so the result is bit-identical to
+    /// quantizing the widened matrix without ever holding it whole.
+    fn quantize_q8_f16(&self, bytes: &[u8], n: usize, k: usize) -> Store {
+        use half::slice::HalfFloatSliceExt;
+        self.quantize_q8_by(n, k, |r, quantize| {
+            let src = &bytes[2 * r.start * k..2 * r.end * k];
+            let h: Vec<half::f16> = src
+                .chunks_exact(2)
+                .map(|c| half::f16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            let mut wide = vec![0f32; h.len()];
+            h.convert_to_f32_slice(&mut wide);
+            quantize(&wide)
+        })
+    }
+
+    /// The q8 store of an `(n, k)` matrix: `rows_of(range, quantize)` hands the f32 values of
+    /// rows `range` to `quantize`, one chunk of rows per task.
+    fn quantize_q8_by(
+        &self,
+        n: usize,
+        k: usize,
+        rows_of: impl Fn(std::ops::Range<usize>, &mut dyn FnMut(&[f32])) + Sync,
+    ) -> Store {
         let kb = k.div_ceil(32);
         let mut q = mem::filled(n * kb * 32, 0i8);
         let mut s = mem::filled(n * kb, 0f32);
@@ -283,13 +312,12 @@ impl CpuBackend {
         let work = |i: usize, qc: &mut [i8], sc: &mut [f32]| {
             let r0 = i * rows;
             let nr = sc.len() / kb;
-            let src = &data[r0 * k..(r0 + nr) * k];
-            match avx2 {
+            rows_of(r0..r0 + nr, &mut |src: &[f32]| match avx2 {
                 Some(a) => a.quantize_q8_rows(src, k, qc, sc),
                 None => simd::quantize_q8_rows(src, k, qc, sc),
-            }
+            });
         };
-        if self.parallel(data.len() * 4) {
+        if self.parallel(n * k * 4) {
             self.pool.install(|| {
                 q.par_chunks_mut(rows * kb * 32)
                     .zip(s.par_chunks_mut(rows * kb))
@@ -308,6 +336,23 @@ impl CpuBackend {
             kb,
             packed: Default::default(),
         }
+    }
+
+    /// Little-endian f16 byte pairs (any alignment) as f16 values, copied on the pool so the
+    /// destination's first-touch page faults split over the threads.
+    fn f16_from_le(&self, bytes: &[u8]) -> Vec<half::f16> {
+        let n = bytes.len() / 2;
+        let mut h = mem::with_capacity::<half::f16>(n);
+        let spare = &mut h.spare_capacity_mut()[..n];
+        self.for_chunks(n, spare, STORE_CHUNK, |i, dst| {
+            let src = &bytes[2 * i * STORE_CHUNK..][..2 * dst.len()];
+            dst.iter_mut().zip(src.chunks_exact(2)).for_each(|(d, c)| {
+                d.write(half::f16::from_le_bytes([c[0], c[1]]));
+            });
+        });
+        // SAFETY: the chunks cover all n slots and each wrote every slot of its chunk.
+        unsafe { h.set_len(n) };
+        h
     }
 
     fn linear_raw(&self, x: &[f32], m: usize, w: &CpuWeight, bias: Option<&CpuTensor>) -> Vec<f32> {
@@ -555,6 +600,27 @@ impl Backend for CpuBackend {
             Lane::Q8 => self.quantize_q8(&w.data, n, k),
         };
         Ok(CpuWeight { lane, n, k, store })
+    }
+
+    fn weight_from(&self, w: &WeightView<'_>, lane: Lane) -> Result<CpuWeight> {
+        let (n, k) = (w.n, w.k);
+        if n == 0 || k == 0 {
+            return Err(Error::shape("weight_from", format!("({n}, {k})")));
+        }
+        let WeightData::F16Le(bytes) = w.data else {
+            return self.weight(&w.to_host(), lane);
+        };
+        let store = match lane {
+            // f16 values are what both lanes store: a copy of the bytes, no rounding check.
+            Lane::F32 | Lane::F16 => Store::F16(self.f16_from_le(bytes)),
+            Lane::Q8 => self.quantize_q8_f16(bytes, n, k),
+        };
+        Ok(CpuWeight { lane, n, k, store })
+    }
+
+    fn upload_owned(&self, t: HostTensor) -> Result<CpuTensor> {
+        let t = HostTensor::new(t.shape, t.data)?;
+        Ok(CpuTensor::new(t.shape, t.data))
     }
 
     fn weight_shape(&self, w: &CpuWeight) -> (usize, usize) {
@@ -1196,6 +1262,48 @@ mod tests {
                         );
                         assert_eq!(s[at].to_bits(), blk.scale.to_f32().to_bits());
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn weight_from_f16_bytes_is_the_weight_of_the_widened_matrix() {
+        use stapes_core::{WeightData, WeightView};
+        for (threads, portable) in [(1, false), (2, false), (2, true)] {
+            let be = if portable {
+                CpuBackend::new_portable(threads)
+            } else {
+                CpuBackend::new(threads)
+            }
+            .expect("cpu");
+            // Partial last q8 block, many chunks for the pool, a single value.
+            for (n, k) in [(3usize, 45usize), (700, 384), (1, 1)] {
+                let wide =
+                    HostTensor::new(vec![n, k], f16_exact(n * k, 5 + k as u64).data).expect("w");
+                // One byte in front: the pairs sit at an odd address, as in a memory map.
+                let mut bytes = vec![0u8];
+                for v in &wide.data {
+                    bytes.extend_from_slice(&half::f16::from_f32(*v).to_le_bytes());
+                }
+                let view = WeightView::new(n, k, WeightData::F16Le(&bytes[1..])).expect("view");
+                for lane in [Lane::F32, Lane::F16, Lane::Q8] {
+                    let a = be.weight_from(&view, lane).expect("weight_from");
+                    let b = be.weight(&wide, lane).expect("weight");
+                    assert_eq!((a.lane, a.n, a.k), (b.lane, b.n, b.k));
+                    let same = match (&a.store, &b.store) {
+                        (Store::F16(x), Store::F16(y)) => {
+                            x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
+                        }
+                        (Store::Q8 { q: qa, s: sa, .. }, Store::Q8 { q: qb, s: sb, .. }) => {
+                            qa == qb && sa.iter().zip(sb).all(|(p, q)| p.to_bits() == q.to_bits())
+                        }
+                        _ => false,
+                    };
+                    assert!(
+                        same,
+                        "({n}, {k}) {lane} on {threads} threads (portable {portable})"
+                    );
                 }
             }
         }

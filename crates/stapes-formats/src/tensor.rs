@@ -106,6 +106,9 @@ impl std::fmt::Display for DType {
 #[derive(Clone)]
 enum Storage {
     Owned(Arc<Vec<u8>>),
+    /// f32 values a loader computed (dequantized integers …), kept as they are: moving a
+    /// `Vec<f32>` in costs no copy.
+    OwnedF32(Arc<Vec<f32>>),
     Mapped {
         map: Arc<Mmap>,
         start: usize,
@@ -140,6 +143,16 @@ impl RawTensor {
             dtype,
             shape,
             storage: Storage::Owned(Arc::new(bytes)),
+        })
+    }
+
+    /// f32 values taken over without a copy; `values.len()` must match the shape.
+    pub fn from_f32_vec(shape: Vec<usize>, values: Vec<f32>) -> Result<Self, String> {
+        check_len(DType::F32, &shape, values.len() * 4)?;
+        Ok(Self {
+            dtype: DType::F32,
+            shape,
+            storage: Storage::OwnedF32(Arc::new(values)),
         })
     }
 
@@ -181,6 +194,7 @@ impl RawTensor {
     pub fn bytes(&self) -> &[u8] {
         match &self.storage {
             Storage::Owned(v) => v.as_slice(),
+            Storage::OwnedF32(v) => bytemuck::cast_slice(v.as_slice()),
             Storage::Mapped { map, start, len } => &map[*start..*start + *len],
         }
     }
@@ -192,6 +206,9 @@ impl RawTensor {
 
     /// Values as f32 (integers converted, ggml block types dequantized as ggml does).
     pub fn to_f32(&self) -> Vec<f32> {
+        if let Storage::OwnedF32(v) = &self.storage {
+            return v.as_ref().clone();
+        }
         let b = self.bytes();
         match self.dtype {
             DType::F32 => b
@@ -232,6 +249,17 @@ impl RawTensor {
         }
     }
 
+    /// The values as an f32 slice without a copy, where they are f32 at a 4-byte aligned address.
+    pub fn as_f32_slice(&self) -> Option<&[f32]> {
+        if self.dtype != DType::F32 || cfg!(target_endian = "big") {
+            return None;
+        }
+        match &self.storage {
+            Storage::OwnedF32(v) => Some(v.as_slice()),
+            _ => bytemuck::try_cast_slice(self.bytes()).ok(),
+        }
+    }
+
     /// Values as f16: f16 data is returned bit-exact, anything else is rounded.
     pub fn to_f16(&self) -> Vec<f16> {
         match self.dtype {
@@ -262,7 +290,8 @@ impl RawTensor {
         Ok(t)
     }
 
-    /// Rows `[from, to)` of the outermost axis, copied (splits fused matrices).
+    /// Rows `[from, to)` of the outermost axis (splits fused matrices): a view of the same map
+    /// for mapped data, else a copy.
     pub fn rows(&self, from: usize, to: usize) -> Result<Self, String> {
         let outer = *self.shape.first().ok_or("cannot slice a scalar")?;
         if from > to || to > outer {
@@ -276,9 +305,19 @@ impl RawTensor {
             .dtype
             .storage_bytes(row_elems)
             .ok_or("rows are not whole quantization blocks")?;
-        let bytes = self.bytes()[from * row_bytes..to * row_bytes].to_vec();
         let mut shape = self.shape.clone();
         shape[0] = to - from;
+        if let Storage::Mapped { map, start, .. } = &self.storage {
+            let len = (to - from) * row_bytes;
+            return Self::mapped(
+                self.dtype,
+                shape,
+                map.clone(),
+                start + from * row_bytes,
+                len,
+            );
+        }
+        let bytes = self.bytes()[from * row_bytes..to * row_bytes].to_vec();
         Self::from_bytes(self.dtype, shape, bytes)
     }
 }
