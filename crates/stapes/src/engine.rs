@@ -13,7 +13,7 @@ use stapes_models::transcript::{Segment, Transcript};
 use stapes_models::whisper::config::WhisperConfig;
 use stapes_models::whisper::decoding::{Task as WhisperTask, WhisperOptions};
 use stapes_models::whisper::model::Whisper;
-use stapes_models::whisper::weights::{load_checkpoint, synthetic_checkpoint, WhisperCheckpoint};
+use stapes_models::whisper::weights::{load_weights, synthetic_checkpoint, WhisperWeights};
 use std::path::Path;
 
 /// How to load a model.
@@ -158,9 +158,11 @@ impl Engine {
                         host_bytes = tracing::field::Empty
                     );
                     let _e = span.enter();
-                    let ck = load_checkpoint(model)?;
+                    let ck = load_weights(model)?;
                     span.record("tensors", ck.tensors.len());
-                    span.record("host_bytes", crate::profile::host_bytes(ck.tensors.values()));
+                    // as stored (CTranslate2: f16 in the file's memory map, not copied)
+                    let stored: usize = ck.tensors.values().map(|t| t.bytes().len()).sum();
+                    span.record("host_bytes", stored as u64);
                     ck
                 };
                 let engine = Self::from_whisper(&ck, opts)?;
@@ -285,15 +287,23 @@ impl Engine {
             ))
         })?;
         let ckpt = synthetic_checkpoint(&config, 0x5EED)?;
-        Self::from_whisper(&ckpt, opts)
+        Self::from_whisper(&WhisperWeights::from_checkpoint(ckpt)?, opts)
     }
 
-    fn from_whisper(ckpt: &WhisperCheckpoint, opts: &EngineOptions) -> Result<Engine, StapesError> {
+    fn from_whisper(w: &WhisperWeights, opts: &EngineOptions) -> Result<Engine, StapesError> {
         Self::on_home(
             "whisper",
             opts,
-            |be, lane| Ok(Inner::WhisperCpu(Box::new(Whisper::new(be, ckpt, lane)?))),
-            |be, lane| Ok(Inner::WhisperCuda(Box::new(Whisper::new(be, ckpt, lane)?))),
+            |be, lane| {
+                Ok(Inner::WhisperCpu(Box::new(Whisper::from_weights(
+                    be, w, lane,
+                )?)))
+            },
+            |be, lane| {
+                Ok(Inner::WhisperCuda(Box::new(Whisper::from_weights(
+                    be, w, lane,
+                )?)))
+            },
         )
     }
 

@@ -173,13 +173,13 @@ impl<B: Backend> Decoder<B> {
     pub fn load(b: &B, t: &Tensors<'_>, cfg: &WhisperConfig, lane: Lane) -> Result<Self> {
         let p = "model.decoder";
         let embed_name = format!("{p}.embed_tokens.weight");
-        let embed_host = t.get(&embed_name)?;
-        if embed_host.shape != [cfg.vocab_size, cfg.d_model] {
+        let embed_shape = t.shape(&embed_name)?;
+        if embed_shape != [cfg.vocab_size, cfg.d_model] {
             return Err(t.bad(
                 &embed_name,
                 &format!(
                     "expected ({}, {}), got {:?}",
-                    cfg.vocab_size, cfg.d_model, embed_host.shape
+                    cfg.vocab_size, cfg.d_model, embed_shape
                 ),
             ));
         }
@@ -200,7 +200,7 @@ impl<B: Backend> Decoder<B> {
         }
         let positions = t.tensor(b, &format!("{p}.embed_positions.weight"))?;
         Ok(Self {
-            embed: b.upload(embed_host)?,
+            embed: t.tensor(b, &embed_name)?,
             embed_w: t.weight(b, &embed_name, lane)?,
             n_ctx: positions.shape()[0],
             positions,

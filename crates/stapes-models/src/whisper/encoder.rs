@@ -31,17 +31,8 @@ pub(crate) struct Encoder<B: Backend> {
 impl<B: Backend> Encoder<B> {
     pub fn load(b: &B, t: &Tensors<'_>, n_layers: usize, heads: usize, lane: Lane) -> Result<Self> {
         let p = "model.encoder";
-        let conv = |name: &str| -> Result<B::Weight> {
-            // (C_out, C_in, K) flattened to the GEMM weight (C_out, C_in·K) the op contract wants
-            let full = format!("{p}.{name}.weight");
-            let w = t.get(&full)?;
-            if w.shape.len() != 3 {
-                return Err(t.bad(&full, "expected (C_out, C_in, K)"));
-            }
-            let (o, i, k) = (w.shape[0], w.shape[1], w.shape[2]);
-            let flat = w.clone().reshape(vec![o, i * k])?;
-            Ok(b.weight(&flat, t.lane_of(&full, lane))?)
-        };
+        // (C_out, C_in, K) flattened to the GEMM weight (C_out, C_in·K) the op contract wants
+        let conv = |name: &str| t.weight_of_rank(b, &format!("{p}.{name}.weight"), 3, lane);
         let positions = t.tensor(b, &format!("{p}.embed_positions.weight"))?;
         let mut layers = Vec::with_capacity(n_layers);
         for l in 0..n_layers {

@@ -4,9 +4,12 @@ use super::config::{WhisperConfig, WhisperGeneration};
 use super::decoder::{CrossKv, Decoder, DecoderState};
 use super::encoder::{Encoder, LN_EPS};
 use super::tokenizer::WhisperTokenizer;
-use super::weights::WhisperCheckpoint;
+use super::weights::{WhisperCheckpoint, WhisperWeights};
 use crate::{ModelError, Result};
-use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane};
+use stapes_core::{
+    Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane, WeightData, WeightView,
+};
+use stapes_formats::{DType, RawTensor};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -58,9 +61,13 @@ impl WeightLanes {
     }
 }
 
-/// Named host tensors of one checkpoint, with errors that name the file and the tensor.
+/// Named tensors of one checkpoint, with errors that name the file and the tensor.
 pub(crate) struct Tensors<'a> {
+    /// f32 tensors: every tensor of a widened checkpoint, or the non-GEMM ones (norms, biases,
+    /// embeddings) of a stored one.
     pub map: &'a BTreeMap<String, HostTensor>,
+    /// GEMM weights as the file stores them, looked up first by [`Tensors::weight`].
+    pub stored: Option<&'a BTreeMap<String, RawTensor>>,
     pub path: &'a Path,
     /// Per-weight lane exceptions; `None`: every weight in the lane the caller names.
     pub lanes: Option<&'a WeightLanes>,
@@ -73,7 +80,22 @@ impl<'a> Tensors<'a> {
     pub fn get(&self, name: &str) -> Result<&'a HostTensor> {
         self.map.get(name).ok_or_else(|| self.bad(name, "missing"))
     }
+    /// Shape of tensor `name`, without widening it.
+    pub fn shape(&self, name: &str) -> Result<&'a [usize]> {
+        match (self.map.get(name), self.stored.and_then(|m| m.get(name))) {
+            (Some(t), _) => Ok(&t.shape),
+            (None, Some(t)) => Ok(&t.shape),
+            (None, None) => Err(self.bad(name, "missing")),
+        }
+    }
+    /// Tensor `name` on the backend as f32. A stored tensor that is not among the widened ones
+    /// (the token embedding table) is widened once, straight into the buffer the backend keeps.
     pub fn tensor<B: Backend>(&self, b: &B, name: &str) -> Result<B::Tensor> {
+        if let (None, Some(t)) = (self.map.get(name), self.stored.and_then(|m| m.get(name))) {
+            let wide = HostTensor::new(t.shape.clone(), t.to_f32())
+                .map_err(|e| self.bad(name, &e.to_string()))?;
+            return Ok(b.upload_owned(wide)?);
+        }
         Ok(b.upload(self.get(name)?)?)
     }
     pub fn opt_tensor<B: Backend>(&self, b: &B, name: &str) -> Result<Option<B::Tensor>> {
@@ -86,16 +108,57 @@ impl<'a> Tensors<'a> {
     pub fn lane_of(&self, name: &str, lane: Lane) -> Lane {
         self.lanes.map(|l| l.lane_of(name)).unwrap_or(lane)
     }
+    /// GEMM weight `name`, a `(N, K)` matrix.
     pub fn weight<B: Backend>(&self, b: &B, name: &str, lane: Lane) -> Result<B::Weight> {
-        let w = self.get(name)?;
-        if w.shape.len() != 2 {
-            return Err(self.bad(
-                name,
-                &format!("expected a (N, K) matrix, got {:?}", w.shape),
-            ));
-        }
-        Ok(b.weight(w, self.lane_of(name, lane))?)
+        self.weight_of_rank(b, name, 2, lane)
     }
+    /// GEMM weight `name` of `rank` dimensions `(N, ..)`, flattened to `(N, K)` (convolution
+    /// kernels `(C_out, C_in, K)` become `(C_out, C_in·K)`).
+    pub fn weight_of_rank<B: Backend>(
+        &self,
+        b: &B,
+        name: &str,
+        rank: usize,
+        lane: Lane,
+    ) -> Result<B::Weight> {
+        let lane = self.lane_of(name, lane);
+        let check = |shape: &[usize]| -> Result<(usize, usize)> {
+            if shape.len() != rank {
+                return Err(self.bad(
+                    name,
+                    &format!("expected a weight of rank {rank}, got shape {shape:?}"),
+                ));
+            }
+            Ok((shape[0], shape[1..].iter().product()))
+        };
+        if let Some(raw) = self.stored.and_then(|m| m.get(name)) {
+            let (n, k) = check(&raw.shape)?;
+            let data = match (raw.dtype, raw.as_f32_slice()) {
+                (DType::F16, _) => WeightData::F16Le(raw.bytes()),
+                (_, Some(v)) => WeightData::F32(v),
+                _ => {
+                    let wide = HostTensor::new(vec![n, k], raw.to_f32())
+                        .map_err(|e| self.bad(name, &e.to_string()))?;
+                    return Ok(b.weight(&wide, lane)?);
+                }
+            };
+            let view = WeightView::new(n, k, data).map_err(|e| self.bad(name, &e.to_string()))?;
+            return Ok(b.weight_from(&view, lane)?);
+        }
+        let w = self.get(name)?;
+        let (n, k) = check(&w.shape)?;
+        if rank == 2 {
+            return Ok(b.weight(w, lane)?);
+        }
+        Ok(b.weight(&w.clone().reshape(vec![n, k])?, lane)?)
+    }
+}
+
+/// Whether stored tensor `name` is widened up front as plain f32 values (norms, biases, the
+/// position tables) rather than used as a GEMM weight. The token embedding is both: it is
+/// widened only when uploaded ([`Tensors::tensor`]).
+fn widened_for_upload(name: &str, t: &RawTensor) -> bool {
+    t.shape.len() < 2 || name.contains(".embed_positions.")
 }
 
 /// Layer norm with its affine parameters.
@@ -266,6 +329,59 @@ impl<B: Backend> Whisper<B> {
         path: &Path,
         lanes: &WeightLanes,
     ) -> Result<Self> {
+        let t = Tensors {
+            map: tensors,
+            stored: None,
+            path,
+            lanes: Some(lanes),
+        };
+        Self::build(backend, config, generation, tokenizer, &t, lanes)
+    }
+
+    /// Build from weights as their file stores them, GEMM weights in `lane` as
+    /// [`WeightLanes::whisper`] means it: each weight goes to the backend's lane straight from
+    /// the stored values ([`Backend::weight_from`]), with no f32 copy of the checkpoint.
+    /// The model is the one [`Self::new`] builds from the widened checkpoint.
+    pub fn from_weights(backend: B, w: &WhisperWeights, lane: Lane) -> Result<Self> {
+        Self::from_weights_with_lanes(backend, w, &WeightLanes::whisper(lane))
+    }
+
+    /// [`Self::from_weights`] with an explicit lane per weight.
+    pub fn from_weights_with_lanes(
+        backend: B,
+        w: &WhisperWeights,
+        lanes: &WeightLanes,
+    ) -> Result<Self> {
+        let mut host = BTreeMap::new();
+        for (name, t) in w.tensors.iter().filter(|(n, t)| widened_for_upload(n, t)) {
+            let h = HostTensor::new(t.shape.clone(), t.to_f32())
+                .map_err(|e| ModelError::bad_tensor(&w.path, name, e.to_string()))?;
+            host.insert(name.clone(), h);
+        }
+        let t = Tensors {
+            map: &host,
+            stored: Some(&w.tensors),
+            path: &w.path,
+            lanes: Some(lanes),
+        };
+        Self::build(
+            backend,
+            w.config.clone(),
+            w.generation.clone(),
+            w.tokenizer.clone(),
+            &t,
+            lanes,
+        )
+    }
+
+    fn build(
+        backend: B,
+        config: WhisperConfig,
+        generation: WhisperGeneration,
+        tokenizer: WhisperTokenizer,
+        t: &Tensors<'_>,
+        lanes: &WeightLanes,
+    ) -> Result<Self> {
         let lane = lanes.base;
         for l in std::iter::once(lane).chain(lanes.exceptions.iter().map(|(_, l)| *l)) {
             if !backend.supports_lane(l) {
@@ -276,26 +392,21 @@ impl<B: Backend> Whisper<B> {
                 .into());
             }
         }
-        let t = Tensors {
-            map: tensors,
-            path,
-            lanes: Some(lanes),
-        };
         let encoder = Encoder::load(
             &backend,
-            &t,
+            t,
             config.encoder_layers,
             config.encoder_heads,
             lane,
         )?;
-        let decoder = Decoder::load(&backend, &t, &config, lane)?;
+        let decoder = Decoder::load(&backend, t, &config, lane)?;
         Ok(Self {
             backend,
             config,
             generation,
             tokenizer,
             lane,
-            path: path.to_path_buf(),
+            path: t.path.to_path_buf(),
             encoder,
             decoder,
             chain_inputs: std::sync::Mutex::new(BTreeMap::new()),

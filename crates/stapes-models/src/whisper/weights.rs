@@ -49,6 +49,81 @@ impl WhisperCheckpoint {
     }
 }
 
+/// A Whisper checkpoint with every weight as its file stores it (f16 views of the memory map,
+/// …) under its canonical name: what [`super::Whisper::from_weights`] builds a model from
+/// without an f32 copy of the whole checkpoint first. Validated as [`WhisperCheckpoint`] is.
+#[derive(Clone)]
+pub struct WhisperWeights {
+    pub config: WhisperConfig,
+    pub generation: WhisperGeneration,
+    pub tokenizer: WhisperTokenizer,
+    pub tensors: BTreeMap<String, RawTensor>,
+    /// Container the weights came from (as [`WhisperCheckpoint::format`]).
+    pub format: &'static str,
+    pub path: PathBuf,
+}
+
+impl std::fmt::Debug for WhisperWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WhisperWeights")
+            .field("format", &self.format)
+            .field("path", &self.path)
+            .field("config", &self.config)
+            .field("tensors", &self.tensors.len())
+            .finish()
+    }
+}
+
+impl WhisperWeights {
+    /// Every tensor widened to f32 (on up to 4 threads).
+    pub fn into_checkpoint(self) -> Result<WhisperCheckpoint> {
+        let items: Vec<(String, RawTensor)> = self.tensors.into_iter().collect();
+        let path = &self.path;
+        let wide = map_parallel(&items, |(name, t)| to_host(path, name, t));
+        let mut tensors = BTreeMap::new();
+        for ((name, _), t) in items.iter().zip(wide) {
+            tensors.insert(name.clone(), t?);
+        }
+        Ok(WhisperCheckpoint {
+            config: self.config,
+            generation: self.generation,
+            tokenizer: self.tokenizer,
+            tensors,
+            format: self.format,
+            path: self.path,
+        })
+    }
+}
+
+impl WhisperWeights {
+    /// A widened checkpoint's tensors, moved over without a copy.
+    pub fn from_checkpoint(ck: WhisperCheckpoint) -> Result<Self> {
+        let mut tensors = BTreeMap::new();
+        for (name, t) in ck.tensors {
+            let raw = RawTensor::from_f32_vec(t.shape, t.data)
+                .map_err(|e| ModelError::bad_tensor(&ck.path, &name, e))?;
+            tensors.insert(name, raw);
+        }
+        Ok(Self {
+            config: ck.config,
+            generation: ck.generation,
+            tokenizer: ck.tokenizer,
+            tensors,
+            format: ck.format,
+            path: ck.path,
+        })
+    }
+}
+
+/// [`load_checkpoint`] for inference: CTranslate2 weights stay as stored ([`load_ct2_stored`]);
+/// the other containers are widened as `load_checkpoint` does and moved over.
+pub fn load_weights(path: &Path) -> Result<WhisperWeights> {
+    match stapes_formats::sniff(path)? {
+        Format::Ct2 => load_ct2_stored(path),
+        _ => WhisperWeights::from_checkpoint(load_checkpoint(path)?),
+    }
+}
+
 /// Every canonical tensor a Whisper model of `c` has, with its shape.
 pub fn expected_shapes(c: &WhisperConfig) -> Vec<(String, Vec<usize>)> {
     let d = c.d_model;
@@ -195,11 +270,41 @@ pub fn checkpoint_from_tensors(
     config: WhisperConfig,
     generation: WhisperGeneration,
     tokenizer: WhisperTokenizer,
-    mut tensors: BTreeMap<String, HostTensor>,
+    tensors: BTreeMap<String, HostTensor>,
     format: &'static str,
     path: PathBuf,
 ) -> Result<WhisperCheckpoint> {
-    let expected = expected_shapes(&config);
+    validate(
+        &config,
+        &generation,
+        &tokenizer,
+        &tensors,
+        |t| &t.shape,
+        |t| first_non_finite(&t.data),
+        &path,
+    )?;
+    Ok(WhisperCheckpoint {
+        config,
+        generation,
+        tokenizer,
+        tensors,
+        format,
+        path,
+    })
+}
+
+/// The checks of [`checkpoint_from_tensors`] over any tensor type: `non_finite` gives the index
+/// of a tensor's first NaN/±Inf (scanned on up to 4 threads).
+fn validate<T: Sync>(
+    config: &WhisperConfig,
+    generation: &WhisperGeneration,
+    tokenizer: &WhisperTokenizer,
+    tensors: &BTreeMap<String, T>,
+    shape_of: impl Fn(&T) -> &[usize],
+    non_finite: impl Fn(&T) -> Option<usize> + Sync,
+    path: &Path,
+) -> Result<()> {
+    let expected = expected_shapes(config);
     let names: BTreeSet<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
     let unknown: Vec<&String> = tensors
         .keys()
@@ -208,7 +313,7 @@ pub fn checkpoint_from_tensors(
     if !unknown.is_empty() {
         let list: Vec<&str> = unknown.iter().take(8).map(|s| s.as_str()).collect();
         return Err(ModelError::bad_model(
-            &path,
+            path,
             format!(
                 "{} unknown tensor(s) for a Whisper model: {}",
                 unknown.len(),
@@ -216,28 +321,35 @@ pub fn checkpoint_from_tensors(
             ),
         ));
     }
+    let mut present = Vec::with_capacity(expected.len());
     for (name, shape) in &expected {
         let t = tensors
-            .get_mut(name)
-            .ok_or_else(|| ModelError::bad_tensor(&path, name, "missing"))?;
-        if &t.shape != shape {
+            .get(name)
+            .ok_or_else(|| ModelError::bad_tensor(path, name, "missing"))?;
+        if shape_of(t) != shape.as_slice() {
             return Err(ModelError::bad_tensor(
-                &path,
+                path,
                 name,
-                format!("shape {:?}, expected {shape:?}", t.shape),
+                format!("shape {:?}, expected {shape:?}", shape_of(t)),
             ));
         }
-        if let Some(i) = first_non_finite(&t.data) {
-            return Err(ModelError::bad_tensor(
-                &path,
-                name,
-                format!("non-finite value at element {i}"),
-            ));
-        }
+        present.push((name, t));
+    }
+    let scans = map_parallel(&present, |(_, t)| non_finite(t));
+    if let Some(((name, _), i)) = present
+        .iter()
+        .zip(scans)
+        .find_map(|(p, i)| i.map(|i| (p, i)))
+    {
+        return Err(ModelError::bad_tensor(
+            path,
+            name.as_str(),
+            format!("non-finite value at element {i}"),
+        ));
     }
     if tokenizer.vocab_size() != config.vocab_size {
         return Err(ModelError::bad_model(
-            &path,
+            path,
             format!(
                 "tokenizer has {} tokens, the embeddings {}",
                 tokenizer.vocab_size(),
@@ -253,7 +365,7 @@ pub fn checkpoint_from_tensors(
     {
         if id >= max_id {
             return Err(ModelError::bad_model(
-                &path,
+                path,
                 format!("suppressed token {id} is outside the vocabulary"),
             ));
         }
@@ -261,19 +373,36 @@ pub fn checkpoint_from_tensors(
     for &(layer, head) in &generation.alignment_heads {
         if layer >= config.decoder_layers || head >= config.decoder_heads {
             return Err(ModelError::bad_model(
-                &path,
+                path,
                 format!("alignment head ({layer}, {head}) does not exist"),
             ));
         }
     }
-    Ok(WhisperCheckpoint {
-        config,
-        generation,
-        tokenizer,
-        tensors,
-        format,
-        path,
-    })
+    Ok(())
+}
+
+/// [`first_non_finite`] of a stored tensor, read in its own type: f16/bf16 by their exponent
+/// bits (a NaN or ±Inf widens to one), block types widened.
+fn stored_non_finite(t: &RawTensor) -> Option<usize> {
+    // Counted per chunk without branches first (vectorises); the index is looked for on a hit.
+    let halves = |exp: u16| {
+        let is_bad = |c: &[u8]| u16::from_le_bytes([c[0], c[1]]) & exp == exp;
+        t.bytes().chunks(8192).enumerate().find_map(|(i, chunk)| {
+            let bad: u32 = chunk.chunks_exact(2).map(|c| u32::from(is_bad(c))).sum();
+            (bad > 0)
+                .then(|| chunk.chunks_exact(2).position(is_bad))
+                .flatten()
+                .map(|j| i * 4096 + j)
+        })
+    };
+    match t.dtype {
+        DType::F16 => halves(0x7c00),
+        DType::BF16 => halves(0x7f80),
+        DType::F32 => t.bytes().chunks_exact(4).position(|c| {
+            u32::from_le_bytes([c[0], c[1], c[2], c[3]]) & 0x7f80_0000 == 0x7f80_0000
+        }),
+        _ => first_non_finite(&t.to_f32()),
+    }
 }
 
 /// Index of the first NaN/±Inf. Counts them per chunk first (a branch-free pass that
@@ -309,18 +438,7 @@ pub fn load_checkpoint(path: &Path) -> Result<WhisperCheckpoint> {
 }
 
 fn to_host(path: &Path, name: &str, t: &RawTensor) -> Result<HostTensor> {
-    match t.dtype {
-        DType::F32 | DType::F16 | DType::BF16 => {}
-        // whisper.cpp's quantized files (q5_0, q8_0, k-quants …) dequantize to f32 here.
-        q if q.is_quantized() => {}
-        other => {
-            return Err(ModelError::bad_tensor(
-                path,
-                name,
-                format!("dtype {other} is not a float type"),
-            ))
-        }
-    }
+    float_only(path, name, t)?;
     HostTensor::new(t.shape.clone(), t.to_f32())
         .map_err(|e| ModelError::bad_tensor(path, name, e.to_string()))
 }
@@ -514,8 +632,9 @@ fn layer_pattern(name: &str, sep: char) -> Option<(String, usize)> {
     found.map(|n| (out, n))
 }
 
-/// Dequantizes CTranslate2 int8 weights (`weight` i8 + per-row `weight_scale`: w = q / scale).
-fn ct2_value(f: &ct2::Ct2File, name: &str) -> Result<HostTensor> {
+/// A CTranslate2 variable as stored, except int8/int16 weights, which are dequantized to f32
+/// (`weight` + per-row `weight_scale`: w = q / scale).
+fn ct2_value(f: &ct2::Ct2File, name: &str) -> Result<RawTensor> {
     let t = f
         .get(name)
         .ok_or_else(|| ModelError::bad_tensor(&f.path, name, "missing"))?;
@@ -540,20 +659,36 @@ fn ct2_value(f: &ct2::Ct2File, name: &str) -> Result<HostTensor> {
             .enumerate()
             .map(|(i, &v)| v / sv[if sv.len() == 1 { 0 } else { i / cols.max(1) }])
             .collect();
-        return HostTensor::new(t.shape.clone(), data)
-            .map_err(|e| ModelError::bad_tensor(&f.path, name, e.to_string()));
+        return RawTensor::from_f32_vec(t.shape.clone(), data)
+            .map_err(|e| ModelError::bad_tensor(&f.path, name, e));
     }
-    to_host(&f.path, name, t)
+    float_only(&f.path, name, t)?;
+    Ok(t.clone())
+}
+
+/// Rejects stored tensors that are not floating point (or a ggml block type, which dequantizes
+/// to f32): a Whisper weight never is.
+fn float_only(path: &Path, name: &str, t: &RawTensor) -> Result<()> {
+    match t.dtype {
+        DType::F32 | DType::F16 | DType::BF16 => Ok(()),
+        q if q.is_quantized() => Ok(()),
+        other => Err(ModelError::bad_tensor(
+            path,
+            name,
+            format!("dtype {other} is not a float type"),
+        )),
+    }
 }
 
 /// The canonical tensors one CTranslate2 variable becomes (none for a `_scale` companion,
-/// several for a fused QKV / KV matrix), widened to f32.
+/// several for a fused QKV / KV matrix), as stored: a fused matrix is cut into views of the
+/// same memory map.
 fn ct2_entries(
     f: &ct2::Ct2File,
     bin: &Path,
     name: &str,
     t: &RawTensor,
-) -> Result<Vec<(String, HostTensor)>> {
+) -> Result<Vec<(String, RawTensor)>> {
     let mut out = Vec::new();
     if name.ends_with("_scale") && f.variables.contains_key(name.trim_end_matches("_scale")) {
         return Ok(out);
@@ -599,32 +734,17 @@ fn ct2_entries(
         ));
     }
     let n = rows / parts.len();
-    // Float parts are cut from the raw rows and converted once; integer weights need their
-    // per-row scales, so they are dequantized whole first.
-    let whole = match t.dtype {
-        DType::I8 | DType::I16 => Some(ct2_value(f, name)?),
-        _ => None,
-    };
+    // Integer weights are dequantized whole (their scales are per row of the fused matrix).
+    let whole = ct2_value(f, name)?;
     for (k, (canon, has_bias)) in parts.iter().enumerate() {
-        let chunk = match &whole {
-            Some(v) => {
-                let per = v.data.len() / parts.len();
-                v.data[k * per..(k + 1) * per].to_vec()
-            }
-            None => {
-                let part = t
-                    .rows(k * n, (k + 1) * n)
-                    .map_err(|e| ModelError::bad_tensor(bin, name, e))?;
-                to_host(bin, name, &part)?.data
-            }
-        };
-        let mut shape = t.shape.clone();
-        shape[0] = n;
+        let part = whole
+            .rows(k * n, (k + 1) * n)
+            .map_err(|e| ModelError::bad_tensor(bin, name, e))?;
         if is_bias {
             if !has_bias {
                 // Whisper's key projections have no bias; the zeros CTranslate2 stores must
                 // stay zeros or the file is not what it claims.
-                if chunk.iter().any(|&x| x != 0.0) {
+                if part.to_f32().iter().any(|&x| x != 0.0) {
                     return Err(ModelError::bad_tensor(
                         bin,
                         name,
@@ -633,15 +753,9 @@ fn ct2_entries(
                 }
                 continue;
             }
-            out.push((
-                format!("{}.bias", subst(canon)),
-                HostTensor { shape, data: chunk },
-            ));
+            out.push((format!("{}.bias", subst(canon)), part));
         } else {
-            out.push((
-                format!("{}.weight", subst(canon)),
-                HostTensor { shape, data: chunk },
-            ));
+            out.push((format!("{}.weight", subst(canon)), part));
         }
     }
     Ok(out)
@@ -683,6 +797,11 @@ fn map_parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Ve
 /// Loads a CTranslate2 Whisper model: a directory with `model.bin`, `config.json` and a
 /// vocabulary, or the `model.bin` itself (the rest is looked for beside it).
 pub fn load_ct2(path: &Path) -> Result<WhisperCheckpoint> {
+    load_ct2_stored(path)?.into_checkpoint()
+}
+
+/// [`load_ct2`] with the weights left as the file stores them (views of its memory map).
+pub fn load_ct2_stored(path: &Path) -> Result<WhisperWeights> {
     let (dir, bin) = if path.is_dir() {
         (path.to_path_buf(), path.join("model.bin"))
     } else {
@@ -698,10 +817,9 @@ pub fn load_ct2(path: &Path) -> Result<WhisperCheckpoint> {
             format!("CTranslate2 spec `{}` is not WhisperSpec", f.spec),
         ));
     }
-    let items: Vec<(&String, &RawTensor)> = f.tensors().collect();
     let mut tensors = BTreeMap::new();
-    for entries in map_parallel(&items, |(name, t)| ct2_entries(&f, &bin, name, t)) {
-        tensors.extend(entries?);
+    for (name, t) in f.tensors() {
+        tensors.extend(ct2_entries(&f, &bin, name, t)?);
     }
     let heads = |name: &str| f.scalar_i64(name).filter(|&h| h > 0).map(|h| h as usize);
     let d = tensors
@@ -720,14 +838,23 @@ pub fn load_ct2(path: &Path) -> Result<WhisperCheckpoint> {
     } else {
         default_generation(&tokenizer)?
     };
-    checkpoint_from_tensors(
+    validate(
+        &config,
+        &generation,
+        &tokenizer,
+        &tensors,
+        |t| &t.shape,
+        stored_non_finite,
+        path,
+    )?;
+    Ok(WhisperWeights {
         config,
         generation,
         tokenizer,
         tensors,
-        "ctranslate2",
-        path.to_path_buf(),
-    )
+        format: "ctranslate2",
+        path: path.to_path_buf(),
+    })
 }
 
 fn read_json(path: &Path) -> Result<serde_json::Value> {
