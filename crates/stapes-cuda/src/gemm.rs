@@ -142,6 +142,92 @@ struct LtPlan {
     candidates: Vec<lts::cublasLtMatmulAlgo_t>,
 }
 
+/// Algorithms chosen by timing, kept on disk between processes: the heuristic query and the
+/// timing cost ~0.2 s at start-up on the H200 (most of it cuBLASLt's first heuristic call and
+/// the lazy loading of every candidate's kernels), the saved choice costs one file read.
+/// cuBLASLt documents the algorithm struct as reusable with the same library version and GPU:
+/// the file name carries both (and the workspace size), and a saved entry is still checked with
+/// `cublasLtMatmulAlgoCheck` before use. `STAPES_CUDA_LT_CACHE=0` turns it off.
+struct AlgoCache {
+    path: Option<std::path::PathBuf>,
+    saved: HashMap<Key, [u64; 8]>,
+}
+
+impl AlgoCache {
+    fn open(device: &str, workspace_bytes: usize) -> Self {
+        let on = std::env::var("STAPES_CUDA_LT_CACHE").map_or(true, |v| v.trim() != "0");
+        // SAFETY: a version query; the library is loaded (the handle exists).
+        let version = unsafe { lts::cublasLtGetVersion() };
+        let tag = format!("{device}/{version}/{workspace_bytes}");
+        let hash = tag.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        let path = on
+            .then(crate::kernels::cache_dir)
+            .flatten()
+            .map(|d| d.join(format!("cublaslt-{version}-{hash:016x}.txt")));
+        let saved = path
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|text| text.lines().filter_map(parse_line).collect())
+            .unwrap_or_default();
+        Self { path, saved }
+    }
+
+    /// Remember a choice and rewrite the file (best effort: a read-only cache only costs the
+    /// timing again next time).
+    fn save(&mut self, key: Key, algo: &lts::cublasLtMatmulAlgo_t) {
+        self.saved.insert(key, algo.data);
+        let Some(path) = &self.path else { return };
+        let mut text = String::new();
+        for (k, d) in &self.saved {
+            text.push_str(&format!(
+                "{:?} {} {} {} {}",
+                k.kind, k.m, k.n, k.k, k.bias as u8
+            ));
+            for x in d {
+                text.push_str(&format!(" {x:016x}"));
+            }
+            text.push('\n');
+        }
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, path);
+        }
+    }
+}
+
+/// `F16 384 1500 384 1 <8 hex words>`; anything else is skipped.
+fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
+    let mut it = line.split_whitespace();
+    let kind = match it.next()? {
+        "F16" => LtKind::F16,
+        "I8" => LtKind::I8,
+        _ => return None,
+    };
+    let mut num = || it.next()?.parse::<usize>().ok();
+    let (m, n, k, bias) = (num()?, num()?, num()?, num()?);
+    let mut data = [0u64; 8];
+    for d in data.iter_mut() {
+        // exactly the 16 digits `save` writes: a cut line must not read as a smaller number
+        let w = it.next().filter(|w| w.len() == 16)?;
+        *d = u64::from_str_radix(w, 16).ok()?;
+    }
+    it.next().is_none().then_some((
+        Key {
+            kind,
+            m,
+            n,
+            k,
+            bias: bias != 0,
+        },
+        data,
+    ))
+}
+
 // SAFETY: descriptors are plain cuBLASLt heap objects, only touched under the plans' mutex.
 unsafe impl Send for LtPlan {}
 
@@ -164,6 +250,7 @@ pub struct Lt {
     /// `None`: cuBLASLt has no algorithm for that shape (remembered so the caller's fallback is
     /// taken without asking again).
     plans: Mutex<HashMap<Key, Option<LtPlan>>>,
+    saved: Mutex<AlgoCache>,
     pub workspace_bytes: usize,
 }
 
@@ -192,13 +279,41 @@ fn tuning_on() -> bool {
 }
 
 impl Lt {
-    pub fn new(workspace_bytes: usize) -> Result<Self, CudaError> {
+    /// `device` names the GPU (its name and compute capability) for the saved algorithms.
+    pub fn new(workspace_bytes: usize, device: &str) -> Result<Self, CudaError> {
         let handle = ltr::create_handle().map_err(lt_err("cublasLtCreate"))?;
         Ok(Self {
             handle,
             plans: Mutex::new(HashMap::new()),
+            saved: Mutex::new(AlgoCache::open(device, workspace_bytes)),
             workspace_bytes,
         })
+    }
+
+    /// A saved algorithm for `key` that cuBLASLt accepts for these descriptors and workspace.
+    fn saved_algo(
+        &self,
+        key: Key,
+        desc: lts::cublasLtMatmulDesc_t,
+        la: lts::cublasLtMatrixLayout_t,
+        lb: lts::cublasLtMatrixLayout_t,
+        lc: lts::cublasLtMatrixLayout_t,
+    ) -> Option<lts::cublasLtMatmulAlgo_t> {
+        let data = *self
+            .saved
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .saved
+            .get(&key)?;
+        let algo = lts::cublasLtMatmulAlgo_t { data };
+        // SAFETY: the result struct is plain data written by the call; descriptors are live.
+        let ok = unsafe {
+            let mut r: lts::cublasLtMatmulHeuristicResult_t = std::mem::zeroed();
+            lts::cublasLtMatmulAlgoCheck(self.handle, desc, la, lb, lc, lc, &algo, &mut r)
+                == lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS
+                && r.workspaceSize <= self.workspace_bytes
+        };
+        ok.then_some(algo)
     }
 
     fn plan(&self, key: Key) -> Result<LtPlan, CudaError> {
@@ -242,6 +357,16 @@ impl Lt {
         let la = ltr::create_matrix_layout(ab, k, m, k as i64).map_err(lt_err("layout A"))?;
         let lb = ltr::create_matrix_layout(ab, k, n, k as i64).map_err(lt_err("layout B"))?;
         let lc = ltr::create_matrix_layout(cd, m, n, m as i64).map_err(lt_err("layout C"))?;
+        if let Some(algo) = self.saved_algo(key, desc, la, lb, lc) {
+            return Ok(LtPlan {
+                desc,
+                la,
+                lb,
+                lc,
+                algo,
+                candidates: Vec::new(),
+            });
+        }
         let pref = ltr::create_matmul_pref().map_err(lt_err("pref"))?;
         let ws = self.workspace_bytes;
         let mut results: Vec<lts::cublasLtMatmulHeuristicResult_t> = Vec::with_capacity(CANDIDATES);
@@ -413,6 +538,10 @@ impl Lt {
             if let Some((ms, algo)) = best {
                 tracing::debug!(?key, ms_per_5 = ms, "cuBLASLt algorithm chosen");
                 p.algo = algo;
+                self.saved
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .save(key, &algo);
             }
         }
         // the algorithm is frozen after its first use, so a graph and the eager path agree bit for bit
@@ -458,4 +587,41 @@ pub unsafe fn i8_gemm_ex(
         bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
     )
     .map_err(blas_err("cublasGemmEx int8"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The saved-algorithm file: what `save` writes, `parse_line` reads back; damaged lines are
+    // skipped rather than misread.
+    #[test]
+    fn saved_algorithm_lines_round_trip() {
+        let dir = std::env::temp_dir().join(format!("stapes-lt-{}", std::process::id()));
+        let path = dir.join("cublaslt-test.txt");
+        let mut cache = AlgoCache {
+            path: Some(path.clone()),
+            saved: HashMap::new(),
+        };
+        let key = Key {
+            kind: LtKind::I8,
+            m: 384,
+            n: 1504,
+            k: 1152,
+            bias: false,
+        };
+        let data = [1, u64::MAX, 0, 0x00ab_cdef_0123_4567, 5, 6, 7, 8];
+        cache.save(key, &lts::cublasLtMatmulAlgo_t { data });
+        let text = std::fs::read_to_string(&path).expect("cache file written");
+        let lines: Vec<_> = text.lines().filter_map(parse_line).collect();
+        assert_eq!(lines, vec![(key, data)]);
+        let line = text.lines().next().unwrap_or_default();
+        assert!(line.starts_with("I8 384 1504 1152 0 "), "{line}");
+        // a truncated line, an extra word, an unknown kind
+        let cut = &line[..line.len() - 3];
+        assert_eq!(parse_line(cut), None);
+        assert_eq!(parse_line(&format!("{line} 9")), None);
+        assert_eq!(parse_line(&line.replacen("I8", "F32", 1)), None);
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
