@@ -77,6 +77,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            if cli.verbose {
+                // where a failing run spent its time is as useful as a passing one's
+                eprintln!("stapes: {}", stapes::profile::snapshot().render());
+            }
             eprintln!("stapes: {e}");
             ExitCode::from(e.exit_code() as u8)
         }

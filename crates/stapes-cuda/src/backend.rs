@@ -80,6 +80,55 @@ impl CudaWeight {
     }
 }
 
+/// `f(row index, row of a, row of b)` over the rows of `a` (`a_len` elements each) and `b`
+/// (`b_len` each; 0 = no `b`), on up to 8 threads when there is enough work (start-up: the
+/// embedding tables of the larger models are 50–250 M values).
+fn par_rows<A: Send, B: Send>(
+    a: &mut [A],
+    b: &mut [B],
+    a_len: usize,
+    b_len: usize,
+    f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+) {
+    if a_len == 0 || a.is_empty() {
+        return;
+    }
+    let rows = a.len() / a_len;
+    let threads = if a.len() < (1 << 20) {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(8))
+    };
+    let per = rows.div_ceil(threads.max(1));
+    let run = |first: usize, a: &mut [A], b: &mut [B]| {
+        for (i, ra) in a.chunks_mut(a_len).enumerate() {
+            let rb = if b_len == 0 {
+                &mut [][..]
+            } else {
+                &mut b[i * b_len..(i + 1) * b_len]
+            };
+            f(first + i, ra, rb);
+        }
+    };
+    if threads <= 1 {
+        return run(0, a, b);
+    }
+    std::thread::scope(|s| {
+        let mut b_rest = b;
+        for (c, ca) in a.chunks_mut(per * a_len).enumerate() {
+            let take = if b_len == 0 {
+                0
+            } else {
+                ca.len() / a_len * b_len
+            };
+            let (cb, rest) = std::mem::take(&mut b_rest).split_at_mut(take);
+            b_rest = rest;
+            let run = &run;
+            s.spawn(move || run(c * per, ca, cb));
+        }
+    });
+}
+
 fn round_up(x: usize, m: usize) -> usize {
     x.div_ceil(m) * m
 }
@@ -214,7 +263,7 @@ impl CudaBackend {
         .result()
         .map_err(|e| CudaError::Blas(format!("set workspace: {e:?}")))?;
         let lt_ws = pool.alloc(WORKSPACE_BYTES)?;
-        let lt = Lt::new(WORKSPACE_BYTES)?;
+        let lt = Lt::new(WORKSPACE_BYTES, &format!("{name} {arch}"))?;
         drop(span_blas);
         let graphs_on = std::env::var("STAPES_CUDA_GRAPHS")
             .map(|v| v.trim() != "0")
@@ -973,6 +1022,8 @@ impl Backend for CudaBackend {
             ));
         }
         let (n, k) = (w.shape[0], w.shape[1..].iter().product::<usize>());
+        let _w = tracing::info_span!("cuda.weight", %lane, n, k).entered();
+        let convert = tracing::info_span!("cuda.weight.convert").entered();
         let data = match lane {
             Lane::F32 => {
                 return Err(Error::LaneUnavailable {
@@ -981,7 +1032,14 @@ impl Backend for CudaBackend {
                 })
             }
             Lane::F16 => {
-                let h: Vec<f16> = w.data.iter().map(|&v| f16::from_f32(v)).collect();
+                let mut h = vec![f16::ZERO; n * k];
+                par_rows::<f16, u8>(&mut h, &mut [], k, 0, |r, row, _| {
+                    for (d, &v) in row.iter_mut().zip(&w.data[r * k..(r + 1) * k]) {
+                        *d = f16::from_f32(v);
+                    }
+                });
+                drop(convert);
+                let _c = tracing::info_span!("cuda.weight.copy").entered();
                 let b = self.pool.alloc(n * k * 2)?;
                 if !h.is_empty() {
                     // SAFETY: the block holds n·k halves.
@@ -994,17 +1052,26 @@ impl Backend for CudaBackend {
                 let (n_pad, k_pad) = (round_up(n.max(1), 16), round_up(k.max(1), 16));
                 let mut w8 = vec![0i8; n_pad * k_pad];
                 let mut scales = vec![0f32; n_pad];
-                for r in 0..n {
-                    // the lane's meaning first (32-blocks, f16 scales), then one scale per row
-                    let row = stapes_core::lane::round_trip(Lane::Q8, &w.data[r * k..(r + 1) * k]);
-                    let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-                    let s = amax / 127.0;
-                    let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
-                    for (dst, v) in w8[r * k_pad..r * k_pad + k].iter_mut().zip(&row) {
-                        *dst = (v * inv).round().clamp(-127.0, 127.0) as i8;
-                    }
-                    scales[r] = s;
-                }
+                // rows past n stay zero padding
+                par_rows(
+                    &mut w8[..n * k_pad],
+                    &mut scales[..n],
+                    k_pad,
+                    1,
+                    |r, dst, scale| {
+                        // the lane's meaning first (32-blocks, f16 scales), then one scale per row
+                        let row =
+                            stapes_core::lane::round_trip(Lane::Q8, &w.data[r * k..(r + 1) * k]);
+                        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+                        let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+                        for (d, v) in dst[..k].iter_mut().zip(&row) {
+                            *d = (v * inv).round().clamp(-127.0, 127.0) as i8;
+                        }
+                        scale[0] = amax / 127.0;
+                    },
+                );
+                drop(convert);
+                let _c = tracing::info_span!("cuda.weight.copy").entered();
                 let wb = self.pool.alloc(n_pad * k_pad)?;
                 let sb = self.pool.alloc(n_pad * 4)?;
                 // SAFETY: the blocks hold n_pad·k_pad bytes and n_pad f32.
@@ -1736,6 +1803,10 @@ impl Backend for CudaBackend {
     }
 
     // decoder steps with device-side parameters: kernels in step.rs
+    fn captures_chains(&self) -> bool {
+        self.graphs_enabled()
+    }
+
     fn embed_step(
         &self,
         table: &CudaTensor,
@@ -1807,5 +1878,30 @@ impl CudaBackend {
     /// The one stream every op is queued on (for CUDA-event timing).
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::par_rows;
+
+    // The threaded conversion visits every row once with its own index, whatever the split.
+    #[test]
+    fn par_rows_matches_one_thread() {
+        for (rows, len) in [(3usize, 5usize), (1 << 12, 257), ((1 << 20) / 64 + 7, 64)] {
+            let mut a = vec![0u32; rows * len];
+            let mut b = vec![0u32; rows];
+            par_rows(&mut a, &mut b, len, 1, |r, ra, rb| {
+                for (j, x) in ra.iter_mut().enumerate() {
+                    *x = (r * len + j) as u32;
+                }
+                rb[0] = r as u32 + 1;
+            });
+            assert!(a.iter().enumerate().all(|(i, &x)| x == i as u32), "{rows}x{len}");
+            assert!(b.iter().enumerate().all(|(i, &x)| x == i as u32 + 1));
+            let mut c = vec![0u8; rows * len];
+            par_rows::<u8, u8>(&mut c, &mut [], len, 0, |_, rc, _| rc.fill(1));
+            assert!(c.iter().all(|&x| x == 1));
+        }
     }
 }

@@ -149,6 +149,13 @@ impl Engine {
                 )))
             }
         };
+        // the GPU's process-wide start-up runs while the file is read (dropped, i.e. joined,
+        // once the engine is built)
+        let _warm = match opts.device {
+            DeviceRequest::Auto => Some(stapes_cuda::prewarm(0)),
+            DeviceRequest::Cuda(n) => Some(stapes_cuda::prewarm(n)),
+            _ => None,
+        };
         let engine = match family {
             "whisper" => {
                 let ck = {
