@@ -86,9 +86,12 @@ fn q8_lane_within_bar_and_fault_breaks_it() {
     assert!(e > Q8_BAR, "a zeroed o_proj stayed under the q8 bar: {e}");
 }
 
-/// Token rule for q8: random tiny weights leave decisions with margins down to ~4e-3 logits, so
-/// q8 may flip a few; at least 80% of transformers' ids must come out in order (longest common
-/// subsequence), and the f16 lane (exact weights here) must match exactly.
+/// Token rules, from the fixture's margins (tools/reference/fastconformer_hf.py): the f16 lane
+/// (exact weights here) must match transformers exactly; q8 must match until the first step
+/// whose f32 margin is below 2× the fixture's q8 logit error bound (`lane_logit_error.q8`,
+/// emulated for the CUDA home's per-row int8, which bounds this home's finer 32-block
+/// activation quantization too): a margin m cannot flip while logits move < m/2, and after a
+/// flip the decoder states differ. Also reported: ids kept in order (longest common subsequence).
 #[test]
 fn lane_ids_follow_the_rule() {
     let exp: serde_json::Value =
@@ -108,35 +111,64 @@ fn lane_ids_follow_the_rule() {
         }
         t[a.len()][b.len()]
     };
+    let mut failures = Vec::new();
     for model in ["ctc", "rnnt", "tdt"] {
+        let q8_error = exp["models"][model]["lane_logit_error"]["q8"]
+            .as_f64()
+            .expect("lane_logit_error.q8") as f32;
         for lane in [Lane::F16, Lane::Q8] {
             let m =
                 Parakeet::new(CpuBackend::new(2).unwrap(), &fixtures().join(model), lane).unwrap();
             for clip in ["jfk", "beckett", "lv0880"] {
-                let want: Vec<u32> = exp["models"][model]["results"][clip]["ids"]
+                let want = &exp["models"][model]["results"][clip];
+                let list = |k: &str| -> Vec<u64> {
+                    want[k]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|v| v.as_u64().unwrap())
+                        .collect()
+                };
+                let want_ids: Vec<u32> = list("ids").iter().map(|&v| v as u32).collect();
+                let want_steps = list(if model == "ctc" { "frames" } else { "steps" });
+                let margins: Vec<f32> = want["margins"]
                     .as_array()
                     .unwrap()
                     .iter()
-                    .map(|v| v.as_u64().unwrap() as u32)
+                    .map(|v| v.as_f64().unwrap() as f32)
                     .collect();
                 let enc = m.encode_host(&inputs[&format!("features.{clip}")]).unwrap();
-                let got = m.greedy(&enc).unwrap().ids();
-                let same = lcs(&got, &want);
+                let d = m.greedy(&enc).unwrap();
+                let got = d.ids();
+                let steps: Vec<u64> = d.steps.iter().map(|s| s.token as u64).collect();
+                let first_diff = steps
+                    .iter()
+                    .zip(&want_steps)
+                    .position(|(a, b)| a != b)
+                    .or((steps.len() != want_steps.len())
+                        .then(|| steps.len().min(want_steps.len())));
+                let floor = 2.0 * q8_error;
+                let at_risk = margins.iter().position(|&x| x < floor);
                 eprintln!(
-                    "{lane} {model}/{clip}: {same}/{} ids in order ({} emitted)",
-                    want.len(),
+                    "{lane} {model}/{clip}: {}/{} ids in order ({} emitted); first differing \
+                     step {first_diff:?}, first step with margin < {floor:.3}: {at_risk:?}",
+                    lcs(&got, &want_ids),
+                    want_ids.len(),
                     got.len()
                 );
-                if lane == Lane::F16 {
-                    assert_eq!(got, want, "{model}/{clip}");
-                } else {
-                    assert!(
-                        same * 5 >= want.len().max(got.len()) * 4,
-                        "{model}/{clip}: q8 kept {same} of {} ids",
-                        want.len()
-                    );
+                let ok = match (lane, first_diff, at_risk) {
+                    (_, None, _) => true,
+                    (Lane::Q8, Some(k), Some(r)) => k >= r,
+                    _ => false,
+                };
+                if !ok {
+                    failures.push(format!(
+                        "{lane} {model}/{clip}: step {first_diff:?} differs (margins under \
+                         {floor} from step {at_risk:?})"
+                    ));
                 }
             }
         }
     }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

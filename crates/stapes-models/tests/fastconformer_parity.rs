@@ -87,8 +87,74 @@ fn check<B: Backend>(make: impl Fn() -> B) {
                 assert_eq!(frames, usizes(&want["frames"]), "{m}/{clip}: frames");
             }
             assert_eq!(d.ids(), u32s(&want["ids"]), "{m}/{clip}: ids");
+            // Our transducer margins are transformers' (CTC's argmax runs on the device and
+            // reports none): the fixture's margins describe the decisions we make.
+            let fixture_margins = f32s(&want["margins"]);
+            if m != "ctc" {
+                assert_eq!(
+                    d.margins.len(),
+                    fixture_margins.len(),
+                    "{m}/{clip}: margins"
+                );
+                for (k, (a, b)) in d.margins.iter().zip(&fixture_margins).enumerate() {
+                    assert!(
+                        (a - b).abs() < 1e-3,
+                        "{m}/{clip}: step {k} margin {a} vs {b}"
+                    );
+                }
+            }
             let text = model.decode_text(&d.ids()).unwrap();
             assert_eq!(text, want["text"].as_str().unwrap(), "{m}/{clip}: text");
+        }
+    }
+}
+
+fn f32s(v: &Value) -> Vec<f32> {
+    v.as_array()
+        .expect("a number list")
+        .iter()
+        .map(|x| x.as_f64().expect("a number") as f32)
+        .collect()
+}
+
+/// The fixture's promise, which the GPU tests' exact-id rules rest on: every decision's f32
+/// margin clears the stated floor and 4x the emulated f16 logit error, and the q8 error bound
+/// the q8 rule uses is recorded.
+#[test]
+fn fixture_decisions_clear_the_margin_floor() {
+    let exp = expected();
+    for m in MODELS {
+        let model = &exp["models"][m];
+        let floor = model["margin_floor"].as_f64().expect("margin_floor") as f32;
+        let f16 = model["lane_logit_error"]["f16"]
+            .as_f64()
+            .expect("f16 error") as f32;
+        let q8 = model["lane_logit_error"]["q8"].as_f64().expect("q8 error") as f32;
+        assert!(
+            floor >= 0.05 && floor >= 4.0 * f16,
+            "{m}: floor {floor}, f16 error {f16}"
+        );
+        assert!(q8 > f16, "{m}: q8 error {q8} not above f16's {f16}");
+        let mut runs = vec![("", &model["end_to_end_jfk"])];
+        runs.extend(CLIPS.iter().map(|c| (*c, &model["results"][c])));
+        for (clip, r) in runs.into_iter().filter(|(_, r)| !r.is_null()) {
+            let margins = f32s(&r["margins"]);
+            let steps = if m == "ctc" {
+                &r["frames"]
+            } else {
+                &r["steps"]
+            };
+            assert_eq!(
+                margins.len(),
+                u32s(steps).len(),
+                "{m}/{clip}: one margin a step"
+            );
+            let low = margins.iter().copied().fold(f32::INFINITY, f32::min);
+            // the JSON keeps 4 decimals
+            assert!(
+                low >= floor - 1e-4,
+                "{m}/{clip}: margin {low} under {floor}"
+            );
         }
     }
 }
