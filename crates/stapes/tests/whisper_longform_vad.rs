@@ -1,0 +1,362 @@
+//! Issue 3's long-form acceptance in its own terms, on the documented long-form route (`--vad`,
+//! `Engine::transcribe_with_vad`): the clips concatenated with silences into a ≥ 3-minute file
+//! (the 190 s file tools/reference/whisper_fw.py builds: the 7 clips three times, each after 2.5 s
+//! of silence, 2.5 s at the end) yield every clip's text in order, nothing dropped or repeated,
+//! segment boundaries within 0.5 s and each clip's first/last word within 0.3 s of the true clip
+//! boundaries, for tiny.en and base.
+//!
+//! Truth: a clip file is not cut at its speech (0.2–0.35 s of room tone before, up to 1 s after),
+//! so a clip's boundaries are where Silero VAD (the silero-vad 6.2.3 package through onnxruntime,
+//! default parameters, run on each clip file alone: tools/reference/whisper_fw_bounds.py, fixture
+//! speech_bounds.json) hears its speech start and end, shifted to where the clip was placed in the
+//! long file. Expected text: faster-whisper float32 greedy on each clip alone (fw_decode.json),
+//! at most one word edit per clip occurrence ([`MAX_EDITS`]); words are given to a clip by their
+//! middle. Greedy, temperature 0, the CPU's default lane (f32).
+//!
+//! Holds on tiny.en. Not met on base (the test is ignored, run it with `--ignored`): with the
+//! default 30 s span one group of 29.6 s (0920, 0930 and jfk's first phrase) comes back as 0920's
+//! text and "He", dropping 0930 and "And so my fellow Americans"; and base's last-word ends on
+//! 0920/0930 fall 0.33–0.43 s before Silero's speech end (faster-whisper's own vad_filter route
+//! on this file puts them 0.33–0.43 s early too: fw_longform_vad.json).
+
+use stapes::engine::{Engine, EngineOptions, TranscribeOptions};
+use stapes::runtime::DeviceRequest;
+use stapes::vad::Vad;
+use stapes_models::transcript::Transcript;
+use stapes_models::wer::{normalized_words, word_edits};
+use std::path::{Path, PathBuf};
+
+const CLIPS: [&str; 7] = [
+    "jfk",
+    "beckett",
+    "librivox-0870",
+    "librivox-0880",
+    "librivox-0890",
+    "librivox-0920",
+    "librivox-0930",
+];
+const SR: f64 = 16_000.0;
+/// Seconds of silence before every clip and at the end (whisper_fw.py's LONG_GAP).
+const GAP: f64 = 2.5;
+/// Rounds of the 7 clips (whisper_fw.py's LONG_REPEAT).
+const REPEAT: usize = 3;
+/// A clip's first word starts, and its last word ends, within this of its speech (seconds).
+const WORD_BAR: f64 = 0.3;
+/// A clip's speech start (end) has a segment start (end) within this (seconds).
+const SEG_BAR: f64 = 0.5;
+/// Word edits allowed per clip occurrence against the clip's text heard alone.
+const MAX_EDITS: usize = 1;
+
+fn cache() -> PathBuf {
+    std::env::var_os("STAPES_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stapes")
+        })
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../stapes-models/tests/fixtures/whisper")
+}
+
+fn json(name: &str) -> serde_json::Value {
+    let p = fixtures().join(name);
+    let b = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_slice(&b).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn clip(name: &str) -> Vec<f32> {
+    let p = match name {
+        "jfk" => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav"),
+        "beckett" => cache().join("audio/beckett.wav"),
+        n => cache().join(format!(
+            "audio/librivox/sense_and_sensibility_01_austen_64kb-{}.wav",
+            n.trim_start_matches("librivox-")
+        )),
+    };
+    stapes::audio::load_file(&p)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/fetch-models.sh all)", p.display()))
+}
+
+/// One clip placed in the long file: name, file span and speech span (seconds on the long file).
+struct Placed {
+    name: &'static str,
+    file: (f64, f64),
+    speech: (f64, f64),
+}
+
+/// The long file and where each clip (and its speech) lies in it.
+fn build() -> (Vec<f32>, Vec<Placed>) {
+    let bounds = json("speech_bounds.json");
+    let gap = vec![0f32; (GAP * SR) as usize];
+    let clips: Vec<Vec<f32>> = CLIPS.iter().map(|c| clip(c)).collect();
+    let (mut out, mut placed) = (Vec::new(), Vec::new());
+    for _ in 0..REPEAT {
+        for (name, a) in CLIPS.iter().zip(&clips) {
+            out.extend_from_slice(&gap);
+            let start = out.len() as f64 / SR;
+            out.extend_from_slice(a);
+            let end = out.len() as f64 / SR;
+            let b = &bounds["clips"][*name];
+            let (Some(s), Some(e)) = (b[0].as_f64(), b[1].as_f64()) else {
+                panic!("speech_bounds.json: no span for {name}")
+            };
+            placed.push(Placed {
+                name,
+                file: (start, end),
+                speech: (start + s, start + e),
+            });
+        }
+    }
+    out.extend_from_slice(&gap);
+    (out, placed)
+}
+
+/// Index of the clip whose file span, widened to the middle of the silences around it, holds `t`.
+fn owner(placed: &[Placed], t: f64) -> usize {
+    placed
+        .iter()
+        .position(|p| t < p.file.1 + GAP / 2.0)
+        .unwrap_or(placed.len() - 1)
+}
+
+fn engine(model: &str) -> Engine {
+    let dir = cache().join("models").join(model);
+    assert!(
+        dir.exists(),
+        "{} missing: run scripts/fetch-models.sh all",
+        dir.display()
+    );
+    Engine::load(
+        &dir,
+        &EngineOptions {
+            device: DeviceRequest::Cpu,
+            lane: None,
+            threads: None,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+}
+
+/// The long file through `--vad` with word timestamps, checked clip by clip.
+fn longform_vad(model: &str) {
+    let (audio, placed) = build();
+    assert!(
+        audio.len() as f64 / SR >= 180.0,
+        "the file is under 3 minutes"
+    );
+    let reference = json("fw_decode.json");
+    let vad = Vad::load("silero-vad").expect("silero-vad (run scripts/fetch-models.sh all)");
+    let opts = TranscribeOptions {
+        beam_size: 1,
+        temperature: Some(0.0),
+        word_timestamps: true,
+        ..Default::default()
+    };
+    let clock = std::time::Instant::now();
+    // `STAPES_VAD_SPAN` (diagnostic): another span limit than the default's
+    let vopts = stapes::vad::VadOptions {
+        max_span: std::env::var("STAPES_VAD_SPAN")
+            .ok()
+            .and_then(|s| s.parse().ok()),
+        ..Default::default()
+    };
+    let t: Transcript = engine(model)
+        .transcribe_vad(&audio, &vad, &vopts, &opts, None, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{model} --vad: {e}"));
+    eprintln!(
+        "{model}: {:.0} s of audio in {:.1} s, {} segments",
+        audio.len() as f64 / SR,
+        clock.elapsed().as_secs_f64(),
+        t.segments.len()
+    );
+
+    if std::env::var_os("STAPES_DEBUG_LONGFORM").is_some() {
+        for s in &t.segments {
+            eprintln!("{:8.2} {:8.2} {}", s.start, s.end, s.text);
+        }
+    }
+    let mut failures = Vec::new();
+    // Segments in time order, each within one clip (no segment runs across a silence).
+    for w in t.segments.windows(2) {
+        if w[1].start < w[0].end - 1e-9 {
+            failures.push(format!(
+                "segments overlap or are out of order: {:.2}–{:.2} then {:.2}–{:.2}",
+                w[0].start, w[0].end, w[1].start, w[1].end
+            ));
+        }
+    }
+    let mut segs_of: Vec<Vec<(f64, f64)>> = vec![Vec::new(); placed.len()];
+    for s in &t.segments {
+        let (a, b) = (owner(&placed, s.start), owner(&placed, s.end));
+        if a != b {
+            failures.push(format!(
+                "segment {:.2}–{:.2} {:?} runs across the silence between clips {a} and {b}",
+                s.start, s.end, s.text
+            ));
+        }
+        segs_of[a].push((s.start, s.end));
+    }
+    // Words per clip, by their middle.
+    let mut words_of: Vec<Vec<(f64, f64, String)>> = vec![Vec::new(); placed.len()];
+    for s in &t.segments {
+        let Some(words) = &s.words else {
+            failures.push(format!("segment {:.2} has no words", s.start));
+            continue;
+        };
+        for w in words {
+            words_of[owner(&placed, 0.5 * (w.start + w.end))].push((
+                w.start,
+                w.end,
+                w.word.clone(),
+            ));
+        }
+    }
+    for (i, p) in placed.iter().enumerate() {
+        let want = normalized_words(
+            reference["models"][model]["clips"][p.name]["greedy"]["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("fw_decode.json: {model} {}", p.name)),
+        );
+        let text: String = words_of[i].iter().map(|w| w.2.as_str()).collect();
+        let got = normalized_words(&text);
+        let (s0, e0) = p.speech;
+        let line = |what: &str| format!("{} at {:.2} s: {what}", p.name, p.file.0);
+        // every word inside the clip's file span: nothing heard in the silences
+        for (ws, we, w) in &words_of[i] {
+            if *ws < p.file.0 - 0.05 || *we > p.file.1 + 0.05 {
+                failures.push(line(&format!(
+                    "word {w:?} {ws:.2}–{we:.2} lies in a silence"
+                )));
+            }
+        }
+        // Heard in a group with its neighbours rather than alone, Whisper may reword once
+        // (tiny.en: "ill-disposed", right, where alone it says "old-sposed"); more than one
+        // edit is dropped, repeated or misplaced speech.
+        let edits = word_edits(&got, &want);
+        if edits > MAX_EDITS {
+            failures.push(line(&format!(
+                "text differs ({edits} word edits)\n    got  {got:?}\n    want {want:?}"
+            )));
+        } else if edits > 0 {
+            eprintln!("  {} at {:.2} s rewords: {got:?}", p.name, p.file.0);
+        }
+        let (Some(first), Some(last)) = (words_of[i].first(), words_of[i].last()) else {
+            failures.push(line("no words"));
+            continue;
+        };
+        let nearest = |x: f64, f: &dyn Fn(&(f64, f64)) -> f64| {
+            segs_of[i]
+                .iter()
+                .map(f)
+                .min_by(|a, b| (a - x).abs().total_cmp(&(b - x).abs()))
+                .unwrap_or(f64::INFINITY)
+        };
+        let (ss, se) = (nearest(s0, &|s| s.0), nearest(e0, &|s| s.1));
+        eprintln!(
+            "{model} {:>14} at {:6.2}: speech {s0:6.2}–{e0:6.2}  first word {:+.2}  last word {:+.2}  segment start {:+.2}  end {:+.2}",
+            p.name,
+            p.file.0,
+            first.0 - s0,
+            last.1 - e0,
+            ss - s0,
+            se - e0
+        );
+        for (what, got, truth, bar) in [
+            ("first word start", first.0, s0, WORD_BAR),
+            ("last word end", last.1, e0, WORD_BAR),
+            ("segment start", ss, s0, SEG_BAR),
+            ("segment end", se, e0, SEG_BAR),
+        ] {
+            if (got - truth).abs() > bar {
+                failures.push(line(&format!(
+                    "{what} {got:.2} is {:+.2} s from the speech's {truth:.2} (bar {bar} s)",
+                    got - truth
+                )));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{model} --vad long-form:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn longform_vad_tiny_en_every_clip_in_order_within_the_bars() {
+    longform_vad("whisper-tiny.en");
+}
+
+#[test]
+#[ignore = "not met on base: one 29.6 s group drops speech; last-word ends up to 0.43 s early (see the file's doc)"]
+fn longform_vad_base_every_clip_in_order_within_the_bars() {
+    longform_vad("whisper-base");
+}
+
+/// Diagnostic (ignored; prints): the `--vad` groups of the long file for `STAPES_MODEL`
+/// (default base), each group's text heard alone (`Engine::transcribe`) and in the batch
+/// (`Engine::transcribe_batch_with`, as `--vad` runs every group after the first).
+#[test]
+#[ignore]
+fn longform_vad_groups_probe() {
+    use stapes::batch::EngineInput;
+    let model = std::env::var("STAPES_MODEL").unwrap_or("whisper-base".into());
+    let (audio, _) = build();
+    let vad = Vad::load("silero-vad").expect("silero-vad");
+    let mut params = stapes::vad::VadParams::default();
+    params.max_speech_duration_s = params
+        .max_speech_duration_s
+        .min(stapes::vad::WHISPER_MAX_SPAN);
+    let speech = vad.speech(&audio, &params).expect("vad");
+    let groups = stapes::vad::groups(&speech, stapes::vad::WHISPER_MAX_SPAN);
+    let e = engine(&model);
+    let opts = TranscribeOptions {
+        beam_size: 1,
+        temperature: Some(0.0),
+        word_timestamps: true,
+        language: Some("en".into()),
+        ..Default::default()
+    };
+    let samples: Vec<Vec<f32>> = groups.iter().map(|g| g.samples(&audio)).collect();
+    let inputs: Vec<EngineInput<'_>> = samples
+        .iter()
+        .map(|a| EngineInput {
+            samples: a,
+            options: &opts,
+        })
+        .collect();
+    let batched: Vec<std::sync::Mutex<String>> =
+        groups.iter().map(|_| Default::default()).collect();
+    e.transcribe_batch_with(&inputs, 8, &|i, r| {
+        let s = match r {
+            Ok(t) => t
+                .segments
+                .iter()
+                .map(|s| format!("[{:.2}-{:.2}]{}", s.start, s.end, s.text))
+                .collect(),
+            Err(e) => format!("error {e}"),
+        };
+        *batched[i].lock().unwrap_or_else(|p| p.into_inner()) = s;
+    });
+    for (i, (g, a)) in groups.iter().zip(&samples).enumerate() {
+        let t = e.transcribe(a, &opts, None).expect("group");
+        let alone: String = t
+            .segments
+            .iter()
+            .map(|s| format!("[{:.2}-{:.2}]{}", s.start, s.end, s.text))
+            .collect();
+        let b = batched[i].lock().unwrap_or_else(|p| p.into_inner()).clone();
+        eprintln!(
+            "group {i}: {:.2}–{:.2} s, {:.2} s heard, pieces {:?}\n  alone   {alone}\n  batched {}",
+            g.pieces[0].start,
+            g.pieces.last().map_or(0.0, |p| p.end),
+            g.duration(),
+            g.pieces
+                .iter()
+                .map(|p| format!("{:.2}-{:.2}", p.start, p.end))
+                .collect::<Vec<_>>(),
+            if b == alone { "(same)".to_string() } else { b }
+        );
+    }
+}
