@@ -384,6 +384,12 @@ pub trait Backend: Send + Sync {
         self.attention(q, k, v, p)
     }
 
+    /// Whether [`Backend::chain`] records chains and replays them (a GPU home with graphs on).
+    /// Callers use it to pick the device-parameter form of a loop only where it pays.
+    fn captures_chains(&self) -> bool {
+        false
+    }
+
     /// Run `f` as one chain under `key`. A home with graph capture (CUDA) records the chain the
     /// first time and replays it afterwards, so the tensors `f` reads must outlive every replay
     /// and keep their storage (refresh inputs in place with [`Backend::write_rows`] before the

@@ -114,23 +114,37 @@ pub(crate) fn whisper<B: Backend>(
     let tok = &m.tokenizer;
     let prompt = [tok.sot()];
     let steps = o.decode_tokens.clamp(1, cfg.n_text_ctx - prompt.len());
+    // The steps as decoding runs them (the step chain where the home captures chains) and, for
+    // comparison, the host-parameter pass, on the same window and token stream.
     let mut per_token = Vec::new();
-    for rep in 0..o.iters.clamp(1, 10) + 1 {
-        let mut st = m.decoder_state(&cross, 1)?;
-        let h = m.decode(&mut st, &prompt, prompt.len())?;
-        let last = be.slice(&h, 1, prompt.len() - 1, 1)?;
-        let mut next = be.argmax(&be.reshape(&last, &[1, cfg.d_model])?)?;
-        let t = Instant::now();
-        for _ in 0..steps {
-            let h = m.decode(&mut st, &next, 1)?;
-            let logits = m.logits(&be.reshape(&h, &[1, cfg.d_model])?)?;
-            next = vec![argmax(&logits.data)];
-        }
-        if rep > 0 {
-            per_token.push(t.elapsed().as_secs_f64() * 1e3 / steps as f64);
+    let mut per_token_host = Vec::new();
+    let was = m.device_steps_setting();
+    for device in [true, false] {
+        // first what decoding runs by default, then the host-parameter steps
+        m.set_device_steps(if device { was } else { Some(false) });
+        for rep in 0..o.iters.clamp(1, 10) + 1 {
+            let mut st = m.decoder_state(&cross, 1)?;
+            let h = m.decode(&mut st, &prompt, prompt.len())?;
+            let last = be.slice(&h, 1, prompt.len() - 1, 1)?;
+            let mut next = be.argmax(&be.reshape(&last, &[1, cfg.d_model])?)?;
+            let t = Instant::now();
+            for _ in 0..steps {
+                let logits = m.decode_step(&mut st, &next)?; // (1, V)
+                next = vec![argmax(&logits.data)];
+            }
+            if rep > 0 {
+                let ms = t.elapsed().as_secs_f64() * 1e3 / steps as f64;
+                if device {
+                    per_token.push(ms);
+                } else {
+                    per_token_host.push(ms);
+                }
+            }
         }
     }
+    m.set_device_steps(was);
     let decode_token = Some(Stats::of(per_token));
+    let decode_token_host = Stats::of(per_token_host).median_ms;
 
     let (end_to_end, transcript) = match &o.audio {
         Some(samples) => {
@@ -156,7 +170,7 @@ pub(crate) fn whisper<B: Backend>(
         decode_token,
         end_to_end,
         transcript,
-        extra: Default::default(),
+        extra: [("decode_token_host_params_ms".to_string(), decode_token_host)].into(),
     })
 }
 

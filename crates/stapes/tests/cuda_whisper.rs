@@ -188,7 +188,7 @@ fn step_graph_logits_bit_identical_to_host_params() {
         let graphed = Whisper::new(CudaBackend::new(0).expect("cuda"), &ck, lane).expect("model");
         let sot = graphed.tokenizer.sot();
         let run = |m: &Whisper<CudaBackend>, device: bool, window: u64| -> Vec<Vec<f32>> {
-            m.set_device_steps(device);
+            m.set_device_steps(Some(device));
             let b = m.backend();
             let enc = b
                 .upload(&HostTensor::random(
@@ -278,9 +278,9 @@ fn real_weights_step_graph_ids_equal_host_params() {
                     beam_size: beam,
                     ..Default::default()
                 };
-                m.set_device_steps(false);
+                m.set_device_steps(Some(false));
                 let want = m.transcribe(audio, &o).expect("host-parameter steps");
-                m.set_device_steps(true);
+                m.set_device_steps(None);
                 let before = m.backend().counters().snapshot().graph_replays;
                 let got = m.transcribe(audio, &o).expect("step graph");
                 let replays = m.backend().counters().snapshot().graph_replays - before;

@@ -6,7 +6,7 @@ use super::config::WhisperConfig;
 use super::model::{attn_params, Attn, Linear, Mlp, Norm, Tensors};
 use crate::{ModelError, Result};
 use stapes_core::{Backend, DeviceTensor, HostTensor, Lane, StepParams};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Names decoders and their device buffers in chain keys: a captured step chain is bound to the
@@ -49,8 +49,9 @@ pub(crate) struct Decoder<B: Backend> {
     /// Cache buffers that outlive a window, so a step chain captured once keeps finding its
     /// inputs at the same addresses.
     slots: Arc<Mutex<Slots<B>>>,
-    /// Per-token steps through [`Decoder::step_logits`]'s chain (on by default).
-    device_steps: AtomicBool,
+    /// Per-token steps through [`Decoder::step_logits`]'s chain: 0 = where the home captures
+    /// chains (the default), 1 = always, 2 = never.
+    device_steps: AtomicU8,
 }
 
 /// Self-attention caches of `batch` sequences, per layer `(batch, n_text_ctx, d)`, and the step
@@ -214,18 +215,35 @@ impl<B: Backend> Decoder<B> {
                 selfs: Vec::new(),
                 cross: Vec::new(),
             })),
-            device_steps: AtomicBool::new(true),
+            device_steps: AtomicU8::new(0),
         })
     }
 
     /// Whether [`Self::step_logits`] runs the step chain (device-side parameters, captured and
-    /// replayed where the home can) or the host-parameter forward pass.
-    pub fn set_device_steps(&self, on: bool) {
-        self.device_steps.store(on, Ordering::Relaxed);
+    /// replayed) or the host-parameter forward pass: `None` = the chain where the home captures
+    /// chains (the default; elsewhere it would only add copies), `Some(on)` = forced.
+    pub fn set_device_steps(&self, on: Option<bool>) {
+        let v = match on {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.device_steps.store(v, Ordering::Relaxed);
     }
 
-    pub fn device_steps(&self) -> bool {
-        self.device_steps.load(Ordering::Relaxed)
+    /// The setting of [`Self::set_device_steps`].
+    pub fn device_steps_setting(&self) -> Option<bool> {
+        match self.device_steps.load(Ordering::Relaxed) {
+            1 => Some(true),
+            2 => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Whether steps on `b` run the step chain.
+    pub fn device_steps(&self, b: &B) -> bool {
+        self.device_steps_setting()
+            .unwrap_or_else(|| b.captures_chains())
     }
 
     /// Self caches for `batch` sequences: a free slot of that batch, else fresh zeroed ones.
@@ -528,7 +546,7 @@ impl<B: Backend> Decoder<B> {
     ) -> Result<HostTensor> {
         self.check_tokens(st, tokens, 1)?;
         let batch = st.batch;
-        if !self.device_steps() {
+        if !self.device_steps(b) {
             let h = self.forward(b, st, tokens, 1)?; // (batch, 1, d)
             let l = b.download(&self.logits(b, &h)?)?; // (batch, 1, V)
             return Ok(l.reshape(vec![batch, self.vocab])?);
@@ -602,7 +620,7 @@ mod tests {
             let cross = m.cross_kv(&b.upload(&enc).expect("up")).expect("cross");
             let mut got = Vec::new();
             for device in [false, true] {
-                m.set_device_steps(device);
+                m.set_device_steps(Some(device));
                 let mut st = m.decoder_state(&cross, 1).expect("state");
                 let mut rows = Vec::new();
                 rows.push(m.decode_step(&mut st, &[sot]).expect("step 0").data);
@@ -621,6 +639,6 @@ mod tests {
                 assert!(same, "window {window} step {s}: device-step logits differ");
             }
         }
-        m.set_device_steps(true);
+        m.set_device_steps(None);
     }
 }

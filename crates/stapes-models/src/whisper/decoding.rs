@@ -339,14 +339,21 @@ impl<B: Backend> Whisper<B> {
         self.decoder.step_logits(&self.backend, state, tokens)
     }
 
-    /// Per-token steps as one device-parameter chain (`true`, the default) or as the
-    /// host-parameter forward pass (`false`; same ops and values, one op call per kernel).
-    pub fn set_device_steps(&self, on: bool) {
+    /// Per-token steps as one device-parameter chain (`Some(true)`) or as the host-parameter
+    /// forward pass (`Some(false)`; same ops and values, one op call per kernel); `None` (the
+    /// default) = the chain where the backend captures chains (CUDA with graphs on).
+    pub fn set_device_steps(&self, on: Option<bool>) {
         self.decoder.set_device_steps(on);
     }
 
+    /// The setting of [`Self::set_device_steps`].
+    pub fn device_steps_setting(&self) -> Option<bool> {
+        self.decoder.device_steps_setting()
+    }
+
+    /// Whether decoding steps run as the step chain now.
     pub fn device_steps(&self) -> bool {
-        self.decoder.device_steps()
+        self.decoder.device_steps(&self.backend)
     }
 
     /// Reorder (and possibly resize) a state's batch: row `i` continues row `idx[i]` (what beam
