@@ -14,7 +14,8 @@ const ROUND: f32 = 12_582_912.0;
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     let x = x.clamp(-87.0, 88.0);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     // Cephes expf polynomial for e^r on |r| ≤ ln2/2.
     let p = 1.987_569_1e-4;
@@ -24,7 +25,10 @@ pub fn exp(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 0.5;
     let er = p * r * r + r + 1.0;
-    let scale = f32::from_bits(((n as i32 + 127) << 23) as u32);
+    // t = 1.5·2²³ + n exactly, so its low mantissa bits hold the integer n: 2ⁿ's exponent field
+    // comes from integer adds and a shift, which vectorise. (`n as i32` is a saturating scalar
+    // conversion per element and kept the whole softmax loop scalar.)
+    let scale = f32::from_bits(t.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
     er * scale
 }
 
@@ -136,6 +140,21 @@ mod tests {
             }
             let want = v.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
             assert_eq!(max8(&v).to_bits(), want.to_bits(), "n = {n}");
+        }
+    }
+
+    #[test]
+    fn exp_builds_two_to_the_n_exactly_as_the_integer_conversion_does() {
+        // The scale from the rounding constant's bits must equal 2^(n as i32) everywhere the
+        // clamp lets n go (−126 ..= 127), so exp's results are unchanged bit for bit.
+        for i in -9_000_000..9_000_000 {
+            let x = (i as f32 * 1e-5).clamp(-87.0, 88.0);
+            let t = x * LOG2E + ROUND;
+            let n = t - ROUND;
+            let want = f32::from_bits(((n as i32 + 127) << 23) as u32);
+            let got =
+                f32::from_bits(t.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127) << 23);
+            assert_eq!(got.to_bits(), want.to_bits(), "x = {x}");
         }
     }
 
