@@ -381,6 +381,23 @@ mod tests {
     }
 
     #[test]
+    fn family_rows_have_reasons_and_are_unique() {
+        for (i, r) in FAMILY.iter().enumerate() {
+            assert!(r.reason.len() > 10, "family row {i} needs a reason");
+            assert!(r.encoder_rel_l2 > 0.0 && r.encoder_rel_l2 < 1.0);
+            let dup = FAMILY[..i]
+                .iter()
+                .any(|o| o.family == r.family && o.backend == r.backend && o.lane == r.lane);
+            assert!(!dup, "family row {i} duplicates an earlier row");
+        }
+        assert_eq!(
+            family_bar("fastconformer", Lane::F16, "cuda").map(|r| r.ids),
+            Some(IdsRule::Identical)
+        );
+        assert!(family_bar("fastconformer", Lane::F32, "cuda").is_none());
+    }
+
+    #[test]
     fn lookup_matches_lane_only_when_the_row_has_one() {
         assert_eq!(
             lookup(Op::Linear, Lane::Q8, "cpu").map(|r| r.lane),
