@@ -75,6 +75,12 @@ struct CrossSlot<B: Backend> {
 struct Slots<B: Backend> {
     selfs: Vec<SelfSlot<B>>,
     cross: Vec<CrossSlot<B>>,
+    /// Decoder states alive now.
+    live: usize,
+    /// Two states were alive at once (threads decoding side by side, e.g. batched
+    /// transcription): the CUDA home's graph capture records every launch on its one stream,
+    /// so a capture must not overlap another thread's work; the step chain stays off from then on.
+    concurrent: bool,
 }
 
 fn lock<B: Backend>(m: &Mutex<Slots<B>>) -> std::sync::MutexGuard<'_, Slots<B>> {
@@ -140,6 +146,7 @@ impl<B: Backend> Drop for DecoderState<'_, B> {
             step: self.step.take(),
         };
         let mut slots = lock(&self.slots);
+        slots.live = slots.live.saturating_sub(1);
         slots.give_back_self(own);
         if let Some(c) = self.cross_slot.take() {
             if slots.cross.len() < MAX_FREE_SLOTS {
@@ -214,6 +221,8 @@ impl<B: Backend> Decoder<B> {
             slots: Arc::new(Mutex::new(Slots {
                 selfs: Vec::new(),
                 cross: Vec::new(),
+                live: 0,
+                concurrent: false,
             })),
             device_steps: AtomicU8::new(0),
         })
@@ -240,10 +249,11 @@ impl<B: Backend> Decoder<B> {
         }
     }
 
-    /// Whether steps on `b` run the step chain.
+    /// Whether steps on `b` run the step chain: by default where `b` captures chains and this
+    /// decoder has never had two states alive at once (see `Slots::concurrent`).
     pub fn device_steps(&self, b: &B) -> bool {
         self.device_steps_setting()
-            .unwrap_or_else(|| b.captures_chains())
+            .unwrap_or_else(|| b.captures_chains() && !lock(&self.slots).concurrent)
     }
 
     /// Self caches for `batch` sequences: a free slot of that batch, else fresh zeroed ones.
@@ -343,6 +353,11 @@ impl<B: Backend> Decoder<B> {
             return Err(ModelError::BadInput("decoder state for 0 sequences".into()));
         }
         let s = self.lease_self(b, batch)?;
+        {
+            let mut slots = lock(&self.slots);
+            slots.live += 1;
+            slots.concurrent |= slots.live > 1;
+        }
         Ok(DecoderState {
             batch,
             len: 0,
