@@ -244,9 +244,49 @@ def lid():
          "min_margin": worst, "ids": out, "canary1_prompts": canary1}, indent=1) + "\n")
 
 
+def lanes():
+    """`python fastconformer_canary.py lanes`: on the saved fixture, each clip's greedy per-step
+    top-1/top-2 margins (f32) and how far the CUDA home's f16 and q8 arithmetic move the logits
+    along those decisions (teacher forced), emulated as fastconformer_hf.py does for Parakeet
+    (f16: GEMM inputs rounded to float16; q8: per-row int8 weights re-laid from the 32-blocks and
+    per-row int8 activations), written to expected_canary_lanes.json for the CUDA ids rules."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("fastconformer_hf", Path(__file__).with_name("fastconformer_hf.py"))
+    hf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hf)
+    torch.set_grad_enabled(False)
+    exp = json.loads((FX / "expected_canary.json").read_text())
+    prompt, max_new = exp["prompt"], exp["max_new_tokens"]
+    model = CanaryForConditionalGeneration.from_pretrained(FX / "canary", dtype=torch.float32).eval()
+    emulated = {lane: hf.emulated(model, lane) for lane in ("f16", "q8")}
+    feats = {k.split(".")[1]: v.float() for k, v in load_file(FX / "inputs.safetensors").items()}
+    out = {}
+    for clip, f in feats.items():
+        ids, _ = greedy(model, f, prompt, max_new)
+        assert ids == exp["results"][clip]["generated"], clip
+        dec_in = torch.tensor([prompt + ids[:-1]])
+
+        def logits(m):
+            return m(input_features=f[None], decoder_input_ids=dec_in).logits[0, len(prompt) - 1:]
+
+        want = logits(model)
+        top = torch.topk(want, 2, dim=-1).values
+        out[clip] = {
+            "margins": [round(float(m), 4) for m in top[:, 0] - top[:, 1]],
+            "lane_logit_error": {lane: float((logits(m) - want).abs().max()) for lane, m in emulated.items()},
+        }
+    errors = {lane: max(r["lane_logit_error"][lane] for r in out.values()) for lane in ("f16", "q8")}
+    print(errors, {c: min(r["margins"]) for c, r in out.items()})
+    (FX / "expected_canary_lanes.json").write_text(json.dumps(
+        {"transformers": __import__("transformers").__version__, "lane_logit_error": errors,
+         "results": out}, indent=1) + "\n")
+
+
 if __name__ == "__main__":
     import sys
     if sys.argv[1:] == ["lid"]:
         lid()
+    elif sys.argv[1:] == ["lanes"]:
+        lanes()
     else:
         main()

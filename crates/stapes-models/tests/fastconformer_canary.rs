@@ -348,3 +348,64 @@ fn canary1_prompts_from_the_tokenizer() {
     };
     assert!(tok.prompt(PromptFormat::Canary, &itn).is_err());
 }
+
+/// The fixture's margins (`expected_canary_lanes.json`) are the decisions we make: CPU f32
+/// per-step margins equal transformers'; every margin is ≥ 4× the emulated f16 logit error (what
+/// the CUDA f16 "identical ids" rule rests on); the CPU q8 lane follows the q8 rule (ids identical
+/// until the first step whose f32 margin is below 2× the emulated q8 logit error, which bounds
+/// this home's finer 32-block activation quantization too).
+#[test]
+fn canary_margins_and_lane_rules() {
+    let lanes: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_canary_lanes.json")).unwrap(),
+    )
+    .unwrap();
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_canary.json")).unwrap(),
+    )
+    .unwrap();
+    let f16 = lanes["lane_logit_error"]["f16"].as_f64().unwrap() as f32;
+    let q8 = lanes["lane_logit_error"]["q8"].as_f64().unwrap() as f32;
+    let prompt = ids(&exp["prompt"]);
+    let max_new = exp["max_new_tokens"].as_u64().unwrap() as usize;
+    let inputs = read("inputs.safetensors");
+    let cpu = |lane| {
+        Canary::new(
+            CpuBackend::new(2).unwrap(),
+            &fixtures().join("canary"),
+            lane,
+        )
+    };
+    let (f32m, q8m) = (cpu(Lane::F32).unwrap(), cpu(Lane::Q8).unwrap());
+    for clip in ["jfk", "beckett", "lv0880"] {
+        let want: Vec<f32> = lanes["results"][clip]["margins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap() as f32)
+            .collect();
+        let f = &inputs[&format!("features.{clip}")];
+        let (got, margins) = f32m
+            .generate_with_margins(&f32m.encode_host(f).unwrap(), &prompt, max_new)
+            .unwrap();
+        assert_eq!(got, ids(&exp["results"][clip]["generated"]), "{clip}");
+        assert_eq!(margins.len(), want.len(), "{clip}");
+        for (k, (a, b)) in margins.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() < 1e-3, "{clip}: step {k} margin {a} vs {b}");
+            assert!(
+                *b >= 4.0 * f16,
+                "{clip}: step {k} margin {b} within f16's reach"
+            );
+        }
+        let q = q8m
+            .generate(&q8m.encode_host(f).unwrap(), &prompt, max_new)
+            .unwrap();
+        let same = q.iter().zip(&got).take_while(|(a, b)| a == b).count();
+        let safe = want.iter().take_while(|&&m| m >= 2.0 * q8).count();
+        eprintln!("q8 {clip}: {same} leading ids equal, {safe} safe steps; {q:?} vs {got:?}");
+        assert!(
+            same >= safe.min(got.len()),
+            "q8 {clip}: step {same} differs"
+        );
+    }
+}
