@@ -264,8 +264,8 @@ pub static FAMILY: &[FamilyRow] = &[
         reason: "the Parakeet fixtures keep every decision's f32 margin ≥ 0.05 logits and ≥ 4× \
                  the largest logit change of f16 activations at every GEMM input, emulated on \
                  the same weights by tools/reference/fastconformer_hf.py (≤ 0.011 logits, \
-                 expected.json lane_logit_error.f16); a margin m cannot flip while logits move \
-                 < m/2. Encoder: f16 rounding (2⁻¹¹) at ~20 GEMM inputs over two blocks, \
+                 expected.json lane_logit_error.f16; Canary: margins ≥ 0.0499 vs ≤ 0.0025, \
+                 expected_canary_lanes.json); a margin m cannot flip while logits move < m/2. Encoder: f16 rounding (2⁻¹¹) at ~20 GEMM inputs over two blocks, \
                  √20·2⁻¹¹/√3 ≈ 1.3e-3, bar ×4",
     },
     FamilyRow {
@@ -276,7 +276,8 @@ pub static FAMILY: &[FamilyRow] = &[
         ids: IdsRule::UntilMarginBelow { factor: 2.0 },
         reason: "CUDA q8 re-lays the 32-blocks as per-row int8 and quantizes activations per \
                  row; emulated on the fixtures' weights it moves logits by up to 0.15-0.45 \
-                 (expected.json lane_logit_error.q8), above many fixture margins, so ids can \
+                 (lane_logit_error.q8 in expected.json / expected_canary_lanes.json), above \
+                 many fixture margins, so ids can \
                  only be required identical while every f32 margin exceeds 2× that bound (a \
                  margin m cannot flip while logits move < m/2). Encoder: the CPU q8 lane \
                  (32-block activations) measures 1.1-1.6e-2; per-row activation scales over \
