@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
     HostTensor, Lane, Result,
@@ -1033,10 +1034,10 @@ impl Backend for CudaBackend {
             }
             Lane::F16 => {
                 let mut h = vec![f16::ZERO; n * k];
+                // the slice conversion uses F16C where the CPU has it (same rounding as
+                // f16::from_f32, ~10x faster than value by value)
                 par_rows::<f16, u8>(&mut h, &mut [], k, 0, |r, row, _| {
-                    for (d, &v) in row.iter_mut().zip(&w.data[r * k..(r + 1) * k]) {
-                        *d = f16::from_f32(v);
-                    }
+                    row.convert_from_f32_slice(&w.data[r * k..(r + 1) * k]);
                 });
                 drop(convert);
                 let _c = tracing::info_span!("cuda.weight.copy").entered();
@@ -1889,6 +1890,29 @@ impl CudaBackend {
 mod tests {
     use super::par_rows;
 
+    // The weight path's slice conversion (F16C where present) rounds exactly as f16::from_f32:
+    // ties to even, subnormal halves, overflow to infinity, on a sweep of f32 bit patterns.
+    #[test]
+    fn slice_f16_conversion_matches_scalar() {
+        use half::f16;
+        use half::slice::HalfFloatSliceExt;
+        let mut src: Vec<f32> = (0..1u32 << 20)
+            .map(|i| f32::from_bits(i.wrapping_mul(0x9E37_79B9) & 0xFF7F_FFFF))
+            .collect();
+        src.extend([
+            0.5 * 2f32.powi(-24),
+            65504.0,
+            65520.0,
+            1.0 + 2f32.powi(-11),
+            -0.0,
+        ]);
+        let mut got = vec![f16::ZERO; src.len()];
+        got.convert_from_f32_slice(&src);
+        for (g, &v) in got.iter().zip(&src) {
+            assert_eq!(g.to_bits(), f16::from_f32(v).to_bits(), "{v:e}");
+        }
+    }
+
     // The threaded conversion visits every row once with its own index, whatever the split.
     #[test]
     fn par_rows_matches_one_thread() {
@@ -1901,7 +1925,10 @@ mod tests {
                 }
                 rb[0] = r as u32 + 1;
             });
-            assert!(a.iter().enumerate().all(|(i, &x)| x == i as u32), "{rows}x{len}");
+            assert!(
+                a.iter().enumerate().all(|(i, &x)| x == i as u32),
+                "{rows}x{len}"
+            );
             assert!(b.iter().enumerate().all(|(i, &x)| x == i as u32 + 1));
             let mut c = vec![0u8; rows * len];
             par_rows::<u8, u8>(&mut c, &mut [], len, 0, |_, rc, _| rc.fill(1));

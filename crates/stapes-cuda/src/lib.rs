@@ -108,8 +108,9 @@ pub fn available() -> bool {
 }
 
 /// The process-wide part of opening a GPU (loading the libraries, `cuInit`, creating the
-/// device's primary context: ~0.35 s on the H200), started on a thread of its own so that it
-/// runs while the caller reads the model file. [`CudaBackend::new`] on the caller's thread then
+/// device's primary context: ~0.3 s on the H200), started on a thread of its own so that it
+/// runs while the caller reads the model file (the libraries load on a second thread beside
+/// the driver's start). [`CudaBackend::new`] on the caller's thread then
 /// finds it done (it waits where it is not). Dropping the handle joins the thread and releases
 /// its hold on the context; drop it after the backend is open, or the context is made twice.
 pub struct Prewarm {
@@ -123,14 +124,23 @@ pub fn prewarm(ordinal: usize) -> Prewarm {
     let thread = std::thread::Builder::new()
         .name("stapes-cuda-prewarm".into())
         .spawn(move || {
-            let _s = tracing::info_span!(parent: &parent, "cuda.prewarm", ordinal).entered();
-            if !available() {
-                return None;
-            }
-            let _c = tracing::info_span!("cuda.context").entered();
-            std::panic::catch_unwind(|| cudarc::driver::CudaContext::new(ordinal).ok())
-                .ok()
-                .flatten()
+            let span = tracing::info_span!(parent: &parent, "cuda.prewarm", ordinal);
+            let _s = span.enter();
+            let libs_span = span.clone();
+            // cuBLASLt alone takes ~70 ms to load: the libraries load on a second thread while
+            // this one starts the driver and the context, which need only libcuda
+            let libs = std::thread::Builder::new()
+                .name("stapes-cuda-libs".into())
+                .spawn(move || libs_span.in_scope(|| loader::ensure_all().is_ok()))
+                .ok();
+            let ctx = loader::ensure_driver().ok().and_then(|()| {
+                let _c = tracing::info_span!("cuda.context", with_init = true).entered();
+                std::panic::catch_unwind(|| cudarc::driver::CudaContext::new(ordinal).ok())
+                    .ok()
+                    .flatten()
+            });
+            let libs_ok = libs.is_none_or(|t| t.join().unwrap_or(false));
+            ctx.filter(|_| libs_ok)
         })
         .ok();
     Prewarm { thread }

@@ -241,6 +241,21 @@ pub fn libraries() -> LibReport {
     report().clone()
 }
 
+/// The driver library alone, so `cuInit` and the context can start while the other (much
+/// larger) libraries are still being loaded by [`libraries`] on another thread.
+pub fn ensure_driver() -> Result<(), CudaError> {
+    static DRIVER_ONLY: OnceLock<Option<String>> = OnceLock::new();
+    let found = DRIVER_ONLY.get_or_init(|| preload(&DRIVER, &mut None, &mut None));
+    // SAFETY: a presence probe; it only dlopens.
+    if found.is_some() && unsafe { cudarc::driver::sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(CudaError::NoDriver(
+            "libcuda.so.1 not found (no NVIDIA driver on this machine)".into(),
+        ))
+    }
+}
+
 /// NVRTC alone (enough to compile kernels without a GPU).
 pub fn ensure_nvrtc() -> Result<(), CudaError> {
     let r = report();

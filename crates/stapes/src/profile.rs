@@ -207,7 +207,8 @@ pub struct Profile {
     pub pre_main_ms: Option<f64>,
     /// Wall ms from `main` to this snapshot.
     pub elapsed_ms: f64,
-    /// At most [`Profile::MAX_PHASES`] phases, in start order (the rest are in `totals`).
+    /// At most [`Profile::MAX_PHASES`] phases and [`Profile::MAX_PER_NAME`] of one name, in
+    /// start order (all are counted in `totals`).
     pub phases: Vec<Phase>,
     pub totals: BTreeMap<&'static str, Total>,
     pub derived: Derived,
@@ -215,6 +216,8 @@ pub struct Profile {
 
 impl Profile {
     pub const MAX_PHASES: usize = 200;
+    /// Phases of one name listed at most (the rest are in `totals`).
+    pub const MAX_PER_NAME: usize = 8;
 
     /// One line per phase, indented by nesting, then the per-name totals of repeated phases and
     /// the derived figures.
@@ -344,6 +347,14 @@ pub fn snapshot() -> Profile {
         t.ms += p.ms;
     }
     let derived = derive(&all);
+    // per-weight and per-step spans would crowd out the rest: the first few of a name are
+    // listed, every one is counted in `totals`
+    let mut seen: BTreeMap<&'static str, usize> = BTreeMap::new();
+    all.retain(|p| {
+        let n = seen.entry(p.name).or_insert(0);
+        *n += 1;
+        *n <= Profile::MAX_PER_NAME
+    });
     all.truncate(Profile::MAX_PHASES);
     Profile {
         pre_main_ms: pre_main_ms(),
@@ -416,5 +427,15 @@ mod tests {
             .render()
             .contains("cuda.chain key=whisper-encoder/b1/f16 mode=eager"));
         assert_eq!(p.totals["cuda.chain"].count, 2);
+        let sub = tracing_subscriber::registry().with(layer());
+        tracing::subscriber::with_default(sub, || {
+            for _ in 0..Profile::MAX_PER_NAME + 3 {
+                let _w = tracing::info_span!("cuda.weight").entered();
+            }
+        });
+        let p = snapshot();
+        let listed = p.phases.iter().filter(|p| p.name == "cuda.weight").count();
+        assert_eq!(listed, Profile::MAX_PER_NAME);
+        assert_eq!(p.totals["cuda.weight"].count, Profile::MAX_PER_NAME + 3);
     }
 }
