@@ -89,6 +89,13 @@ pub trait Backend: Send + Sync {
     fn upload_owned(&self, t: HostTensor) -> Result<Self::Tensor> {
         self.upload(&t)
     }
+    /// Rows `ids` of a stored weight `(N, K)` as an `(len(ids), K)` tensor holding exactly the
+    /// values the weight was built from, or `None` where the home cannot give those back (a
+    /// rounding lane, a device layout). Lets a token embedding that is also the tied logits
+    /// projection be kept once. The default: `None`.
+    fn weight_rows(&self, _w: &Self::Weight, _ids: &[u32]) -> Result<Option<Self::Tensor>> {
+        Ok(None)
+    }
     /// `(N, K)` of a stored weight.
     fn weight_shape(&self, w: &Self::Weight) -> (usize, usize);
     /// Same data, new shape (element count must match).
