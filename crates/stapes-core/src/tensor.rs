@@ -84,11 +84,25 @@ impl HostTensor {
 /// A `(N, K)` GEMM weight borrowed as a checkpoint stores it, for [`crate::Backend::weight_from`]:
 /// a home builds its lane's storage straight from these values, without an f32 copy of the
 /// whole model first.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub struct WeightView<'a> {
     pub n: usize,
     pub k: usize,
     pub data: WeightData<'a>,
+    /// What keeps `data` alive and unchanged (a checkpoint's memory map), where the caller
+    /// lets the home keep referring to the values instead of copying them.
+    pub keep: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for WeightView<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeightView")
+            .field("n", &self.n)
+            .field("k", &self.k)
+            .field("data", &self.data)
+            .field("keep", &self.keep.is_some())
+            .finish()
+    }
 }
 
 /// The values of a [`WeightView`], row-major.
@@ -121,7 +135,18 @@ impl<'a> WeightView<'a> {
                 ),
             ));
         }
-        Ok(Self { n, k, data })
+        Ok(Self {
+            n,
+            k,
+            data,
+            keep: None,
+        })
+    }
+
+    /// The same view, with `keep` holding its values alive (see [`WeightView::keep`]).
+    pub fn kept_by(mut self, keep: std::sync::Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        self.keep = Some(keep);
+        self
     }
 
     /// The values widened to f32 (exact for every variant), as `(N, K)`.

@@ -12,7 +12,7 @@ pub mod mem;
 pub mod simd;
 pub mod vnni;
 
-use linalg::{sgemm, Kernels, Mat, Store};
+use linalg::{sgemm, F16Buf, Kernels, Mat, Store};
 use rayon::prelude::*;
 use stapes_core::shapes::{around, attn_dims, check_vec, rank3, AttnDims};
 use stapes_core::{
@@ -69,6 +69,8 @@ pub struct CpuWeight {
     n: usize,
     k: usize,
     store: Store,
+    /// The store holds the values the weight was built from, exactly (see `weight_rows`).
+    exact: bool,
 }
 
 impl CpuWeight {
@@ -580,13 +582,14 @@ impl Backend for CpuBackend {
                 format!("shape {:?} vs {} values", w.shape, w.data.len()),
             ));
         }
+        let exact = lane == Lane::F32;
         let store = match lane {
             // Checkpoints shipped in f16 (CTranslate2, ggml, most HF files) arrive widened to
             // f32; kept as f16 when that is exact they take half the memory and half the
             // bandwidth of every decoder-step GEMV, and the kernels widen them back exactly, so
             // the f32 lane's results are unchanged.
             Lane::F32 => match self.exact_f16(&w.data) {
-                Some(h) => Store::F16(h),
+                Some(h) => Store::F16(F16Buf::Owned(h)),
                 None => Store::F32(mem::copied(&w.data)),
             },
             Lane::F16 => {
@@ -595,11 +598,17 @@ impl Backend for CpuBackend {
                     use half::slice::HalfFloatSliceExt;
                     dst.convert_from_f32_slice(&w.data[i * STORE_CHUNK..][..dst.len()]);
                 });
-                Store::F16(h)
+                Store::F16(F16Buf::Owned(h))
             }
             Lane::Q8 => self.quantize_q8(&w.data, n, k),
         };
-        Ok(CpuWeight { lane, n, k, store })
+        Ok(CpuWeight {
+            lane,
+            n,
+            k,
+            store,
+            exact,
+        })
     }
 
     fn weight_from(&self, w: &WeightView<'_>, lane: Lane) -> Result<CpuWeight> {
@@ -611,11 +620,49 @@ impl Backend for CpuBackend {
             return self.weight(&w.to_host(), lane);
         };
         let store = match lane {
-            // f16 values are what both lanes store: a copy of the bytes, no rounding check.
-            Lane::F32 | Lane::F16 => Store::F16(self.f16_from_le(bytes)),
+            // f16 values are what both lanes store: the file's own bytes where they can be
+            // referred to in place, else a copy; no rounding check either way.
+            Lane::F32 | Lane::F16 => Store::F16(
+                match w.keep.as_ref().and_then(|k| F16Buf::mapped(bytes, k)) {
+                    Some(m) => m,
+                    None => F16Buf::Owned(self.f16_from_le(bytes)),
+                },
+            ),
             Lane::Q8 => self.quantize_q8_f16(bytes, n, k),
         };
-        Ok(CpuWeight { lane, n, k, store })
+        Ok(CpuWeight {
+            lane,
+            n,
+            k,
+            store,
+            exact: lane != Lane::Q8,
+        })
+    }
+
+    fn weight_rows(&self, w: &CpuWeight, ids: &[u32]) -> Result<Option<CpuTensor>> {
+        if !w.exact {
+            return Ok(None);
+        }
+        if let Some(&bad) = ids.iter().find(|&&i| i as usize >= w.n) {
+            return Err(Error::shape(
+                "weight_rows",
+                format!("id {bad} ≥ {} rows", w.n),
+            ));
+        }
+        let k = w.k;
+        let mut out = vec![0f32; ids.len() * k]; // (len(ids), K)
+        for (dst, &id) in out.chunks_mut(k).zip(ids) {
+            let r = id as usize * k..(id as usize + 1) * k;
+            match &w.store {
+                Store::F32(v) => dst.copy_from_slice(&v[r]),
+                Store::F16(h) => {
+                    use half::slice::HalfFloatSliceExt;
+                    h[r].convert_to_f32_slice(dst);
+                }
+                Store::Q8 { .. } => return Ok(None),
+            }
+        }
+        Ok(Some(CpuTensor::new(vec![ids.len(), k], out)))
     }
 
     fn upload_owned(&self, t: HostTensor) -> Result<CpuTensor> {
@@ -1293,7 +1340,7 @@ mod tests {
                     assert_eq!((a.lane, a.n, a.k), (b.lane, b.n, b.k));
                     let same = match (&a.store, &b.store) {
                         (Store::F16(x), Store::F16(y)) => {
-                            x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits())
+                            x.iter().zip(y.iter()).all(|(p, q)| p.to_bits() == q.to_bits())
                         }
                         (Store::Q8 { q: qa, s: sa, .. }, Store::Q8 { q: qb, s: sb, .. }) => {
                             qa == qb && sa.iter().zip(sb).all(|(p, q)| p.to_bits() == q.to_bits())
@@ -1305,8 +1352,85 @@ mod tests {
                         "({n}, {k}) {lane} on {threads} threads (portable {portable})"
                     );
                 }
+                // With an owner to keep them alive, aligned bytes are used in place, odd ones
+                // copied; the values are the same either way.
+                for (at, in_place) in [(0usize, true), (1, false)] {
+                    // `at` bytes of padding in front of the values, in a buffer the view keeps.
+                    let mut buf = vec![0u8; at];
+                    buf.extend_from_slice(&bytes[1..]);
+                    let keep: std::sync::Arc<dyn std::any::Any + Send + Sync> =
+                        std::sync::Arc::new(buf);
+                    let held = keep.downcast_ref::<Vec<u8>>().expect("vec");
+                    let view = WeightView::new(n, k, WeightData::F16Le(&held[at..]))
+                        .expect("view")
+                        .kept_by(keep.clone());
+                    let a = be.weight_from(&view, Lane::F32).expect("weight_from");
+                    let Store::F16(got) = &a.store else {
+                        panic!("f32 lane from f16 bytes stores f16")
+                    };
+                    assert_eq!(
+                        matches!(got, F16Buf::Mapped { .. }),
+                        in_place,
+                        "offset {at}"
+                    );
+                    let want = wide.data.iter().map(|v| half::f16::from_f32(*v).to_bits());
+                    assert!(got.iter().map(|h| h.to_bits()).eq(want), "offset {at}");
+                }
             }
         }
+    }
+
+    #[test]
+    fn weight_rows_give_back_exactly_what_the_weight_was_built_from() {
+        use stapes_core::{WeightData, WeightView};
+        let be = CpuBackend::new(2).expect("cpu");
+        let (n, k) = (40usize, 45usize);
+        let ids = [39u32, 0, 7, 7];
+        let rows_of = |w: &HostTensor| -> Vec<f32> {
+            ids.iter()
+                .flat_map(|&i| w.data[i as usize * k..(i as usize + 1) * k].to_vec())
+                .collect()
+        };
+        let same = |t: &CpuTensor, want: &[f32]| {
+            t.shape == [ids.len(), k]
+                && t.data
+                    .iter()
+                    .zip(want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+        };
+        // f32 lane: any values (kept as f32), and f16-exact ones (kept as f16).
+        for w in [
+            HostTensor::random(vec![n, k], 3, 2.0),
+            HostTensor::new(vec![n, k], f16_exact(n * k, 4).data).expect("w"),
+        ] {
+            let sw = be.weight(&w, Lane::F32).expect("weight");
+            let got = be
+                .weight_rows(&sw, &ids)
+                .expect("rows")
+                .expect("exact lane");
+            assert!(same(&got, &rows_of(&w)));
+            assert!(be.weight_rows(&sw, &[n as u32]).is_err(), "id out of range");
+        }
+        // From f16 bytes, f32 and f16 lanes hold the values; q8 does not.
+        let w = HostTensor::new(vec![n, k], f16_exact(n * k, 5).data).expect("w");
+        let bytes: Vec<u8> = w
+            .data
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect();
+        let view = WeightView::new(n, k, WeightData::F16Le(&bytes)).expect("view");
+        for lane in [Lane::F32, Lane::F16] {
+            let sw = be.weight_from(&view, lane).expect("weight_from");
+            let got = be.weight_rows(&sw, &ids).expect("rows").expect("exact");
+            assert!(same(&got, &rows_of(&w)), "{lane}");
+        }
+        let q8 = be.weight_from(&view, Lane::Q8).expect("q8");
+        assert!(be.weight_rows(&q8, &ids).expect("rows").is_none());
+        // f16 lane from values off the f16 grid rounds them: no rows.
+        let rounded = be
+            .weight(&HostTensor::random(vec![n, k], 6, 2.0), Lane::F16)
+            .expect("f16");
+        assert!(be.weight_rows(&rounded, &ids).expect("rows").is_none());
     }
 
     #[test]
@@ -1326,6 +1450,7 @@ mod tests {
             n,
             k,
             store: Store::F32(w.data.clone()),
+            exact: true,
         };
         for m in [1usize, 3, 8, 9, 257] {
             let x = be

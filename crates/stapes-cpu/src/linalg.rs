@@ -158,11 +158,71 @@ fn with_panel<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
     })
 }
 
+/// f16 weight values: a buffer of our own, or the checkpoint's own bytes in a read-only memory
+/// map (its page cache), which `keep` holds open: no copy, no fresh pages to fault in.
+#[derive(Clone)]
+pub enum F16Buf {
+    Owned(Vec<f16>),
+    Mapped {
+        keep: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+        ptr: *const f16,
+        len: usize,
+    },
+}
+
+// SAFETY: `Mapped` points into memory `keep` owns, which nothing writes while it is shared
+// (a read-only map, or a buffer behind an `Arc`); reading it from any thread is fine.
+unsafe impl Send for F16Buf {}
+// SAFETY: as for Send: shared, read-only data.
+unsafe impl Sync for F16Buf {}
+
+impl F16Buf {
+    /// A view of `bytes` (little-endian f16 pairs) kept alive by `keep`, where the bytes are
+    /// 2-byte aligned and the host is little-endian; else `None` (the caller copies).
+    pub fn mapped(
+        bytes: &[u8],
+        keep: &std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Option<Self> {
+        let aligned = (bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<f16>());
+        if !aligned || cfg!(target_endian = "big") {
+            return None;
+        }
+        Some(F16Buf::Mapped {
+            keep: keep.clone(),
+            ptr: bytes.as_ptr().cast::<f16>(),
+            len: bytes.len() / 2,
+        })
+    }
+}
+
+impl std::ops::Deref for F16Buf {
+    type Target = [f16];
+    fn deref(&self) -> &[f16] {
+        match self {
+            F16Buf::Owned(v) => v,
+            // SAFETY: `ptr` is 2-byte aligned and `len` f16 values lie behind it (checked in
+            // `mapped`), inside memory `keep` holds alive and unchanged; every bit pattern is a
+            // valid f16.
+            F16Buf::Mapped { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+        }
+    }
+}
+
+impl std::fmt::Debug for F16Buf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self {
+            F16Buf::Owned(_) => "owned",
+            F16Buf::Mapped { .. } => "mapped",
+        };
+        write!(f, "F16Buf({kind}, {} values)", self.len())
+    }
+}
+
 /// A lane-stored `(N, K)` weight as the CPU keeps it.
 #[derive(Debug, Clone)]
 pub enum Store {
     F32(Vec<f32>),
-    F16(Vec<f16>),
+    F16(F16Buf),
     /// `q`: N·kb blocks of 32 int8; `s`: N·kb scales (the f16 scales widened once);
     /// `packed`: the VNNI layout, made at the weight's first large-M use (encoder and cross-K/V
     /// weights only, so decoder-only weights never pay for a second copy).

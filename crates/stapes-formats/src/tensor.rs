@@ -249,6 +249,15 @@ impl RawTensor {
         }
     }
 
+    /// What holds [`Self::bytes`] alive and unchanged (the memory map, or the owned buffer).
+    pub fn owner(&self) -> Arc<dyn std::any::Any + Send + Sync> {
+        match &self.storage {
+            Storage::Owned(v) => v.clone(),
+            Storage::OwnedF32(v) => v.clone(),
+            Storage::Mapped { map, .. } => map.clone(),
+        }
+    }
+
     /// The values as an f32 slice without a copy, where they are f32 at a 4-byte aligned address.
     pub fn as_f32_slice(&self) -> Option<&[f32]> {
         if self.dtype != DType::F32 || cfg!(target_endian = "big") {

@@ -33,8 +33,9 @@ pub(crate) struct DecoderLayer<B: Backend> {
 }
 
 pub(crate) struct Decoder<B: Backend> {
-    /// (V, d): the lookup table of the input embedding.
-    embed: B::Tensor,
+    /// (V, d): the lookup table of the input embedding, made only where the home cannot give
+    /// `embed_w`'s rows back exactly (`Backend::weight_rows`) or a step chain needs the table.
+    embed: std::sync::OnceLock<B::Tensor>,
     /// The same matrix as the tied output projection `(V, d)`, in the lane.
     embed_w: B::Weight,
     /// (n_text_ctx, d)
@@ -207,9 +208,14 @@ impl<B: Backend> Decoder<B> {
             });
         }
         let positions = t.tensor(b, &format!("{p}.embed_positions.weight"))?;
+        let embed_w = t.weight(b, &embed_name, lane)?;
+        let embed = std::sync::OnceLock::new();
+        if b.weight_rows(&embed_w, &[0])?.is_none() {
+            let _ = embed.set(t.tensor(b, &embed_name)?);
+        }
         Ok(Self {
-            embed: t.tensor(b, &embed_name)?,
-            embed_w: t.weight(b, &embed_name, lane)?,
+            embed,
+            embed_w,
             n_ctx: positions.shape()[0],
             positions,
             layers,
@@ -316,6 +322,33 @@ impl<B: Backend> Decoder<B> {
             b.write_rows(dst, src, 0)?;
         }
         Ok(slot)
+    }
+
+    /// Embedding rows of `ids` from the stored tied weight, `(len(ids), d)`.
+    fn embed_rows(&self, b: &B, ids: &[u32]) -> Result<B::Tensor> {
+        let declined = || stapes_core::Error::Decline {
+            op: "weight_rows",
+            backend: b.name(),
+            reason: "the embedding rows it gave at load".into(),
+        };
+        Ok(b.weight_rows(&self.embed_w, ids)?.ok_or_else(declined)?)
+    }
+
+    /// The `(V, d)` embedding table, made from the stored weight on first use where load
+    /// did not keep one.
+    fn table(&self, b: &B) -> Result<&B::Tensor> {
+        if self.embed.get().is_none() {
+            let all: Vec<u32> = (0..self.vocab as u32).collect();
+            let _ = self.embed.set(self.embed_rows(b, &all)?);
+        }
+        Ok(self
+            .embed
+            .get()
+            .ok_or_else(|| stapes_core::Error::Decline {
+                op: "weight_rows",
+                backend: b.name(),
+                reason: "the embedding table".into(),
+            })?)
     }
 
     pub fn n_ctx(&self) -> usize {
@@ -475,7 +508,10 @@ impl<B: Backend> Decoder<B> {
         self.check_tokens(st, tokens, n)?;
         let batch = st.batch;
         let offset = st.len;
-        let x = b.gather_rows(&self.embed, tokens)?; // (batch·n, d)
+        let x = match self.embed.get() {
+            Some(table) => b.gather_rows(table, tokens)?, // (batch·n, d)
+            None => self.embed_rows(b, tokens)?,
+        };
         let x = b.reshape(&x, &[batch, n, self.d])?; // (batch, n, d)
         let pos = b.slice(&self.positions, 0, offset, n)?; // (n, d)
         let x = b.add(&x, &pos)?;
@@ -588,7 +624,7 @@ impl<B: Backend> Decoder<B> {
         );
         let (self_k, self_v) = (&mut st.self_k, &mut st.self_v);
         let logits = crate::chain_one(b, &key, "whisper decoder step", &mut |b| {
-            let x = b.embed_step(&self.embed, &self.positions, step)?; // (batch, 1, d)
+            let x = b.embed_step(self.table(b)?, &self.positions, step)?; // (batch, 1, d)
             let (x, _) = self.layers_forward(
                 b,
                 x,

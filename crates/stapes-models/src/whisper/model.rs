@@ -148,7 +148,9 @@ impl<'a> Tensors<'a> {
                     return Ok(b.weight(&wide, lane)?);
                 }
             };
-            let view = WeightView::new(n, k, data).map_err(|e| self.bad(name, &e.to_string()))?;
+            let view = WeightView::new(n, k, data)
+                .map_err(|e| self.bad(name, &e.to_string()))?
+                .kept_by(raw.owner());
             return Ok(b.weight_from(&view, lane)?);
         }
         let w = self.get(name)?;
