@@ -74,7 +74,10 @@ impl<B: Backend> ChainedEncoder<'_, B> {
             None => vec![enc_cfg.output_frames(t); batch],
         };
         let t_out = out_lens.iter().copied().max().unwrap_or(0);
-        if t > CHAIN_MAX_FRAMES {
+        // A home that runs chains eagerly with exact shapes (the CPU) gains nothing from a slot
+        // per length, and a server would keep one for every length it ever saw.
+        let no_capture = self.bucket <= 1 && !b.captures_chains();
+        if t > CHAIN_MAX_FRAMES || no_capture {
             let prep = self.encoder.prepare(b, batch, t, lengths)?;
             return Ok((self.encoder.forward_prepared(b, features, &prep)?, out_lens));
         }
