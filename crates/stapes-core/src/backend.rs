@@ -531,3 +531,88 @@ pub fn heads_dims(x: &[usize], heads: usize) -> Result<(usize, usize, usize)> {
     }
     Ok((x[0], x[1], x[2]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::ReferenceBackend;
+
+    #[test]
+    fn step_params_round_trip_and_refuse_non_integers() {
+        let sp = StepParams {
+            position: 447,
+            ids: vec![50257, 0, 51864],
+        };
+        let h = sp.to_host().expect("encode");
+        assert_eq!(h.shape, vec![1, 1, 4]);
+        assert_eq!(StepParams::from_host(&h).expect("decode"), sp);
+        for bad in [-1.0f32, 2.5, f32::NAN, 16_777_216.0] {
+            let h = HostTensor::new(vec![1, 1, 2], vec![3.0, bad]).expect("t");
+            assert!(StepParams::from_host(&h).is_err(), "{bad} accepted");
+        }
+        let empty = StepParams {
+            position: 0,
+            ids: vec![],
+        };
+        assert!(empty.to_host().is_err());
+    }
+
+    /// The default `*_step` ops take the position from the step tensor: the same values as the
+    /// host-parameter ops at that position, and a different position gives different values.
+    #[test]
+    fn default_step_ops_use_the_device_position() {
+        let b = ReferenceBackend::new();
+        let table = b
+            .upload(&HostTensor::random(vec![10, 8], 1, 1.0))
+            .expect("t");
+        let pos = b
+            .upload(&HostTensor::random(vec![6, 8], 2, 1.0))
+            .expect("p");
+        let step_at = |p: usize| {
+            let sp = StepParams {
+                position: p,
+                ids: vec![3, 7],
+            };
+            b.upload(&sp.to_host().expect("h")).expect("s")
+        };
+        let want = {
+            let x = b.gather_rows(&table, &[3, 7]).expect("g");
+            let x = b.reshape(&x, &[2, 1, 8]).expect("r");
+            b.add(&x, &b.slice(&pos, 0, 4, 1).expect("s")).expect("a")
+        };
+        let got = b.embed_step(&table, &pos, &step_at(4)).expect("embed");
+        assert_eq!(b.download(&got).expect("d"), b.download(&want).expect("d"));
+        let other = b.embed_step(&table, &pos, &step_at(5)).expect("embed");
+        assert_ne!(
+            b.download(&other).expect("d"),
+            b.download(&want).expect("d")
+        );
+
+        let mut cache = b.upload(&HostTensor::zeros(vec![2, 6, 8])).expect("c");
+        b.write_rows_step(&mut cache, &want, &step_at(4))
+            .expect("write");
+        let c = b.download(&cache).expect("d");
+        let w = b.download(&want).expect("d");
+        assert_eq!(&c.data[4 * 8..5 * 8], &w.data[..8]);
+        assert_eq!(&c.data[(6 + 4) * 8..(6 + 5) * 8], &w.data[8..]);
+        assert!(c.data[..4 * 8].iter().all(|&v| v == 0.0));
+
+        let p = AttnParams {
+            n_heads: 2,
+            scale: 0.5,
+            kv_len: None,
+            causal: false,
+        };
+        let q = b.reshape(&want, &[2, 1, 8]).expect("q");
+        let got = b
+            .attention_step(&q, &cache, &cache, &p, &step_at(4))
+            .expect("attn");
+        let host = AttnParams {
+            kv_len: Some(5),
+            causal: true,
+            ..p
+        };
+        let want = b.attention(&q, &cache, &cache, &host).expect("attn");
+        assert_eq!(b.download(&got).expect("d"), b.download(&want).expect("d"));
+    }
+}
