@@ -73,11 +73,11 @@ fn forced_logits(m: &Whisper<CpuBackend>, mel: &HostTensor, prefix: &[u32]) -> V
 }
 
 /// Diagnostic (ignored; prints, asserts nothing): for each lane policy in `STAPES_SPECS`
-/// (`|`-separated, `base;prefix=lane;…`, `{last}` = last encoder layer; default: the lane's rule
-/// and two candidates) and each model (`STAPES_MODELS`), greedy text on the 7 clips vs
-/// faster-whisper float32 and int8, and at the first id where the policy parts from f32: both
-/// candidates' log-prob margin under f32 and under the policy (teacher-forced on f32's ids), plus
-/// jfk's time end to end (best of 3).
+/// (`|`-separated, `base;prefix=lane;…`, `{last}` = last encoder layer; default: the f16
+/// decoder alone, the lane's earlier rule, and the lane's rule) and each model (`STAPES_MODELS`):
+/// per clip, f32's closest decision (fw_margins.json) teacher-forced under f32 and the policy;
+/// the greedy text vs faster-whisper float32 and int8; at the first id where the policy parts
+/// from f32, both candidates' logit margin under f32 and the policy; jfk end to end (best of 3).
 #[test]
 #[ignore]
 fn q8_lane_text_probe() {
@@ -87,8 +87,13 @@ fn q8_lane_text_probe() {
         &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
     )
     .expect("fw_int8.json");
+    let p = fixtures().join("fw_margins.json");
+    let margins: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .expect("fw_margins.json");
     let specs = std::env::var("STAPES_SPECS").unwrap_or(
-        "q8;model.decoder.=f16|q8;model.decoder.=f16;model.encoder.conv=f16|q8;model.decoder.=f16;model.encoder.layers.{last}.=f16".into(),
+        "q8;model.decoder.=f16|q8;model.decoder.=f16;model.encoder.conv=f16;model.encoder.layers.0.=f16".into(),
     );
     for name in std::env::var("STAPES_MODELS")
         .unwrap_or("whisper-tiny.en,whisper-base".into())
@@ -114,6 +119,27 @@ fn q8_lane_text_probe() {
                     .into_iter()
                     .flat_map(|(t, ..)| t)
                     .collect();
+                // f32's closest decision on this clip (fw_margins.json), teacher-forced: its
+                // margin (chosen minus runner-up log-prob) under f32 and under the policy
+                let mn = &margins["models"][name][clip]["min"];
+                if let (Some(step), Some(c), Some(ru)) = (
+                    mn["step"].as_u64(),
+                    mn["chosen"].as_u64(),
+                    mn["runner_up"].as_u64(),
+                ) {
+                    let (step, c, ru) = (step as usize, c as usize, ru as usize);
+                    let mel = mel_window(&f32m, clip);
+                    let at = |m: &Whisper<CpuBackend>| {
+                        let l = forced_logits(m, &mel, &want_ids[..step.min(want_ids.len())]);
+                        l.get(step).map_or(f32::NAN, |row| row[c] - row[ru])
+                    };
+                    println!(
+                        "{name} [{spec}] {clip}: closest f32 decision, step {step} ({c} over {ru}): fw {:.3}, f32 {:.3}, policy {:.3}",
+                        mn["margin"].as_f64().unwrap_or(f64::NAN),
+                        at(&f32m),
+                        at(&m)
+                    );
+                }
                 let got = m
                     .transcribe(&audio(clip), &ref_options(1))
                     .expect("transcribe");
