@@ -1808,10 +1808,6 @@ impl Backend for CudaBackend {
         self.graphs_enabled()
     }
 
-    fn captures_chains(&self) -> bool {
-        self.graphs_enabled()
-    }
-
     fn embed_step(
         &self,
         table: &CudaTensor,
