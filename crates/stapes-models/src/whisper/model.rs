@@ -42,7 +42,8 @@ impl WeightLanes {
     /// ids equal f32's on all 14 clip runs (tests/whisper_q8.rs); faster-whisper's own int8
     /// changes the text of 3 of them. The stem's and first block's activations (log-mel and
     /// its first projections) lose most to int8; later blocks tolerate it. Cost on the 2-core
-    /// CPU (jfk, greedy, vs the f16 decoder alone): see tests/whisper_q8.rs.
+    /// CPU vs the f16 decoder alone (jfk, greedy, in-process, loaded box): encoder +0–16 %, end
+    /// to end +2–12 % (docs/perf-ledger.md).
     pub fn whisper(lane: Lane) -> Self {
         match lane {
             Lane::Q8 => Self {
