@@ -410,9 +410,16 @@ impl Kernels {
             let (ptx, names) = ptx?;
             let _s =
                 tracing::info_span!("cuda.module", file = f.name, entries = names.len()).entered();
-            let module = ctx
-                .load_module(ptx)
-                .map_err(|e| CudaError::driver("load_module", e))?;
+            let module = match ctx.load_module(ptx) {
+                Ok(m) => m,
+                // a CUBIN this driver cannot load (made by a newer NVRTC): PTX, as before
+                Err(e) if cubin_on() => {
+                    tracing::debug!(file = f.name, "CUBIN not loadable ({e:?}); loading PTX");
+                    ctx.load_module(Ptx::from_src(compile(f, arch)?))
+                        .map_err(|e| CudaError::driver("load_module", e))?
+                }
+                Err(e) => return Err(CudaError::driver("load_module", e)),
+            };
             // every entry the PTX defines, so a kernel added to a .cu file cannot be forgotten here
             for e in names {
                 let func = module

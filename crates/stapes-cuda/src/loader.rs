@@ -167,30 +167,26 @@ fn preload_from(lib: &Lib, dirs: &[PathBuf]) -> Option<String> {
     None
 }
 
-/// Soname first, then the cheap search list, then the deep one. The directory lists are built
-/// only when a soname lookup fails, once each.
-fn preload(
-    lib: &Lib,
-    quick: &mut Option<Vec<PathBuf>>,
-    deep: &mut Option<Vec<PathBuf>>,
-) -> Option<String> {
+/// The search lists, built at most once per process (two threads may ask: `prewarm` loads the
+/// driver on one and the other libraries on another).
+fn dirs(deep: bool) -> &'static [PathBuf] {
+    static QUICK: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    static DEEP: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    let cell = if deep { &DEEP } else { &QUICK };
+    cell.get_or_init(|| {
+        let _s = tracing::info_span!("cuda.libsearch", deep).entered();
+        search_dirs(deep)
+    })
+}
+
+/// Soname first, then the cheap search list, then the deep one. The lists are built only when
+/// a soname lookup fails.
+fn preload(lib: &Lib) -> Option<String> {
     let span = tracing::info_span!("cuda.dlopen", lib = lib.what, from = tracing::field::Empty);
     let _e = span.enter();
     let found = preload_soname(lib)
-        .or_else(|| {
-            let dirs = quick.get_or_insert_with(|| {
-                let _s = tracing::info_span!("cuda.libsearch", deep = false).entered();
-                search_dirs(false)
-            });
-            preload_from(lib, dirs)
-        })
-        .or_else(|| {
-            let dirs = deep.get_or_insert_with(|| {
-                let _s = tracing::info_span!("cuda.libsearch", deep = true).entered();
-                search_dirs(true)
-            });
-            preload_from(lib, dirs)
-        });
+        .or_else(|| preload_from(lib, dirs(false)))
+        .or_else(|| preload_from(lib, dirs(true)));
     match &found {
         Some(f) => {
             span.record("from", f.as_str());
@@ -198,7 +194,7 @@ fn preload(
         None => tracing::debug!(
             "{} not found in the loader path or {} search dirs",
             lib.what,
-            deep.as_ref().map_or(0, Vec::len)
+            dirs(true).len()
         ),
     }
     found
@@ -216,15 +212,14 @@ pub struct LibReport {
 fn report() -> &'static LibReport {
     static R: OnceLock<LibReport> = OnceLock::new();
     R.get_or_init(|| {
-        let (mut quick, mut deep) = (None, None);
-        let driver = preload(&DRIVER, &mut quick, &mut deep);
-        let nvrtc = preload(&NVRTC, &mut quick, &mut deep);
+        let driver = preload(&DRIVER);
+        let nvrtc = preload(&NVRTC);
         // builtins sit beside libnvrtc and are found by it; preloading only helps odd layouts
         if nvrtc.is_some() {
-            let _ = preload(&NVRTC_BUILTINS, &mut quick, &mut deep);
+            let _ = preload(&NVRTC_BUILTINS);
         }
-        let cublas_lt = preload(&CUBLASLT, &mut quick, &mut deep);
-        let cublas = preload(&CUBLAS, &mut quick, &mut deep);
+        let cublas_lt = preload(&CUBLASLT);
+        let cublas = preload(&CUBLAS);
         let r = LibReport {
             driver,
             nvrtc,
@@ -245,7 +240,7 @@ pub fn libraries() -> LibReport {
 /// larger) libraries are still being loaded by [`libraries`] on another thread.
 pub fn ensure_driver() -> Result<(), CudaError> {
     static DRIVER_ONLY: OnceLock<Option<String>> = OnceLock::new();
-    let found = DRIVER_ONLY.get_or_init(|| preload(&DRIVER, &mut None, &mut None));
+    let found = DRIVER_ONLY.get_or_init(|| preload(&DRIVER));
     // SAFETY: a presence probe; it only dlopens.
     if found.is_some() && unsafe { cudarc::driver::sys::is_culib_present() } {
         Ok(())
