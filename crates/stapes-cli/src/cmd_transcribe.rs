@@ -189,22 +189,6 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
             Err(e) => return Err(e),
         }
     }
-    // start-up experiment (dist/startup/profile.sh): STAPES_EXIT=exit leaves the engine to the
-    // OS (no context teardown), `_exit` also skips the libraries' exit handlers
-    let exit_mode = std::env::var("STAPES_EXIT").unwrap_or_default();
-    if failures.is_empty() && (exit_mode == "exit" || exit_mode == "_exit") {
-        let _ = std::io::stdout().flush();
-        let _ = std::io::stderr().flush();
-        if exit_mode == "_exit" {
-            extern "C" {
-                fn _exit(code: i32) -> !;
-            }
-            // SAFETY: ends the process at once; stdout/stderr are flushed and files are closed
-            // by the kernel.
-            unsafe { _exit(0) }
-        }
-        std::process::exit(0);
-    }
     if verbose {
         eprintln!("stapes: counters {:?}", engine.counters());
         // dropping the engine (device context, memory) is part of the process's time
