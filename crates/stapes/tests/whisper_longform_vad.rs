@@ -296,7 +296,8 @@ fn longform_vad_base_every_clip_in_order_within_the_bars() {
 
 /// Diagnostic (ignored; prints): the `--vad` groups of the long file for `STAPES_MODEL`
 /// (default base), each group's text heard alone (`Engine::transcribe`) and in the batch
-/// (`Engine::transcribe_batch_with`, as `--vad` runs every group after the first).
+/// (`Engine::transcribe_batch_with`, as `--vad` runs every group after the first), and each
+/// speech piece that the `--vad` run leaves without a word, heard alone.
 #[test]
 #[ignore]
 fn longform_vad_groups_probe() {
@@ -339,6 +340,29 @@ fn longform_vad_groups_probe() {
         };
         *batched[i].lock().unwrap_or_else(|p| p.into_inner()) = s;
     });
+    // Speech pieces the --vad run leaves without a word, heard again alone.
+    let t = e
+        .transcribe_with_vad(&audio, &vad, &opts, None)
+        .expect("--vad");
+    let words: Vec<f64> = t
+        .segments
+        .iter()
+        .flat_map(|s| s.words.iter().flatten())
+        .map(|w| 0.5 * (w.start + w.end))
+        .collect();
+    for p in &speech {
+        if words.iter().any(|&m| m >= p.start && m <= p.end) {
+            continue;
+        }
+        let a = &audio[(p.start * SR) as usize..((p.end * SR) as usize).min(audio.len())];
+        let alone = e.transcribe(a, &opts, None).expect("piece");
+        eprintln!(
+            "piece {:.2}–{:.2} s has no word in the --vad run; alone: {:?}",
+            p.start,
+            p.end,
+            alone.text()
+        );
+    }
     for (i, (g, a)) in groups.iter().zip(&samples).enumerate() {
         let t = e.transcribe(a, &opts, None).expect("group");
         let alone: String = t
