@@ -233,6 +233,9 @@ impl<B: Backend> Whisper<B> {
         if threads == 0 {
             return BatchStats::default();
         }
+        if threads > 1 {
+            self.decoder.expect_concurrent();
+        }
         let rv = Rendezvous::new(self, threads);
         let next = AtomicUsize::new(0);
         std::thread::scope(|scope| {

@@ -246,6 +246,13 @@ impl<B: Backend> Decoder<B> {
         self.device_steps.store(v, Ordering::Relaxed);
     }
 
+    /// Threads are about to decode side by side (batched transcription). Marked before any of
+    /// them makes a state: the first thread's step capture would otherwise race the others'
+    /// launches on the home's one stream.
+    pub(crate) fn expect_concurrent(&self) {
+        lock(&self.slots).concurrent = true;
+    }
+
     /// The setting of [`Self::set_device_steps`].
     pub fn device_steps_setting(&self) -> Option<bool> {
         match self.device_steps.load(Ordering::Relaxed) {
