@@ -211,7 +211,7 @@ pub static TABLE: &[Row] = &[
         tol: tol(2e-6, 2e-5, 4e-6),
         reason: "two f32 GEMMs then sigmoid/tanh gates; h, c are O(1)",
     },
-    // ---- cuda (GPU homes keep activations in f16 for the tensor cores) ----
+    // ---- cuda: GEMM inputs rounded to f16 for the tensor cores; other ops in f32 ----
     Row {
         op: Op::Linear,
         lane: Some(Lane::F16),
@@ -227,6 +227,241 @@ pub static TABLE: &[Row] = &[
         tol: tol(0.0, 0.03, 0.012),
         reason: "q8 activations per 32-block (as the CPU q8 row) or f16 activations against \
                  dequantized weights, whichever the kernel does; the q8 bound covers both",
+    },
+    Row {
+        op: Op::Conv1d,
+        lane: Some(Lane::F16),
+        backend: "cuda",
+        tol: tol(0.0, 4e-3, 1e-3),
+        reason: "im2col (exact) then the f16 lane's linear: the cuda Linear f16 row",
+    },
+    Row {
+        op: Op::Conv1d,
+        lane: Some(Lane::Q8),
+        backend: "cuda",
+        tol: tol(0.0, 0.03, 0.012),
+        reason: "im2col (exact) then the q8 lane's linear: the cuda Linear q8 row",
+    },
+    // f32 activations (eager ops, or chains with f16 activations off): f32 kernels
+    Row {
+        op: Op::Layout,
+        lane: None,
+        backend: "cuda",
+        tol: EXACT,
+        reason: "copies only",
+    },
+    Row {
+        op: Op::Elementwise,
+        lane: None,
+        backend: "cuda",
+        tol: tol(1e-6, 2.4e-7, 2.4e-7),
+        reason: "one f32 rounding; the GPU's fused multiply-add may round once less than the \
+                 reference",
+    },
+    Row {
+        op: Op::Activation,
+        lane: None,
+        backend: "cuda",
+        tol: tol(4e-6, 0.0, 2e-6),
+        reason: "expf/erff/tanhf are within 2 ulp on the GPU; test outputs up to 4",
+    },
+    Row {
+        op: Op::Glu,
+        lane: None,
+        backend: "cuda",
+        tol: tol(2e-6, 0.0, 2e-6),
+        reason: "one expf (2 ulp) and a division per output",
+    },
+    Row {
+        op: Op::Softmax,
+        lane: None,
+        backend: "cuda",
+        tol: tol(1e-6, 0.0, 4e-6),
+        reason: "expf within 2 ulp, f32 block reductions in a different order than the reference",
+    },
+    Row {
+        op: Op::LogSoftmax,
+        lane: None,
+        backend: "cuda",
+        tol: tol(8e-6, 0.0, 2e-6),
+        reason: "logf of an f32 block sum; outputs down to about -10",
+    },
+    Row {
+        op: Op::LayerNorm,
+        lane: None,
+        backend: "cuda",
+        tol: tol(8e-6, 0.0, 2e-6),
+        reason: "f32 mean and two-pass variance, rsqrtf (2 ulp); outputs up to about 4",
+    },
+    Row {
+        op: Op::RmsNorm,
+        lane: None,
+        backend: "cuda",
+        tol: tol(8e-6, 0.0, 2e-6),
+        reason: "f32 sum of squares, rsqrtf (2 ulp); outputs up to about 4",
+    },
+    Row {
+        op: Op::Matmul,
+        lane: None,
+        backend: "cuda",
+        tol: tol(0.0, 2e-5, 4e-6),
+        reason: "cuBLAS f32 (no TF32): accumulation order only",
+    },
+    Row {
+        op: Op::DepthwiseConv1d,
+        lane: None,
+        backend: "cuda",
+        tol: tol(0.0, 2e-6, 1e-6),
+        reason: "f32 direct convolution, short sums",
+    },
+    Row {
+        op: Op::Conv2d,
+        lane: None,
+        backend: "cuda",
+        tol: tol(0.0, 2e-5, 4e-6),
+        reason: "f32 direct convolution, sums over C_in·kh·kw",
+    },
+    Row {
+        op: Op::Attention,
+        lane: None,
+        backend: "cuda",
+        tol: tol(0.0, 8e-3, 2.5e-3),
+        reason: "q, k, v and the probabilities rounded to f16 for the tensor cores (2⁻¹¹ each), \
+                 f32 accumulation and softmax: rel_l2 ≈ 2·2⁻¹¹ ≈ 1e-3; the f32 row kernel is \
+                 far inside",
+    },
+    Row {
+        op: Op::AttentionProbs,
+        lane: None,
+        backend: "cuda",
+        tol: tol(1e-6, 0.0, 4e-6),
+        reason: "f32 row kernel: dot products and softmax in f32",
+    },
+    // ---- cuda with f16 activations (inside chains, the default: `CudaBackend::
+    // set_f16_activations`). Inputs are f16 already (the test rounds the reference's inputs
+    // the same way), so each bar is the op's f32 math plus one round-to-nearest of its output
+    // to f16: at most 2⁻¹¹ ≈ 4.9e-4 of each element, rel_l2 ≈ 2⁻¹¹/√3 ≈ 2.8e-4 typical.
+    Row {
+        op: Op::Layout,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: EXACT,
+        reason: "f16 copies move the same bits",
+    },
+    Row {
+        op: Op::Elementwise,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(1e-7, 5.5e-4, 5e-4),
+        reason: "f32 math, one f16 rounding of the output (≤ 2⁻¹¹ relative per element)",
+    },
+    Row {
+        op: Op::Activation,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(1e-6, 5.5e-4, 5e-4),
+        reason: "f32 expf/erff/tanhf, one f16 rounding of the output",
+    },
+    Row {
+        op: Op::Glu,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(1e-6, 5.5e-4, 5e-4),
+        reason: "f32 sigmoid and product, one f16 rounding of the output",
+    },
+    Row {
+        op: Op::Softmax,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(1e-6, 5.5e-4, 5e-4),
+        reason: "f32 max, exponentials and sum, one f16 rounding of each probability",
+    },
+    Row {
+        op: Op::LogSoftmax,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(8e-6, 5.5e-4, 5e-4),
+        reason: "f32 log-sum-exp, one f16 rounding of the output",
+    },
+    Row {
+        op: Op::LayerNorm,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(8e-6, 5.5e-4, 5e-4),
+        reason: "statistics in f32 from f16 rows, one f16 rounding of the output",
+    },
+    Row {
+        op: Op::RmsNorm,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(8e-6, 5.5e-4, 5e-4),
+        reason: "sum of squares in f32 from f16 rows, one f16 rounding of the output",
+    },
+    Row {
+        op: Op::Matmul,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(1e-6, 1e-3, 6e-4),
+        reason: "f16 operands exact in the tensor cores' products, f32 accumulation, one f16 \
+                 rounding of the output",
+    },
+    Row {
+        op: Op::DepthwiseConv1d,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(1e-6, 5.5e-4, 5e-4),
+        reason: "f32 direct convolution (f32 kernel), one f16 rounding of the output",
+    },
+    Row {
+        op: Op::Conv2d,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(1e-6, 6e-4, 5e-4),
+        reason: "f32 direct convolution (f32 kernel), one f16 rounding of the output",
+    },
+    Row {
+        op: Op::Linear,
+        lane: Some(Lane::F16),
+        backend: "cuda-f16act",
+        tol: tol(0.0, 5e-3, 1.5e-3),
+        reason: "the cuda Linear f16 row (weights in f16) plus one f16 rounding of the output, \
+                 which cuBLASLt writes directly (bias added in f32 in its epilogue)",
+    },
+    Row {
+        op: Op::Linear,
+        lane: Some(Lane::Q8),
+        backend: "cuda-f16act",
+        tol: tol(0.0, 0.03, 0.012),
+        reason: "the cuda Linear q8 row; the f16 output rounding is 25× inside it",
+    },
+    Row {
+        op: Op::Conv1d,
+        lane: Some(Lane::F16),
+        backend: "cuda-f16act",
+        tol: tol(0.0, 5e-3, 1.5e-3),
+        reason: "im2col writes f16 columns (exact for f16 inputs), then the f16 lane's linear",
+    },
+    Row {
+        op: Op::Conv1d,
+        lane: Some(Lane::Q8),
+        backend: "cuda-f16act",
+        tol: tol(0.0, 0.03, 0.012),
+        reason: "im2col, then the q8 lane's linear",
+    },
+    Row {
+        op: Op::Attention,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(0.0, 9e-3, 3e-3),
+        reason: "the cuda Attention row (q·scale and the probabilities rounded to f16 in the \
+                 kernel) plus one f16 rounding of the output",
+    },
+    Row {
+        op: Op::AttentionProbs,
+        lane: None,
+        backend: "cuda-f16act",
+        tol: tol(1e-6, 0.0, 4e-6),
+        reason: "probabilities stay f32 (alignment heads); f16 q, k widened exactly",
     },
 ];
 

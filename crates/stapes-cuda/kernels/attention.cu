@@ -31,21 +31,30 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src
 
 // STAGES = 2 double-buffers the K/V tiles with cp.async (the next tile loads while this one is
 // used); D = 128 keeps one stage to stay inside 48 KB of static shared memory.
-template <int D, int STAGES>
-__device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* __restrict__ Q, const h16* __restrict__ K,
-                                           const h16* __restrict__ V, int Tq, int Tk, int H, int kv_len, float scale,
-                                           int causal) {
-    __shared__ __align__(16) h16 Ks[STAGES][FA_BK][D + FA_PAD];
-    __shared__ __align__(16) h16 Vs[STAGES][FA_BK][D + FA_PAD];
+// The K/V tiles live at file scope, sized for the largest (D, STAGES) used: declared inside the
+// template, each of an entry point's dtype instantiations would get its own copy.
+#define FA_TILE_ELEMS (2 * FA_BK * (64 + FA_PAD) > FA_BK * (128 + FA_PAD) ? 2 * FA_BK * (64 + FA_PAD) : FA_BK * (128 + FA_PAD))
+__shared__ __align__(16) h16 fa_ks[FA_TILE_ELEMS];
+__shared__ __align__(16) h16 fa_vs[FA_TILE_ELEMS];
+
+// Q and O are f32 or f16 (OT, QT); K and V always f16.
+template <int D, int STAGES, class OT, class QT>
+__device__ __forceinline__ void flash_attn(void* O_, const void* Q_, const h16* __restrict__ K, const h16* __restrict__ V, int Tq,
+                                           int Tk, int H, int kv_len, float scale, int causal) {
+    OT* __restrict__ O = (OT*)O_;
+    const QT* __restrict__ Q = (const QT*)Q_;
+    typedef h16 Tile[FA_BK][D + FA_PAD];
+    Tile* Ks = (Tile*)fa_ks;
+    Tile* Vs = (Tile*)fa_vs;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z;
     const int q0 = blockIdx.x * FA_BQ;
     const long long ld = (long long)H * D;  // token stride
-    const float* Qb = Q + (long long)b * Tq * ld + h * D;
+    const QT* Qb = Q + (long long)b * Tq * ld + h * D;
     const h16* Kb = K + (long long)b * Tk * ld + h * D;
     const h16* Vb = V + (long long)b * Tk * ld + h * D;
-    float* Ob = O + (long long)b * Tq * ld + h * D;
+    OT* Ob = O + (long long)b * Tq * ld + h * D;
 
     const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
     // exp2 instead of exp: fold log2(e) into the score scale
@@ -56,14 +65,14 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
         int c0 = kk * 16 + 2 * t;
         float2 x0 = make_float2(0.f, 0.f), x8 = x0, y0 = x0, y8 = x0;
         if (r0 < Tq) {
-            const float* p = Qb + (long long)r0 * ld;
-            x0 = *(const float2*)(p + c0);
-            x8 = *(const float2*)(p + c0 + 8);
+            const QT* p = Qb + (long long)r0 * ld;
+            x0 = ld2(p + c0, 0);
+            x8 = ld2(p + c0 + 8, 0);
         }
         if (r1 < Tq) {
-            const float* p = Qb + (long long)r1 * ld;
-            y0 = *(const float2*)(p + c0);
-            y8 = *(const float2*)(p + c0 + 8);
+            const QT* p = Qb + (long long)r1 * ld;
+            y0 = ld2(p + c0, 0);
+            y8 = ld2(p + c0 + 8, 0);
         }
         qa[kk][0] = pack_h2(x0.x * qs, x0.y * qs);
         qa[kk][1] = pack_h2(y0.x * qs, y0.y * qs);
@@ -196,30 +205,32 @@ __device__ __forceinline__ void flash_attn(float* __restrict__ O, const float* _
 #pragma unroll
     for (int dn = 0; dn < D / 8; ++dn) {
         int c = dn * 8 + 2 * t;
-        if (r0 < Tq) {
-            float2 v = make_float2(o[dn][0] * inv0, o[dn][1] * inv0);
-            *(float2*)(Ob + (long long)r0 * ld + c) = v;
-        }
-        if (r1 < Tq) {
-            float2 v = make_float2(o[dn][2] * inv1, o[dn][3] * inv1);
-            *(float2*)(Ob + (long long)r1 * ld + c) = v;
-        }
+        if (r0 < Tq) st2(Ob + (long long)r0 * ld + c, 0, make_float2(o[dn][0] * inv0, o[dn][1] * inv0));
+        if (r1 < Tq) st2(Ob + (long long)r1 * ld + c, 0, make_float2(o[dn][2] * inv1, o[dn][3] * inv1));
     }
 }
 
 // Register budget variants (benchmarked): the plain one lets the compiler take what it wants
-// (3 blocks per SM), `_b4` caps registers for 4 resident blocks.
-extern "C" __global__ void __launch_bounds__(128) flash_attn_d64(float* O, const float* Q, const h16* K, const h16* V,
-                                                                 int Tq, int Tk, int H, int kv_len, float scale, int causal) {
-    flash_attn<64, 2>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
+// (3 blocks per SM), `_b4` caps registers for 4 resident blocks. dt bit 0: O is f16, bit 1: Q is.
+#define FA_DISPATCH(D, ST)                                                                             \
+    switch (dt & 3) {                                                                                  \
+    case 0: flash_attn<D, ST, float, float>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal); break;     \
+    case 1: flash_attn<D, ST, h16, float>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal); break;       \
+    case 2: flash_attn<D, ST, float, h16>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal); break;       \
+    default: flash_attn<D, ST, h16, h16>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal); break;        \
+    }
+extern "C" __global__ void __launch_bounds__(128) flash_attn_d64(void* O, const void* Q, const h16* K, const h16* V, int Tq,
+                                                                 int Tk, int H, int kv_len, float scale, int causal, int dt) {
+    FA_DISPATCH(64, 2)
 }
-extern "C" __global__ void __launch_bounds__(128, 4) flash_attn_d64_b4(float* O, const float* Q, const h16* K, const h16* V,
-                                                                       int Tq, int Tk, int H, int kv_len, float scale, int causal) {
-    flash_attn<64, 2>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
+extern "C" __global__ void __launch_bounds__(128, 4) flash_attn_d64_b4(void* O, const void* Q, const h16* K, const h16* V,
+                                                                       int Tq, int Tk, int H, int kv_len, float scale,
+                                                                       int causal, int dt) {
+    FA_DISPATCH(64, 2)
 }
-extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, const float* Q, const h16* K, const h16* V,
-                                                                  int Tq, int Tk, int H, int kv_len, float scale, int causal) {
-    flash_attn<128, 1>(O, Q, K, V, Tq, Tk, H, kv_len, scale, causal);
+extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(void* O, const void* Q, const h16* K, const h16* V, int Tq,
+                                                                  int Tk, int H, int kv_len, float scale, int causal, int dt) {
+    FA_DISPATCH(128, 1)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -230,9 +241,14 @@ extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(float* O, cons
 // Scores: one lane per key (32 keys per warp at a time, each reading its K row with 16-byte
 // loads), so many rows are in flight at once; P·V: each warp walks every nw-th key reading whole
 // V rows (coalesced), and the per-warp partial sums meet in shared memory.
-extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restrict__ P, const float* __restrict__ Q,
-                                         const float* __restrict__ K, const float* __restrict__ V, int Tq, int Tk, int H,
-                                         int D, int kv_len, float scale, int causal) {
+// Q, K, V of type X, O of type Y (f32 or f16, `dt`); P always f32.
+template <class Y, class X>
+__device__ __forceinline__ void attn_rows_k(void* O_, float* __restrict__ P, const void* Q_, const void* K_, const void* V_,
+                                            int Tq, int Tk, int H, int D, int kv_len, float scale, int causal) {
+    Y* __restrict__ O = (Y*)O_;
+    const X* __restrict__ Q = (const X*)Q_;
+    const X* __restrict__ K = (const X*)K_;
+    const X* __restrict__ V = (const X*)V_;
     extern __shared__ __align__(16) float sm[];
     const int d4 = (D + 3) & ~3;
     const int nw = blockDim.x >> 5;
@@ -242,25 +258,24 @@ extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restric
     __shared__ float scratch[32];
     const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const long long ld = (long long)H * D;
-    const float* q = Q + ((long long)b * Tq + i) * ld + h * D;
-    for (int d = threadIdx.x; d < d4; d += blockDim.x) qv[d] = d < D ? q[d] : 0.f;
+    const X* q = Q + ((long long)b * Tq + i) * ld + h * D;
+    for (int d = threadIdx.x; d < d4; d += blockDim.x) qv[d] = d < D ? ldf(q, d) : 0.f;
     __syncthreads();
     int limit = causal ? kv_len - Tq + i + 1 : kv_len;
     limit = max(0, min(limit, kv_len));
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
-        const float* k = K + ((long long)b * Tk + j) * ld + h * D;
+        const X* k = K + ((long long)b * Tk + j) * ld + h * D;
         float acc = 0.f;
         if ((D & 3) == 0) {
-            const float4* k4 = (const float4*)k;
             const float4* q4 = (const float4*)qv;
 #pragma unroll 4
             for (int e = 0; e < (D >> 2); ++e) {
-                float4 kk = k4[e], qq = q4[e];
+                float4 kk = ld4(k, e), qq = q4[e];
                 acc += (kk.x * qq.x + kk.y * qq.y) + (kk.z * qq.z + kk.w * qq.w);
             }
         } else {
-            for (int d = 0; d < D; ++d) acc += k[d] * qv[d];
+            for (int d = 0; d < D; ++d) acc += ldf(k, d) * qv[d];
         }
         sc[j] = j < limit ? acc * scale : F_NEG_INF;
     }
@@ -284,17 +299,17 @@ extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restric
     }
     __syncthreads();
     if (!O) return;
-    float* o = O + ((long long)b * Tq + i) * ld + h * D;
+    Y* o = O + ((long long)b * Tq + i) * ld + h * D;
     for (int d0 = 0; d0 < D; d0 += 128) {
         float acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
         for (int j = warp; j < limit; j += nw) {
             float p = sc[j];
-            const float* v = V + ((long long)b * Tk + j) * ld + h * D;
+            const X* v = V + ((long long)b * Tk + j) * ld + h * D;
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
                 int d = d0 + lane + 32 * c;
-                if (d < D) acc[c] += p * v[d];
+                if (d < D) acc[c] += p * ldf(v, d);
             }
         }
 #pragma unroll
@@ -307,6 +322,10 @@ extern "C" __global__ void attn_rows_f32(float* __restrict__ O, float* __restric
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float sum = 0.f;
         for (int w = 0; w < nw; ++w) sum += red[w * D + d];
-        o[d] = sum;
+        stf(o, d, sum);
     }
+}
+extern "C" __global__ void attn_rows(void* O, float* P, const void* Q, const void* K, const void* V, int Tq, int Tk, int H, int D,
+                                     int kv_len, float scale, int causal, int dt) {
+    DISPATCH_YX(dt, attn_rows_k, O, P, Q, K, V, Tq, Tk, H, D, kv_len, scale, causal);
 }

@@ -1,9 +1,13 @@
-// Convolutions. conv1d lowers to im2col + the lane's GEMM; depthwise and 2-D convolutions are
-// direct (they are small: subsampling stems and conformer depthwise blocks).
+// Convolutions over f32 or f16 activations (`dt`, common.cuh; weights and biases f32). conv1d
+// lowers to im2col + the lane's GEMM; depthwise and 2-D convolutions are direct (they are small:
+// subsampling stems and conformer depthwise blocks).
 
 // x (b, t, c) -> cols (b * t_out, c * kw) with column index ci * kw + kk (the [c_in][k] weight order).
-extern "C" __global__ void im2col_1d(float* __restrict__ cols, const float* __restrict__ x, int b, int t, int c, int kw,
-                                     int stride, int pad, int t_out) {
+template <class Y, class X>
+__device__ __forceinline__ void im2col_1d_k(void* cols_, const void* x_, int b, int t, int c, int kw, int stride, int pad,
+                                            int t_out) {
+    Y* cols = (Y*)cols_;
+    const X* x = (const X*)x_;
     long long n = (long long)b * t_out * c * kw;
     long long ck = (long long)c * kw;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -12,14 +16,21 @@ extern "C" __global__ void im2col_1d(float* __restrict__ cols, const float* __re
         int bi = (int)(row / t_out), to = (int)(row - (long long)bi * t_out);
         int ci = col / kw, kk = col - ci * kw;
         int ti = to * stride + kk - pad;
-        cols[i] = (ti >= 0 && ti < t) ? x[((long long)bi * t + ti) * c + ci] : 0.f;
+        stf(cols, i, (ti >= 0 && ti < t) ? ldf(x, ((long long)bi * t + ti) * c + ci) : 0.f);
     }
+}
+extern "C" __global__ void im2col_1d(void* cols, const void* x, int b, int t, int c, int kw, int stride, int pad, int t_out,
+                                     int dt) {
+    DISPATCH_YX(dt, im2col_1d_k, cols, x, b, t, c, kw, stride, pad, t_out);
 }
 
 // x (b, t, c), w (c, kw) -> y (b, t_out, c)
-extern "C" __global__ void depthwise_conv1d(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ w,
-                                            const float* __restrict__ bias, int b, int t, int c, int kw, int stride, int pad,
-                                            int t_out) {
+template <class Y, class X>
+__device__ __forceinline__ void depthwise_conv1d_k(void* y_, const void* x_, const float* __restrict__ w,
+                                                   const float* __restrict__ bias, int b, int t, int c, int kw, int stride,
+                                                   int pad, int t_out) {
+    Y* y = (Y*)y_;
+    const X* x = (const X*)x_;
     long long n = (long long)b * t_out * c;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         int ci = (int)(i % c);
@@ -28,16 +39,23 @@ extern "C" __global__ void depthwise_conv1d(float* __restrict__ y, const float* 
         float acc = bias ? bias[ci] : 0.f;
         for (int kk = 0; kk < kw; ++kk) {
             int ti = to * stride + kk - pad;
-            if (ti >= 0 && ti < t) acc += w[ci * kw + kk] * x[((long long)bi * t + ti) * c + ci];
+            if (ti >= 0 && ti < t) acc += w[ci * kw + kk] * ldf(x, ((long long)bi * t + ti) * c + ci);
         }
-        y[i] = acc;
+        stf(y, i, acc);
     }
+}
+extern "C" __global__ void depthwise_conv1d(void* y, const void* x, const float* w, const float* bias, int b, int t, int c,
+                                            int kw, int stride, int pad, int t_out, int dt) {
+    DISPATCH_YX(dt, depthwise_conv1d_k, y, x, w, bias, b, t, c, kw, stride, pad, t_out);
 }
 
 // x (b, ci, h, w), weight (co, ci/groups, kh, kw) -> y (b, co, ho, wo)
-extern "C" __global__ void conv2d_direct(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ wt,
-                                         const float* __restrict__ bias, int b, int ci, int h, int w, int co, int kh, int kw,
-                                         int sh, int sw, int ph, int pw, int groups, int ho, int wo) {
+template <class Y, class X>
+__device__ __forceinline__ void conv2d_direct_k(void* y_, const void* x_, const float* __restrict__ wt,
+                                                const float* __restrict__ bias, int b, int ci, int h, int w, int co, int kh,
+                                                int kw, int sh, int sw, int ph, int pw, int groups, int ho, int wo) {
+    Y* y = (Y*)y_;
+    const X* x = (const X*)x_;
     long long n = (long long)b * co * ho * wo;
     int cig = ci / groups, cog = co / groups;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -50,17 +68,22 @@ extern "C" __global__ void conv2d_direct(float* __restrict__ y, const float* __r
         int g = oc / cog;
         float acc = bias ? bias[oc] : 0.f;
         for (int c = 0; c < cig; ++c) {
-            const float* xp = x + ((long long)bi * ci + g * cig + c) * h * w;
+            const X* xp = x + ((long long)bi * ci + g * cig + c) * h * w;
             const float* wp = wt + ((long long)oc * cig + c) * kh * kw;
             for (int ky = 0; ky < kh; ++ky) {
                 int iy = oy * sh + ky - ph;
                 if (iy < 0 || iy >= h) continue;
                 for (int kx = 0; kx < kw; ++kx) {
                     int ix = ox * sw + kx - pw;
-                    if (ix >= 0 && ix < w) acc += wp[ky * kw + kx] * xp[(long long)iy * w + ix];
+                    if (ix >= 0 && ix < w) acc += wp[ky * kw + kx] * ldf(xp, (long long)iy * w + ix);
                 }
             }
         }
-        y[i] = acc;
+        stf(y, i, acc);
     }
+}
+extern "C" __global__ void conv2d_direct(void* y, const void* x, const float* wt, const float* bias, int b, int ci, int h,
+                                         int w, int co, int kh, int kw, int sh, int sw, int ph, int pw, int groups, int ho,
+                                         int wo, int dt) {
+    DISPATCH_YX(dt, conv2d_direct_k, y, x, wt, bias, b, ci, h, w, co, kh, kw, sh, sw, ph, pw, groups, ho, wo);
 }

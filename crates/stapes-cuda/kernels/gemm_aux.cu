@@ -15,10 +15,12 @@ extern "C" __global__ void cast_f32_f16(h16* __restrict__ y, const float* __rest
 
 // Per-row symmetric int8 quantization of activations for the int8 GEMM. One warp per row
 // (m_pad rows): amax reduced across the warp, then the row written back as packed int8. Rows >= m and columns >= k are zero
-// so the padded GEMM dimensions add nothing. q (m_pad, k_pad) int8, sx (m_pad) the row scales.
+// so the padded GEMM dimensions add nothing. q (m_pad, k_pad) int8, sx (m_pad) the row scales;
+// x f32 or f16 (dt bit 1).
 #define QR_CACHE 16
-extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* __restrict__ sx, const float* __restrict__ x,
-                                            int m, int k, int k_pad) {
+template <class X>
+__device__ __forceinline__ void quantize_rows_k(signed char* __restrict__ q, float* __restrict__ sx, const void* x_, int m, int k,
+                                                int k_pad) {
     int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     int m_pad = gridDim.x * (blockDim.x >> 5);
@@ -30,18 +32,17 @@ extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* 
         if (lane == 0) sx[r] = 0.f;
         return;
     }
-    const float* xr = x + (long long)r * k;
+    const X* xr = (const X*)x_ + (long long)r * k;
     float a = 0.f;
     if ((k & 3) == 0 && k <= 32 * 4 * QR_CACHE) {
         // common case (K <= 2048): every load of the row issued up front and kept in registers,
         // so a warp waits for memory once instead of once per loop trip
-        const float4* x4 = (const float4*)xr;
         int k4 = k >> 2;
         float4 v[QR_CACHE];
 #pragma unroll
         for (int j = 0; j < QR_CACHE; ++j) {
             int i4 = lane + j * 32;
-            v[j] = i4 < k4 ? x4[i4] : make_float4(0.f, 0.f, 0.f, 0.f);
+            v[j] = i4 < k4 ? ld4(xr, i4) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
         for (int j = 0; j < QR_CACHE; ++j)
@@ -60,24 +61,23 @@ extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* 
         for (int i4 = lane + QR_CACHE * 32; i4 < groups; i4 += 32) qr[i4] = 0u;
     } else if ((k & 3) == 0) {
         // long rows: 16-byte loads, unrolled so several are in flight; the second pass hits L1/L2
-        const float4* x4 = (const float4*)xr;
         int k4 = k >> 2;
 #pragma unroll 8
         for (int i4 = lane; i4 < k4; i4 += 32) {
-            float4 v = x4[i4];
+            float4 v = ld4(xr, i4);
             a = fmaxf(a, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
         }
         a = warp_max(a);
         float inv = a > 0.f ? 127.f / a : 0.f;
 #pragma unroll 8
         for (int i4 = lane; i4 < groups; i4 += 32) {
-            float4 v = i4 < k4 ? x4[i4] : make_float4(0.f, 0.f, 0.f, 0.f);
+            float4 v = i4 < k4 ? ld4(xr, i4) : make_float4(0.f, 0.f, 0.f, 0.f);
             int q0 = __float2int_rn(v.x * inv), q1 = __float2int_rn(v.y * inv);
             int q2 = __float2int_rn(v.z * inv), q3 = __float2int_rn(v.w * inv);
             qr[i4] = (u32)(q0 & 0xff) | ((u32)(q1 & 0xff) << 8) | ((u32)(q2 & 0xff) << 16) | ((u32)(q3 & 0xff) << 24);
         }
     } else {
-        for (int i = lane; i < k; i += 32) a = fmaxf(a, fabsf(xr[i]));
+        for (int i = lane; i < k; i += 32) a = fmaxf(a, fabsf(ldf(xr, i)));
         a = warp_max(a);
         float inv = a > 0.f ? 127.f / a : 0.f;
         for (int i4 = lane; i4 < groups; i4 += 32) {
@@ -85,7 +85,7 @@ extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* 
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 int i = i4 * 4 + e;
-                float v = i < k ? xr[i] * inv : 0.f;
+                float v = i < k ? ldf(xr, i) * inv : 0.f;
                 int qi = __float2int_rn(fminf(fmaxf(v, -127.f), 127.f));
                 packed |= ((u32)(qi & 0xff)) << (8 * e);
             }
@@ -94,14 +94,20 @@ extern "C" __global__ void quantize_rows_i8(signed char* __restrict__ q, float* 
     }
     if (lane == 0) sx[r] = a / 127.f;
 }
+extern "C" __global__ void quantize_rows_i8(signed char* q, float* sx, const void* x, int m, int k, int k_pad, int dt) {
+    if (dt & 2) quantize_rows_k<h16>(q, sx, x, m, k, k_pad);
+    else quantize_rows_k<float>(q, sx, x, m, k, k_pad);
+}
 
-// int32 GEMM result (m rows, ldc columns, row-major) -> f32 y (m, n) = acc * sx[row] * sw[col] + bias.
-// grid.y walks rows so no thread divides; four columns per thread when n allows 16-byte stores.
-extern "C" __global__ void dequant_epilogue(float* __restrict__ y, const int* __restrict__ acc, const float* __restrict__ sx,
-                                            const float* __restrict__ sw, const float* __restrict__ bias, int m, int n, int ldc) {
+// int32 GEMM result (m rows, ldc columns, row-major) -> y (m, n) = acc * sx[row] * sw[col] + bias,
+// y f32 or f16 (dt bit 0). grid.y walks rows so no thread divides; four columns per thread when
+// n allows vector stores.
+template <class Y>
+__device__ __forceinline__ void dequant_k(void* y_, const int* __restrict__ acc, const float* __restrict__ sx,
+                                          const float* __restrict__ sw, const float* __restrict__ bias, int m, int n, int ldc) {
     for (int r = blockIdx.y; r < m; r += gridDim.y) {
         const int* a = acc + (long long)r * ldc;
-        float* yr = y + (long long)r * n;
+        Y* yr = (Y*)y_ + (long long)r * n;
         float s = sx[r];
         if ((n & 3) == 0) {
             for (int c4 = blockIdx.x * blockDim.x + threadIdx.x; c4 < (n >> 2); c4 += gridDim.x * blockDim.x) {
@@ -112,23 +118,31 @@ extern "C" __global__ void dequant_epilogue(float* __restrict__ y, const int* __
                     float4 bb = ((const float4*)bias)[c4];
                     o.x += bb.x; o.y += bb.y; o.z += bb.z; o.w += bb.w;
                 }
-                ((float4*)yr)[c4] = o;
+                st4(yr, c4, o);
             }
         } else {
             for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
                 float v = (float)a[c] * s * sw[c];
-                yr[c] = bias ? v + bias[c] : v;
+                stf(yr, c, bias ? v + bias[c] : v);
             }
         }
     }
+}
+extern "C" __global__ void dequant_epilogue(void* y, const int* acc, const float* sx, const float* sw, const float* bias, int m,
+                                            int n, int ldc, int dt) {
+    DISPATCH_Y(dt, dequant_k, y, acc, sx, sw, bias, m, n, ldc);
 }
 
 #define GEMV_MAX_M 8
 
 // Small-M linear with f16 weights: y (m, n) = x (m, k) . W(n, k)^T + bias, m <= 8.
-// One warp per output column; the weight row is streamed once for all m rows of x.
-extern "C" __global__ void gemv_f16(float* __restrict__ y, const float* __restrict__ x, const h16* __restrict__ w,
-                                    const float* __restrict__ bias, int m, int n, int k) {
+// One warp per output column; the weight row is streamed once for all m rows of x. x and y f32
+// or f16 (`dt`).
+template <class Y, class X>
+__device__ __forceinline__ void gemv_f16_k(void* y_, const void* x_, const h16* __restrict__ w, const float* __restrict__ bias,
+                                           int m, int n, int k) {
+    Y* y = (Y*)y_;
+    const X* x = (const X*)x_;
     int warps = blockDim.x >> 5;
     int col = blockIdx.x * warps + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
@@ -150,8 +164,8 @@ extern "C" __global__ void gemv_f16(float* __restrict__ y, const float* __restri
 #pragma unroll
             for (int r = 0; r < GEMV_MAX_M; ++r) {
                 if (r < m) {
-                    const float4* xr = (const float4*)(x + (long long)r * k + i);
-                    float4 a = xr[0], b = xr[1];
+                    const X* xr = x + (long long)r * k + i;
+                    float4 a = ld4(xr, 0), b = ld4(xr, 1);
                     acc[r] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
                 }
             }
@@ -161,22 +175,28 @@ extern "C" __global__ void gemv_f16(float* __restrict__ y, const float* __restri
             float wv = h2f(wr[i]);
 #pragma unroll
             for (int r = 0; r < GEMV_MAX_M; ++r)
-                if (r < m) acc[r] += wv * x[(long long)r * k + i];
+                if (r < m) acc[r] += wv * ldf(x, (long long)r * k + i);
         }
     }
 #pragma unroll
     for (int r = 0; r < GEMV_MAX_M; ++r) {
         if (r < m) {
             float v = warp_sum(acc[r]);
-            if (lane == 0) y[(long long)r * n + col] = bias ? v + bias[col] : v;
+            if (lane == 0) stf(y, (long long)r * n + col, bias ? v + bias[col] : v);
         }
     }
 }
+extern "C" __global__ void gemv_f16(void* y, const void* x, const h16* w, const float* bias, int m, int n, int k, int dt) {
+    DISPATCH_YX(dt, gemv_f16_k, y, x, w, bias, m, n, k);
+}
 
 // Small-M linear with int8 weights (row stride k_pad, a multiple of 4) and one scale per output
-// row: y = sw[col] * (x . w8[col]) + bias. Activations stay f32: only the weight is quantized.
-extern "C" __global__ void gemv_i8(float* __restrict__ y, const float* __restrict__ x, const signed char* __restrict__ w,
-                                   const float* __restrict__ sw, const float* __restrict__ bias, int m, int n, int k, int k_pad) {
+// row: y = sw[col] * (x . w8[col]) + bias. Activations are not quantized: only the weight is.
+template <class Y, class X>
+__device__ __forceinline__ void gemv_i8_k(void* y_, const void* x_, const signed char* __restrict__ w, const float* __restrict__ sw,
+                                          const float* __restrict__ bias, int m, int n, int k, int k_pad) {
+    Y* y = (Y*)y_;
+    const X* x = (const X*)x_;
     int warps = blockDim.x >> 5;
     int col = blockIdx.x * warps + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
@@ -196,11 +216,11 @@ extern "C" __global__ void gemv_i8(float* __restrict__ y, const float* __restric
 #pragma unroll
             for (int r = 0; r < GEMV_MAX_M; ++r) {
                 if (r < m) {
-                    const float4* xr = (const float4*)(x + (long long)r * k + i);
+                    const X* xr = x + (long long)r * k + i;
                     float sum = 0.f;
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        float4 a = xr[e];
+                        float4 a = ld4(xr, e);
                         int v = wq[e];
                         sum += (float)(signed char)(v & 0xff) * a.x + (float)(signed char)((v >> 8) & 0xff) * a.y +
                                (float)(signed char)((v >> 16) & 0xff) * a.z + (float)(signed char)(v >> 24) * a.w;
@@ -218,8 +238,8 @@ extern "C" __global__ void gemv_i8(float* __restrict__ y, const float* __restric
 #pragma unroll
         for (int r = 0; r < GEMV_MAX_M; ++r) {
             if (r < m) {
-                const float* xr = x + (long long)r * k + i;
-                acc[r] += w0 * xr[0] + w1 * xr[1] + w2 * xr[2] + w3 * xr[3];
+                const X* xr = x + (long long)r * k + i;  // any alignment: k need not be a multiple of 4
+                acc[r] += w0 * ldf(xr, 0) + w1 * ldf(xr, 1) + w2 * ldf(xr, 2) + w3 * ldf(xr, 3);
             }
         }
     }
@@ -227,14 +247,18 @@ extern "C" __global__ void gemv_i8(float* __restrict__ y, const float* __restric
         float wv = (float)wr[i];
 #pragma unroll
         for (int r = 0; r < GEMV_MAX_M; ++r)
-            if (r < m) acc[r] += wv * x[(long long)r * k + i];
+            if (r < m) acc[r] += wv * ldf(x, (long long)r * k + i);
     }
     float s = sw[col];
 #pragma unroll
     for (int r = 0; r < GEMV_MAX_M; ++r) {
         if (r < m) {
             float v = warp_sum(acc[r]) * s;
-            if (lane == 0) y[(long long)r * n + col] = bias ? v + bias[col] : v;
+            if (lane == 0) stf(y, (long long)r * n + col, bias ? v + bias[col] : v);
         }
     }
+}
+extern "C" __global__ void gemv_i8(void* y, const void* x, const signed char* w, const float* sw, const float* bias, int m, int n,
+                                   int k, int k_pad, int dt) {
+    DISPATCH_YX(dt, gemv_i8_k, y, x, w, sw, bias, m, n, k, k_pad);
 }

@@ -1,30 +1,34 @@
-// Data movement: strided 2-D copies (slice, concat, KV-cache writes) and transposes.
+// Data movement: strided 2-D copies (slice, concat, KV-cache writes), transposes and head
+// splits. Copies between tensors of one element type move raw bits in 2-, 4- or 16-byte units;
+// `convert2d` (elementwise.cu) copies between types.
 
-// dst[r * dst_ld + c] = src[r * src_ld + c] for r < rows, c < cols; rows walk grid.y (no division).
-extern "C" __global__ void copy2d_f32(float* __restrict__ dst, const float* __restrict__ src, long long rows, long long cols,
-                                      long long dst_ld, long long src_ld) {
+// dst[r * dst_ld + c] = src[r * src_ld + c] for r < rows, c < cols (in units of T); rows walk
+// grid.y (no division).
+template <class T>
+__device__ __forceinline__ void copy2d_k(T* __restrict__ dst, const T* __restrict__ src, long long rows, long long cols,
+                                         long long dst_ld, long long src_ld) {
     for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
-        const float* s = src + r * src_ld;
-        float* d = dst + r * dst_ld;
+        const T* s = src + r * src_ld;
+        T* d = dst + r * dst_ld;
         for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols; c += (long long)gridDim.x * blockDim.x)
             d[c] = s[c];
     }
 }
-
-// The same in 16-byte units (all counts and offsets divisible by 4 floats).
-extern "C" __global__ void copy2d_f32x4(float4* __restrict__ dst, const float4* __restrict__ src, long long rows, long long cols,
-                                        long long dst_ld, long long src_ld) {
-    for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
-        const float4* s = src + r * src_ld;
-        float4* d = dst + r * dst_ld;
-        for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < cols; c += (long long)gridDim.x * blockDim.x)
-            d[c] = s[c];
-    }
+extern "C" __global__ void copy2d_b16(h16* dst, const h16* src, long long rows, long long cols, long long dst_ld, long long src_ld) {
+    copy2d_k(dst, src, rows, cols, dst_ld, src_ld);
+}
+extern "C" __global__ void copy2d_b32(u32* dst, const u32* src, long long rows, long long cols, long long dst_ld, long long src_ld) {
+    copy2d_k(dst, src, rows, cols, dst_ld, src_ld);
+}
+extern "C" __global__ void copy2d_b128(uint4* dst, const uint4* src, long long rows, long long cols, long long dst_ld,
+                                       long long src_ld) {
+    copy2d_k(dst, src, rows, cols, dst_ld, src_ld);
 }
 
 // (batch, a, b) -> (batch, b, a), through a 32x33 shared tile so both sides stay coalesced.
-extern "C" __global__ void transpose_f32(float* __restrict__ dst, const float* __restrict__ src, int a, int b) {
-    __shared__ float tile[32][33];
+template <class T>
+__device__ __forceinline__ void transpose_k(T* __restrict__ dst, const T* __restrict__ src, int a, int b) {
+    __shared__ T tile[32][33];
     long long base = (long long)blockIdx.z * a * b;
     int bx = blockIdx.x * 32, by = blockIdx.y * 32;
     for (int j = threadIdx.y; j < 32; j += blockDim.y) {
@@ -37,12 +41,17 @@ extern "C" __global__ void transpose_f32(float* __restrict__ dst, const float* _
         if (r < b && c < a) dst[base + (long long)r * a + c] = tile[threadIdx.x][j];
     }
 }
+extern "C" __global__ void transpose_b16(h16* dst, const h16* src, int a, int b) { transpose_k(dst, src, a, b); }
+extern "C" __global__ void transpose_b32(u32* dst, const u32* src, int a, int b) { transpose_k(dst, src, a, b); }
 
-// Attention heads: split (dir 0): y (B·H, T, Dh) = x (B, T, H·Dh) + bias (H·Dh, optional);
+// Attention heads: split (dir 0): y (B·H, T, Dh) = x (B, T, H·Dh) + bias (H·Dh, f32, optional);
 // merge (dir 1): y (B, T, H·Dh) = x (B·H, T, Dh). Indexed by the (B, T, H·Dh) side, so the
 // inner Dh run is contiguous on both sides.
-extern "C" __global__ void heads_f32(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ bias,
-                                     int t, int h, int dh, long long n, int dir) {
+template <class Y, class X>
+__device__ __forceinline__ void heads_k(void* y_, const void* x_, const float* __restrict__ bias, int t, int h, int dh,
+                                        long long n, int dir) {
+    Y* y = (Y*)y_;
+    const X* x = (const X*)x_;
     long long c = (long long)h * dh;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
         long long bt = i / c;
@@ -51,7 +60,10 @@ extern "C" __global__ void heads_f32(float* __restrict__ y, const float* __restr
         int tt = (int)(bt - b * t);
         int hh = col / dh, d = col - hh * dh;
         long long j = ((b * h + hh) * t + tt) * dh + d;  // (B·H, T, Dh) index
-        if (dir == 0) y[j] = bias ? x[i] + bias[col] : x[i];
-        else y[i] = x[j];
+        if (dir == 0) stf(y, j, bias ? ldf(x, i) + bias[col] : ldf(x, i));
+        else stf(y, i, ldf(x, j));
     }
+}
+extern "C" __global__ void heads(void* y, const void* x, const float* bias, int t, int h, int dh, long long n, int dir, int dt) {
+    DISPATCH_YX(dt, heads_k, y, x, bias, t, h, dh, n, dir);
 }

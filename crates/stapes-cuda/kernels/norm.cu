@@ -1,41 +1,48 @@
-// Row-wise normalisations and softmaxes: one block per row, statistics in f32 (two-pass variance
-// from the cached mean, so large offsets do not cancel).
+// Row-wise normalisations and softmaxes over f32 or f16 rows (`dt`, common.cuh): one block (or
+// warp) per row, statistics in f32 (two-pass variance from the cached mean, so large offsets do
+// not cancel). gamma and beta are f32.
 
-extern "C" __global__ void layer_norm_f32(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ g,
-                                          const float* __restrict__ b, int n, float eps, int has_beta) {
+template <class Y, class X>
+__device__ __forceinline__ void layer_norm_k(void* y_, const void* x_, const float* __restrict__ g, const float* __restrict__ b,
+                                             int n, float eps, int has_beta) {
     __shared__ float scratch[32];
-    const float* xr = x + (long long)blockIdx.x * n;
-    float* yr = y + (long long)blockIdx.x * n;
+    const X* xr = (const X*)x_ + (long long)blockIdx.x * n;
+    Y* yr = (Y*)y_ + (long long)blockIdx.x * n;
     float s = 0.f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += ldf(xr, i);
     float mean = block_sum(s, scratch) / n;
     float v = 0.f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) { float d = xr[i] - mean; v += d * d; }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) { float d = ldf(xr, i) - mean; v += d * d; }
     float var = block_sum(v, scratch) / n;
     float inv = rsqrtf(var + eps);
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float o = (xr[i] - mean) * inv * g[i];
-        yr[i] = has_beta ? o + b[i] : o;
+        float o = (ldf(xr, i) - mean) * inv * g[i];
+        stf(yr, i, has_beta ? o + b[i] : o);
     }
+}
+extern "C" __global__ void layer_norm(void* y, const void* x, const float* g, const float* b, int n, float eps, int has_beta,
+                                      int dt) {
+    DISPATCH_YX(dt, layer_norm_k, y, x, g, b, n, eps, has_beta);
 }
 
 // The same layer norm with one warp per row, the row held in registers (n % 4 == 0, n <= 2048):
 // one read and one write of the row instead of three passes through L1.
 #define LN_MAX4 16
-extern "C" __global__ void layer_norm_rows_f32(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ g,
-                                               const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
+template <class Y, class X>
+__device__ __forceinline__ void layer_norm_rows_k(void* y_, const void* x_, const float* __restrict__ g,
+                                                  const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
     int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     int lane = threadIdx.x & 31;
     if (r >= rows) return;
-    const float4* xr = (const float4*)(x + (long long)r * n);
-    float4* yr = (float4*)(y + (long long)r * n);
+    const X* xr = (const X*)x_ + (long long)r * n;
+    Y* yr = (Y*)y_ + (long long)r * n;
     int n4 = n >> 2;
     float4 v[LN_MAX4];
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < LN_MAX4; ++j) {
         int i = lane + j * 32;
-        v[j] = i < n4 ? xr[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        v[j] = i < n4 ? ld4(xr, i) : make_float4(0.f, 0.f, 0.f, 0.f);
         s += (v[j].x + v[j].y) + (v[j].z + v[j].w);
     }
     float mean = warp_sum(s) / n;
@@ -59,52 +66,62 @@ extern "C" __global__ void layer_norm_rows_f32(float* __restrict__ y, const floa
                 float4 bb = ((const float4*)b)[i];
                 o.x += bb.x; o.y += bb.y; o.z += bb.z; o.w += bb.w;
             }
-            yr[i] = o;
+            st4(yr, i, o);
         }
     }
 }
+extern "C" __global__ void layer_norm_rows(void* y, const void* x, const float* g, const float* b, int rows, int n, float eps,
+                                           int has_beta, int dt) {
+    DISPATCH_YX(dt, layer_norm_rows_k, y, x, g, b, rows, n, eps, has_beta);
+}
 
-extern "C" __global__ void rms_norm_f32(float* __restrict__ y, const float* __restrict__ x, const float* __restrict__ g,
-                                        int n, float eps) {
+template <class Y, class X>
+__device__ __forceinline__ void rms_norm_k(void* y_, const void* x_, const float* __restrict__ g, int n, float eps) {
     __shared__ float scratch[32];
-    const float* xr = x + (long long)blockIdx.x * n;
-    float* yr = y + (long long)blockIdx.x * n;
+    const X* xr = (const X*)x_ + (long long)blockIdx.x * n;
+    Y* yr = (Y*)y_ + (long long)blockIdx.x * n;
     float s = 0.f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += xr[i] * xr[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) { float v = ldf(xr, i); s += v * v; }
     float inv = rsqrtf(block_sum(s, scratch) / n + eps);
-    for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * inv * g[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) stf(yr, i, ldf(xr, i) * inv * g[i]);
+}
+extern "C" __global__ void rms_norm(void* y, const void* x, const float* g, int n, float eps, int dt) {
+    DISPATCH_YX(dt, rms_norm_k, y, x, g, n, eps);
 }
 
 // log = 0: softmax; 1: log_softmax. A row of -inf only gives zeros (softmax) / -inf (log).
-extern "C" __global__ void softmax_f32(float* __restrict__ y, const float* __restrict__ x, int n, int log) {
+template <class Y, class X>
+__device__ __forceinline__ void softmax_k(void* y_, const void* x_, int n, int log) {
     __shared__ float scratch[32];
-    const float* xr = x + (long long)blockIdx.x * n;
-    float* yr = y + (long long)blockIdx.x * n;
+    const X* xr = (const X*)x_ + (long long)blockIdx.x * n;
+    Y* yr = (Y*)y_ + (long long)blockIdx.x * n;
     float m = F_NEG_INF;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, xr[i]);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, ldf(xr, i));
     m = block_max(m, scratch);
     float ms = m == F_NEG_INF ? 0.f : m;
     float s = 0.f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) s += expf(xr[i] - ms);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s += expf(ldf(xr, i) - ms);
     s = block_sum(s, scratch);
     if (log) {
         float ls = logf(s);
-        for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] - ms - ls;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) stf(yr, i, ldf(xr, i) - ms - ls);
     } else {
         float inv = s > 0.f ? 1.f / s : 0.f;
-        for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = expf(xr[i] - ms) * inv;
+        for (int i = threadIdx.x; i < n; i += blockDim.x) stf(yr, i, expf(ldf(xr, i) - ms) * inv);
     }
 }
+extern "C" __global__ void softmax(void* y, const void* x, int n, int log, int dt) { DISPATCH_YX(dt, softmax_k, y, x, n, log); }
 
-// Row-wise argmax (first index of the maximum), so only ids leave the device.
-extern "C" __global__ void argmax_f32(u32* __restrict__ out, const float* __restrict__ x, int n) {
+// Row-wise argmax (first index of the maximum), so only ids leave the device. dt bit 1: x is f16.
+template <class X>
+__device__ __forceinline__ void argmax_k(u32* __restrict__ out, const void* x_, int n) {
     __shared__ float sv[32];
     __shared__ int si[32];
-    const float* xr = x + (long long)blockIdx.x * n;
+    const X* xr = (const X*)x_ + (long long)blockIdx.x * n;
     float best = F_NEG_INF;
     int bi = 0x7fffffff;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = xr[i];
+        float v = ldf(xr, i);
         if (v > best || (v == best && i < bi)) { best = v; bi = i; }
     }
 #pragma unroll
@@ -128,32 +145,38 @@ extern "C" __global__ void argmax_f32(u32* __restrict__ out, const float* __rest
         if (lane == 0) out[blockIdx.x] = bi == 0x7fffffff ? 0u : (u32)bi;
     }
 }
+extern "C" __global__ void argmax(u32* out, const void* x, int n, int dt) {
+    if (dt & 2) argmax_k<h16>(out, x, n);
+    else argmax_k<float>(out, x, n);
+}
 
-// Transformer-XL probabilities: row (r, i) of C query rows, ac (BH, C, T), bd (BH, C, T+C-1);
-// score_j = (ac[j] + bd[C-1-i+j]) * scale, keys with keep[b][j] == 0 (b = r / rows_per_batch)
-// dropped, softmax over j. One block per row; same reductions as softmax_f32.
-extern "C" __global__ void rel_shift_softmax_f32(float* __restrict__ y, const float* __restrict__ ac,
-                                                 const float* __restrict__ bd, const float* __restrict__ keep,
-                                                 int c, int t, int rows_per_batch, float scale) {
+// Transformer-XL probabilities: row (r, i) of C query rows, ac (BH, C, T), bd (BH, C, T+C-1)
+// (both of type X); score_j = (ac[j] + bd[C-1-i+j]) * scale, keys with keep[b][j] == 0
+// (b = r / rows_per_batch, keep f32) dropped, softmax over j. One block per row; scores are
+// recomputed per pass rather than parked in the (possibly f16) output.
+template <class Y, class X>
+__device__ __forceinline__ void rel_shift_softmax_k(void* y_, const void* ac_, const void* bd_, const float* __restrict__ keep,
+                                                    int c, int t, int rows_per_batch, float scale) {
     __shared__ float scratch[32];
     long long row = blockIdx.x;
     int r = (int)(row / c), i = (int)(row % c);
-    const float* a = ac + row * t;
-    const float* d = bd + row * (long long)(t + c - 1) + (c - 1 - i);
+    const X* a = (const X*)ac_ + row * t;
+    const X* d = (const X*)bd_ + row * (long long)(t + c - 1) + (c - 1 - i);
     const float* k = keep ? keep + (long long)(r / rows_per_batch) * t : nullptr;
-    float* yr = y + row * t;
+    Y* yr = (Y*)y_ + row * t;
+#define RS_SCORE(j) ((k && k[j] == 0.f) ? F_NEG_INF : (ldf(a, j) + ldf(d, j)) * scale)
     float m = F_NEG_INF;
-    for (int j = threadIdx.x; j < t; j += blockDim.x) {
-        float v = (a[j] + d[j]) * scale;
-        if (k && k[j] == 0.f) v = F_NEG_INF;
-        yr[j] = v;
-        m = fmaxf(m, v);
-    }
+    for (int j = threadIdx.x; j < t; j += blockDim.x) m = fmaxf(m, RS_SCORE(j));
     m = block_max(m, scratch);
     float ms = m == F_NEG_INF ? 0.f : m;
     float s = 0.f;
-    for (int j = threadIdx.x; j < t; j += blockDim.x) s += expf(yr[j] - ms);
+    for (int j = threadIdx.x; j < t; j += blockDim.x) s += expf(RS_SCORE(j) - ms);
     s = block_sum(s, scratch);
     float inv = s > 0.f ? 1.f / s : 0.f;
-    for (int j = threadIdx.x; j < t; j += blockDim.x) yr[j] = expf(yr[j] - ms) * inv;
+    for (int j = threadIdx.x; j < t; j += blockDim.x) stf(yr, j, expf(RS_SCORE(j) - ms) * inv);
+#undef RS_SCORE
+}
+extern "C" __global__ void rel_shift_softmax(void* y, const void* ac, const void* bd, const float* keep, int c, int t,
+                                             int rows_per_batch, float scale, int dt) {
+    DISPATCH_YX(dt, rel_shift_softmax_k, y, ac, bd, keep, c, t, rows_per_batch, scale);
 }

@@ -24,11 +24,40 @@ const GEMV_MAX_M: usize = 8;
 /// cuBLAS / cuBLASLt workspaces, so neither allocates inside a graph capture.
 const WORKSPACE_BYTES: usize = 32 << 20;
 
-/// An f32 activation on the device: contiguous, row-major, starting at its block.
+/// Element type of an activation on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Dtype {
+    F32,
+    F16,
+}
+
+impl Dtype {
+    pub(crate) fn size(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F16 => 2,
+        }
+    }
+
+    /// 1 for f16: the kernels' `dt` bits (common.cuh).
+    fn bit(self) -> i32 {
+        (self == Dtype::F16) as i32
+    }
+}
+
+/// An activation on the device, f32 or f16: contiguous, row-major, starting at its block.
+///
+/// The dtype rule: inside a [`Backend::chain`] with f16 activations on (the default, see
+/// [`CudaBackend::set_f16_activations`]) every op writes f16; everywhere else ops write f32.
+/// Copies (`slice`, `concat`, `transpose_last2`, gathers, `reshape`) keep their input's type,
+/// `write_rows` the destination's. Every op reads either type and computes in f32; norms and
+/// softmaxes accumulate in f32. Parameters (biases, norm weights, conv kernels, masks) are read
+/// as f32 (an f16 one is widened first). `upload` makes f32, `download` always returns f32.
 #[derive(Clone)]
 pub struct CudaTensor {
     pub(crate) buf: Arc<Block>,
     shape: Vec<usize>,
+    pub(crate) dtype: Dtype,
 }
 
 impl DeviceTensor for CudaTensor {
@@ -39,7 +68,11 @@ impl DeviceTensor for CudaTensor {
 
 impl std::fmt::Debug for CudaTensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudaTensor{:?}@{:#x}", self.shape, self.buf.ptr)
+        write!(
+            f,
+            "CudaTensor{:?}{:?}@{:#x}",
+            self.shape, self.dtype, self.buf.ptr
+        )
     }
 }
 
@@ -47,6 +80,15 @@ impl CudaTensor {
     /// The device address (for tests of address stability and for graph inputs).
     pub fn device_ptr(&self) -> u64 {
         self.buf.ptr
+    }
+
+    /// True when the elements are f16 (see the dtype rule on [`CudaTensor`]).
+    pub fn is_f16(&self) -> bool {
+        self.dtype == Dtype::F16
+    }
+
+    fn bit(&self) -> i32 {
+        self.dtype.bit()
     }
 }
 
@@ -184,6 +226,10 @@ pub struct CudaBackend {
     /// Which d = 64 attention kernel runs (0 plain, 1 register-capped for 4 blocks per SM, the
     /// default: 7% faster on the H200); see `set_attention_variant`.
     fa_variant: std::sync::atomic::AtomicU8,
+    /// Chains keep activations in f16 (`set_f16_activations`).
+    f16_chains: AtomicBool,
+    /// Inside such a chain now: ops write f16.
+    f16_scope: AtomicBool,
     arch: &'static str,
     name: String,
 }
@@ -284,9 +330,35 @@ impl CudaBackend {
             graphs: Graphs::new(graphs_on),
             prep: Mutex::new(None),
             fa_variant: std::sync::atomic::AtomicU8::new(1),
+            f16_chains: AtomicBool::new(
+                std::env::var("STAPES_CUDA_F16_ACT")
+                    .map(|v| v.trim() != "0")
+                    .unwrap_or(true),
+            ),
+            f16_scope: AtomicBool::new(false),
             arch,
             name,
         })
+    }
+
+    /// Keep activations in f16 between the ops of every [`Backend::chain`] (on by default;
+    /// `STAPES_CUDA_F16_ACT=0` starts with it off). Off, chains run with f32 activations as
+    /// eager ops do: the reference mode of the exactness tests. Graphs are keyed by the mode.
+    pub fn set_f16_activations(&self, on: bool) {
+        self.f16_chains.store(on, Ordering::SeqCst);
+    }
+
+    pub fn f16_activations(&self) -> bool {
+        self.f16_chains.load(Ordering::SeqCst)
+    }
+
+    /// The type ops write now (the dtype rule on [`CudaTensor`]).
+    fn out_dt(&self) -> Dtype {
+        if self.f16_scope.load(Ordering::Relaxed) {
+            Dtype::F16
+        } else {
+            Dtype::F32
+        }
     }
 
     /// Device name and NVRTC target, e.g. ("NVIDIA H200", "compute_90").
@@ -335,12 +407,33 @@ impl CudaBackend {
         t.map(|t| self.t(t)).unwrap_or(0)
     }
 
-    fn alloc_f32(&self, shape: &[usize]) -> Result<CudaTensor> {
+    fn alloc(&self, shape: &[usize], dtype: Dtype) -> Result<CudaTensor> {
         let n: usize = shape.iter().product();
         Ok(CudaTensor {
-            buf: self.pool.alloc(n.max(1) * 4)?,
+            buf: self.pool.alloc(n.max(1) * dtype.size())?,
             shape: shape.to_vec(),
+            dtype,
         })
+    }
+
+    fn alloc_f32(&self, shape: &[usize]) -> Result<CudaTensor> {
+        self.alloc(shape, Dtype::F32)
+    }
+
+    /// `t` as `dtype`: the same tensor when it already is, else a converted copy.
+    fn as_dtype(&self, t: &CudaTensor, dtype: Dtype) -> Result<CudaTensor> {
+        if t.dtype == dtype {
+            return Ok(t.clone());
+        }
+        let out = self.alloc(&t.shape, dtype)?;
+        let n = t.numel();
+        self.copy2d(out.buf.ptr, dtype, self.t(t), t.dtype, 1, n, n, n)?;
+        Ok(out)
+    }
+
+    /// A parameter read as f32 by the kernels (bias, norm weight, conv kernel, mask).
+    fn param(&self, t: Option<&CudaTensor>) -> Result<Option<CudaTensor>> {
+        t.map(|t| self.as_dtype(t, Dtype::F32)).transpose()
     }
 
     fn launch(
@@ -395,6 +488,24 @@ impl CudaBackend {
             ));
         }
         self.bind()?;
+        if dst.dtype == Dtype::F16 {
+            // staged through f32 so the rounding is the kernels' (round to nearest even)
+            let stage = self.alloc_f32(&dst.shape)?;
+            // SAFETY: as below, into the f32 staging block.
+            unsafe { result::memcpy_htod_async(stage.buf.ptr, &src.data, self.stream.cu_stream()) }
+                .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
+            let n = src.len();
+            return self.copy2d(
+                dst.buf.ptr,
+                Dtype::F16,
+                stage.buf.ptr,
+                Dtype::F32,
+                1,
+                n,
+                n,
+                n,
+            );
+        }
         // SAFETY: the block holds at least numel f32; the source is pageable host memory, which
         // the driver stages before returning.
         unsafe { result::memcpy_htod_async(dst.buf.ptr, &src.data, self.stream.cu_stream()) }
@@ -403,13 +514,18 @@ impl CudaBackend {
     }
 
     fn elementwise_out(&self, x: &CudaTensor) -> Result<CudaTensor> {
-        self.alloc_f32(&x.shape)
+        self.alloc(&x.shape, self.out_dt())
     }
 
+    /// Strided 2-D copy in elements (`rows` runs of `cols`, leading dimensions `dst_ld` and
+    /// `src_ld`), converting when the types differ.
+    #[allow(clippy::too_many_arguments)]
     fn copy2d(
         &self,
         dst: u64,
+        dst_dt: Dtype,
         src: u64,
+        src_dt: Dtype,
         rows: usize,
         cols: usize,
         dst_ld: usize,
@@ -418,30 +534,41 @@ impl CudaBackend {
         if rows * cols == 0 {
             return Ok(());
         }
-        let (r, c, dl, sl) = (rows as i64, cols as i64, dst_ld as i64, src_ld as i64);
-        if (cols | dst_ld | src_ld).is_multiple_of(4) && (dst | src).is_multiple_of(16) {
-            let (c4, dl4, sl4) = (c / 4, dl / 4, sl / 4);
-            let grid = (
-                (cols / 4).div_ceil(256).min(1024) as u32,
+        let grid = |units: usize| {
+            (
+                units.div_ceil(256).min(1024) as u32,
                 rows.min(65535) as u32,
                 1,
-            );
+            )
+        };
+        let (r, c, dl, sl) = (rows as i64, cols as i64, dst_ld as i64, src_ld as i64);
+        if dst_dt != src_dt {
+            let dt = dst_dt.bit() | (src_dt.bit() << 1);
             return self.launch(
-                "copy2d_f32x4",
-                grid,
+                "convert2d",
+                grid(cols),
                 (256, 1, 1),
                 0,
-                args![dst, src, r, c4, dl4, sl4],
+                args![dst, src, r, c, dl, sl, dt],
             );
         }
-        let grid = (
-            cols.div_ceil(256).min(1024) as u32,
-            rows.min(65535) as u32,
-            1,
-        );
+        // raw bits in the widest unit every count and address allows
+        let es = dst_dt.size();
+        let (cb, dlb, slb) = (cols * es, dst_ld * es, src_ld * es);
+        if (cb | dlb | slb).is_multiple_of(16) && (dst | src).is_multiple_of(16) {
+            let (c16, dl16, sl16) = ((cb / 16) as i64, (dlb / 16) as i64, (slb / 16) as i64);
+            return self.launch(
+                "copy2d_b128",
+                grid(cb / 16),
+                (256, 1, 1),
+                0,
+                args![dst, src, r, c16, dl16, sl16],
+            );
+        }
+        let name = if es == 4 { "copy2d_b32" } else { "copy2d_b16" };
         self.launch(
-            "copy2d_f32",
-            grid,
+            name,
+            grid(cols),
             (256, 1, 1),
             0,
             args![dst, src, r, c, dl, sl],
@@ -456,13 +583,17 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Linear into `y`: `y (m, n) = x (m, k) · Wᵀ + b`. Scratch buffers go back to the pool when
-    /// they drop at the end of this call, before the GPU has run the work: safe, because whoever
-    /// gets them next queues after it on the same stream.
+    /// Linear into `y` (of type `y_dt`): `y (m, n) = x (m, k) · Wᵀ + b`, `x` of type `x_dt`,
+    /// the bias f32. Scratch buffers go back to the pool when they drop at the end of this
+    /// call, before the GPU has run the work: safe, because whoever gets them next queues after
+    /// it on the same stream.
+    #[allow(clippy::too_many_arguments)]
     fn linear_raw(
         &self,
         y: u64,
+        y_dt: Dtype,
         xb: &Arc<Block>,
+        x_dt: Dtype,
         m: usize,
         w: &CudaWeight,
         bias: u64,
@@ -470,6 +601,8 @@ impl CudaBackend {
         let x = self.p(xb);
         let (n, k) = (w.n, w.k);
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+        let dt = y_dt.bit() | (x_dt.bit() << 1);
+        let y16 = y_dt == Dtype::F16;
         match &w.data {
             WeightData::F16(wb) => {
                 let wp = self.p(wb);
@@ -480,12 +613,14 @@ impl CudaBackend {
                         grid,
                         (256, 1, 1),
                         0,
-                        args![y, x, wp, bias, mi, ni, ki],
+                        args![y, x, wp, bias, mi, ni, ki, dt],
                     )?;
                 } else {
-                    let xh = match self.prepared(xb, m, k, PrepKind::F16) {
-                        Some(b) => b[0].clone(),
-                        None => {
+                    // f16 activations go to the tensor cores as they are; f32 ones are cast once
+                    let xh = match (x_dt, self.prepared(xb, m, k, PrepKind::F16)) {
+                        (Dtype::F16, _) => xb.clone(),
+                        (Dtype::F32, Some(b)) => b[0].clone(),
+                        (Dtype::F32, None) => {
                             let xh = self.pool.alloc(m * k * 2)?;
                             let (nn, xhp) = ((m * k) as i64, xh.ptr);
                             self.launch(
@@ -501,11 +636,12 @@ impl CudaBackend {
                     };
                     let xhp = xh.ptr;
                     let tune = !self.capturing.load(Ordering::Relaxed);
-                    // SAFETY: y holds m·n f32, xh m·k f16, w n·k f16, bias n f32 (or 0), all on this stream.
+                    let kind = if y16 { LtKind::F16Out16 } else { LtKind::F16 };
+                    // SAFETY: y holds m·n of y_dt, xh m·k f16, w n·k f16, bias n f32 (or 0), all on this stream.
                     let fused = unsafe {
                         self.lt.matmul(
                             &self.stream,
-                            LtKind::F16,
+                            kind,
                             y,
                             wp,
                             xhp,
@@ -522,16 +658,16 @@ impl CudaBackend {
                         tracing::debug!("cuBLASLt f16 ({m}x{k}x{n}): {e}; using cublasGemmEx");
                         let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
                         // SAFETY: as above.
-                        unsafe { gemm::f16_linear(*blas.handle(), y, xhp, wp, m, n, k)? };
+                        unsafe { gemm::f16_linear(*blas.handle(), y, y16, xhp, wp, m, n, k)? };
                         drop(blas);
                         if bias != 0 {
-                            let rows = m as i64;
+                            let (rows, ydt) = (m as i64, y_dt.bit());
                             self.launch(
-                                "bias_rows_f32",
+                                "bias_rows",
                                 grid_1d(m * n),
                                 (256, 1, 1),
                                 0,
-                                args![y, bias, rows, ni],
+                                args![y, bias, rows, ni, ydt],
                             )?;
                         }
                     }
@@ -553,7 +689,7 @@ impl CudaBackend {
                         grid,
                         (256, 1, 1),
                         0,
-                        args![y, x, wp, sp, bias, mi, ni, ki, kp],
+                        args![y, x, wp, sp, bias, mi, ni, ki, kp, dt],
                     )?;
                 } else {
                     let m_pad = round_up(m, 16);
@@ -563,13 +699,13 @@ impl CudaBackend {
                         None => {
                             let q = self.pool.alloc(m_pad * k_pad)?;
                             let sx = self.pool.alloc(m_pad * 4)?;
-                            let (qp, sxp) = (q.ptr, sx.ptr);
+                            let (qp, sxp, xdt) = (q.ptr, sx.ptr, x_dt.bit() << 1);
                             self.launch(
                                 "quantize_rows_i8",
                                 ((m_pad / 8) as u32, 1, 1),
                                 (256, 1, 1),
                                 0,
-                                args![qp, sxp, x, mi, ki, kp],
+                                args![qp, sxp, x, mi, ki, kp, xdt],
                             )?;
                             self.remember(xb, m, k, kind, vec![q.clone(), sx.clone()]);
                             (q, sx)
@@ -594,13 +730,13 @@ impl CudaBackend {
                             tune,
                         )?
                     };
-                    let ldc = *n_pad as i32;
+                    let (ldc, ydt) = (*n_pad as i32, y_dt.bit());
                     self.launch(
                         "dequant_epilogue",
                         (n.div_ceil(1024).clamp(1, 64) as u32, m.min(65535) as u32, 1),
                         (256, 1, 1),
                         0,
-                        args![y, accp, sxp, sp, bias, mi, ni, ldc],
+                        args![y, accp, sxp, sp, bias, mi, ni, ldc, ydt],
                     )?;
                 }
                 Counters::bump(&self.counters.gemm_q8);
@@ -647,13 +783,14 @@ impl CudaBackend {
             *n_pad as i32,
             0u64,
         );
+        let (xdt, ydt) = (x.bit() << 1, 0i32);
         match phase {
             0 => self.launch(
                 "quantize_rows_i8",
                 ((m_pad / 8) as u32, 1, 1),
                 (256, 1, 1),
                 0,
-                args![qp, sxp, xp, mi, ki, kp],
+                args![qp, sxp, xp, mi, ki, kp, xdt],
             ),
             // SAFETY: buffers sized above for the padded shapes.
             1 => unsafe {
@@ -677,7 +814,7 @@ impl CudaBackend {
                 (n.div_ceil(1024).clamp(1, 64) as u32, m.min(65535) as u32, 1),
                 (256, 1, 1),
                 0,
-                args![yp, accp, sxp, sp, z, mi, ni, ldc],
+                args![yp, accp, sxp, sp, z, mi, ni, ldc, ydt],
             ),
             _ => {
                 let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
@@ -792,9 +929,10 @@ impl CudaBackend {
             p.causal as i32,
         );
         let scale = p.scale;
-        let (qp, kp) = (self.t(q), self.t(k));
-        let vp = v.map(|v| self.t(v)).unwrap_or(0);
         if probs {
+            // the row kernel reads q and k as one type; the probabilities are always f32
+            let k = self.as_dtype(k, q.dtype)?;
+            let (qp, kp, dt) = (self.t(q), self.t(&k), q.bit() << 1);
             let out = self.alloc_f32(&[b, h, tq, kv_len])?;
             let (rows_threads, smem) = row_kernel_launch(kv_len, d);
             if smem > 48 * 1024 {
@@ -805,16 +943,19 @@ impl CudaBackend {
             let (op_, z) = (out.buf.ptr, 0u64);
             if b * tq * h > 0 {
                 self.launch(
-                    "attn_rows_f32",
+                    "attn_rows",
                     (tq as u32, h as u32, b as u32),
                     (rows_threads, 1, 1),
                     smem,
-                    args![z, op_, qp, kp, z, tqi, tki, hi, di, kvi, scale, ci],
+                    args![z, op_, qp, kp, z, tqi, tki, hi, di, kvi, scale, ci, dt],
                 )?;
             }
             return Ok(out);
         }
-        let out = self.alloc_f32(&q.shape)?;
+        let Some(v) = v else {
+            return Err(Error::shape(op, "no v"));
+        };
+        let out = self.alloc(&q.shape, self.out_dt())?;
         let o = out.buf.ptr;
         if b * tq * h == 0 {
             return Ok(out);
@@ -827,45 +968,34 @@ impl CudaBackend {
         };
         if let (Some(kname), true) = (flash, tq >= 16) {
             let grid = (tq.div_ceil(64) as u32, h as u32, b as u32);
-            // K/V in f16 once, so the kernel's tiles need no conversion and half the bytes
-            let kv_n = b * tk * hd;
-            let k16 = self.pool.alloc(kv_n * 2)?;
-            let v16 = self.pool.alloc(kv_n * 2)?;
-            let (k16p, v16p, nn) = (k16.ptr, v16.ptr, kv_n as i64);
-            self.launch(
-                "cast_f32_f16",
-                grid_1d(kv_n),
-                (256, 1, 1),
-                0,
-                args![k16p, kp, nn],
-            )?;
-            self.launch(
-                "cast_f32_f16",
-                grid_1d(kv_n),
-                (256, 1, 1),
-                0,
-                args![v16p, vp, nn],
-            )?;
-            let (kp, vp) = (k16p, v16p);
+            // K/V in f16 (as they come in f16 chains, else cast once), so the kernel's tiles need
+            // no conversion and half the bytes
+            let k16 = self.as_dtype(k, Dtype::F16)?;
+            let v16 = self.as_dtype(v, Dtype::F16)?;
+            let (qp, kp, vp) = (self.t(q), self.t(&k16), self.t(&v16));
+            let dt = out.bit() | (q.bit() << 1);
             self.launch(
                 kname,
                 grid,
                 (128, 1, 1),
                 0,
-                args![o, qp, kp, vp, tqi, tki, hi, kvi, scale, ci],
+                args![o, qp, kp, vp, tqi, tki, hi, kvi, scale, ci, dt],
             )?;
         } else {
             let (rows_threads, smem) = row_kernel_launch(kv_len, d);
             if smem > 48 * 1024 {
                 return Err(self.decline(op, format!("head size {d} with kv_len {kv_len}")));
             }
-            let z = 0u64;
+            let k = self.as_dtype(k, q.dtype)?;
+            let v = self.as_dtype(v, q.dtype)?;
+            let (qp, kp, vp) = (self.t(q), self.t(&k), self.t(&v));
+            let (z, dt) = (0u64, out.bit() | (q.bit() << 1));
             self.launch(
-                "attn_rows_f32",
+                "attn_rows",
                 (tq as u32, h as u32, b as u32),
                 (rows_threads, 1, 1),
                 smem,
-                args![o, z, qp, kp, vp, tqi, tki, hi, di, kvi, scale, ci],
+                args![o, z, qp, kp, vp, tqi, tki, hi, di, kvi, scale, ci, dt],
             )?;
         }
         Ok(out)
@@ -896,17 +1026,18 @@ impl CudaBackend {
             return Ok(out);
         }
         let (y, ap, bp, ni, nbi) = (out.buf.ptr, self.t(a), self.t(b), n as i64, nb as i64);
+        let dt = out.bit() | (a.bit() << 1) | (b.bit() << 2);
         self.launch(
-            "binary_f32",
+            "binary",
             grid_1d(n),
             (256, 1, 1),
             0,
-            args![y, ap, bp, ni, nbi, opcode],
+            args![y, ap, bp, ni, nbi, opcode, dt],
         )?;
         Ok(out)
     }
 
-    /// `heads_f32`: dir 0 splits `x` into `out`, dir 1 merges.
+    /// `heads`: dir 0 splits `x` into `out`, dir 1 merges.
     #[allow(clippy::too_many_arguments)]
     fn heads(
         &self,
@@ -922,14 +1053,16 @@ impl CudaBackend {
         if n == 0 {
             return Ok(());
         }
-        let (y, xp, bp) = (out.buf.ptr, self.t(x), self.opt(bias));
+        let bias = self.param(bias)?;
+        let (y, xp, bp) = (out.buf.ptr, self.t(x), self.opt(bias.as_ref()));
         let (ti, hi, di, ni) = (t as i32, heads as i32, dh as i32, n as i64);
+        let dt = out.bit() | (x.bit() << 1);
         self.launch(
-            "heads_f32",
+            "heads",
             grid_1d(n),
             (256, 1, 1),
             0,
-            args![y, xp, bp, ti, hi, di, ni, dir],
+            args![y, xp, bp, ti, hi, di, ni, dir, dt],
         )
     }
 
@@ -941,18 +1074,19 @@ impl CudaBackend {
             return Ok(out);
         }
         let (y, xp, ni) = (out.buf.ptr, self.t(x), n as i32);
+        let dt = out.bit() | (x.bit() << 1);
         self.launch(
             name,
             (rows as u32, 1, 1),
             (256, 1, 1),
             0,
-            args![y, xp, ni, log],
+            args![y, xp, ni, log, dt],
         )?;
         Ok(out)
     }
 }
 
-/// Threads and dynamic shared memory for `attn_rows_f32`: decoder steps give it only
+/// Threads and dynamic shared memory for `attn_rows`: decoder steps give it only
 /// heads × batch blocks, so long key ranges get 512 threads per block to keep the SMs busy.
 fn row_kernel_launch(kv_len: usize, d: usize) -> (u32, u32) {
     let threads = if kv_len >= 512 { 512 } else { 128 };
@@ -1000,15 +1134,37 @@ impl Backend for CudaBackend {
     fn download(&self, t: &CudaTensor) -> Result<HostTensor> {
         self.no_capture("download")?;
         self.bind()?;
-        let mut data = vec![0f32; t.numel()];
-        if !data.is_empty() {
-            // SAFETY: the block holds numel f32; the stream is synchronized before `data` is read.
-            unsafe { result::memcpy_dtoh_async(&mut data, t.buf.ptr, self.stream.cu_stream()) }
-                .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
-        }
-        self.stream
-            .synchronize()
-            .map_err(|e| CudaError::driver("stream synchronize", e))?;
+        let n = t.numel();
+        let data = match t.dtype {
+            Dtype::F32 => {
+                let mut data = vec![0f32; n];
+                if n > 0 {
+                    // SAFETY: the block holds numel f32; the stream is synchronized before `data` is read.
+                    unsafe {
+                        result::memcpy_dtoh_async(&mut data, t.buf.ptr, self.stream.cu_stream())
+                    }
+                    .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
+                }
+                self.stream
+                    .synchronize()
+                    .map_err(|e| CudaError::driver("stream synchronize", e))?;
+                data
+            }
+            Dtype::F16 => {
+                let mut raw = vec![f16::ZERO; n];
+                if n > 0 {
+                    // SAFETY: the block holds numel halves; synchronized before `raw` is read.
+                    unsafe {
+                        result::memcpy_dtoh_async(&mut raw, t.buf.ptr, self.stream.cu_stream())
+                    }
+                    .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
+                }
+                self.stream
+                    .synchronize()
+                    .map_err(|e| CudaError::driver("stream synchronize", e))?;
+                raw.iter().map(|h| h.to_f32()).collect()
+            }
+        };
         HostTensor::new(t.shape.clone(), data)
     }
 
@@ -1112,6 +1268,7 @@ impl Backend for CudaBackend {
         Ok(CudaTensor {
             buf: t.buf.clone(),
             shape: shape.to_vec(),
+            dtype: t.dtype,
         })
     }
 
@@ -1124,13 +1281,17 @@ impl Backend for CudaBackend {
         let batch: usize = t.shape[..r - 2].iter().product();
         let mut shape = t.shape.clone();
         shape.swap(r - 2, r - 1);
-        let out = self.alloc_f32(&shape)?;
+        let out = self.alloc(&shape, t.dtype)?;
         if t.numel() == 0 {
             return Ok(out);
         }
         let (y, x, ai, bi) = (out.buf.ptr, self.t(t), a as i32, b as i32);
         let grid = (b.div_ceil(32) as u32, a.div_ceil(32) as u32, batch as u32);
-        self.launch("transpose_f32", grid, (32, 8, 1), 0, args![y, x, ai, bi])?;
+        let name = match t.dtype {
+            Dtype::F32 => "transpose_b32",
+            Dtype::F16 => "transpose_b16",
+        };
+        self.launch(name, grid, (32, 8, 1), 0, args![y, x, ai, bi])?;
         Ok(out)
     }
 
@@ -1145,11 +1306,13 @@ impl Backend for CudaBackend {
         let inner: usize = t.shape[dim + 1..].iter().product();
         let mut shape = t.shape.clone();
         shape[dim] = len;
-        let out = self.alloc_f32(&shape)?;
-        let src = self.t(t) + (start * inner * 4) as u64;
+        let out = self.alloc(&shape, t.dtype)?;
+        let src = self.t(t) + (start * inner * t.dtype.size()) as u64;
         self.copy2d(
             out.buf.ptr,
+            t.dtype,
             src,
+            t.dtype,
             outer,
             len * inner,
             len * inner,
@@ -1188,14 +1351,22 @@ impl Backend for CudaBackend {
         let inner: usize = first.shape[dim + 1..].iter().product();
         let mut shape = first.shape.clone();
         shape[dim] = total;
-        let out = self.alloc_f32(&shape)?;
+        // one type in, that type out; mixed inputs meet in the type ops write now
+        let dt = if ts.iter().all(|t| t.dtype == first.dtype) {
+            first.dtype
+        } else {
+            self.out_dt()
+        };
+        let out = self.alloc(&shape, dt)?;
         let mut off = 0;
         for t in ts {
             let w = t.shape[dim] * inner;
             let src = self.t(t);
             self.copy2d(
-                out.buf.ptr + (off * 4) as u64,
+                out.buf.ptr + (off * dt.size()) as u64,
+                dt,
                 src,
+                t.dtype,
                 outer,
                 w,
                 total * inner,
@@ -1220,9 +1391,9 @@ impl Backend for CudaBackend {
         }
         self.forget_prep();
         let (b, t, c, n) = (dst.shape[0], dst.shape[1], dst.shape[2], src.shape[1]);
-        let d = self.t(dst) + (offset * c * 4) as u64;
+        let d = self.t(dst) + (offset * c * dst.dtype.size()) as u64;
         let s = self.t(src);
-        self.copy2d(d, s, b, n * c, t * c, n * c)
+        self.copy2d(d, dst.dtype, s, src.dtype, b, n * c, t * c, n * c)
     }
 
     fn gather_batch(&self, t: &CudaTensor, idx: &[usize]) -> Result<CudaTensor> {
@@ -1239,13 +1410,14 @@ impl Backend for CudaBackend {
         let slab = t.numel() / b.max(1);
         let mut shape = t.shape.clone();
         shape[0] = idx.len();
-        let out = self.alloc_f32(&shape)?;
+        let out = self.alloc(&shape, t.dtype)?;
         let src = self.t(t);
+        let es = t.dtype.size();
         for (o, &i) in idx.iter().enumerate() {
             self.dtod(
-                out.buf.ptr + (o * slab * 4) as u64,
-                src + (i * slab * 4) as u64,
-                slab * 4,
+                out.buf.ptr + (o * slab * es) as u64,
+                src + (i * slab * es) as u64,
+                slab * es,
             )?;
         }
         Ok(out)
@@ -1257,14 +1429,15 @@ impl Backend for CudaBackend {
         if let Some(bad) = ids.iter().find(|&&i| i as usize >= v) {
             return Err(Error::shape("gather_rows", format!("id {bad} of {v} rows")));
         }
-        let out = self.alloc_f32(&[ids.len(), d])?;
+        let out = self.alloc(&[ids.len(), d], table.dtype)?;
         let src = self.t(table);
+        let es = table.dtype.size();
         // row copies, not an id upload: capturable, and the ids are few (decoder prompts)
         for (o, &i) in ids.iter().enumerate() {
             self.dtod(
-                out.buf.ptr + (o * d * 4) as u64,
-                src + (i as usize * d * 4) as u64,
-                d * 4,
+                out.buf.ptr + (o * d * es) as u64,
+                src + (i as usize * d * es) as u64,
+                d * es,
             )?;
         }
         Ok(out)
@@ -1294,12 +1467,13 @@ impl Backend for CudaBackend {
         let m = x.numel() / k.max(1);
         let mut shape = x.shape.clone();
         *shape.last_mut().unwrap_or(&mut 0) = w.n;
-        let out = self.alloc_f32(&shape)?;
+        let out = self.alloc(&shape, self.out_dt())?;
         if m == 0 || w.n == 0 {
             return Ok(out);
         }
-        let bp = self.opt(bias);
-        self.linear_raw(out.buf.ptr, &x.buf, m, w, bp)?;
+        let bias = self.param(bias)?;
+        let bp = self.opt(bias.as_ref());
+        self.linear_raw(out.buf.ptr, out.dtype, &x.buf, x.dtype, m, w, bp)?;
         Ok(out)
     }
 
@@ -1328,14 +1502,20 @@ impl Backend for CudaBackend {
         let mut oshape = a.shape.clone();
         oshape[r - 1] = n;
         self.bind()?;
-        let out = self.alloc_f32(&oshape)?;
+        let odt = self.out_dt();
+        let out = self.alloc(&oshape, odt)?;
         if batch * m * n == 0 {
             return Ok(out);
         }
         if k == 0 {
-            // SAFETY: the block holds batch·m·n f32.
+            // SAFETY: the block holds batch·m·n elements of odt.
             unsafe {
-                result::memset_d8_async(out.buf.ptr, 0, batch * m * n * 4, self.stream.cu_stream())
+                result::memset_d8_async(
+                    out.buf.ptr,
+                    0,
+                    batch * m * n * odt.size(),
+                    self.stream.cu_stream(),
+                )
             }
             .map_err(|e| CudaError::driver("memset", e))?;
             return Ok(out);
@@ -1345,13 +1525,18 @@ impl Backend for CudaBackend {
         } else {
             (n * k) as i64
         };
-        let (ap, bp) = (self.t(a), self.t(b));
+        // f16 chains: f16 operands on the tensor cores; otherwise exact f32 math
+        let (a, b) = (self.as_dtype(a, odt)?, self.as_dtype(b, odt)?);
+        let (ap, bp) = (self.t(&a), self.t(&b));
+        let h = odt == Dtype::F16;
         let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: sizes checked above; all buffers on this stream.
         unsafe {
-            gemm::f32_matmul(
+            gemm::batched_matmul(
                 *blas.handle(),
                 out.buf.ptr,
+                h,
+                h,
                 ap,
                 bp,
                 batch,
@@ -1390,10 +1575,12 @@ impl Backend for CudaBackend {
             ));
         }
         let t_out = (t + 2 * p.padding - p.kernel) / p.stride + 1;
-        let cols = self.alloc_f32(&[b * t_out, c * p.kernel])?;
+        // the columns are written in the type the GEMM reads best: f16 in f16 chains
+        let cols = self.alloc(&[b * t_out, c * p.kernel], self.out_dt())?;
         let n = b * t_out * c * p.kernel;
         if n > 0 {
             let (cp, xp) = (cols.buf.ptr, self.t(x));
+            let dt = cols.bit() | (x.bit() << 1);
             let (bi, ti, ci, kw, si, pi, to) = (
                 b as i32,
                 t as i32,
@@ -1408,7 +1595,7 @@ impl Backend for CudaBackend {
                 grid_1d(n),
                 (256, 1, 1),
                 0,
-                args![cp, xp, bi, ti, ci, kw, si, pi, to],
+                args![cp, xp, bi, ti, ci, kw, si, pi, to, dt],
             )?;
         }
         let y = self.linear(&cols, w, bias)?;
@@ -1439,10 +1626,12 @@ impl Backend for CudaBackend {
             ));
         }
         let t_out = (t + 2 * padding - kw) / stride + 1;
-        let out = self.alloc_f32(&[b, t_out, c])?;
+        let out = self.alloc(&[b, t_out, c], self.out_dt())?;
         let n = b * t_out * c;
         if n > 0 {
-            let (y, xp, wp, bp) = (out.buf.ptr, self.t(x), self.t(w), self.opt(bias));
+            let (w, bias) = (self.as_dtype(w, Dtype::F32)?, self.param(bias)?);
+            let (y, xp, wp, bp) = (out.buf.ptr, self.t(x), self.t(&w), self.opt(bias.as_ref()));
+            let dt = out.bit() | (x.bit() << 1);
             let (bi, ti, ci, ki, si, pi, to) = (
                 b as i32,
                 t as i32,
@@ -1457,7 +1646,7 @@ impl Backend for CudaBackend {
                 grid_1d(n),
                 (256, 1, 1),
                 0,
-                args![y, xp, wp, bp, bi, ti, ci, ki, si, pi, to],
+                args![y, xp, wp, bp, bi, ti, ci, ki, si, pi, to, dt],
             )?;
         }
         Ok(out)
@@ -1492,10 +1681,12 @@ impl Backend for CudaBackend {
         }
         let ho = (h + 2 * p.padding.0 - kh) / p.stride.0 + 1;
         let wo = (wd + 2 * p.padding.1 - kw) / p.stride.1 + 1;
-        let out = self.alloc_f32(&[b, co, ho, wo])?;
+        let out = self.alloc(&[b, co, ho, wo], self.out_dt())?;
         let n = b * co * ho * wo;
         if n > 0 {
-            let (y, xp, wp, bp) = (out.buf.ptr, self.t(x), self.t(w), self.opt(bias));
+            let (w, bias) = (self.as_dtype(w, Dtype::F32)?, self.param(bias)?);
+            let (y, xp, wp, bp) = (out.buf.ptr, self.t(x), self.t(&w), self.opt(bias.as_ref()));
+            let dt = out.bit() | (x.bit() << 1);
             let v: [i32; 15] = [
                 b,
                 ci,
@@ -1521,7 +1712,7 @@ impl Backend for CudaBackend {
                 0,
                 args![
                     y, xp, wp, bp, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9],
-                    v[10], v[11], v[12], v[13]
+                    v[10], v[11], v[12], v[13], dt
                 ],
             )?;
         }
@@ -1566,30 +1757,32 @@ impl Backend for CudaBackend {
         if rows * n == 0 {
             return Ok(out);
         }
+        let (gamma, beta) = (self.as_dtype(gamma, Dtype::F32)?, self.param(beta)?);
         let (y, xp, gp, bp, ni, hb) = (
             out.buf.ptr,
             self.t(x),
-            self.t(gamma),
-            self.opt(beta),
+            self.t(&gamma),
+            self.opt(beta.as_ref()),
             n as i32,
             beta.is_some() as i32,
         );
+        let dt = out.bit() | (x.bit() << 1);
         if n.is_multiple_of(4) && n <= 2048 {
             let ri = rows as i32;
             self.launch(
-                "layer_norm_rows_f32",
+                "layer_norm_rows",
                 (rows.div_ceil(4) as u32, 1, 1),
                 (128, 1, 1),
                 0,
-                args![y, xp, gp, bp, ri, ni, eps, hb],
+                args![y, xp, gp, bp, ri, ni, eps, hb, dt],
             )?;
         } else {
             self.launch(
-                "layer_norm_f32",
+                "layer_norm",
                 (rows as u32, 1, 1),
                 (256, 1, 1),
                 0,
-                args![y, xp, gp, bp, ni, eps, hb],
+                args![y, xp, gp, bp, ni, eps, hb, dt],
             )?;
         }
         Ok(out)
@@ -1608,13 +1801,15 @@ impl Backend for CudaBackend {
         if rows * n == 0 {
             return Ok(out);
         }
-        let (y, xp, gp, ni) = (out.buf.ptr, self.t(x), self.t(gamma), n as i32);
+        let gamma = self.as_dtype(gamma, Dtype::F32)?;
+        let (y, xp, gp, ni) = (out.buf.ptr, self.t(x), self.t(&gamma), n as i32);
+        let dt = out.bit() | (x.bit() << 1);
         self.launch(
-            "rms_norm_f32",
+            "rms_norm",
             (rows as u32, 1, 1),
             (256, 1, 1),
             0,
-            args![y, xp, gp, ni, eps],
+            args![y, xp, gp, ni, eps, dt],
         )?;
         Ok(out)
     }
@@ -1624,7 +1819,8 @@ impl Backend for CudaBackend {
         let n = x.numel();
         if n > 0 {
             let (y, xp, ni, a) = (out.buf.ptr, self.t(x), n as i64, act_code(act));
-            self.launch("act_f32", grid_1d(n), (256, 1, 1), 0, args![y, xp, ni, a])?;
+            let dt = out.bit() | (x.bit() << 1);
+            self.launch("act", grid_1d(n), (256, 1, 1), 0, args![y, xp, ni, a, dt])?;
         }
         Ok(out)
     }
@@ -1639,27 +1835,28 @@ impl Backend for CudaBackend {
         }
         let mut shape = x.shape.clone();
         *shape.last_mut().unwrap_or(&mut 0) = c / 2;
-        let out = self.alloc_f32(&shape)?;
+        let out = self.alloc(&shape, self.out_dt())?;
         let rows = x.numel() / c.max(1);
         if rows * c > 0 {
             let (y, xp, r, h) = (out.buf.ptr, self.t(x), rows as i64, (c / 2) as i32);
+            let dt = out.bit() | (x.bit() << 1);
             self.launch(
-                "glu_f32",
+                "glu",
                 grid_1d(rows * c / 2),
                 (256, 1, 1),
                 0,
-                args![y, xp, r, h],
+                args![y, xp, r, h, dt],
             )?;
         }
         Ok(out)
     }
 
     fn softmax(&self, x: &CudaTensor) -> Result<CudaTensor> {
-        self.rowwise(x, "softmax_f32", 0)
+        self.rowwise(x, "softmax", 0)
     }
 
     fn log_softmax(&self, x: &CudaTensor) -> Result<CudaTensor> {
-        self.rowwise(x, "softmax_f32", 1)
+        self.rowwise(x, "softmax", 1)
     }
 
     fn add(&self, a: &CudaTensor, b: &CudaTensor) -> Result<CudaTensor> {
@@ -1675,12 +1872,13 @@ impl Backend for CudaBackend {
         let n = x.numel();
         if n > 0 {
             let (y, xp, ni) = (out.buf.ptr, self.t(x), n as i64);
+            let dt = out.bit() | (x.bit() << 1);
             self.launch(
-                "affine_f32",
+                "affine",
                 grid_1d(n),
                 (256, 1, 1),
                 0,
-                args![y, xp, ni, s, t],
+                args![y, xp, ni, s, t, dt],
             )?;
         }
         Ok(out)
@@ -1701,7 +1899,7 @@ impl Backend for CudaBackend {
                 ));
             }
         }
-        let out = self.alloc_f32(&[bs * heads, t, c / heads])?;
+        let out = self.alloc(&[bs * heads, t, c / heads], self.out_dt())?;
         self.heads(&out, x, bias, t, heads, c / heads, 0)?;
         Ok(out)
     }
@@ -1716,7 +1914,7 @@ impl Backend for CudaBackend {
             ));
         }
         let heads = bh / batch;
-        let out = self.alloc_f32(&[batch, t, heads * dh])?;
+        let out = self.alloc(&[batch, t, heads * dh], self.out_dt())?;
         self.heads(&out, x, None, t, heads, dh, 1)?;
         Ok(out)
     }
@@ -1742,15 +1940,22 @@ impl Backend for CudaBackend {
             }
             None => bh,
         };
-        let out = self.alloc_f32(&[bh, c, t])?;
-        let (y, ap, dp, kp) = (out.buf.ptr, self.t(ac), self.t(bd), self.opt(keep));
+        let out = self.alloc(&[bh, c, t], self.out_dt())?;
+        let (bd, keep) = (self.as_dtype(bd, ac.dtype)?, self.param(keep)?);
+        let (y, ap, dp, kp) = (
+            out.buf.ptr,
+            self.t(ac),
+            self.t(&bd),
+            self.opt(keep.as_ref()),
+        );
         let (ci, ti, ri) = (c as i32, t as i32, rows_per_batch.max(1) as i32);
+        let dt = out.bit() | (ac.bit() << 1);
         self.launch(
-            "rel_shift_softmax_f32",
+            "rel_shift_softmax",
             ((bh * c) as u32, 1, 1),
             (256, 1, 1),
             0,
-            args![y, ap, dp, kp, ci, ti, ri, scale],
+            args![y, ap, dp, kp, ci, ti, ri, scale, dt],
         )?;
         Ok(out)
     }
@@ -1765,14 +1970,16 @@ impl Backend for CudaBackend {
         let (bs, s) = stapes_core::backend::mask_dims(&x.shape, &keep.shape, inner)?;
         let out = self.elementwise_out(x)?;
         let n = x.numel();
-        let (y, xp, kp) = (out.buf.ptr, self.t(x), self.t(keep));
+        let keep = self.as_dtype(keep, Dtype::F32)?;
+        let (y, xp, kp) = (out.buf.ptr, self.t(x), self.t(&keep));
         let (ni, per, si, ii) = (n as i64, (n / bs) as i64, s as i32, inner as i32);
+        let dt = out.bit() | (x.bit() << 1);
         self.launch(
-            "mask_fill_f32",
+            "mask_fill",
             grid_1d(n),
             (256, 1, 1),
             0,
-            args![y, xp, kp, ni, per, si, ii, fill],
+            args![y, xp, kp, ni, per, si, ii, fill, dt],
         )?;
         Ok(out)
     }
@@ -1785,13 +1992,13 @@ impl Backend for CudaBackend {
             return Ok(vec![0; rows]);
         }
         let ids = self.pool.alloc(rows * 4)?;
-        let (ip, xp, ni) = (ids.ptr, self.t(x), n as i32);
+        let (ip, xp, ni, dt) = (ids.ptr, self.t(x), n as i32, x.bit() << 1);
         self.launch(
-            "argmax_f32",
+            "argmax",
             (rows as u32, 1, 1),
             (256, 1, 1),
             0,
-            args![ip, xp, ni],
+            args![ip, xp, ni, dt],
         )?;
         let mut out = vec![0u32; rows];
         // SAFETY: the block holds `rows` u32; synchronized before reading.
@@ -1855,7 +2062,17 @@ impl Backend for CudaBackend {
         key: &str,
         f: &mut dyn FnMut(&Self) -> Result<Vec<Self::Tensor>>,
     ) -> Result<Vec<Self::Tensor>> {
-        self.chain_graph(key, f)
+        let on = self.f16_chains.load(Ordering::SeqCst);
+        // the graph of a chain depends on the mode it ran in
+        let key = if on {
+            format!("{key}|act16")
+        } else {
+            key.to_string()
+        };
+        let prev = self.f16_scope.swap(on, Ordering::SeqCst);
+        let r = self.chain_graph(&key, f);
+        self.f16_scope.store(prev, Ordering::SeqCst);
+        r
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -20,14 +20,25 @@ fn lt_err(what: &'static str) -> impl Fn(cublaslt::result::CublasError) -> CudaE
     move |e| CudaError::Blas(format!("{what}: {e:?}"))
 }
 
-/// Row-major `y (m, n) = x (m, k) · w (n, k)ᵀ` with f16 operands and f32 output.
+fn blas_type(f16: bool) -> bsys::cudaDataType_t {
+    if f16 {
+        bsys::cudaDataType_t::CUDA_R_16F
+    } else {
+        bsys::cudaDataType_t::CUDA_R_32F
+    }
+}
+
+/// Row-major `y (m, n) = x (m, k) · w (n, k)ᵀ` with f16 operands and f32 (or, with `y16`, f16)
+/// output, f32 accumulation.
 /// In cuBLAS's column-major terms that is `yᵀ (n × m) = wᵀᵀ · xᵀ`: TN with lda = ldb = k.
 ///
 /// # Safety
 /// Pointers must be valid device buffers of the stated sizes on the handle's stream.
+#[allow(clippy::too_many_arguments)]
 pub unsafe fn f16_linear(
     handle: bsys::cublasHandle_t,
     y: u64,
+    y16: bool,
     x16: u64,
     w16: u64,
     m: usize,
@@ -51,7 +62,7 @@ pub unsafe fn f16_linear(
         k as i32,
         &beta as *const f32 as *const c_void,
         y as *mut c_void,
-        bsys::cudaDataType_t::CUDA_R_32F,
+        blas_type(y16),
         n as i32,
         bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
         bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
@@ -59,16 +70,19 @@ pub unsafe fn f16_linear(
     .map_err(blas_err("cublasGemmEx f16"))
 }
 
-/// Batched row-major f32 `c (b, m, n) = a (b, m, k) · op(bm)`, `op` = transpose when `trans_b`
+/// Batched row-major `c (b, m, n) = a (b, m, k) · op(bm)`, `op` = transpose when `trans_b`
 /// (`bm (b, n, k)`), else `bm (b, k, n)`. `stride_b = 0` broadcasts one `bm` over the batch.
-/// Plain f32 math (cuBLAS's default mode has no TF32).
+/// `ab16`: a and bm are f16 (tensor cores, f32 accumulation) with c f16 or f32 (`c16`); else
+/// all f32 with plain f32 math (cuBLAS's default mode has no TF32; `c16` must be false).
 ///
 /// # Safety
 /// Pointers must be valid device buffers of the stated sizes on the handle's stream.
 #[allow(clippy::too_many_arguments)]
-pub unsafe fn f32_matmul(
+pub unsafe fn batched_matmul(
     handle: bsys::cublasHandle_t,
     c: u64,
+    c16: bool,
+    ab16: bool,
     a: u64,
     bm: u64,
     batch: usize,
@@ -93,30 +107,31 @@ pub unsafe fn f32_matmul(
         k as i32,
         &alpha as *const f32 as *const c_void,
         bm as *const c_void,
-        bsys::cudaDataType_t::CUDA_R_32F,
+        blas_type(ab16),
         ld_b as i32,
         stride_b,
         a as *const c_void,
-        bsys::cudaDataType_t::CUDA_R_32F,
+        blas_type(ab16),
         k as i32,
         (m * k) as i64,
         &beta as *const f32 as *const c_void,
         c as *mut c_void,
-        bsys::cudaDataType_t::CUDA_R_32F,
+        blas_type(c16),
         n as i32,
         (m * n) as i64,
         batch as i32,
         bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
         bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
     )
-    .map_err(blas_err("cublasGemmStridedBatchedEx f32"))
+    .map_err(blas_err("cublasGemmStridedBatchedEx"))
 }
 
-/// Which cuBLASLt GEMM: f16 operands with f32 output (and an optional fused bias), or int8
-/// operands with i32 output (IMMA).
+/// Which cuBLASLt GEMM: f16 operands with f32 output, or f16 output (both with an optional
+/// fused f32 bias), or int8 operands with i32 output (IMMA).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LtKind {
     F16,
+    F16Out16,
     I8,
 }
 
@@ -325,6 +340,12 @@ impl Lt {
                 lts::cudaDataType_t::CUDA_R_16F,
                 lts::cudaDataType_t::CUDA_R_32F,
             ),
+            LtKind::F16Out16 => (
+                lts::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                lts::cudaDataType_t::CUDA_R_32F,
+                lts::cudaDataType_t::CUDA_R_16F,
+                lts::cudaDataType_t::CUDA_R_16F,
+            ),
             LtKind::I8 => (
                 lts::cublasComputeType_t::CUBLAS_COMPUTE_32I,
                 lts::cudaDataType_t::CUDA_R_32I,
@@ -352,6 +373,15 @@ impl Lt {
                     std::mem::size_of_val(&epi),
                 )
                 .map_err(lt_err("EPILOGUE"))?;
+                // biases stay f32 parameters; without this cuBLASLt would read them as D's type
+                let bt = lts::cudaDataType_t::CUDA_R_32F;
+                ltr::set_matmul_desc_attribute(
+                    desc,
+                    lts::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                    &bt as *const _ as *const c_void,
+                    std::mem::size_of_val(&bt),
+                )
+                .map_err(lt_err("BIAS_DATA_TYPE"))?;
             }
         }
         let la = ltr::create_matrix_layout(ab, k, m, k as i64).map_err(lt_err("layout A"))?;
@@ -476,7 +506,7 @@ impl Lt {
             let (f1, f0) = (1f32, 0f32);
             let (i1, i0) = (1i32, 0i32);
             let (alpha, beta): (*const c_void, *const c_void) = match kind {
-                LtKind::F16 => (&f1 as *const f32 as _, &f0 as *const f32 as _),
+                LtKind::F16 | LtKind::F16Out16 => (&f1 as *const f32 as _, &f0 as *const f32 as _),
                 LtKind::I8 => (&i1 as *const i32 as _, &i0 as *const i32 as _),
             };
             ltr::matmul(

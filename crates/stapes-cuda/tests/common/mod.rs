@@ -63,44 +63,24 @@ macro_rules! both {
     }};
 }
 
-/// Bars for ops the shared table has no `cuda` row for yet, with the reason.
+/// The shared table's `cuda` row (f32 activations) for `op` in `lane`.
 pub fn cuda_tol(op: Op, lane: Lane) -> Tolerance {
-    if let Some(r) = lookup(op, lane, "cuda") {
-        return r.tol;
-    }
-    let t = |max_abs, max_rel, rel_l2| Tolerance {
-        max_abs,
-        max_rel,
-        rel_l2,
-    };
-    match op {
-        // copies only
-        Op::Layout => t(0.0, 0.0, 0.0),
-        // one f32 rounding; the GPU's fused multiply-add may round once less than the reference
-        Op::Elementwise => t(1e-6, 2.4e-7, 2.4e-7),
-        // expf/erff/tanhf are within 2 ulp on the GPU; outputs up to 4
-        Op::Activation => t(4e-6, 0.0, 2e-6),
-        Op::Glu => t(2e-6, 0.0, 2e-6),
-        Op::Softmax => t(1e-6, 0.0, 4e-6),
-        Op::LogSoftmax => t(8e-6, 0.0, 2e-6),
-        Op::LayerNorm | Op::RmsNorm => t(8e-6, 0.0, 2e-6),
-        // cuBLAS f32 (no TF32): accumulation order only
-        Op::Matmul => t(0.0, 2e-5, 4e-6),
-        Op::DepthwiseConv1d => t(0.0, 2e-6, 1e-6),
-        Op::Conv2d => t(0.0, 2e-5, 4e-6),
-        // q, k, v and the probabilities rounded to f16 for the tensor cores (2⁻¹¹ each), f32
-        // accumulation and softmax: rel_l2 ≈ 2·2⁻¹¹ ≈ 1e-3; the f32 row kernel is far inside
-        Op::Attention => t(0.0, 8e-3, 2.5e-3),
-        Op::AttentionProbs => t(1e-6, 0.0, 4e-6),
-        // conv1d = im2col + the lane's linear
-        Op::Conv1d => cuda_tol(Op::Linear, lane),
-        _ => t(0.0, 1e-5, 1e-5),
-    }
+    tol_for(op, lane, "cuda")
+}
+
+/// The shared table's row for `backend` ("cuda", or "cuda-f16act" for ops inside an f16 chain).
+pub fn tol_for(op: Op, lane: Lane, backend: &str) -> Tolerance {
+    lookup(op, lane, backend)
+        .unwrap_or_else(|| panic!("no tolerance row for {op:?} {lane} {backend}"))
+        .tol
 }
 
 pub fn check(what: &str, op: Op, lane: Lane, got: &HostTensor, want: &HostTensor) {
+    check_with(what, cuda_tol(op, lane), got, want)
+}
+
+pub fn check_with(what: &str, tol: Tolerance, got: &HostTensor, want: &HostTensor) {
     assert_eq!(got.shape, want.shape, "{what}: shape");
-    let tol = cuda_tol(op, lane);
     match compare(&got.data, &want.data, &tol) {
         Ok(m) => eprintln!(
             "ok   {what}: max_abs {:.2e} (range {:.2e}) rel_l2 {:.2e}",
