@@ -421,7 +421,7 @@ impl CudaBackend {
     }
 
     /// `t` as `dtype`: the same tensor when it already is, else a converted copy.
-    fn as_dtype(&self, t: &CudaTensor, dtype: Dtype) -> Result<CudaTensor> {
+    pub(crate) fn as_dtype(&self, t: &CudaTensor, dtype: Dtype) -> Result<CudaTensor> {
         if t.dtype == dtype {
             return Ok(t.clone());
         }
@@ -655,7 +655,11 @@ impl CudaBackend {
                     };
                     if let Err(e) = fused {
                         // shapes cuBLASLt has no kernel for (odd leading dimensions): plain GemmEx
-                        tracing::debug!("cuBLASLt f16 ({m}x{k}x{n}): {e}; using cublasGemmEx");
+                        // and a separate bias pass, counted so a slow path on a hot shape shows
+                        let why = format!("linear: no cuBLASLt {kind:?} plan for {m}x{k}x{n} (GemmEx + bias pass)");
+                        if self.counters.decline(&why) {
+                            tracing::debug!("{why}: {e}");
+                        }
                         let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
                         // SAFETY: as above.
                         unsafe { gemm::f16_linear(*blas.handle(), y, y16, xhp, wp, m, n, k)? };

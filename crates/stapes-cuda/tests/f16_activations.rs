@@ -10,9 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::{check_with, rnd, tol_for};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::Op;
-use stapes_core::{
-    Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, HostTensor, Lane,
-};
+use stapes_core::{Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, HostTensor, Lane};
 use stapes_cuda::{CudaBackend, CudaTensor};
 
 /// `t` with every element rounded to the nearest f16, as the GPU holds it.
