@@ -447,3 +447,62 @@ fn f32_mode_chain_equals_eager_and_eager_ops_write_f32() {
     assert!(!y.is_f16());
     assert!(g.download(&y).unwrap().data.iter().all(|v| v.is_finite()));
 }
+
+/// q, k and v read one layer-normed input: inside an f16 chain k and v run on side streams.
+/// Eager, captured and replayed results equal the same chain with side streams off, bit for bit
+/// (the GEMM algorithm of a shape is frozen at first use, whichever stream runs it).
+#[test]
+fn sibling_gemms_on_side_streams_equal_one_stream() {
+    let (g, _serial) = require_gpu!("sibling_gemms_on_side_streams_equal_one_stream");
+    let (t, d, h) = (300, 256, 4);
+    let x = g.upload(&rnd(&[1, t, d], 90, 2.0)).unwrap();
+    let gam = g.upload(&rnd(&[d], 91, 1.0)).unwrap();
+    let bq = g.upload(&rnd(&[d], 92, 0.5)).unwrap();
+    let p = AttnParams {
+        n_heads: h,
+        scale: 1.0 / ((d / h) as f32).sqrt(),
+        kv_len: None,
+        causal: false,
+    };
+    for lane in [Lane::F16, Lane::Q8] {
+        let w: Vec<_> = (0..3)
+            .map(|i| {
+                g.weight(&rnd(&[d, d], 93 + i, 1.0 / (d as f32).sqrt()), lane)
+                    .unwrap()
+            })
+            .collect();
+        let mut body = |b: &CudaBackend| -> stapes_core::Result<Vec<CudaTensor>> {
+            let hn = b.layer_norm(&x, &gam, None, 1e-5)?;
+            let q = b.linear(&hn, &w[0], Some(&bq))?;
+            let k = b.linear(&hn, &w[1], None)?;
+            let v = b.linear(&hn, &w[2], Some(&bq))?;
+            let a = b.attention(&q, &k, &v, &p)?;
+            Ok(vec![a, k, v])
+        };
+        g.set_f16_activations(true);
+        g.set_side_streams(false);
+        let before = g.side_gemms();
+        let want: Vec<Vec<f32>> = g
+            .chain(&format!("siblings-off-{lane}"), &mut body)
+            .unwrap()
+            .iter()
+            .map(|o| g.download(o).unwrap().data)
+            .collect();
+        assert_eq!(g.side_gemms(), before, "{lane}: side streams were off");
+        g.set_side_streams(true);
+        // call 1 runs eagerly, call 2 captures, call 3 replays
+        for call in 0..3 {
+            let got: Vec<Vec<f32>> = g
+                .chain(&format!("siblings-on-{lane}"), &mut body)
+                .unwrap()
+                .iter()
+                .map(|o| g.download(o).unwrap().data)
+                .collect();
+            assert!(got == want, "{lane}: call {call} differs from one stream");
+        }
+        assert!(
+            g.side_gemms() >= before + 4,
+            "{lane}: k and v ran on side streams in the eager call and the capture"
+        );
+    }
+}
