@@ -49,8 +49,9 @@ impl Dtype {
 
 /// An activation on the device, f32 or f16: contiguous, row-major, starting at its block.
 ///
-/// The dtype rule: inside a [`Backend::chain`] with f16 activations on (the default, see
-/// [`CudaBackend::set_f16_activations`]) every op writes f16; everywhere else ops write f32.
+/// The dtype rule: inside an encoder [`Backend::chain`] (key's first `/`-segment ending in
+/// `encoder`) with f16 activations on (the default, see [`CudaBackend::set_f16_activations`])
+/// every op writes f16; everywhere else (eager ops, decoder-step chains) ops write f32.
 /// Copies (`slice`, `concat`, `transpose_last2`, gathers, `reshape`) keep their input's type,
 /// `write_rows` the destination's. Every op reads either type and computes in f32; norms and
 /// softmaxes accumulate in f32. Parameters (biases, norm weights, conv kernels, masks) are read
@@ -394,7 +395,8 @@ impl CudaBackend {
         })
     }
 
-    /// Keep activations in f16 between the ops of every [`Backend::chain`] (on by default;
+    /// Keep activations in f16 between the ops of encoder chains (keys whose first `/`-segment
+    /// ends in `encoder`; other chains stay f32) (on by default;
     /// `STAPES_CUDA_F16_ACT=0` starts with it off). Off, chains run with f32 activations as
     /// eager ops do: the reference mode of the exactness tests. Graphs are keyed by the mode.
     pub fn set_f16_activations(&self, on: bool) {
@@ -1303,6 +1305,15 @@ impl CudaBackend {
         )?;
         Ok(out)
     }
+}
+
+/// Chains that keep activations in f16: encoders, i.e. keys whose first `/`-segment ends in
+/// `encoder` ("whisper-encoder/b1/f16", "parakeet-encoder/…"). Every other chain (decoder
+/// steps, whose ids are compared with CPU f32 and whose step kernels take f32) keeps f32.
+fn f16_chain_key(key: &str) -> bool {
+    key.split('/')
+        .next()
+        .is_some_and(|s| s.ends_with("encoder"))
 }
 
 /// Threads and dynamic shared memory for `attn_rows`: decoder steps give it only
@@ -2296,7 +2307,7 @@ impl Backend for CudaBackend {
         key: &str,
         f: &mut dyn FnMut(&Self) -> Result<Vec<Self::Tensor>>,
     ) -> Result<Vec<Self::Tensor>> {
-        let on = self.f16_chains.load(Ordering::SeqCst);
+        let on = self.f16_chains.load(Ordering::SeqCst) && f16_chain_key(key);
         // the graph of a chain depends on the mode it ran in
         let key = if on {
             format!("{key}|act16")

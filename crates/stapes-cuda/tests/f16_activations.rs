@@ -34,7 +34,7 @@ fn in_f16_chain(
     let ups: Vec<CudaTensor> = inputs.iter().map(|h| g.upload(h).unwrap()).collect();
     g.set_f16_activations(true);
     // a fresh key: the chain runs eagerly (its warm-up call), so host transfers are allowed
-    let key = format!("f16act-test-{}", N.fetch_add(1, Ordering::Relaxed));
+    let key = format!("test-encoder/f16act-{}", N.fetch_add(1, Ordering::Relaxed));
     let out = g
         .chain(&key, &mut |b| {
             let xs: Vec<CudaTensor> = ups
@@ -263,7 +263,9 @@ fn every_op_in_an_f16_chain() {
     let lt = g.upload(&logits).unwrap();
     g.set_f16_activations(true);
     let out = g
-        .chain("f16act-argmax", &mut |b| Ok(vec![b.affine(&lt, 1.0, 0.0)?]))
+        .chain("test-encoder/argmax", &mut |b| {
+            Ok(vec![b.affine(&lt, 1.0, 0.0)?])
+        })
         .unwrap();
     assert!(out[0].is_f16());
     assert_eq!(g.argmax(&out[0]).unwrap(), ids_ref, "argmax of f16 rows");
@@ -427,15 +429,19 @@ fn f32_mode_chain_equals_eager_and_eager_ops_write_f32() {
     };
     let eager = g.download(&body(g).unwrap()[0]).unwrap();
     g.set_f16_activations(false);
-    let chained = g.chain("f16act-off", &mut |b| body(b)).unwrap();
+    let chained = g.chain("test-encoder/off", &mut |b| body(b)).unwrap();
     g.set_f16_activations(true);
     assert!(!chained[0].is_f16());
     assert_eq!(g.download(&chained[0]).unwrap().data, eager.data);
     // on again: the same chain key now runs the f16 graph (its own key), close to f32
-    let c16 = g.chain("f16act-off", &mut |b| body(b)).unwrap();
+    let c16 = g.chain("test-encoder/off", &mut |b| body(b)).unwrap();
     assert!(c16[0].is_f16());
     let d = stapes_core::tensor::rel_l2(&g.download(&c16[0]).unwrap().data, &eager.data);
     assert!(d < 2e-3, "f16 chain vs f32: rel L2 {d}");
+    // chains other than encoders (decoder steps) keep f32 with f16 activations on
+    let step = g.chain("whisper-step/dec0/b1", &mut |b| body(b)).unwrap();
+    assert!(!step[0].is_f16(), "a decoder-step chain stays f32");
+    assert_eq!(g.download(&step[0]).unwrap().data, eager.data);
     // an f16 tensor fed to an eager op gives f32 back
     let y = g
         .linear(
@@ -483,7 +489,7 @@ fn sibling_gemms_on_side_streams_equal_one_stream() {
         g.set_side_streams(false);
         let before = g.side_gemms();
         let want: Vec<Vec<f32>> = g
-            .chain(&format!("siblings-off-{lane}"), &mut body)
+            .chain(&format!("test-encoder/siblings-off/{lane}"), &mut body)
             .unwrap()
             .iter()
             .map(|o| g.download(o).unwrap().data)
@@ -493,7 +499,7 @@ fn sibling_gemms_on_side_streams_equal_one_stream() {
         // call 1 runs eagerly, call 2 captures, call 3 replays
         for call in 0..3 {
             let got: Vec<Vec<f32>> = g
-                .chain(&format!("siblings-on-{lane}"), &mut body)
+                .chain(&format!("test-encoder/siblings-on/{lane}"), &mut body)
                 .unwrap()
                 .iter()
                 .map(|o| g.download(o).unwrap().data)
