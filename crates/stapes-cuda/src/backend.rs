@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream};
+use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use stapes_core::{
@@ -23,8 +23,6 @@ use crate::{loader, CudaError};
 const GEMV_MAX_M: usize = 8;
 /// cuBLAS / cuBLASLt workspaces, so neither allocates inside a graph capture.
 const WORKSPACE_BYTES: usize = 32 << 20;
-/// Side streams for sibling GEMMs (k and v beside q).
-const SIDE_STREAMS: usize = 2;
 
 /// Element type of an activation on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -202,22 +200,6 @@ enum PrepKind {
     I8 { k_pad: usize },
 }
 
-/// A side stream for sibling GEMMs, with its own cuBLASLt workspace (concurrent GEMMs must not
-/// share one) and the event the main stream waits on to join it.
-struct Side {
-    stream: Arc<CudaStream>,
-    ws: Arc<Block>,
-    done: CudaEvent,
-}
-
-/// Work queued on side streams and not yet joined: how many side streams are in use, and the
-/// blocks that work touches, held so the pool cannot hand them to main-stream work before the join.
-#[derive(Default)]
-struct Forked {
-    used: usize,
-    keep: Vec<Arc<Block>>,
-}
-
 /// Pointer to a kernel argument, as `cuLaunchKernel` wants it.
 macro_rules! args {
     ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
@@ -247,16 +229,6 @@ pub struct CudaBackend {
     fa_variant: std::sync::atomic::AtomicU8,
     /// Chains keep activations in f16 (`set_f16_activations`).
     f16_chains: AtomicBool,
-    /// Sibling GEMMs (linears reading the previous linear's input: q, k, v) inside f16 chains
-    /// run on side streams, so their small grids overlap (`STAPES_CUDA_QKV_STREAMS=0`: off).
-    side: Vec<Side>,
-    side_on: AtomicBool,
-    /// GEMMs queued on side streams (eagerly; captured ones count once, at capture).
-    side_gemms: std::sync::atomic::AtomicU64,
-    fork_ev: CudaEvent,
-    forked: Mutex<Forked>,
-    /// (input address, rows, K) of the last linear: the next linear with the same is a sibling.
-    last_linear: Mutex<Option<(u64, usize, usize)>>,
     /// Inside such a chain now: ops write f16.
     f16_scope: AtomicBool,
     arch: &'static str,
@@ -341,25 +313,6 @@ impl CudaBackend {
         let lt_ws = pool.alloc(WORKSPACE_BYTES)?;
         let lt = Lt::new(WORKSPACE_BYTES, &format!("{name} {arch}"))?;
         drop(span_blas);
-        let no_timing = Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING);
-        let mut side = Vec::new();
-        for _ in 0..SIDE_STREAMS {
-            side.push(Side {
-                stream: ctx
-                    .new_stream()
-                    .map_err(|e| CudaError::driver("cuStreamCreate", e))?,
-                ws: pool.alloc(WORKSPACE_BYTES)?,
-                done: ctx
-                    .new_event(no_timing)
-                    .map_err(|e| CudaError::driver("cuEventCreate", e))?,
-            });
-        }
-        let fork_ev = ctx
-            .new_event(no_timing)
-            .map_err(|e| CudaError::driver("cuEventCreate", e))?;
-        let side_on = std::env::var("STAPES_CUDA_QKV_STREAMS")
-            .map(|v| v.trim() != "0")
-            .unwrap_or(true);
         let graphs_on = std::env::var("STAPES_CUDA_GRAPHS")
             .map(|v| v.trim() != "0")
             .unwrap_or(true);
@@ -384,12 +337,6 @@ impl CudaBackend {
                     .unwrap_or(true),
             ),
             f16_scope: AtomicBool::new(false),
-            side,
-            side_on: AtomicBool::new(side_on),
-            side_gemms: std::sync::atomic::AtomicU64::new(0),
-            fork_ev,
-            forked: Mutex::new(Forked::default()),
-            last_linear: Mutex::new(None),
             arch,
             name,
         })
@@ -405,19 +352,6 @@ impl CudaBackend {
 
     pub fn f16_activations(&self) -> bool {
         self.f16_chains.load(Ordering::SeqCst)
-    }
-
-    /// Run sibling GEMMs of f16 chains on side streams (default on; `STAPES_CUDA_QKV_STREAMS=0`
-    /// starts with it off). Graphs already captured keep the structure they were captured with.
-    #[doc(hidden)]
-    pub fn set_side_streams(&self, on: bool) {
-        self.side_on.store(on, Ordering::SeqCst);
-    }
-
-    /// GEMMs queued on side streams so far.
-    #[doc(hidden)]
-    pub fn side_gemms(&self) -> u64 {
-        self.side_gemms.load(Ordering::Relaxed)
     }
 
     /// The type ops write now (the dtype rule on [`CudaTensor`]).
@@ -512,51 +446,25 @@ impl CudaBackend {
         smem: u32,
         params: &mut [*mut c_void],
     ) -> Result<()> {
-        self.join()?;
-        self.launch_on(self.stream.cu_stream(), name, grid, block, smem, params)
-    }
-
-    /// Make the main stream wait for every side-stream GEMM queued since the last join. Every
-    /// main-stream enqueue calls it first, so side outputs are never read early.
-    pub(crate) fn join(&self) -> Result<()> {
-        let mut f = self.forked.lock().unwrap_or_else(|p| p.into_inner());
-        if f.used == 0 {
-            return Ok(());
-        }
-        for s in &self.side[..f.used] {
-            s.done
-                .record(&s.stream)
-                .map_err(|e| CudaError::driver("cuEventRecord", e))?;
-            self.stream
-                .wait(&s.done)
-                .map_err(|e| CudaError::driver("cuStreamWaitEvent", e))?;
-        }
-        f.used = 0;
-        // joined: later main-stream work is ordered after everything these blocks were used by
-        f.keep.clear();
-        Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn launch_on(
-        &self,
-        stream: sys::CUstream,
-        name: &'static str,
-        grid: (u32, u32, u32),
-        block: (u32, u32, u32),
-        smem: u32,
-        params: &mut [*mut c_void],
-    ) -> Result<()> {
         // ops may come from any thread; the context must be current on this one
         self.bind()?;
         let f = self.kernels.get(name)?;
         // SAFETY: every kernel's parameter list matches the `args!` built at its call site
         // (pointers as u64, `int` as i32, `long long` as i64, `float` as f32).
-        unsafe { result::launch_kernel(f.cu_function(), grid, block, smem, stream, params) }
-            .map_err(|e| CudaError::Driver {
-                what: name,
-                detail: format!("{e:?}"),
-            })?;
+        unsafe {
+            result::launch_kernel(
+                f.cu_function(),
+                grid,
+                block,
+                smem,
+                self.stream.cu_stream(),
+                params,
+            )
+        }
+        .map_err(|e| CudaError::Driver {
+            what: name,
+            detail: format!("{e:?}"),
+        })?;
         if !self.capturing.load(Ordering::Relaxed) {
             Counters::bump(&self.counters.ops);
         }
@@ -582,7 +490,6 @@ impl CudaBackend {
             ));
         }
         self.bind()?;
-        self.join()?;
         if dst.dtype == Dtype::F16 {
             // staged through f32 so the rounding is the kernels' (round to nearest even)
             let stage = self.alloc_f32(&dst.shape)?;
@@ -672,7 +579,6 @@ impl CudaBackend {
 
     fn dtod(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
         self.bind()?;
-        self.join()?;
         // SAFETY: both ranges lie inside live blocks (checked by the callers' shape logic).
         unsafe { result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }
             .map_err(|e| CudaError::driver("memcpy DtoD", e))?;
@@ -694,7 +600,6 @@ impl CudaBackend {
         w: &CudaWeight,
         bias: u64,
     ) -> Result<()> {
-        self.join()?;
         let x = self.p(xb);
         let (n, k) = (w.n, w.k);
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
@@ -846,125 +751,6 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// A linear on a free side stream, after everything queued on the main stream so far; false
-    /// (nothing queued) when no side stream is free or the shape needs a path only the main
-    /// stream has (GEMV rows, an input not yet cast or quantized, no cuBLASLt plan).
-    fn linear_side(
-        &self,
-        out: &CudaTensor,
-        x: &CudaTensor,
-        m: usize,
-        w: &CudaWeight,
-        bias: u64,
-        mut keep: Vec<Arc<Block>>,
-    ) -> Result<bool> {
-        let mut f = self.forked.lock().unwrap_or_else(|p| p.into_inner());
-        if f.used >= self.side.len() || m <= GEMV_MAX_M {
-            return Ok(false);
-        }
-        let (n, k) = (w.n, w.k);
-        let side = &self.side[f.used];
-        let tune = !self.capturing.load(Ordering::Relaxed);
-        let y = out.buf.ptr;
-        let fork = || -> Result<()> {
-            self.fork_ev
-                .record(&self.stream)
-                .map_err(|e| CudaError::driver("cuEventRecord", e))?;
-            side.stream
-                .wait(&self.fork_ev)
-                .map_err(|e| CudaError::driver("cuStreamWaitEvent", e))?;
-            Ok(())
-        };
-        match &w.data {
-            WeightData::F16(wb) => {
-                let xh = match x.dtype {
-                    Dtype::F16 => x.buf.clone(),
-                    Dtype::F32 => match self.prepared(&x.buf, m, k, PrepKind::F16) {
-                        Some(b) => b[0].clone(),
-                        None => return Ok(false),
-                    },
-                };
-                let kind = if out.dtype == Dtype::F16 {
-                    LtKind::F16Out16
-                } else {
-                    LtKind::F16
-                };
-                let (wp, xhp) = (self.p(wb), self.p(&xh));
-                fork()?;
-                // SAFETY: as in `linear_raw`; the side stream has its own workspace.
-                let r = unsafe {
-                    self.lt.matmul(
-                        &side.stream,
-                        kind,
-                        y,
-                        wp,
-                        xhp,
-                        bias,
-                        side.ws.ptr,
-                        n,
-                        m,
-                        k,
-                        tune,
-                    )
-                };
-                if r.is_err() {
-                    // no plan: the main stream's path (GemmEx) takes it; the side stream only
-                    // waited on an event
-                    return Ok(false);
-                }
-                keep.push(xh);
-                Counters::bump(&self.counters.gemm_f16);
-            }
-            WeightData::Q8 {
-                w8,
-                scales,
-                n_pad,
-                k_pad,
-            } => {
-                let Some(b) = self.prepared(&x.buf, m, k, PrepKind::I8 { k_pad: *k_pad }) else {
-                    return Ok(false);
-                };
-                let (q, sx) = (b[0].clone(), b[1].clone());
-                let m_pad = round_up(m, 16);
-                let acc = self.pool.alloc(m_pad * n_pad * 4)?;
-                let (wp, sp, qp, sxp, accp) =
-                    (self.p(w8), self.p(scales), self.p(&q), self.p(&sx), acc.ptr);
-                fork()?;
-                // SAFETY: as in `linear_raw`; the side stream has its own workspace.
-                unsafe {
-                    self.lt.matmul(
-                        &side.stream,
-                        LtKind::I8,
-                        accp,
-                        wp,
-                        qp,
-                        0,
-                        side.ws.ptr,
-                        *n_pad,
-                        m_pad,
-                        *k_pad,
-                        tune,
-                    )?
-                };
-                let (mi, ni, ldc, ydt) = (m as i32, n as i32, *n_pad as i32, out.bit());
-                self.launch_on(
-                    side.stream.cu_stream(),
-                    "dequant_epilogue",
-                    (n.div_ceil(1024).clamp(1, 64) as u32, m.min(65535) as u32, 1),
-                    (256, 1, 1),
-                    0,
-                    args![y, accp, sxp, sp, bias, mi, ni, ldc, ydt],
-                )?;
-                keep.extend([q, sx, acc]);
-                Counters::bump(&self.counters.gemm_q8);
-            }
-        }
-        f.used += 1;
-        f.keep.append(&mut keep);
-        Counters::bump(&self.side_gemms);
-        Ok(true)
-    }
-
     /// Select the d = 64 fused-attention kernel variant (0 plain, 1 register-capped), for the
     /// benchmark; results are the same function, timings differ.
     #[doc(hidden)]
@@ -988,7 +774,6 @@ impl CudaBackend {
         };
         let (n, k) = (w.n, w.k);
         let m = x.numel() / k.max(1);
-        self.join()?;
         let m_pad = round_up(m, 16);
         let q = self.pool.alloc(m_pad * k_pad)?;
         let sx = self.pool.alloc(m_pad * 4)?;
@@ -1364,7 +1149,6 @@ impl Backend for CudaBackend {
     fn download(&self, t: &CudaTensor) -> Result<HostTensor> {
         self.no_capture("download")?;
         self.bind()?;
-        self.join()?;
         let n = t.numel();
         let data = match t.dtype {
             Dtype::F32 => {
@@ -1704,19 +1488,6 @@ impl Backend for CudaBackend {
         }
         let bias = self.param(bias)?;
         let bp = self.opt(bias.as_ref());
-        let sibling = {
-            let mut last = self.last_linear.lock().unwrap_or_else(|p| p.into_inner());
-            let me = (x.buf.ptr, m, k);
-            last.replace(me) == Some(me)
-        };
-        if sibling && self.side_on.load(Ordering::Relaxed) && self.f16_scope.load(Ordering::Relaxed)
-        {
-            let mut keep = vec![x.buf.clone(), out.buf.clone()];
-            keep.extend(bias.as_ref().map(|b| b.buf.clone()));
-            if self.linear_side(&out, x, m, w, bp, keep)? {
-                return Ok(out);
-            }
-        }
         self.linear_raw(out.buf.ptr, out.dtype, &x.buf, x.dtype, m, w, bp)?;
         Ok(out)
     }
@@ -1746,7 +1517,6 @@ impl Backend for CudaBackend {
         let mut oshape = a.shape.clone();
         oshape[r - 1] = n;
         self.bind()?;
-        self.join()?;
         let odt = self.out_dt();
         let out = self.alloc(&oshape, odt)?;
         if batch * m * n == 0 {
@@ -2315,20 +2085,13 @@ impl Backend for CudaBackend {
             key.to_string()
         };
         let prev = self.f16_scope.swap(on, Ordering::SeqCst);
-        // side-stream GEMMs are joined inside the chain, before a capture ends
-        let mut joined = |b: &Self| -> Result<Vec<CudaTensor>> {
-            let r = f(b);
-            b.join()?;
-            r
-        };
-        let r = self.chain_graph(&key, &mut joined);
+        let r = self.chain_graph(&key, f);
         self.f16_scope.store(prev, Ordering::SeqCst);
         r
     }
 
     fn synchronize(&self) -> Result<()> {
         self.no_capture("synchronize")?;
-        self.join()?;
         self.stream
             .synchronize()
             .map_err(|e| CudaError::driver("stream synchronize", e).into())
