@@ -127,7 +127,8 @@ pub unsafe fn batched_matmul(
 }
 
 /// Which cuBLASLt GEMM: f16 operands with f32 output, or f16 output (both with an optional
-/// fused f32 bias), or int8 operands with i32 output (IMMA).
+/// fused f32 bias; cuBLASLt 13 on the H200 has no plan for f16 output with an f32 bias, so the
+/// caller falls back), or int8 operands with i32 output (IMMA).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LtKind {
     F16,
