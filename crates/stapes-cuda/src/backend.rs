@@ -200,6 +200,9 @@ enum PrepKind {
     I8 { k_pad: usize },
 }
 
+/// f32 bias block address -> (that block, its f16 copy).
+type BiasCache = std::collections::HashMap<u64, (Arc<Block>, Arc<Block>)>;
+
 /// Pointer to a kernel argument, as `cuLaunchKernel` wants it.
 macro_rules! args {
     ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
@@ -231,6 +234,10 @@ pub struct CudaBackend {
     f16_chains: AtomicBool,
     /// Inside such a chain now: ops write f16.
     f16_scope: AtomicBool,
+    /// f16-output GEMMs take an f16 copy of their bias into cuBLASLt's epilogue
+    /// (`STAPES_CUDA_BIAS16=1`; off by default: not yet run on a GPU).
+    bias16_on: AtomicBool,
+    bias16: Mutex<BiasCache>,
     arch: &'static str,
     name: String,
 }
@@ -337,6 +344,10 @@ impl CudaBackend {
                     .unwrap_or(true),
             ),
             f16_scope: AtomicBool::new(false),
+            bias16_on: AtomicBool::new(
+                std::env::var("STAPES_CUDA_BIAS16").is_ok_and(|v| v.trim() == "1"),
+            ),
+            bias16: Mutex::new(BiasCache::new()),
             arch,
             name,
         })
@@ -352,6 +363,13 @@ impl CudaBackend {
 
     pub fn f16_activations(&self) -> bool {
         self.f16_chains.load(Ordering::SeqCst)
+    }
+
+    /// f16-output GEMMs hand cuBLASLt an f16 copy of their bias (`STAPES_CUDA_BIAS16=1` at
+    /// open; off by default until it has run on a GPU).
+    #[doc(hidden)]
+    pub fn set_bias_f16(&self, on: bool) {
+        self.bias16_on.store(on, Ordering::SeqCst);
     }
 
     /// The type ops write now (the dtype rule on [`CudaTensor`]).
@@ -599,6 +617,7 @@ impl CudaBackend {
         m: usize,
         w: &CudaWeight,
         bias: u64,
+        bias16: u64,
     ) -> Result<()> {
         let x = self.p(xb);
         let (n, k) = (w.n, w.k);
@@ -638,7 +657,12 @@ impl CudaBackend {
                     };
                     let xhp = xh.ptr;
                     let tune = !self.capturing.load(Ordering::Relaxed);
-                    let kind = if y16 { LtKind::F16Out16 } else { LtKind::F16 };
+                    // an f16 copy of the bias when there is one (`STAPES_CUDA_BIAS16=1`)
+                    let (kind, lt_bias) = match (y16, bias16) {
+                        (true, 0) => (LtKind::F16Out16, bias),
+                        (true, b16) => (LtKind::F16Out16BiasF16, b16),
+                        (false, _) => (LtKind::F16, bias),
+                    };
                     // SAFETY: y holds m·n of y_dt, xh m·k f16, w n·k f16, bias n f32 (or 0), all on this stream.
                     let fused = unsafe {
                         self.lt.matmul(
@@ -647,7 +671,7 @@ impl CudaBackend {
                             y,
                             wp,
                             xhp,
-                            bias,
+                            lt_bias,
                             self.lt_ws.ptr,
                             n,
                             m,
@@ -749,6 +773,24 @@ impl CudaBackend {
             }
         }
         Ok(())
+    }
+
+    /// The f16 copy of an f32 bias, made once per bias and kept (with the f32 block, so its
+    /// address cannot be reused by another tensor while the entry lives), for cuBLASLt's
+    /// f16-output epilogue, which has no plan for an f32 bias on the H200.
+    fn bias_f16(&self, b: &CudaTensor) -> Result<u64> {
+        let mut cache = self.bias16.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, h)) = cache.get(&b.buf.ptr) {
+            let h = h.clone();
+            drop(cache);
+            return Ok(self.p(&h));
+        }
+        let n = b.numel();
+        let h = self.pool.alloc(n.max(1) * 2)?;
+        self.copy2d(h.ptr, Dtype::F16, self.t(b), Dtype::F32, 1, n, n, n)?;
+        cache.insert(b.buf.ptr, (b.buf.clone(), h.clone()));
+        drop(cache);
+        Ok(self.p(&h))
     }
 
     /// Select the d = 64 fused-attention kernel variant (0 plain, 1 register-capped), for the
@@ -1486,9 +1528,23 @@ impl Backend for CudaBackend {
         if m == 0 || w.n == 0 {
             return Ok(out);
         }
-        let bias = self.param(bias)?;
-        let bp = self.opt(bias.as_ref());
-        self.linear_raw(out.buf.ptr, out.dtype, &x.buf, x.dtype, m, w, bp)?;
+        let bias32 = self.param(bias)?;
+        let bp = self.opt(bias32.as_ref());
+        let bp16 = match (bias, &w.data) {
+            (Some(b), WeightData::F16(_))
+                if self.bias16_on.load(Ordering::Relaxed)
+                    && out.dtype == Dtype::F16
+                    && m > GEMV_MAX_M =>
+            {
+                // an f16 bias is used as it is; f32 parameters get one cached copy each
+                match b.dtype {
+                    Dtype::F16 => self.t(b),
+                    Dtype::F32 => self.bias_f16(b)?,
+                }
+            }
+            _ => 0,
+        };
+        self.linear_raw(out.buf.ptr, out.dtype, &x.buf, x.dtype, m, w, bp, bp16)?;
         Ok(out)
     }
 

@@ -128,11 +128,12 @@ pub unsafe fn batched_matmul(
 
 /// Which cuBLASLt GEMM: f16 operands with f32 output, or f16 output (both with an optional
 /// fused f32 bias; cuBLASLt 13 on the H200 has no plan for f16 output with an f32 bias, so the
-/// caller falls back), or int8 operands with i32 output (IMMA).
+/// caller falls back), f16 output with an f16 bias, or int8 operands with i32 output (IMMA).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LtKind {
     F16,
     F16Out16,
+    F16Out16BiasF16,
     I8,
 }
 
@@ -221,6 +222,8 @@ fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
     let mut it = line.split_whitespace();
     let kind = match it.next()? {
         "F16" => LtKind::F16,
+        "F16Out16" => LtKind::F16Out16,
+        "F16Out16BiasF16" => LtKind::F16Out16BiasF16,
         "I8" => LtKind::I8,
         _ => return None,
     };
@@ -341,7 +344,7 @@ impl Lt {
                 lts::cudaDataType_t::CUDA_R_16F,
                 lts::cudaDataType_t::CUDA_R_32F,
             ),
-            LtKind::F16Out16 => (
+            LtKind::F16Out16 | LtKind::F16Out16BiasF16 => (
                 lts::cublasComputeType_t::CUBLAS_COMPUTE_32F,
                 lts::cudaDataType_t::CUDA_R_32F,
                 lts::cudaDataType_t::CUDA_R_16F,
@@ -374,8 +377,13 @@ impl Lt {
                     std::mem::size_of_val(&epi),
                 )
                 .map_err(lt_err("EPILOGUE"))?;
-                // biases stay f32 parameters; without this cuBLASLt would read them as D's type
-                let bt = lts::cudaDataType_t::CUDA_R_32F;
+                // biases are f32 parameters (except F16Out16BiasF16's copies); without this
+                // cuBLASLt reads them in D's type
+                let bt = if key.kind == LtKind::F16Out16BiasF16 {
+                    lts::cudaDataType_t::CUDA_R_16F
+                } else {
+                    lts::cudaDataType_t::CUDA_R_32F
+                };
                 ltr::set_matmul_desc_attribute(
                     desc,
                     lts::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
@@ -507,7 +515,9 @@ impl Lt {
             let (f1, f0) = (1f32, 0f32);
             let (i1, i0) = (1i32, 0i32);
             let (alpha, beta): (*const c_void, *const c_void) = match kind {
-                LtKind::F16 | LtKind::F16Out16 => (&f1 as *const f32 as _, &f0 as *const f32 as _),
+                LtKind::F16 | LtKind::F16Out16 | LtKind::F16Out16BiasF16 => {
+                    (&f1 as *const f32 as _, &f0 as *const f32 as _)
+                }
                 LtKind::I8 => (&i1 as *const i32 as _, &i0 as *const i32 as _),
             };
             ltr::matmul(

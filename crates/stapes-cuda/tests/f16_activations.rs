@@ -453,3 +453,43 @@ fn f32_mode_chain_equals_eager_and_eager_ops_write_f32() {
     assert!(!y.is_f16());
     assert!(g.download(&y).unwrap().data.iter().all(|v| v.is_finite()));
 }
+
+/// With an f16 copy of the bias, cuBLASLt plans the f16-output GEMM with its bias epilogue (the
+/// f32 bias has no plan there: those GEMMs fall back to cublasGemmEx + a bias pass and say so
+/// in the decline counters). Same bars as the fallback.
+#[test]
+fn f16_bias_copies_reach_the_cublaslt_epilogue() {
+    let (g, _serial) = require_gpu!("f16_bias_copies_reach_the_cublaslt_epilogue");
+    let r = ReferenceBackend::new();
+    g.set_bias_f16(true);
+    for (i, &(m, k, n)) in [(130, 384, 256), (517, 1280, 96), (1500, 384, 1536)]
+        .iter()
+        .enumerate()
+    {
+        let x = rnd(&[1, m, k], 200 + i as u64, 1.0);
+        let w = rnd(&[n, k], 210 + i as u64, 1.0 / (k as f32).sqrt());
+        let b = rnd(&[n], 220 + i as u64, 0.5);
+        let is16 = f16_case!(
+            g,
+            &r,
+            &format!("linear f16 bias16 m{m} k{k} n{n}"),
+            Op::Linear,
+            Lane::F16,
+            vec![&x, &b],
+            |be, t| {
+                let wt = be.weight(&w, Lane::F16).unwrap();
+                be.linear(&t[0], &wt, Some(&t[1])).unwrap()
+            }
+        );
+        assert!(is16);
+        let declines = g.counters().snapshot().declines;
+        let fell_back = declines
+            .keys()
+            .any(|d| d.contains("F16Out16BiasF16") && d.contains(&format!("{m}x{k}x{n}")));
+        assert!(
+            !fell_back,
+            "no cuBLASLt plan with an f16 bias: {declines:?}"
+        );
+    }
+    g.set_bias_f16(false);
+}
