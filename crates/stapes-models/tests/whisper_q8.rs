@@ -1,5 +1,6 @@
-//! The q8 lane's text against faster-whisper float32 greedy (fw_decode.json) on the 7 clips, and
-//! the evidence behind the lane's rule: faster-whisper's own int8 (fw_int8.json,
+//! The q8 lane's text against faster-whisper float32 (fw_decode.json) on the 7 clips: greedy ids
+//! and beam-5 text, for tiny.en and base, and the evidence behind the lane's rule
+//! (`WeightLanes::whisper`): faster-whisper's own int8 (fw_int8.json,
 //! tools/reference/whisper_fw_int8.py) and the decision margins where q8 and f32 part.
 
 mod whisper_common;
@@ -245,4 +246,39 @@ fn q8_greedy_ids_equal_f32_on_every_clip_tiny_en() {
 #[test]
 fn q8_greedy_ids_equal_f32_on_every_clip_base() {
     q8_ids_equal_f32("whisper-base");
+}
+
+/// Beam 5 on the q8 lane: the text equals faster-whisper float32 beam 5's on every clip.
+fn q8_beam5_text_equals_f32(name: &str) {
+    let r = reference();
+    let m = model(name, Lane::Q8);
+    let mut failures = Vec::new();
+    for clip in CLIPS {
+        let want = r["models"][name]["clips"][clip]["beam5"]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("fw_decode.json: {name} {clip} beam5"));
+        let got = m
+            .transcribe(&audio(clip), &ref_options(5))
+            .unwrap_or_else(|e| panic!("{name} {clip}: {e}"))
+            .text();
+        eprintln!("{name} q8 beam 5 {clip}: {got}");
+        if got != want {
+            failures.push(format!("{clip}:\n  got  {got:?}\n  want {want:?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{name} q8 beam 5:\n{}",
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn q8_beam5_text_equals_f32_on_every_clip_tiny_en() {
+    q8_beam5_text_equals_f32("whisper-tiny.en");
+}
+
+#[test]
+fn q8_beam5_text_equals_f32_on_every_clip_base() {
+    q8_beam5_text_equals_f32("whisper-base");
 }
