@@ -1339,9 +1339,10 @@ mod tests {
                     let b = be.weight(&wide, lane).expect("weight");
                     assert_eq!((a.lane, a.n, a.k), (b.lane, b.n, b.k));
                     let same = match (&a.store, &b.store) {
-                        (Store::F16(x), Store::F16(y)) => {
-                            x.iter().zip(y.iter()).all(|(p, q)| p.to_bits() == q.to_bits())
-                        }
+                        (Store::F16(x), Store::F16(y)) => x
+                            .iter()
+                            .zip(y.iter())
+                            .all(|(p, q)| p.to_bits() == q.to_bits()),
                         (Store::Q8 { q: qa, s: sa, .. }, Store::Q8 { q: qb, s: sb, .. }) => {
                             qa == qb && sa.iter().zip(sb).all(|(p, q)| p.to_bits() == q.to_bits())
                         }
