@@ -234,8 +234,8 @@ pub struct CudaBackend {
     f16_chains: AtomicBool,
     /// Inside such a chain now: ops write f16.
     f16_scope: AtomicBool,
-    /// f16-output GEMMs take an f16 copy of their bias into cuBLASLt's epilogue
-    /// (`STAPES_CUDA_BIAS16=1`; off by default: not yet run on a GPU).
+    /// f16-output GEMMs take an f16 copy of their bias into cuBLASLt's epilogue (on by default:
+    /// the H200 has no plan for an f16 output with an f32 bias; `STAPES_CUDA_BIAS16=0` turns it off).
     bias16_on: AtomicBool,
     bias16: Mutex<BiasCache>,
     arch: &'static str,
@@ -345,7 +345,9 @@ impl CudaBackend {
             ),
             f16_scope: AtomicBool::new(false),
             bias16_on: AtomicBool::new(
-                std::env::var("STAPES_CUDA_BIAS16").is_ok_and(|v| v.trim() == "1"),
+                std::env::var("STAPES_CUDA_BIAS16")
+                    .map(|v| v.trim() != "0")
+                    .unwrap_or(true),
             ),
             bias16: Mutex::new(BiasCache::new()),
             arch,
@@ -365,8 +367,8 @@ impl CudaBackend {
         self.f16_chains.load(Ordering::SeqCst)
     }
 
-    /// f16-output GEMMs hand cuBLASLt an f16 copy of their bias (`STAPES_CUDA_BIAS16=1` at
-    /// open; off by default until it has run on a GPU).
+    /// f16-output GEMMs hand cuBLASLt an f16 copy of their bias (on at open unless
+    /// `STAPES_CUDA_BIAS16=0`).
     #[doc(hidden)]
     pub fn set_bias_f16(&self, on: bool) {
         self.bias16_on.store(on, Ordering::SeqCst);
@@ -657,7 +659,7 @@ impl CudaBackend {
                     };
                     let xhp = xh.ptr;
                     let tune = !self.capturing.load(Ordering::Relaxed);
-                    // an f16 copy of the bias when there is one (`STAPES_CUDA_BIAS16=1`)
+                    // an f16 copy of the bias when there is one (`STAPES_CUDA_BIAS16`, on by default)
                     let (kind, lt_bias) = match (y16, bias16) {
                         (true, 0) => (LtKind::F16Out16, bias),
                         (true, b16) => (LtKind::F16Out16BiasF16, b16),
