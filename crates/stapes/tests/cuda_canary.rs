@@ -14,48 +14,9 @@ use stapes_core::{Backend, HostTensor, Lane};
 use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
 use stapes_models::fastconformer::Canary;
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Mutex;
 
-const CLIPS: [&str; 3] = ["jfk", "beckett", "lv0880"];
-
-/// One test at a time: a capture records every launch on the device's streams of this process.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn gpu(name: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    if stapes_cuda::available() {
-        Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()))
-    } else {
-        eprintln!("SKIPPED (no CUDA device): {name}");
-        None
-    }
-}
-
-fn fixtures() -> PathBuf {
-    if let Ok(p) = std::env::var("STAPES_FC_FIXTURES") {
-        return PathBuf::from(p);
-    }
-    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../stapes-models/tests/fixtures/fastconformer");
-    if built.exists() {
-        return built;
-    }
-    PathBuf::from("crates/stapes-models/tests/fixtures/fastconformer")
-}
-
-fn read(name: &str) -> BTreeMap<String, HostTensor> {
-    let path = fixtures().join(name);
-    let st = stapes_formats::safetensors_dir::read_file(&path)
-        .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display()));
-    st.tensors
-        .iter()
-        .map(|(k, t)| {
-            let v = HostTensor::new(t.shape.clone(), t.to_f32()).expect("fixture tensor");
-            (k.clone(), v)
-        })
-        .collect()
-}
+mod fc_common;
+use fc_common::{fixtures, gpu, read, CLIPS};
 
 fn expected() -> Value {
     let path = fixtures().join("expected_canary.json");
