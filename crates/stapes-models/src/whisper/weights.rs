@@ -14,22 +14,30 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// A loaded Whisper checkpoint: hyper-parameters, generation settings, tokenizer and every
-/// weight as f32 under its canonical name.
+/// weight of type `T` under its canonical name. Validated the same way whatever `T` is.
 #[derive(Clone)]
-pub struct WhisperCheckpoint {
+pub struct WhisperFiles<T> {
     pub config: WhisperConfig,
     pub generation: WhisperGeneration,
     pub tokenizer: WhisperTokenizer,
-    pub tensors: BTreeMap<String, HostTensor>,
+    pub tensors: BTreeMap<String, T>,
     /// Container the weights came from: "ctranslate2", "ggml", "safetensors", "synthetic".
     pub format: &'static str,
     pub path: PathBuf,
 }
 
-/// Names and shapes only: the values are hundreds of megabytes.
-impl std::fmt::Debug for WhisperCheckpoint {
+/// Every weight as f32.
+pub type WhisperCheckpoint = WhisperFiles<HostTensor>;
+
+/// Every weight as its file stores it (f16 views of the memory map, …): what
+/// [`super::Whisper::from_weights`] builds a model from without an f32 copy of the whole
+/// checkpoint first.
+pub type WhisperWeights = WhisperFiles<RawTensor>;
+
+/// Names and counts only: the values are hundreds of megabytes.
+impl<T> std::fmt::Debug for WhisperFiles<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WhisperCheckpoint")
+        f.debug_struct("WhisperFiles")
             .field("format", &self.format)
             .field("path", &self.path)
             .field("config", &self.config)
@@ -46,31 +54,6 @@ impl WhisperCheckpoint {
         self.tensors
             .get(name)
             .ok_or_else(|| ModelError::bad_tensor(&self.path, name, "missing"))
-    }
-}
-
-/// A Whisper checkpoint with every weight as its file stores it (f16 views of the memory map,
-/// …) under its canonical name: what [`super::Whisper::from_weights`] builds a model from
-/// without an f32 copy of the whole checkpoint first. Validated as [`WhisperCheckpoint`] is.
-#[derive(Clone)]
-pub struct WhisperWeights {
-    pub config: WhisperConfig,
-    pub generation: WhisperGeneration,
-    pub tokenizer: WhisperTokenizer,
-    pub tensors: BTreeMap<String, RawTensor>,
-    /// Container the weights came from (as [`WhisperCheckpoint::format`]).
-    pub format: &'static str,
-    pub path: PathBuf,
-}
-
-impl std::fmt::Debug for WhisperWeights {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WhisperWeights")
-            .field("format", &self.format)
-            .field("path", &self.path)
-            .field("config", &self.config)
-            .field("tensors", &self.tensors.len())
-            .finish()
     }
 }
 
