@@ -4,7 +4,7 @@
 
 mod whisper_common;
 
-use stapes_core::{Backend, HostTensor, Lane};
+use stapes_core::{HostTensor, Lane};
 use stapes_models::transcript::Transcript;
 use stapes_models::wer::text_edits as word_edits;
 use whisper_common::*;
@@ -82,98 +82,6 @@ fn beam5_text_matches_faster_whisper_tiny_en() {
 #[test]
 fn beam5_text_matches_faster_whisper_base() {
     texts("whisper-base", Lane::F32, 5, "beam5");
-}
-
-/// A greedy decision of faster-whisper float32 closer than this (log-prob of the chosen token
-/// minus the runner-up's) is a near-tie for the q8 lane: along f32's greedy path of the 7 clips the
-/// q8 mix moves that margin by up to 0.20 (tiny.en) and 0.37 (base) (`q8_mix_logit_error`).
-const Q8_TIE: f64 = 0.4;
-
-/// q8 promise, against faster-whisper float32 greedy (fw_decode.json) and its per-step decision
-/// margins (fw_margins.json, tools/reference/whisper_fw_margins.py): on every clip the ids are
-/// identical up to f32's first near-tie ([`Q8_TIE`]); a clip without one has identical ids and
-/// text; a clip with one differs by at most one word (case and punctuation ignored).
-///
-/// Exact text on all clips is not a promise int8 weights can keep: f32's own greedy path has
-/// near-ties of 0.004–0.08 on 5 of the 14 (tiny.en: jfk step 15 <|5.74|> vs <|5.54|>, LibriVox
-/// 0890 "ill" by 0.011; base: jfk, beckett's comma by 0.072, LibriVox 0920 by 0.044), and every q8
-/// variant measured (all-q8; f32 math on q8-rounded weights, i.e. no activation quantization;
-/// encoder or decoder alone in q8) flips at least one of them. faster-whisper int8 deviates from
-/// its own float32 on the same clips.
-fn q8_matches_up_to_near_ties(name: &str) {
-    let r = reference();
-    let p = fixtures().join("fw_margins.json");
-    let margins: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .expect("fw_margins.json");
-    let m = model(name, Lane::Q8);
-    let mut failures = Vec::new();
-    for clip in CLIPS {
-        let want = &r["models"][name]["clips"][clip]["greedy"];
-        let want_text = want["text"].as_str().unwrap_or("");
-        let want_ids: Vec<u32> = ref_segments(want)
-            .into_iter()
-            .flat_map(|(t, ..)| t)
-            .collect();
-        let steps: Vec<f64> = margins["models"][name][clip]["margins"]
-            .as_array()
-            .unwrap_or_else(|| panic!("fw_margins.json: {name} {clip}"))
-            .iter()
-            .map(|v| v.as_f64().unwrap_or(f64::NAN))
-            .collect();
-        assert_eq!(
-            steps.len(),
-            want_ids.len() + 1,
-            "{name} {clip}: margins per step"
-        );
-        // a missing (NaN) margin counts as a tie
-        let tie = steps.iter().position(|&x| x.is_nan() || x < Q8_TIE);
-        let got = run(&m, clip, 1);
-        let got_ids: Vec<u32> = got.segments.iter().flat_map(|s| s.tokens.clone()).collect();
-        let got_text = got.text();
-        eprintln!("{name} q8 {clip} (near-tie at step {tie:?}): {got_text}");
-        let k = tie.unwrap_or(want_ids.len()).min(want_ids.len());
-        if got_ids.get(..k) != Some(&want_ids[..k]) {
-            failures.push(format!(
-                "{clip}: ids differ before f32's first near-tie (step {k})\n  got  {got_ids:?}\n  want {want_ids:?}"
-            ));
-        }
-        match tie {
-            None if got_ids != want_ids || got_text != want_text => failures.push(format!(
-                "{clip} (no near-tie):\n  got  {got_text:?}\n  want {want_text:?}"
-            )),
-            Some(_) if word_edits(&got_text, want_text) > 1 => failures.push(format!(
-                "{clip} (near-tie at step {k}): {} word edits\n  got  {got_text:?}\n  want {want_text:?}",
-                word_edits(&got_text, want_text)
-            )),
-            Some(_) if got_text != want_text => {
-                eprintln!("  {clip}: differs after f32's near-tie at step {k}: {got_text:?} vs {want_text:?}")
-            }
-            _ => {}
-        }
-    }
-    // the q8 mix really ran: int8 GEMMs (encoder) and f16 ones (decoder), no f32
-    let c = m.backend().counters();
-    let n = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
-    assert!(
-        n(&c.gemm_q8) > 0 && n(&c.gemm_f16) > 0 && n(&c.gemm_f32) == 0,
-        "{name}: GEMMs q8 {} f16 {} f32 {}",
-        n(&c.gemm_q8),
-        n(&c.gemm_f16),
-        n(&c.gemm_f32)
-    );
-    assert!(failures.is_empty(), "{name} q8:\n{}", failures.join("\n"));
-}
-
-#[test]
-fn q8_greedy_matches_f32_up_to_near_ties_tiny_en() {
-    q8_matches_up_to_near_ties("whisper-tiny.en");
-}
-
-#[test]
-fn q8_greedy_matches_f32_up_to_near_ties_base() {
-    q8_matches_up_to_near_ties("whisper-base");
 }
 
 #[test]
