@@ -226,14 +226,25 @@ pub fn groups(speech: &[Speech], max_span: f64) -> Vec<Group> {
 /// The longest span Whisper hears at once, seconds.
 pub const WHISPER_MAX_SPAN: f64 = 30.0;
 
+/// Seconds of its 30 s window that `--vad` leaves Whisper after the speech of a group by default
+/// (groups are packed, and long speech cut, to [`WHISPER_MAX_SPAN`] minus this). Whisper closes
+/// each segment with a timestamp token and the last one it has is <|30.00|>; with speech running
+/// to within a fraction of a second of the window's end it has nowhere to put that token, and base
+/// was seen to give up on the rest of the window (a 29.6 s group of the long-form test lost a
+/// sentence and a half; the same audio in groups of ≤ 28 s lost nothing). Two seconds is also what
+/// the seam silence leaves a segment at a pause ([`SEAM_SILENCE`] each side, rounded up to whole
+/// seconds of slack). An explicit `--vad-max-span` is taken as given.
+pub const WHISPER_END_ROOM: f64 = 2.0;
+
 /// How `--vad` cuts the input and stitches the recogniser's segments back onto it.
 #[derive(Clone, Debug)]
 pub struct VadOptions {
     /// The silero-vad parameters. An infinite `max_speech_duration_s` becomes the span limit, so
     /// that long speech is split at its best silence rather than cut mid-word.
     pub params: VadParams,
-    /// Seconds of speech per recogniser call; `None` = the family's default (30 s). Whisper
-    /// takes at most [`WHISPER_MAX_SPAN`].
+    /// Seconds of speech per recogniser call; `None` = the family's default (Whisper:
+    /// [`WHISPER_MAX_SPAN`] − [`WHISPER_END_ROOM`] = 28 s; others 30 s). Whisper takes at most
+    /// [`WHISPER_MAX_SPAN`].
     pub max_span: Option<f64>,
     /// Seconds: a pause longer than this between two speech pieces ends a segment, even where
     /// the recogniser ran one sentence on across it (its text is split between the pieces).
@@ -261,6 +272,7 @@ impl VadOptions {
             )));
         }
         match self.max_span {
+            None if family == "whisper" => Ok(WHISPER_MAX_SPAN - WHISPER_END_ROOM),
             None => Ok(WHISPER_MAX_SPAN),
             Some(s) if !(1.0..=3600.0).contains(&s) => Err(StapesError::Usage(format!(
                 "VAD span limit {s} s is outside 1 ..= 3600 s"
@@ -407,6 +419,12 @@ impl Engine {
     }
 }
 
+/// Seconds: the most a piece's first (last) word is stretched to start (end) with its piece (see
+/// [`Group::place`]). About twice the error measured for Whisper's DTW word bounds at a speech
+/// bound (up to 0.43 s, long-form test), rounded up: a short stretch, so that speech the
+/// recogniser left out is not hidden inside a neighbouring word.
+pub const EDGE_WORD_REACH: f64 = 1.0;
+
 /// A word of a group's segment, placed on the input's timeline.
 struct Placed {
     /// Index of the segment in the group's output.
@@ -447,6 +465,30 @@ impl Group {
                         ..w.clone()
                     },
                 });
+            }
+        }
+        // Whisper's DTW puts the end of a final word early (0.3–0.4 s on base before the speech
+        // end Silero measures; faster-whisper's own VAD route likewise) and, less often, the start
+        // of a first word late (tiny.en's jfk "And", 0.3–0.4 s), while a piece starts and ends
+        // where Silero hears speech: a piece is cut at pauses of at least
+        // `min_silence_duration_ms`, so the stretch between the piece's end and its last word
+        // (its start and its first word) is speech with no such pause in it. Nothing else was
+        // recognised there, so it belongs to that word, and the word ends (starts) with the piece.
+        // A stretch longer than EDGE_WORD_REACH is left alone: that is more likely speech the
+        // recogniser did not transcribe, which a stretched word would hide.
+        for k in 0..self.pieces.len() {
+            let p = self.pieces[k];
+            if let Some(i) = placed.iter().rposition(|x| x.piece == k) {
+                let w = &mut placed[i].word;
+                if w.end < p.end && p.end - w.end <= EDGE_WORD_REACH {
+                    w.end = p.end;
+                }
+            }
+            if let Some(i) = placed.iter().position(|x| x.piece == k) {
+                let w = &mut placed[i].word;
+                if w.start > p.start && w.start - p.start <= EDGE_WORD_REACH {
+                    w.start = p.start;
+                }
             }
         }
         // A long pause lies between pieces a and b (a < b) when any gap between them is long.
@@ -693,11 +735,39 @@ mod tests {
         assert_eq!(out[1].tokens, vec![3, 4, TS + 5]);
         let w1 = out[1].words.as_ref().expect("words");
         assert!(
-            (w1[0].start - 30.2).abs() < 1e-9 && w1[1].end == 32.0,
+            // "Then" starts 0.2 s into its piece: with the piece (see `place`)
+            w1[0].start == 30.0 && w1[1].end == 32.0,
             "{w1:?}"
         );
         let w0 = out[0].words.as_ref().expect("words");
         assert_eq!(w0[2].end, 12.0); // clamped to its piece
+    }
+
+    #[test]
+    fn a_pieces_edge_words_meet_its_bounds_unless_far_from_them() {
+        let g = Group {
+            pieces: vec![sp(10.0, 12.0), sp(20.0, 24.0)],
+            leads: vec![0.0, 0.5],
+        };
+        // piece 0 is 0 .. 2 s of the group's audio, piece 1 2.5 .. 6.5 s
+        let words = vec![
+            w(" He", 0.1, 0.5),
+            w(" was", 0.5, 1.6),   // last of piece 0, 0.4 s early: ends at 12.0
+            w(" here.", 3.9, 4.3), // first of piece 1, 1.4 s late: left alone
+            w(" Then", 4.3, 4.5),  // last of piece 1, 2.0 s early: left alone
+        ];
+        let s = seg(0.0, 6.5, &[0, 1, 2, 3], Some(words));
+        let out = g.place(vec![s], 5.0, &decode).expect("place");
+        let words: Vec<Word> = out
+            .iter()
+            .flat_map(|s| s.words.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(words.len(), 4);
+        assert_eq!(words[1].end, 12.0);
+        assert!((words[0].end - 10.5).abs() < 1e-9); // not the piece's last word
+        assert_eq!(words[0].start, 10.0); // 0.1 s late: starts with the piece
+        assert!((words[2].start - 21.4).abs() < 1e-9, "{words:?}");
+        assert!((words[3].end - 22.0).abs() < 1e-9, "{words:?}");
     }
 
     #[test]

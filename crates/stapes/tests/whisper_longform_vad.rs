@@ -138,6 +138,17 @@ fn engine(model: &str) -> Engine {
     .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
 }
 
+/// Word edits between two texts, normalised. A hyphen joins or separates words depending on who
+/// spells it (Whisper's own normaliser makes it a space, `normalized_words` drops it): heard with
+/// other neighbours Whisper may write "fellow-Americans" for "fellow Americans", or
+/// "ill-disposed" for "old-sposed"; each is one reword, so the fewer edits of the two spellings
+/// count.
+fn edits(got: &str, want: &str) -> usize {
+    let joined = word_edits(&normalized_words(got), &normalized_words(want));
+    let split = |s: &str| normalized_words(&s.replace('-', " "));
+    joined.min(word_edits(&split(got), &split(want)))
+}
+
 /// The long file through `--vad` with word timestamps, checked clip by clip.
 fn longform_vad(model: &str) {
     let (audio, placed) = build();
@@ -213,11 +224,10 @@ fn longform_vad(model: &str) {
         }
     }
     for (i, p) in placed.iter().enumerate() {
-        let want = normalized_words(
-            reference["models"][model]["clips"][p.name]["greedy"]["text"]
-                .as_str()
-                .unwrap_or_else(|| panic!("fw_decode.json: {model} {}", p.name)),
-        );
+        let want_text = reference["models"][model]["clips"][p.name]["greedy"]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("fw_decode.json: {model} {}", p.name));
+        let want = normalized_words(want_text);
         let text: String = words_of[i].iter().map(|w| w.2.as_str()).collect();
         let got = normalized_words(&text);
         let (s0, e0) = p.speech;
@@ -233,7 +243,7 @@ fn longform_vad(model: &str) {
         // Heard in a group with its neighbours rather than alone, Whisper may reword once
         // (tiny.en: "ill-disposed", right, where alone it says "old-sposed"); more than one
         // edit is dropped, repeated or misplaced speech.
-        let edits = word_edits(&got, &want);
+        let edits = edits(&text, want_text);
         if edits > MAX_EDITS {
             failures.push(line(&format!(
                 "text differs ({edits} word edits)\n    got  {got:?}\n    want {want:?}"
@@ -289,7 +299,6 @@ fn longform_vad_tiny_en_every_clip_in_order_within_the_bars() {
 }
 
 #[test]
-#[ignore = "not met on base: one 29.6 s group drops speech; last-word ends up to 0.43 s early (see the file's doc)"]
 fn longform_vad_base_every_clip_in_order_within_the_bars() {
     longform_vad("whisper-base");
 }
@@ -308,9 +317,12 @@ fn longform_vad_groups_probe() {
     let mut params = stapes::vad::VadParams::default();
     params.max_speech_duration_s = params
         .max_speech_duration_s
-        .min(stapes::vad::WHISPER_MAX_SPAN);
+        .min(stapes::vad::WHISPER_MAX_SPAN - stapes::vad::WHISPER_END_ROOM);
     let speech = vad.speech(&audio, &params).expect("vad");
-    let groups = stapes::vad::groups(&speech, stapes::vad::WHISPER_MAX_SPAN);
+    let span = stapes::vad::VadOptions::default()
+        .span_for("whisper")
+        .expect("span");
+    let groups = stapes::vad::groups(&speech, span);
     let e = engine(&model);
     let opts = TranscribeOptions {
         beam_size: 1,
