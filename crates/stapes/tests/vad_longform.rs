@@ -203,11 +203,24 @@ fn ten_minutes_with_vad_every_clip_in_order_nothing_in_silence_or_noise() {
         temperature: Some(0.0),
         ..Default::default()
     };
+    // `STAPES_VAD_SPAN` (diagnostic): another span limit than the default's, to measure what the
+    // default's end room costs.
+    let vopts = stapes::vad::VadOptions {
+        max_span: std::env::var("STAPES_VAD_SPAN")
+            .ok()
+            .and_then(|s| s.parse().ok()),
+        ..Default::default()
+    };
+    let span = vopts.span_for("whisper").expect("span");
+    let mut params = vopts.params.clone();
+    params.max_speech_duration_s = params.max_speech_duration_s.min(span);
+    let n_groups = stapes::vad::groups(&vad.speech(&audio, &params).expect("vad"), span).len();
     let clock = std::time::Instant::now();
     let t = engine
-        .transcribe_with_vad(&audio, &vad, &opts, None)
+        .transcribe_vad(&audio, &vad, &vopts, &opts, None, &mut |_| {})
         .expect("transcribe --vad");
     let vad_secs = clock.elapsed().as_secs_f64();
+    eprintln!("--vad: span limit {span} s, {n_groups} groups, {vad_secs:.1} s");
 
     // The plain seek loop on the same file, for the report: segments entirely outside every clip
     // (hallucinated in silence or noise), segments running across a gap, and its word edits.

@@ -13,11 +13,14 @@
 //! at most one word edit per clip occurrence ([`MAX_EDITS`]); words are given to a clip by their
 //! middle. Greedy, temperature 0, the CPU's default lane (f32).
 //!
-//! Holds on tiny.en. Not met on base (the test is ignored, run it with `--ignored`): with the
-//! default 30 s span one group of 29.6 s (0920, 0930 and jfk's first phrase) comes back as 0920's
-//! text and "He", dropping 0930 and "And so my fellow Americans"; and base's last-word ends on
-//! 0920/0930 fall 0.33–0.43 s before Silero's speech end (faster-whisper's own vad_filter route
-//! on this file puts them 0.33–0.43 s early too: fw_longform_vad.json).
+//! Holds on tiny.en and base with the default 28 s span (`WHISPER_END_ROOM`). With
+//! `STAPES_VAD_SPAN=30` base fails as it did before that room: one group of 29.6 s (0920, 0930
+//! and jfk's first phrase) comes back as 0920's text and "He", dropping 0930 and "And so my fellow
+//! Americans" (docs/runs/vadfix-longform-base-span30.txt). Base's DTW last-word ends fall 0.1–0.43 s
+//! before Silero's speech end (faster-whisper's own vad_filter route on this file: 0.33–0.43 s
+//! early, fw_longform_vad.json); `--vad` ends a piece's last word with the piece
+//! (`EDGE_WORD_REACH`), which is what meets the 0.3 s bar (without it: 5 misses on base, 2 late
+//! first words on tiny.en; docs/runs/vadfix-longform-no-edge-rule.txt).
 
 use stapes::engine::{Engine, EngineOptions, TranscribeOptions};
 use stapes::runtime::DeviceRequest;
