@@ -352,6 +352,32 @@ impl Engine {
                     }
                 } else {
                     heard = group.place(t.segments, vopts.split_gap, &decode)?;
+                    // A recogniser that loses its way in a group (Whisper may give up on the
+                    // rest of a window) leaves whole speech pieces without a word, while
+                    // Silero heard speech there: such a piece is heard again alone, so that
+                    // speech is not dropped silently. Pieces under RETRY_MIN_PIECE are left:
+                    // a breath or click alone invites invented text.
+                    if group.pieces.len() > 1 {
+                        let mids: Vec<f64> = heard
+                            .iter()
+                            .flat_map(|s| s.words.iter().flatten())
+                            .map(|w| 0.5 * (w.start + w.end))
+                            .collect();
+                        for p in &group.pieces {
+                            if p.end - p.start < RETRY_MIN_PIECE
+                                || mids.iter().any(|&m| m >= p.start && m <= p.end)
+                            {
+                                continue;
+                            }
+                            let g = Group {
+                                pieces: vec![*p],
+                                leads: vec![0.0],
+                            };
+                            let t = self.transcribe(&g.samples(samples), o, None)?;
+                            heard.extend(g.place(t.segments, vopts.split_gap, &decode)?);
+                        }
+                        heard.sort_by(|a, b| a.start.total_cmp(&b.start));
+                    }
                 }
                 for mut seg in heard {
                     seg.id = out.segments.len();
@@ -418,6 +444,11 @@ impl Engine {
         Ok(out)
     }
 }
+
+/// Seconds of speech under which a piece that its group's run left without a word is not heard
+/// again alone (see [`Engine::transcribe_vad`]): shorter than a short phrase, such a piece is more
+/// likely a breath, cough or click than lost speech.
+pub const RETRY_MIN_PIECE: f64 = 1.0;
 
 /// Seconds: the most a piece's first (last) word is stretched to start (end) with its piece (see
 /// [`Group::place`]). About twice the error measured for Whisper's DTW word bounds at a speech
