@@ -306,6 +306,49 @@ fn longform_vad_base_every_clip_in_order_within_the_bars() {
     longform_vad("whisper-base");
 }
 
+/// The retry of wordless pieces: with 30 s spans (no end room) base loses 0930 in a 29.6 s group
+/// (docs/runs/vadfix-longform-base-span30.txt); heard again alone, every occurrence of 0930 comes
+/// back with its text.
+#[test]
+fn longform_vad_base_30s_spans_hear_a_wordless_piece_again() {
+    let (audio, placed) = build();
+    let reference = json("fw_decode.json");
+    let vad = Vad::load("silero-vad").expect("silero-vad (run scripts/fetch-models.sh all)");
+    let opts = TranscribeOptions {
+        beam_size: 1,
+        temperature: Some(0.0),
+        word_timestamps: true,
+        ..Default::default()
+    };
+    let vopts = stapes::vad::VadOptions {
+        max_span: Some(30.0),
+        ..Default::default()
+    };
+    let t = engine("whisper-base")
+        .transcribe_vad(&audio, &vad, &vopts, &opts, None, &mut |_| {})
+        .unwrap_or_else(|e| panic!("base --vad: {e}"));
+    let want = reference["models"]["whisper-base"]["clips"]["librivox-0930"]["greedy"]["text"]
+        .as_str()
+        .expect("fw_decode.json: base 0930");
+    for (i, p) in placed.iter().enumerate() {
+        if p.name != "librivox-0930" {
+            continue;
+        }
+        let text: String = t
+            .segments
+            .iter()
+            .flat_map(|s| s.words.iter().flatten())
+            .filter(|w| owner(&placed, 0.5 * (w.start + w.end)) == i)
+            .map(|w| w.word.as_str())
+            .collect();
+        assert!(
+            edits(&text, want) <= MAX_EDITS,
+            "0930 at {:.2} s: got {text:?}, want {want:?}",
+            p.file.0
+        );
+    }
+}
+
 /// Diagnostic (ignored; prints): the `--vad` groups of the long file for `STAPES_MODEL`
 /// (default base), each group's text heard alone (`Engine::transcribe`) and in the batch
 /// (`Engine::transcribe_batch_with`, as `--vad` runs every group after the first), and each
