@@ -8,44 +8,10 @@ use stapes::engine::{Engine, EngineOptions, TranscribeOptions};
 use stapes::runtime::DeviceRequest;
 use stapes::vad::Vad;
 use stapes_models::wer::{normalized_words as words, word_edits as edit_distance};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-const CLIPS: [&str; 7] = [
-    "jfk",
-    "beckett",
-    "librivox-0870",
-    "librivox-0880",
-    "librivox-0890",
-    "librivox-0920",
-    "librivox-0930",
-];
-const SR: f64 = 16_000.0;
-
-fn cache() -> PathBuf {
-    std::env::var_os("STAPES_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stapes")
-        })
-}
-
-fn load(p: &Path) -> Vec<f32> {
-    stapes::audio::load_file(p)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/fetch-models.sh all)", p.display()))
-}
-
-fn clip(name: &str) -> Vec<f32> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let p = match name {
-        "jfk" => root.join("samples/jfk.wav"),
-        "beckett" => cache().join("audio/beckett.wav"),
-        n => cache().join(format!(
-            "audio/librivox/sense_and_sensibility_01_austen_64kb-{}.wav",
-            &n[9..]
-        )),
-    };
-    load(&p)
-}
+mod clips_common;
+use clips_common::{cache, clip, CLIPS, SR};
 
 /// faster-whisper's greedy text of each clip (tools/reference/whisper_fw.py).
 fn reference_text(name: &str) -> String {

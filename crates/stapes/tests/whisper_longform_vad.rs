@@ -29,16 +29,9 @@ use stapes_models::transcript::Transcript;
 use stapes_models::wer::{normalized_words, word_edits};
 use std::path::{Path, PathBuf};
 
-const CLIPS: [&str; 7] = [
-    "jfk",
-    "beckett",
-    "librivox-0870",
-    "librivox-0880",
-    "librivox-0890",
-    "librivox-0920",
-    "librivox-0930",
-];
-const SR: f64 = 16_000.0;
+mod clips_common;
+use clips_common::{cache, clip, CLIPS, SR};
+
 /// Seconds of silence before every clip and at the end (whisper_fw.py's LONG_GAP).
 const GAP: f64 = 2.5;
 /// Rounds of the 7 clips (whisper_fw.py's LONG_REPEAT).
@@ -50,14 +43,6 @@ const SEG_BAR: f64 = 0.5;
 /// Word edits allowed per clip occurrence against the clip's text heard alone.
 const MAX_EDITS: usize = 1;
 
-fn cache() -> PathBuf {
-    std::env::var_os("STAPES_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stapes")
-        })
-}
-
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../stapes-models/tests/fixtures/whisper")
 }
@@ -66,19 +51,6 @@ fn json(name: &str) -> serde_json::Value {
     let p = fixtures().join(name);
     let b = std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_slice(&b).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-fn clip(name: &str) -> Vec<f32> {
-    let p = match name {
-        "jfk" => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav"),
-        "beckett" => cache().join("audio/beckett.wav"),
-        n => cache().join(format!(
-            "audio/librivox/sense_and_sensibility_01_austen_64kb-{}.wav",
-            n.trim_start_matches("librivox-")
-        )),
-    };
-    stapes::audio::load_file(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/fetch-models.sh all)", p.display()))
 }
 
 /// One clip placed in the long file: name, file span and speech span (seconds on the long file).
