@@ -32,21 +32,22 @@ fn phase_lines(err: &str) -> Vec<(f64, String)> {
         .collect()
 }
 
-#[test]
-fn verbose_transcribe_prints_the_phase_profile() {
+/// `stapes [--verbose] transcribe` of jfk with tiny.en, greedy, on the CPU.
+fn jfk_greedy_on_cpu(verbose: bool) -> std::process::Output {
     let jfk = repo().join("samples/jfk.wav");
     let m = tiny_en();
-    let o = stapes(&[
-        "transcribe",
-        "--verbose",
-        "--device",
-        "cpu",
-        "--beam-size",
-        "1",
-        "-m",
-        &m,
-        jfk.to_str().unwrap_or_default(),
-    ]);
+    let mut args = vec!["transcribe"];
+    if verbose {
+        args.push("--verbose");
+    }
+    let jfk = jfk.to_str().unwrap_or_default();
+    args.extend(["--device", "cpu", "--beam-size", "1", "-m", &m, jfk]);
+    stapes(&args)
+}
+
+#[test]
+fn verbose_transcribe_prints_the_phase_profile() {
+    let o = jfk_greedy_on_cpu(true);
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     let phases = phase_lines(&err);
@@ -82,18 +83,7 @@ fn verbose_transcribe_prints_the_phase_profile() {
 
 #[test]
 fn quiet_transcribe_prints_no_profile() {
-    let jfk = repo().join("samples/jfk.wav");
-    let m = tiny_en();
-    let o = stapes(&[
-        "transcribe",
-        "--device",
-        "cpu",
-        "--beam-size",
-        "1",
-        "-m",
-        &m,
-        jfk.to_str().unwrap_or_default(),
-    ]);
+    let o = jfk_greedy_on_cpu(false);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("profile (wall ms"));
 }
