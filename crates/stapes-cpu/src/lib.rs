@@ -1276,15 +1276,24 @@ mod tests {
         t
     }
 
+    /// One thread, two threads, and two threads without the SIMD kernels: each store path.
+    fn store_backends() -> Vec<CpuBackend> {
+        [(1, false), (2, false), (2, true)]
+            .into_iter()
+            .map(|(threads, portable)| {
+                if portable {
+                    CpuBackend::new_portable(threads)
+                } else {
+                    CpuBackend::new(threads)
+                }
+                .expect("cpu")
+            })
+            .collect()
+    }
+
     #[test]
     fn q8_store_is_the_lane_quantizer_bit_for_bit() {
-        for (threads, portable) in [(1, false), (2, false), (2, true)] {
-            let be = if portable {
-                CpuBackend::new_portable(threads)
-            } else {
-                CpuBackend::new(threads)
-            }
-            .expect("cpu");
+        for be in store_backends() {
             // Awkward K (partial last block), a zero row, ties at ±0.5 steps, big N for the pool.
             for (n, k) in [(3usize, 45usize), (700, 384), (5, 32), (2, 1)] {
                 let mut w = HostTensor::random(vec![n, k], 7 + k as u64, 3.0);
@@ -1317,13 +1326,7 @@ mod tests {
     #[test]
     fn weight_from_f16_bytes_is_the_weight_of_the_widened_matrix() {
         use stapes_core::{WeightData, WeightView};
-        for (threads, portable) in [(1, false), (2, false), (2, true)] {
-            let be = if portable {
-                CpuBackend::new_portable(threads)
-            } else {
-                CpuBackend::new(threads)
-            }
-            .expect("cpu");
+        for be in store_backends() {
             // Partial last q8 block, many chunks for the pool, a single value.
             for (n, k) in [(3usize, 45usize), (700, 384), (1, 1)] {
                 let wide =
@@ -1348,10 +1351,7 @@ mod tests {
                         }
                         _ => false,
                     };
-                    assert!(
-                        same,
-                        "({n}, {k}) {lane} on {threads} threads (portable {portable})"
-                    );
+                    assert!(same, "({n}, {k}) {lane} on {be:?}");
                 }
                 // With an owner to keep them alive, aligned bytes are used in place, odd ones
                 // copied; the values are the same either way.
