@@ -101,3 +101,96 @@ __device__ __forceinline__ void st2(h16* p, long long i2, float2 v) { ((u32*)p)[
     case 6: F<float, h16, h16>(__VA_ARGS__); break;          \
     default: F<h16, h16, h16>(__VA_ARGS__); break;           \
     }
+
+// ---------------------------------------------------------------------------------------------
+// General f32 kernel, any head size: one block (128 or 512 threads) per (query, head, batch).
+// Used for decoder steps (Tq small), odd head sizes, and to produce the probabilities themselves
+// (P != null) for alignment heads. Dynamic shared memory: the query (D rounded up to 4), one
+// partial output of D floats per warp, then the kv_len scores.
+// Scores: one lane per key (32 keys per warp at a time, each reading its K row with 16-byte
+// loads), so many rows are in flight at once; P·V: each warp walks every nw-th key reading whole
+// V rows (coalesced), and the per-warp partial sums meet in shared memory.
+// Q, K, V of type X, O of type Y (f32 or f16, `dt`); P always f32.
+template <class Y, class X>
+__device__ __forceinline__ void attn_rows_k(void* O_, float* __restrict__ P, const void* Q_, const void* K_, const void* V_,
+                                            int Tq, int Tk, int H, int D, int kv_len, float scale, int causal) {
+    Y* __restrict__ O = (Y*)O_;
+    const X* __restrict__ Q = (const X*)Q_;
+    const X* __restrict__ K = (const X*)K_;
+    const X* __restrict__ V = (const X*)V_;
+    extern __shared__ __align__(16) float sm[];
+    const int d4 = (D + 3) & ~3;
+    const int nw = blockDim.x >> 5;
+    float* qv = sm;                 // d4
+    float* red = sm + d4;           // nw * D
+    float* sc = red + nw * D;       // kv_len
+    __shared__ float scratch[32];
+    const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const long long ld = (long long)H * D;
+    const X* q = Q + ((long long)b * Tq + i) * ld + h * D;
+    for (int d = threadIdx.x; d < d4; d += blockDim.x) qv[d] = d < D ? ldf(q, d) : 0.f;
+    __syncthreads();
+    int limit = causal ? kv_len - Tq + i + 1 : kv_len;
+    limit = max(0, min(limit, kv_len));
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
+        const X* k = K + ((long long)b * Tk + j) * ld + h * D;
+        float acc = 0.f;
+        if ((D & 3) == 0) {
+            const float4* q4 = (const float4*)qv;
+#pragma unroll 4
+            for (int e = 0; e < (D >> 2); ++e) {
+                float4 kk = ld4(k, e), qq = q4[e];
+                acc += (kk.x * qq.x + kk.y * qq.y) + (kk.z * qq.z + kk.w * qq.w);
+            }
+        } else {
+            for (int d = 0; d < D; ++d) acc += ldf(k, d) * qv[d];
+        }
+        sc[j] = j < limit ? acc * scale : F_NEG_INF;
+    }
+    __syncthreads();
+    float m = F_NEG_INF;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) m = fmaxf(m, sc[j]);
+    m = block_max(m, scratch);
+    float base = m == F_NEG_INF ? 0.f : m;
+    float s = 0.f;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
+        float e = expf(sc[j] - base);
+        sc[j] = e;
+        s += e;
+    }
+    s = block_sum(s, scratch);
+    float inv = s > 0.f ? 1.f / s : 0.f;
+    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
+        float p = sc[j] * inv;
+        sc[j] = p;
+        if (P) P[(((long long)b * H + h) * Tq + i) * kv_len + j] = p;
+    }
+    __syncthreads();
+    if (!O) return;
+    Y* o = O + ((long long)b * Tq + i) * ld + h * D;
+    for (int d0 = 0; d0 < D; d0 += 128) {
+        float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+        for (int j = warp; j < limit; j += nw) {
+            float p = sc[j];
+            const X* v = V + ((long long)b * Tk + j) * ld + h * D;
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+                int d = d0 + lane + 32 * c;
+                if (d < D) acc[c] += p * ldf(v, d);
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            int d = d0 + lane + 32 * c;
+            if (d < D) red[warp * D + d] = acc[c];
+        }
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float sum = 0.f;
+        for (int w = 0; w < nw; ++w) sum += red[w * D + d];
+        stf(o, d, sum);
+    }
+}

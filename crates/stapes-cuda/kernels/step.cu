@@ -45,86 +45,15 @@ extern "C" __global__ void write_rows_step_f32(float* __restrict__ dst, const fl
 }
 
 // One query row per sequence, q (B, 1, H*D), over the first pos+1 rows of the caches
-// k, v (B, Tk, H*D); grid (1, H, B), 128 threads. The arithmetic (per-thread key ranges, float4
-// dot products, block reductions, warp-strided P*V, shared-memory sum over warps) is the same,
-// operation for operation, as attn_rows_f32 run with 128 threads on Tq = 1 with kv_len = pos+1,
-// so a step graph reproduces the eager decoder step bit for bit.
+// k, v (B, Tk, H*D); grid (1, H, B), 128 threads: attn_rows_k (common.cuh) itself on Tq = 1 with
+// kv_len = pos+1, so a step graph reproduces the eager decoder step bit for bit.
 extern "C" __global__ void attn_step_f32(float* __restrict__ O, const float* __restrict__ Q,
                                          const float* __restrict__ K, const float* __restrict__ V,
                                          const float* __restrict__ step, int Tk, int H, int D,
                                          float scale) {
-    extern __shared__ __align__(16) float sm[];
     const int pos = step_int(step[0]);
     const int kv_len = (pos < 0 || pos >= Tk) ? 0 : pos + 1;
-    const int d4 = (D + 3) & ~3;
-    const int nw = blockDim.x >> 5;
-    float* qv = sm;            // d4
-    float* red = sm + d4;      // nw * D
-    float* sc = red + nw * D;  // Tk
-    __shared__ float scratch[32];
-    const int h = blockIdx.y, b = blockIdx.z;
-    const long long ld = (long long)H * D;
-    const float* q = Q + (long long)b * ld + h * D;
-    for (int d = threadIdx.x; d < d4; d += blockDim.x) qv[d] = d < D ? q[d] : 0.f;
-    __syncthreads();
-    const int limit = kv_len;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
-        const float* k = K + ((long long)b * Tk + j) * ld + h * D;
-        float acc = 0.f;
-        if ((D & 3) == 0) {
-            const float4* k4 = (const float4*)k;
-            const float4* q4 = (const float4*)qv;
-#pragma unroll 4
-            for (int e = 0; e < (D >> 2); ++e) {
-                float4 kk = k4[e], qq = q4[e];
-                acc += (kk.x * qq.x + kk.y * qq.y) + (kk.z * qq.z + kk.w * qq.w);
-            }
-        } else {
-            for (int d = 0; d < D; ++d) acc += k[d] * qv[d];
-        }
-        sc[j] = j < limit ? acc * scale : F_NEG_INF;
-    }
-    __syncthreads();
-    float m = F_NEG_INF;
-    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) m = fmaxf(m, sc[j]);
-    m = block_max(m, scratch);
-    float base = m == F_NEG_INF ? 0.f : m;
-    float s = 0.f;
-    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) {
-        float e = expf(sc[j] - base);
-        sc[j] = e;
-        s += e;
-    }
-    s = block_sum(s, scratch);
-    float inv = s > 0.f ? 1.f / s : 0.f;
-    for (int j = threadIdx.x; j < kv_len; j += blockDim.x) sc[j] = sc[j] * inv;
-    __syncthreads();
-    float* o = O + (long long)b * ld + h * D;
-    for (int d0 = 0; d0 < D; d0 += 128) {
-        float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-        for (int j = warp; j < limit; j += nw) {
-            float p = sc[j];
-            const float* v = V + ((long long)b * Tk + j) * ld + h * D;
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                int d = d0 + lane + 32 * c;
-                if (d < D) acc[c] += p * v[d];
-            }
-        }
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            int d = d0 + lane + 32 * c;
-            if (d < D) red[warp * D + d] = acc[c];
-        }
-    }
-    __syncthreads();
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float sum = 0.f;
-        for (int w = 0; w < nw; ++w) sum += red[w * D + d];
-        o[d] = sum;
-    }
+    attn_rows_k<float, float>(O, nullptr, Q, K, V, 1, Tk, H, D, kv_len, scale, 0);
 }
 
 // Decoder cross-attention: a few query rows over a long K/V (1500 encoder frames). One block
