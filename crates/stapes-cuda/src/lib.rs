@@ -10,13 +10,15 @@
 //!   row on the fly, cuBLASLt int8 IMMA, then a scaling epilogue; see [`CudaWeight`]). Rows
 //!   ≤ 8 (decoder steps) use GEMV kernels that stream the weight once. f32 weights are refused
 //!   with `Error::LaneUnavailable`.
-//! - Activations live on the device as f32 ([`CudaTensor`]); op semantics are those of
-//!   `stapes_core::backend`. Attention with head size 64/128 and ≥ 16 queries runs a fused
+//! - Activations live on the device as f32, or as f16 between the ops of encoder chains
+//!   ([`CudaTensor`], [`CudaBackend::set_f16_activations`]; kernels compute in f32 either way);
+//!   op semantics are those of `stapes_core::backend`. Attention with head size 64/128 and ≥ 16 queries runs a fused
 //!   flash-style kernel on f16 tensor cores (scores never leave registers); other shapes and
 //!   `attention_probs` use an f32 row kernel.
-//! - Kernels are the `.cu` files in `kernels/`, header-free, compiled by NVRTC for the device's
-//!   `compute_XY` at first use and cached as PTX under `$STAPES_CACHE/cuda` or
-//!   `~/.cache/stapes/cuda` (key: file, arch, hash of source + options + NVRTC version).
+//! - Kernels are the `.cu` files in `kernels/`, compiled by NVRTC for the device's
+//!   `sm_XY` at first use and cached as CUBIN (PTX as the fallback) under `$STAPES_CACHE/cuda` or
+//!   `~/.cache/stapes/cuda` (key: file, arch, hash of source + options + NVRTC version); every
+//!   file is prefixed with `kernels/common.cuh`.
 //! - Memory comes from a caching arena: no `cuMemAlloc` on the hot path after the first pass,
 //!   and the same sequence of allocations gets the same addresses.
 //! - CUDA graphs: [`CudaBackend::run_graph`] captures a closure of backend calls once per key
