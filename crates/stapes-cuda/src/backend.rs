@@ -411,7 +411,7 @@ impl CudaBackend {
     }
 
     /// Address of a block an op reads; during a capture the block is kept for the graph.
-    fn p(&self, b: &Arc<Block>) -> u64 {
+    pub(crate) fn p(&self, b: &Arc<Block>) -> u64 {
         if self.capturing.load(Ordering::Relaxed) {
             self.capture_keep
                 .lock()
@@ -458,7 +458,7 @@ impl CudaBackend {
         t.map(|t| self.as_dtype(t, Dtype::F32)).transpose()
     }
 
-    fn launch(
+    pub(crate) fn launch(
         &self,
         name: &'static str,
         grid: (u32, u32, u32),

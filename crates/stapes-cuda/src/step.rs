@@ -7,124 +7,27 @@
 //! op and tensor: they were written for the f32 `CudaTensor` layout.
 
 use std::ffi::c_void;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, Weak};
 
-use cudarc::driver::{result, CudaContext, CudaFunction};
-use cudarc::nvrtc::Ptx;
-use stapes_core::{AttnParams, Counters, DeviceTensor, Error, Result};
+use stapes_core::{AttnParams, DeviceTensor, Error, Result};
 
 use crate::backend::{CudaBackend, CudaTensor};
-use crate::pool::Block;
-use crate::CudaError;
 
 /// Key rows the attention kernel takes: it runs 128 threads per block, as the eager row kernel
 /// does below 512 keys, which is what makes the two bit-identical.
 const MAX_KEYS: usize = 511;
 
-struct StepKernels {
-    embed: CudaFunction,
-    write: CudaFunction,
-    attn: CudaFunction,
-    split: CudaFunction,
-    combine: CudaFunction,
-}
-
-/// Loaded once per context. The backend's own kernel table is private to it, so this module
-/// loads `step.cu` (already compiled and cached on disk by then) into the same context itself.
-static LOADED: Mutex<Vec<(Weak<CudaContext>, Arc<StepKernels>)>> = Mutex::new(Vec::new());
-
-fn kernels(b: &CudaBackend) -> Result<Arc<StepKernels>> {
-    let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
-    loaded.retain(|(w, _)| w.strong_count() > 0);
-    let ctx = b.context();
-    if let Some((_, k)) = loaded
-        .iter()
-        .find(|(w, _)| w.upgrade().is_some_and(|c| Arc::ptr_eq(&c, ctx)))
-    {
-        return Ok(k.clone());
-    }
-    let file = crate::kernels::FILES
-        .iter()
-        .find(|f| f.name == "step")
-        .ok_or(CudaError::MissingKernel("step.cu"))?;
-    let ptx = crate::kernels::compile(file, b.device_info().1)?;
-    b.bind()?;
-    let module = ctx
-        .load_module(Ptx::from_src(ptx))
-        .map_err(|e| CudaError::driver("load_module step", e))?;
-    let f = |name: &'static str| {
-        module
-            .load_function(name)
-            .map_err(|e| CudaError::driver("load_function step", e))
-    };
-    let k = Arc::new(StepKernels {
-        embed: f("embed_step_f32")?,
-        write: f("write_rows_step_f32")?,
-        attn: f("attn_step_f32")?,
-        split: f("attn_split_f32")?,
-        combine: f("attn_combine_f32")?,
-    });
-    loaded.push((Arc::downgrade(ctx), k.clone()));
-    Ok(k)
-}
-
-/// Address of a block a kernel touches; during a capture the graph keeps the block alive.
-fn ptr(b: &CudaBackend, blk: &Arc<Block>) -> u64 {
-    if b.capturing.load(Ordering::Relaxed) {
-        b.capture_keep
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(blk.clone());
-    }
-    blk.ptr
-}
-
-fn launch(
-    b: &CudaBackend,
-    f: &CudaFunction,
-    what: &'static str,
-    grid: (u32, u32, u32),
-    block: (u32, u32, u32),
-    smem: u32,
-    params: &mut [*mut c_void],
-) -> Result<()> {
-    b.bind()?;
-    // SAFETY: each call site's parameter list matches its kernel's signature in step.cu
-    // (pointers as u64, `int` as i32, `float` as f32).
-    unsafe {
-        result::launch_kernel(
-            f.cu_function(),
-            grid,
-            block,
-            smem,
-            b.stream.cu_stream(),
-            params,
-        )
-    }
-    .map_err(|e| CudaError::Driver {
-        what,
-        detail: format!("{e:?}"),
-    })?;
-    if !b.capturing.load(Ordering::Relaxed) {
-        Counters::bump(&stapes_core::Backend::counters(b).ops);
-    }
-    Ok(())
-}
-
 macro_rules! args {
     ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
 }
 
-/// The tensor's block holds its elements as f32 (what these kernels read and write).
+/// The tensor holds f32 values (what these kernels read and write).
 fn check_f32(op: &'static str, name: &str, t: &CudaTensor) -> Result<()> {
-    if t.buf.bytes < t.numel() * 4 {
+    if t.is_f16() {
         return Err(Error::shape(
             op,
             format!(
-                "{name} {:?}: {} bytes on the device, not f32 values (the step kernels take f32 activations only)",
-                t.shape(),
-                t.buf.bytes
+                "{name} {:?} holds f16 values (the step kernels take f32 activations only)",
+                t.shape()
             ),
         ));
     }
@@ -176,17 +79,14 @@ pub(crate) fn embed(
     check_f32(OP, "positions", positions)?;
     let (v, d, p) = (ts[0], ts[1], ps[0]);
     let out = alloc(&[batch, 1, d])?;
-    let k = kernels(b)?;
     let (o, tp, pp, sp) = (
-        ptr(b, &out.buf),
-        ptr(b, &table.buf),
-        ptr(b, &positions.buf),
-        ptr(b, &step.buf),
+        b.p(&out.buf),
+        b.p(&table.buf),
+        b.p(&positions.buf),
+        b.p(&step.buf),
     );
     let (bi, di, vi, pi) = (batch as i32, d as i32, v as i32, p as i32);
-    launch(
-        b,
-        &k.embed,
+    b.launch(
         "embed_step_f32",
         grid_1d(batch * d),
         (256, 1, 1),
@@ -220,12 +120,9 @@ pub(crate) fn write_rows(
     if bs * n * c == 0 {
         return Ok(());
     }
-    let k = kernels(b)?;
-    let (dp, sp, stp) = (ptr(b, &dst.buf), ptr(b, &src.buf), ptr(b, &step.buf));
+    let (dp, sp, stp) = (b.p(&dst.buf), b.p(&src.buf), b.p(&step.buf));
     let (bi, ti, ci, ni) = (bs as i32, t as i32, c as i32, n as i32);
-    launch(
-        b,
-        &k.write,
+    b.launch(
         "write_rows_step_f32",
         grid_1d(bs * n * c),
         (256, 1, 1),
@@ -289,18 +186,15 @@ pub(crate) fn attention(
     if bs * h == 0 {
         return Ok(out);
     }
-    let kf = kernels(b)?;
     let (o, qp, kp, vp, sp) = (
-        ptr(b, &out.buf),
-        ptr(b, &q.buf),
-        ptr(b, &k.buf),
-        ptr(b, &v.buf),
-        ptr(b, &step.buf),
+        b.p(&out.buf),
+        b.p(&q.buf),
+        b.p(&k.buf),
+        b.p(&v.buf),
+        b.p(&step.buf),
     );
     let (tki, hi, di, scale) = (tk as i32, h as i32, d as i32, p.scale);
-    launch(
-        b,
-        &kf.attn,
+    b.launch(
         "attn_step_f32",
         (1, h as u32, bs as u32),
         (threads as u32, 1, 1),
@@ -359,15 +253,9 @@ pub(crate) fn attention_split(
         .pool
         .alloc(rows * h * n_split * (d + 2) * 4)
         .map_err(Error::from)?;
-    let kf = kernels(b)?;
     let threads = 128usize;
     let smem = ((1 + threads / 32) * d + SPLIT_CHUNK) * 4;
-    let (pp, qp, kp, vp) = (
-        ptr(b, &part),
-        ptr(b, &q.buf),
-        ptr(b, &k.buf),
-        ptr(b, &v.buf),
-    );
+    let (pp, qp, kp, vp) = (b.p(&part), b.p(&q.buf), b.p(&k.buf), b.p(&v.buf));
     let (tqi, tki, hi, di, kvi, ci, scale) = (
         tq as i32,
         tk as i32,
@@ -377,19 +265,15 @@ pub(crate) fn attention_split(
         SPLIT_CHUNK as i32,
         p.scale,
     );
-    launch(
-        b,
-        &kf.split,
+    b.launch(
         "attn_split_f32",
         (n_split as u32, h as u32, rows as u32),
         (threads as u32, 1, 1),
         smem as u32,
         args![pp, qp, kp, vp, tqi, tki, hi, di, kvi, ci, scale],
     )?;
-    let (o, nsi) = (ptr(b, &out.buf), n_split as i32);
-    launch(
-        b,
-        &kf.combine,
+    let (o, nsi) = (b.p(&out.buf), n_split as i32);
+    b.launch(
         "attn_combine_f32",
         (h as u32, rows as u32, 1),
         (d.div_ceil(32) as u32 * 32, 1, 1),
