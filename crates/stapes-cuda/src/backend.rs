@@ -410,6 +410,26 @@ impl CudaBackend {
             .map_err(|e| CudaError::driver("bind context", e).into())
     }
 
+    /// The first `n` elements of `blk` on the host, the stream synchronized.
+    fn read_back<T: cudarc::driver::DeviceRepr + Copy>(
+        &self,
+        blk: &Block,
+        zero: T,
+        n: usize,
+    ) -> Result<Vec<T>> {
+        let mut data = vec![zero; n];
+        if n > 0 {
+            // SAFETY: callers pass a block holding at least n elements of T; the stream is
+            // synchronized before `data` is read.
+            unsafe { result::memcpy_dtoh_async(&mut data, blk.ptr, self.stream.cu_stream()) }
+                .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
+        }
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("stream synchronize", e))?;
+        Ok(data)
+    }
+
     /// Address of a block an op reads; during a capture the block is kept for the graph.
     pub(crate) fn p(&self, b: &Arc<Block>) -> u64 {
         if self.capturing.load(Ordering::Relaxed) {
@@ -1195,34 +1215,12 @@ impl Backend for CudaBackend {
         self.bind()?;
         let n = t.numel();
         let data = match t.dtype {
-            Dtype::F32 => {
-                let mut data = vec![0f32; n];
-                if n > 0 {
-                    // SAFETY: the block holds numel f32; the stream is synchronized before `data` is read.
-                    unsafe {
-                        result::memcpy_dtoh_async(&mut data, t.buf.ptr, self.stream.cu_stream())
-                    }
-                    .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
-                }
-                self.stream
-                    .synchronize()
-                    .map_err(|e| CudaError::driver("stream synchronize", e))?;
-                data
-            }
-            Dtype::F16 => {
-                let mut raw = vec![f16::ZERO; n];
-                if n > 0 {
-                    // SAFETY: the block holds numel halves; synchronized before `raw` is read.
-                    unsafe {
-                        result::memcpy_dtoh_async(&mut raw, t.buf.ptr, self.stream.cu_stream())
-                    }
-                    .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
-                }
-                self.stream
-                    .synchronize()
-                    .map_err(|e| CudaError::driver("stream synchronize", e))?;
-                raw.iter().map(|h| h.to_f32()).collect()
-            }
+            Dtype::F32 => self.read_back(&t.buf, 0f32, n)?,
+            Dtype::F16 => self
+                .read_back(&t.buf, f16::ZERO, n)?
+                .iter()
+                .map(|h| h.to_f32())
+                .collect(),
         };
         HostTensor::new(t.shape.clone(), data)
     }
@@ -2073,14 +2071,8 @@ impl Backend for CudaBackend {
             0,
             args![ip, xp, ni, dt],
         )?;
-        let mut out = vec![0u32; rows];
-        // SAFETY: the block holds `rows` u32; synchronized before reading.
-        unsafe { result::memcpy_dtoh_async(&mut out, ids.ptr, self.stream.cu_stream()) }
-            .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
-        self.stream
-            .synchronize()
-            .map_err(|e| CudaError::driver("stream synchronize", e))?;
-        Ok(out)
+        // the block holds `rows` u32
+        self.read_back(&ids, 0u32, rows)
     }
 
     // decoder steps with device-side parameters: kernels in step.rs
