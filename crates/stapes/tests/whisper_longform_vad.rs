@@ -124,6 +124,16 @@ fn edits(got: &str, want: &str) -> usize {
     joined.min(word_edits(&split(got), &split(want)))
 }
 
+/// Greedy, temperature 0, word timestamps: the options every run here uses.
+fn greedy_with_words() -> TranscribeOptions {
+    TranscribeOptions {
+        beam_size: 1,
+        temperature: Some(0.0),
+        word_timestamps: true,
+        ..Default::default()
+    }
+}
+
 /// The long file through `--vad` with word timestamps, checked clip by clip.
 fn longform_vad(model: &str) {
     let (audio, placed) = build();
@@ -133,12 +143,7 @@ fn longform_vad(model: &str) {
     );
     let reference = json("fw_decode.json");
     let vad = Vad::load("silero-vad").expect("silero-vad (run scripts/fetch-models.sh all)");
-    let opts = TranscribeOptions {
-        beam_size: 1,
-        temperature: Some(0.0),
-        word_timestamps: true,
-        ..Default::default()
-    };
+    let opts = greedy_with_words();
     let clock = std::time::Instant::now();
     // `STAPES_VAD_SPAN` (diagnostic): another span limit than the default's
     let vopts = stapes::vad::VadOptions {
@@ -286,12 +291,7 @@ fn longform_vad_base_30s_spans_hear_a_wordless_piece_again() {
     let (audio, placed) = build();
     let reference = json("fw_decode.json");
     let vad = Vad::load("silero-vad").expect("silero-vad (run scripts/fetch-models.sh all)");
-    let opts = TranscribeOptions {
-        beam_size: 1,
-        temperature: Some(0.0),
-        word_timestamps: true,
-        ..Default::default()
-    };
+    let opts = greedy_with_words();
     let vopts = stapes::vad::VadOptions {
         max_span: Some(30.0),
         ..Default::default()
