@@ -320,6 +320,42 @@ pub trait Backend: Send + Sync {
         Ok((h2, c2))
     }
 
+    // ---- fused forms of op sequences (a home fuses them where it pays) ----
+
+    /// `x · Wᵀ + b + r`: a linear whose output lands on a residual stream `r` (same shape as the
+    /// output). A GPU home adds `r` in the GEMM's epilogue instead of a separate pass. The default
+    /// composes `linear` and `add`.
+    fn linear_add(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+        r: &Self::Tensor,
+    ) -> Result<Self::Tensor> {
+        let y = self.linear(x, w, bias)?;
+        self.add(&y, r)
+    }
+
+    /// Self-attention over one packed projection `qkv (B, T, 3·H·Dh)`, laid out `q | k | v` along
+    /// the last dimension (one GEMM with the three weights stacked); output `(B, T, H·Dh)`. A GPU
+    /// home reads q, k and v in place. The default slices them apart and calls `attention`.
+    fn attention_packed(&self, qkv: &Self::Tensor, p: &AttnParams) -> Result<Self::Tensor> {
+        let s = qkv.shape();
+        let last = s.len().saturating_sub(1);
+        let c3 = s.get(last).copied().unwrap_or(0);
+        if s.len() != 3 || c3 == 0 || c3 % 3 != 0 {
+            return Err(crate::Error::shape(
+                "attention_packed",
+                format!("{s:?} is not (B, T, 3·H·Dh)"),
+            ));
+        }
+        let c = c3 / 3;
+        let q = self.slice(qkv, last, 0, c)?;
+        let k = self.slice(qkv, last, c, c)?;
+        let v = self.slice(qkv, last, 2 * c, c)?;
+        self.attention(&q, &k, &v, p)
+    }
+
     // ---- decoder steps with their parameters on the device ----
     //
     // A per-token decoder step differs from the previous one only in its token ids and its
