@@ -99,15 +99,18 @@ extern "C" __global__ void quantize_rows_i8(signed char* q, float* sx, const voi
     else quantize_rows_k<float>(q, sx, x, m, k, k_pad);
 }
 
-// int32 GEMM result (m rows, ldc columns, row-major) -> y (m, n) = acc * sx[row] * sw[col] + bias,
+// int32 GEMM result (m rows, ldc columns, row-major) -> y (m, n) = acc * sx[row] * sw[col] + bias
+// (+ resid (m, n), of y's type, when given: a residual stream added in the same pass),
 // y f32 or f16 (dt bit 0). grid.y walks rows so no thread divides; four columns per thread when
 // n allows vector stores.
 template <class Y>
 __device__ __forceinline__ void dequant_k(void* y_, const int* __restrict__ acc, const float* __restrict__ sx,
-                                          const float* __restrict__ sw, const float* __restrict__ bias, int m, int n, int ldc) {
+                                          const float* __restrict__ sw, const float* __restrict__ bias, const void* resid_,
+                                          int m, int n, int ldc) {
     for (int r = blockIdx.y; r < m; r += gridDim.y) {
         const int* a = acc + (long long)r * ldc;
         Y* yr = (Y*)y_ + (long long)r * n;
+        const Y* rr = resid_ ? (const Y*)resid_ + (long long)r * n : nullptr;
         float s = sx[r];
         if ((n & 3) == 0) {
             for (int c4 = blockIdx.x * blockDim.x + threadIdx.x; c4 < (n >> 2); c4 += gridDim.x * blockDim.x) {
@@ -118,19 +121,30 @@ __device__ __forceinline__ void dequant_k(void* y_, const int* __restrict__ acc,
                     float4 bb = ((const float4*)bias)[c4];
                     o.x += bb.x; o.y += bb.y; o.z += bb.z; o.w += bb.w;
                 }
+                if (rr) {
+                    float4 rv = ld4(rr, c4);
+                    o.x += rv.x; o.y += rv.y; o.z += rv.z; o.w += rv.w;
+                }
                 st4(yr, c4, o);
             }
         } else {
             for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < n; c += gridDim.x * blockDim.x) {
                 float v = (float)a[c] * s * sw[c];
-                stf(yr, c, bias ? v + bias[c] : v);
+                if (bias) v += bias[c];
+                if (rr) v += ldf(rr, c);
+                stf(yr, c, v);
             }
         }
     }
 }
 extern "C" __global__ void dequant_epilogue(void* y, const int* acc, const float* sx, const float* sw, const float* bias, int m,
                                             int n, int ldc, int dt) {
-    DISPATCH_Y(dt, dequant_k, y, acc, sx, sw, bias, m, n, ldc);
+    DISPATCH_Y(dt, dequant_k, y, acc, sx, sw, bias, nullptr, m, n, ldc);
+}
+// The same with a residual `resid` (m, n) of y's type added after the bias (Backend::linear_add).
+extern "C" __global__ void dequant_epilogue_add(void* y, const int* acc, const float* sx, const float* sw, const float* bias,
+                                                const void* resid, int m, int n, int ldc, int dt) {
+    DISPATCH_Y(dt, dequant_k, y, acc, sx, sw, bias, resid, m, n, ldc);
 }
 
 #define GEMV_MAX_M 8

@@ -208,6 +208,11 @@ macro_rules! args {
     ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
 }
 
+// `impl CudaBackend` for `linear` / `linear_add` (a child module, after `args!`: it uses this
+// module's internals and the macro)
+#[path = "linear_add.rs"]
+mod linear_add;
+
 /// The op contract on one GPU. All work goes to one stream, in call order; ops may be called
 /// from any thread (the context is made current as needed), but a graph capture records every
 /// launch on that stream, so nothing else may use the backend while [`CudaBackend::capture`] /
@@ -625,8 +630,9 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Linear into `y` (of type `y_dt`): `y (m, n) = x (m, k) · Wᵀ + b`, `x` of type `x_dt`,
-    /// the bias f32. Scratch buffers go back to the pool when they drop at the end of this
+    /// Linear into `y` (of type `y_dt`): `y (m, n) = x (m, k) · Wᵀ + b (+ resid)`, `x` of type
+    /// `x_dt`, the bias f32, `resid` 0 or an (m, n) residual of type `y_dt` not aliasing `y`
+    /// (`linear_add.rs`). Scratch buffers go back to the pool when they drop at the end of this
     /// call, before the GPU has run the work: safe, because whoever gets them next queues after
     /// it on the same stream.
     #[allow(clippy::too_many_arguments)]
@@ -640,6 +646,7 @@ impl CudaBackend {
         w: &CudaWeight,
         bias: u64,
         bias16: u64,
+        resid: u64,
     ) -> Result<()> {
         let x = self.p(xb);
         let (n, k) = (w.n, w.k);
@@ -658,6 +665,7 @@ impl CudaBackend {
                         0,
                         args![y, x, wp, bias, mi, ni, ki, dt],
                     )?;
+                    self.add_in_place(y, resid, m * n, y_dt)?;
                 } else {
                     // f16 activations go to the tensor cores as they are; f32 ones are cast once
                     let xh = match (x_dt, self.prepared(xb, m, k, PrepKind::F16)) {
@@ -687,13 +695,14 @@ impl CudaBackend {
                     };
                     // SAFETY: y holds m·n of y_dt, xh m·k f16, w n·k f16, bias n f32 (or 0), all on this stream.
                     let fused = unsafe {
-                        self.lt.matmul(
+                        self.lt.matmul_c(
                             &self.stream,
                             kind,
                             y,
                             wp,
                             xhp,
                             lt_bias,
+                            resid,
                             self.lt_ws.ptr,
                             n,
                             m,
@@ -722,6 +731,7 @@ impl CudaBackend {
                                 args![y, bias, rows, ni, ydt],
                             )?;
                         }
+                        self.add_in_place(y, resid, m * n, y_dt)?;
                     }
                 }
                 Counters::bump(&self.counters.gemm_f16);
@@ -743,6 +753,7 @@ impl CudaBackend {
                         0,
                         args![y, x, wp, sp, bias, mi, ni, ki, kp, dt],
                     )?;
+                    self.add_in_place(y, resid, m * n, y_dt)?;
                 } else {
                     let m_pad = round_up(m, 16);
                     let kind = PrepKind::I8 { k_pad: *k_pad };
@@ -783,13 +794,24 @@ impl CudaBackend {
                         )?
                     };
                     let (ldc, ydt) = (*n_pad as i32, y_dt.bit());
-                    self.launch(
-                        "dequant_epilogue",
-                        (n.div_ceil(1024).clamp(1, 64) as u32, m.min(65535) as u32, 1),
-                        (256, 1, 1),
-                        0,
-                        args![y, accp, sxp, sp, bias, mi, ni, ldc, ydt],
-                    )?;
+                    let grid = (n.div_ceil(1024).clamp(1, 64) as u32, m.min(65535) as u32, 1);
+                    if resid == 0 {
+                        self.launch(
+                            "dequant_epilogue",
+                            grid,
+                            (256, 1, 1),
+                            0,
+                            args![y, accp, sxp, sp, bias, mi, ni, ldc, ydt],
+                        )?;
+                    } else {
+                        self.launch(
+                            "dequant_epilogue_add",
+                            grid,
+                            (256, 1, 1),
+                            0,
+                            args![y, accp, sxp, sp, bias, resid, mi, ni, ldc, ydt],
+                        )?;
+                    }
                 }
                 Counters::bump(&self.counters.gemm_q8);
             }
@@ -1506,46 +1528,17 @@ impl Backend for CudaBackend {
         w: &CudaWeight,
         bias: Option<&CudaTensor>,
     ) -> Result<CudaTensor> {
-        let k = *x.shape.last().unwrap_or(&0);
-        if k != w.k || x.shape.is_empty() {
-            return Err(Error::shape(
-                "linear",
-                format!("x {:?} with W ({}, {})", x.shape, w.n, w.k),
-            ));
-        }
-        if let Some(b) = bias {
-            if b.numel() != w.n {
-                return Err(Error::shape(
-                    "linear",
-                    format!("bias {:?} for N = {}", b.shape, w.n),
-                ));
-            }
-        }
-        let m = x.numel() / k.max(1);
-        let mut shape = x.shape.clone();
-        *shape.last_mut().unwrap_or(&mut 0) = w.n;
-        let out = self.alloc(&shape, self.out_dt())?;
-        if m == 0 || w.n == 0 {
-            return Ok(out);
-        }
-        let bias32 = self.param(bias)?;
-        let bp = self.opt(bias32.as_ref());
-        let bp16 = match (bias, &w.data) {
-            (Some(b), WeightData::F16(_))
-                if self.bias16_on.load(Ordering::Relaxed)
-                    && out.dtype == Dtype::F16
-                    && m > GEMV_MAX_M =>
-            {
-                // an f16 bias is used as it is; f32 parameters get one cached copy each
-                match b.dtype {
-                    Dtype::F16 => self.t(b),
-                    Dtype::F32 => self.bias_f16(b)?,
-                }
-            }
-            _ => 0,
-        };
-        self.linear_raw(out.buf.ptr, out.dtype, &x.buf, x.dtype, m, w, bp, bp16)?;
-        Ok(out)
+        self.linear_with(x, w, bias, None)
+    }
+
+    fn linear_add(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        r: &CudaTensor,
+    ) -> Result<CudaTensor> {
+        self.linear_with(x, w, bias, Some(r))
     }
 
     fn matmul(&self, a: &CudaTensor, b: &CudaTensor, trans_b: bool) -> Result<CudaTensor> {

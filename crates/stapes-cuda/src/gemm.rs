@@ -144,6 +144,9 @@ struct Key {
     n: usize,
     k: usize,
     bias: bool,
+    /// `D = A·B + C` with beta = 1 (a residual added by the GEMM, `Backend::linear_add`):
+    /// timed and saved apart from the beta = 0 plan, whose best algorithm can differ.
+    c: bool,
 }
 
 /// A cached plan for `D (m × n) = Aᵀ · B (+ bias per row of D)`, A stored k × m, B stored
@@ -198,8 +201,9 @@ impl AlgoCache {
         let Some(path) = &self.path else { return };
         let mut text = String::new();
         for (k, d) in &self.saved {
+            let plus_c = if k.c { "+C" } else { "" };
             text.push_str(&format!(
-                "{:?} {} {} {} {}",
+                "{:?}{plus_c} {} {} {} {}",
                 k.kind, k.m, k.n, k.k, k.bias as u8
             ));
             for x in d {
@@ -217,10 +221,15 @@ impl AlgoCache {
     }
 }
 
-/// `F16 384 1500 384 1 <8 hex words>`; anything else is skipped.
+/// `F16 384 1500 384 1 <8 hex words>` (`F16+C …` for a beta = 1 plan); anything else is skipped.
 fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
     let mut it = line.split_whitespace();
-    let kind = match it.next()? {
+    let word = it.next()?;
+    let (word, c) = match word.strip_suffix("+C") {
+        Some(w) => (w, true),
+        None => (word, false),
+    };
+    let kind = match word {
         "F16" => LtKind::F16,
         "F16Out16" => LtKind::F16Out16,
         "F16Out16BiasF16" => LtKind::F16Out16BiasF16,
@@ -242,6 +251,7 @@ fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
             n,
             k,
             bias: bias != 0,
+            c,
         },
         data,
     ))
@@ -481,12 +491,37 @@ impl Lt {
         k: usize,
         tune: bool,
     ) -> Result<(), CudaError> {
+        self.matmul_c(stream, kind, d, a, b, bias, 0, ws, m, n, k, tune)
+    }
+
+    /// [`Lt::matmul`] plus `c` (m×n, of D's type, not aliasing `d`) with beta = 1:
+    /// `D = Aᵀ·B + bias + C`. `c = 0` is `matmul`.
+    ///
+    /// # Safety
+    /// As [`Lt::matmul`]; `c` is 0 or a valid buffer of m·n elements of D's type.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn matmul_c(
+        &self,
+        stream: &Arc<CudaStream>,
+        kind: LtKind,
+        d: u64,
+        a: u64,
+        b: u64,
+        bias: u64,
+        c: u64,
+        ws: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        tune: bool,
+    ) -> Result<(), CudaError> {
         let key = Key {
             kind,
             m,
             n,
             k,
             bias: bias != 0,
+            c: c != 0,
         };
         let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
         let entry = match plans.entry(key) {
@@ -514,12 +549,18 @@ impl Lt {
         let run = |algo: &lts::cublasLtMatmulAlgo_t| {
             let (f1, f0) = (1f32, 0f32);
             let (i1, i0) = (1i32, 0i32);
-            let (alpha, beta): (*const c_void, *const c_void) = match kind {
-                LtKind::F16 | LtKind::F16Out16 | LtKind::F16Out16BiasF16 => {
+            let (alpha, beta): (*const c_void, *const c_void) = match (kind, c != 0) {
+                (LtKind::F16 | LtKind::F16Out16 | LtKind::F16Out16BiasF16, false) => {
                     (&f1 as *const f32 as _, &f0 as *const f32 as _)
                 }
-                LtKind::I8 => (&i1 as *const i32 as _, &i0 as *const i32 as _),
+                (LtKind::F16 | LtKind::F16Out16 | LtKind::F16Out16BiasF16, true) => {
+                    (&f1 as *const f32 as _, &f1 as *const f32 as _)
+                }
+                (LtKind::I8, false) => (&i1 as *const i32 as _, &i0 as *const i32 as _),
+                (LtKind::I8, true) => (&i1 as *const i32 as _, &i1 as *const i32 as _),
             };
+            // C = D with beta = 0 (cuBLASLt does not read it), else the residual
+            let cp = if c != 0 { c } else { d };
             ltr::matmul(
                 self.handle,
                 p.desc,
@@ -529,7 +570,7 @@ impl Lt {
                 p.la,
                 b as *const c_void,
                 p.lb,
-                d as *const c_void,
+                cp as *const c_void,
                 p.lc,
                 d as *mut c_void,
                 p.lc,
@@ -650,12 +691,29 @@ mod tests {
             n: 1504,
             k: 1152,
             bias: false,
+            c: false,
         };
         let data = [1, u64::MAX, 0, 0x00ab_cdef_0123_4567, 5, 6, 7, 8];
         cache.save(key, &lts::cublasLtMatmulAlgo_t { data });
         let text = std::fs::read_to_string(&path).expect("cache file written");
         let lines: Vec<_> = text.lines().filter_map(parse_line).collect();
         assert_eq!(lines, vec![(key, data)]);
+        // a beta = 1 plan of the same shape is a key of its own, written and read back apart
+        let key_c = Key {
+            kind: LtKind::F16Out16BiasF16,
+            c: true,
+            ..key
+        };
+        let data_c = [9, 8, 7, 6, 5, 4, 3, 2];
+        cache.save(key_c, &lts::cublasLtMatmulAlgo_t { data: data_c });
+        let text_c = std::fs::read_to_string(&path).expect("cache file rewritten");
+        let mut got: Vec<_> = text_c.lines().filter_map(parse_line).collect();
+        got.sort_by_key(|(k, _)| k.c);
+        assert_eq!(got, vec![(key, data), (key_c, data_c)]);
+        assert!(
+            text_c.contains("F16Out16BiasF16+C 384 1504 1152 0 "),
+            "{text_c}"
+        );
         let line = text.lines().next().unwrap_or_default();
         assert!(line.starts_with("I8 384 1504 1152 0 "), "{line}");
         // a truncated line, an extra word, an unknown kind

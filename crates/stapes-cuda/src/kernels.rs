@@ -65,6 +65,7 @@ pub const FILES: &[KernelFile] = &[
             "cast_f32_f16",
             "quantize_rows_i8",
             "dequant_epilogue",
+            "dequant_epilogue_add",
             "gemv_f16",
             "gemv_i8",
         ],
