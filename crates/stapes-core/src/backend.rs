@@ -427,6 +427,129 @@ pub trait Backend: Send + Sync {
         self.attention(q, k, v, p)
     }
 
+    // ---- transducer label looping with its state on the device (see `crate::transducer`) ----
+    //
+    // Each clip's frame index, last label and step count live in a `(1, B, STATE_FIELDS)` state
+    // tensor, so one captured chain runs a greedy RNNT/TDT step of every clip of a batch. The
+    // defaults read the state back and compose other ops (what a host home runs); a device home
+    // overrides them with kernels.
+
+    /// Each clip's encoder frame at its state's frame index: `x (B, T, C)` → `(B, 1, C)`. A
+    /// finished clip's index is clamped to its last row (the step is discarded).
+    fn transducer_frames(&self, x: &Self::Tensor, state: &Self::Tensor) -> Result<Self::Tensor> {
+        let bs = crate::transducer::state_batch("transducer_frames", state.shape())?;
+        let xs = x.shape();
+        if xs.len() != 3 || xs[0] != bs || xs[1] == 0 {
+            return Err(crate::Error::shape(
+                "transducer_frames",
+                format!("x {xs:?} for a batch of {bs}: want (B, T ≥ 1, C)"),
+            ));
+        }
+        let st = self.download(state)?;
+        let mut rows = Vec::with_capacity(bs);
+        for (b, row) in st.data.chunks(crate::transducer::STATE_FIELDS).enumerate() {
+            let t = (row[crate::transducer::field::FRAME].max(0.0) as usize).min(xs[1] - 1);
+            rows.push(self.slice(&self.slice(x, 0, b, 1)?, 1, t, 1)?);
+        }
+        let refs: Vec<&Self::Tensor> = rows.iter().collect();
+        self.concat(&refs, 0)
+    }
+
+    /// One greedy step of every clip: `logits (B, 1, rule.width())` decide each clip's token
+    /// (and TDT duration) by `rule` ([`crate::transducer::TransducerRule::advance`]); `state` is
+    /// updated in place and the step's records written to `log (B, K, RECORD_FIELDS)` at slot
+    /// `slot`.
+    fn transducer_advance(
+        &self,
+        state: &mut Self::Tensor,
+        logits: &Self::Tensor,
+        rule: &crate::transducer::TransducerRule,
+        log: &mut Self::Tensor,
+        slot: usize,
+    ) -> Result<()> {
+        use crate::transducer::{loop_dims, RECORD_FIELDS, STATE_FIELDS};
+        let (bs, k) = loop_dims(state.shape(), log.shape())?;
+        let w = rule.width();
+        if logits.numel() != bs * w || slot >= k {
+            return Err(crate::Error::shape(
+                "transducer_advance",
+                format!(
+                    "logits {:?} for {bs} clips × {w}, slot {slot} of {k}",
+                    logits.shape()
+                ),
+            ));
+        }
+        rule.check()?;
+        let mut st = self.download(state)?;
+        let l = self.download(logits)?;
+        let mut recs = Vec::with_capacity(bs * RECORD_FIELDS);
+        for (row, lg) in st.data.chunks_mut(STATE_FIELDS).zip(l.data.chunks(w)) {
+            recs.extend(rule.advance(row, lg));
+        }
+        self.write_rows(state, &self.upload(&st)?, 0)?;
+        let recs = self.upload(&HostTensor::new(vec![bs, 1, RECORD_FIELDS], recs)?)?;
+        self.write_rows(log, &recs, slot)
+    }
+
+    /// The prediction network's input: row `state`'s token of `table (V, D)` per clip →
+    /// `(B, 1, D)` (a token out of range gives row 0; only emitting clips keep the result).
+    fn transducer_embed(&self, table: &Self::Tensor, state: &Self::Tensor) -> Result<Self::Tensor> {
+        let bs = crate::transducer::state_batch("transducer_embed", state.shape())?;
+        let ts = table.shape();
+        if ts.len() != 2 || ts[0] == 0 {
+            return Err(crate::Error::shape(
+                "transducer_embed",
+                format!("table {ts:?}: want (V ≥ 1, D)"),
+            ));
+        }
+        let st = self.download(state)?;
+        let ids: Vec<u32> = st
+            .data
+            .chunks(crate::transducer::STATE_FIELDS)
+            .map(|r| {
+                let t = r[crate::transducer::field::TOKEN];
+                if t >= 0.0 && (t as usize) < ts[0] {
+                    t as u32
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let x = self.gather_rows(table, &ids)?;
+        self.reshape(&x, &[bs, 1, ts[1]])
+    }
+
+    /// `dst (B, n, C)` takes `src`'s rows of the clips whose last step emitted a label (the
+    /// prediction network's state advances only there); the other clips keep theirs.
+    fn transducer_keep(
+        &self,
+        dst: &mut Self::Tensor,
+        src: &Self::Tensor,
+        state: &Self::Tensor,
+    ) -> Result<()> {
+        let bs = crate::transducer::state_batch("transducer_keep", state.shape())?;
+        let ds = dst.shape();
+        if ds.len() != 3 || ds[0] != bs || src.shape() != ds {
+            return Err(crate::Error::shape(
+                "transducer_keep",
+                format!(
+                    "src {:?} into {ds:?} for a batch of {bs}: want equal (B, n, C)",
+                    src.shape()
+                ),
+            ));
+        }
+        let st = self.download(state)?;
+        let mut d = self.download(dst)?;
+        let s = self.download(src)?;
+        let per = d.data.len() / bs.max(1);
+        for (b, row) in st.data.chunks(crate::transducer::STATE_FIELDS).enumerate() {
+            if row[crate::transducer::field::EMITTED] != 0.0 {
+                d.data[b * per..(b + 1) * per].copy_from_slice(&s.data[b * per..(b + 1) * per]);
+            }
+        }
+        self.write_rows(dst, &self.upload(&d)?, 0)
+    }
+
     /// Whether [`Backend::chain`] records chains and replays them (a GPU home with graphs on).
     /// Callers use it to pick the device-parameter form of a loop only where it pays.
     fn captures_chains(&self) -> bool {

@@ -11,6 +11,7 @@ pub mod reference;
 pub mod shapes;
 pub mod tensor;
 pub mod tolerance;
+pub mod transducer;
 
 pub use backend::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, StepParams,
