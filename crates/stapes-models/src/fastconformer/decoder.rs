@@ -4,8 +4,10 @@
 
 use super::config::{HeadConfig, ParakeetConfig, TransducerConfig};
 use super::encoder::{Linear, Tensors};
+use super::label_loop::{DeviceLoop, LoopSlots};
 use super::weights::{lstm, CTC_HEAD, DEC_PROJ, EMBEDDING, ENC_PROJ, JOINT_HEAD};
 use crate::{ModelError, Result};
+use stapes_core::transducer::{argmax, margin};
 use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
 
 /// One decoder step. For CTC a step is an encoder frame; for transducers one joint evaluation.
@@ -54,15 +56,19 @@ pub(crate) enum Head<B: Backend> {
 }
 
 pub(crate) struct Transducer<B: Backend> {
-    cfg: TransducerConfig,
-    vocab: usize,
-    enc_proj: Linear<B>,
+    pub(super) cfg: TransducerConfig,
+    pub(super) vocab: usize,
+    pub(super) enc_proj: Linear<B>,
     /// `(V, H)`
-    embedding: B::Tensor,
+    pub(super) embedding: B::Tensor,
     /// Per layer: `w_ih (4H, H)`, `w_hh (4H, H)`, `b_ih + b_hh (4H)`.
-    lstm: Vec<(B::Weight, B::Weight, B::Tensor)>,
-    dec_proj: Linear<B>,
-    joint: Linear<B>,
+    pub(super) lstm: Vec<(B::Weight, B::Weight, B::Tensor)>,
+    pub(super) dec_proj: Linear<B>,
+    pub(super) joint: Linear<B>,
+    /// When the label loop runs on the device ([`super::label_loop`]).
+    pub(super) device_loop: DeviceLoop,
+    /// The device loop's buffers per (batch, frame bucket); its chains read them by address.
+    pub(super) slots: LoopSlots<B>,
 }
 
 impl<B: Backend> Head<B> {
@@ -91,6 +97,8 @@ impl<B: Backend> Head<B> {
                     lstm: layers,
                     dec_proj: Linear::load(b, t, DEC_PROJ, lane)?,
                     joint: Linear::load(b, t, JOINT_HEAD, lane)?,
+                    device_loop: DeviceLoop::default(),
+                    slots: LoopSlots::default(),
                 })
             }
         })
@@ -117,7 +125,42 @@ impl<B: Backend> Head<B> {
                 let ids = b.argmax(&proj.forward(b, enc)?)?;
                 Ok(ctc_collapse(&ids, *blank))
             }
+            Head::Transducer(td) if td.device_loop.on(b) => td
+                .greedy_device(b, enc, &[s[1]])?
+                .pop()
+                .ok_or_else(|| ModelError::BadInput("the label loop decoded nothing".into())),
             Head::Transducer(td) => td.greedy(b, enc),
+        }
+    }
+
+    /// Greedy decode of every sequence of a padded batch `enc (B, T, d)`, sequence `i` cut to
+    /// its `lens[i]` frames. Transducers whose label loop runs on the device decode the batch
+    /// together (one step chain for all clips); otherwise one sequence at a time.
+    pub fn greedy_batch(&self, b: &B, enc: &B::Tensor, lens: &[usize]) -> Result<Vec<Decoded>> {
+        let s = enc.shape();
+        if s.len() != 3 || s[0] != lens.len() || lens.iter().any(|&n| n > s[1]) {
+            return Err(ModelError::BadInput(format!(
+                "greedy batch: encoder output {s:?} with lengths {lens:?}"
+            )));
+        }
+        match self {
+            Head::Transducer(td) if td.device_loop.on(b) => td.greedy_device(b, enc, lens),
+            _ => lens
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| {
+                    let one = b.slice(enc, 0, i, 1)?;
+                    self.greedy(b, &b.slice(&one, 1, 0, n)?)
+                })
+                .collect(),
+        }
+    }
+
+    /// Where transducer label loops run: `None` = on the device where the home captures chains
+    /// (the default), `Some(on)` = forced (CTC heads ignore it).
+    pub fn set_device_loop(&self, on: Option<bool>) {
+        if let Head::Transducer(td) = self {
+            td.device_loop.set(on);
         }
     }
 }
@@ -152,30 +195,6 @@ pub fn ctc_collapse(frame_ids: &[u32], blank: u32) -> Decoded {
         tokens,
         margins: Vec::new(),
     }
-}
-
-/// Top-1 minus top-2 (infinite for fewer than two values).
-fn margin(v: &[f32]) -> f32 {
-    let (mut a, mut b) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
-    for &x in v {
-        if x > a {
-            b = a;
-            a = x;
-        } else if x > b {
-            b = x;
-        }
-    }
-    a - b
-}
-
-fn argmax(v: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, x) in v.iter().enumerate() {
-        if *x > v[best] {
-            best = i;
-        }
-    }
-    best
 }
 
 /// The prediction network's state: per layer `h, c (1, H)`, and its projected output `(1, H)`.
@@ -214,7 +233,7 @@ impl<B: Backend> Transducer<B> {
     /// after `max_symbols_per_step` tokens on one frame); TDT moves by the predicted duration
     /// (a blank's 0 counts as 1). A TDT run of `max_symbols_per_step` zero-duration tokens on one
     /// frame also forces a one-frame move, as NeMo does (transformers has no such guard).
-    fn greedy(&self, b: &B, enc: &B::Tensor) -> Result<Decoded> {
+    pub(super) fn greedy(&self, b: &B, enc: &B::Tensor) -> Result<Decoded> {
         let t_len = enc.shape()[1];
         let proj = self.enc_proj.forward(b, enc)?; // (1, T, H)
         let hid = self.cfg.decoder_hidden_size;

@@ -22,6 +22,7 @@ pub mod canary_prompt;
 pub mod config;
 pub mod decoder;
 pub mod encoder;
+mod label_loop;
 pub mod model;
 pub mod nemo;
 mod pickle;

@@ -339,6 +339,22 @@ impl<B: Backend> Parakeet<B> {
         })
     }
 
+    /// Greedy decode of every sequence of a padded batch `enc (B, T, d)` cut to its `lens`:
+    /// transducer label loops on the device decode the clips together (see
+    /// [`Parakeet::set_device_decode`]), else one at a time. The same decisions as
+    /// [`Parakeet::greedy_at`] of each.
+    pub fn greedy_batch(&self, enc: &B::Tensor, lens: &[usize]) -> Result<Vec<Decoded>> {
+        self.head.greedy_batch(&self.backend, enc, lens)
+    }
+
+    /// Where RNNT/TDT label loops run: `None` = on the device where the backend captures chains
+    /// (the default: one captured step chain per batch shape, a few ints read back per step),
+    /// `Some(true)` = on the device anyway (eagerly where nothing is captured), `Some(false)` =
+    /// on the host (logits downloaded every step).
+    pub fn set_device_decode(&self, on: Option<bool>) {
+        self.head.set_device_loop(on);
+    }
+
     /// Greedy decode of sequence `i` of a batched encoder output, cut to its `frames`.
     pub fn greedy_at(&self, enc: &B::Tensor, i: usize, frames: usize) -> Result<Decoded> {
         let b = &self.backend;
@@ -370,9 +386,8 @@ impl<B: Backend> Parakeet<B> {
             return Ok(out);
         }
         let (enc, lens) = self.encode_batch(&feats)?;
-        for (k, &i) in which.iter().enumerate() {
-            let d = self.greedy_at(&enc, k, lens[k])?;
-            out[i].segments = self.segments(&d, out[i].duration)?;
+        for (d, &i) in self.greedy_batch(&enc, &lens)?.iter().zip(&which) {
+            out[i].segments = self.segments(d, out[i].duration)?;
         }
         Ok(out)
     }

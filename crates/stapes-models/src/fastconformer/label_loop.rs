@@ -1,0 +1,276 @@
+//! Greedy RNNT/TDT label looping with every clip's state on the device.
+//!
+//! The host loop ([`Transducer::greedy`]) downloads the joint's logits and decides on the host at
+//! every step. Here each clip's frame index, step count and last label live in a state tensor
+//! ([`stapes_core::transducer`]), its prediction-network state (LSTM `h`, `c` per layer and the
+//! projected output) in per-batch device buffers, and one step of every clip of a batch is:
+//! gather each clip's encoder frame, joint, decide and update the state on the device
+//! (`Backend::transducer_advance`), run the prediction network on every clip's new label and
+//! keep its new state only where a label was emitted. [`STEPS_PER_CALL`] steps form one
+//! [`Backend::chain`] per (batch, frame bucket), which a GPU home captures once and replays; the
+//! host reads back only the steps' records (token, frame, duration, margin) once per call.
+//! Decisions follow the same rule as the host loop (`TransducerRule::advance`).
+
+use super::decoder::{Decoded, Step, Transducer};
+use crate::{ModelError, Result};
+use stapes_core::transducer::{record, TransducerRule, RECORD_FIELDS};
+use stapes_core::{Backend, DeviceTensor, HostTensor};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Steps per chain call: the host synchronizes and reads the records once per call; a clip
+/// that finishes mid-call idles for the rest of it.
+pub const STEPS_PER_CALL: usize = 8;
+
+/// The loop's encoder-frame buffer is this many frames longer than needed at most: few buffer
+/// shapes, so few captured graphs.
+const FRAME_BUCKET: usize = 128;
+
+/// Names loops in chain keys: a captured chain is bound to one model's buffers.
+static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether the label loop runs on the device: 0 = where the home captures chains, 1 = always,
+/// 2 = never. Also the loop's id for chain keys.
+pub(crate) struct DeviceLoop {
+    mode: AtomicU8,
+    id: usize,
+}
+
+impl Default for DeviceLoop {
+    fn default() -> Self {
+        Self {
+            mode: AtomicU8::new(0),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+}
+
+impl DeviceLoop {
+    pub fn set(&self, on: Option<bool>) {
+        let v = match on {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.mode.store(v, Ordering::Relaxed);
+    }
+
+    pub fn on<B: Backend>(&self, b: &B) -> bool {
+        match self.mode.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => b.captures_chains(),
+        }
+    }
+}
+
+/// One batch shape's device buffers. A captured chain reads and writes them by address, so they
+/// outlive it and are refreshed in place before each decode.
+pub(crate) struct LoopSlot<B: Backend> {
+    /// `(B, T_cap, J)` encoder frames through the joint's encoder projection.
+    proj: B::Tensor,
+    /// `(1, B, STATE_FIELDS)`
+    state: B::Tensor,
+    /// `(B, STEPS_PER_CALL, RECORD_FIELDS)`
+    log: B::Tensor,
+    /// Per LSTM layer `(B, 1, H)`.
+    h: Vec<B::Tensor>,
+    c: Vec<B::Tensor>,
+    /// `(B, 1, J)` the prediction network's projected output.
+    out: B::Tensor,
+}
+
+pub(crate) type LoopSlots<B> = Mutex<BTreeMap<String, LoopSlot<B>>>;
+
+impl<B: Backend> Transducer<B> {
+    fn rule(&self) -> TransducerRule {
+        TransducerRule {
+            vocab: self.vocab,
+            blank: self.cfg.blank,
+            durations: self.cfg.durations.iter().map(|&d| d as u32).collect(),
+            max_symbols: self.cfg.max_symbols_per_step,
+        }
+    }
+
+    /// The prediction network fed `start_token` from a zero state, for `batch` clips: per layer
+    /// `h`, `c (batch, 1, H)` and the projected output `(batch, 1, J)`.
+    fn start_state(
+        &self,
+        b: &B,
+        batch: usize,
+    ) -> Result<(Vec<B::Tensor>, Vec<B::Tensor>, B::Tensor)> {
+        let hid = self.cfg.decoder_hidden_size;
+        let x = b.gather_rows(&self.embedding, &vec![self.cfg.start_token; batch])?;
+        let e = *x.shape().last().unwrap_or(&0);
+        let x = b.reshape(&x, &[batch, 1, e])?;
+        let zeros = b.upload(&HostTensor::zeros(vec![batch, 1, hid]))?;
+        let (mut hs, mut cs): (Vec<B::Tensor>, Vec<B::Tensor>) = (Vec::new(), Vec::new());
+        for (l, (w_ih, w_hh, bias)) in self.lstm.iter().enumerate() {
+            let input = if l == 0 { &x } else { &hs[l - 1] };
+            let (h, c) = b.lstm_cell(input, &zeros, &zeros, w_ih, w_hh, Some(bias))?;
+            hs.push(h);
+            cs.push(c);
+        }
+        let out = self.dec_proj.forward(b, hs.last().unwrap_or(&x))?;
+        Ok((hs, cs, out))
+    }
+
+    /// Greedy label looping of every sequence of `enc (B, T, d)` (sequence `i` cut to `lens[i]`
+    /// frames) with the loop on the device; the same decisions as [`Transducer::greedy`] of each
+    /// sequence alone (up to the rounding of batched GEMMs).
+    pub(super) fn greedy_device(
+        &self,
+        b: &B,
+        enc: &B::Tensor,
+        lens: &[usize],
+    ) -> Result<Vec<Decoded>> {
+        let s = enc.shape().to_vec();
+        if s.len() != 3
+            || s[0] != lens.len()
+            || s[0] == 0
+            || s[1] == 0
+            || lens.iter().any(|&n| n > s[1])
+        {
+            return Err(ModelError::BadInput(format!(
+                "label loop: encoder output {s:?} with lengths {lens:?}"
+            )));
+        }
+        let rule = self.rule();
+        if rule.check().is_err() {
+            // a rule the device kernels do not take (more duration classes than they hold)
+            return lens
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| {
+                    let one = b.slice(enc, 0, i, 1)?;
+                    self.greedy(b, &b.slice(&one, 1, 0, n)?)
+                })
+                .collect();
+        }
+        let (bs, t) = (s[0], s[1]);
+        let proj = self.enc_proj.forward(b, enc)?; // (B, T, J)
+        let j = *proj.shape().last().unwrap_or(&0);
+        let hid = self.cfg.decoder_hidden_size;
+        let cap = t.div_ceil(FRAME_BUCKET) * FRAME_BUCKET;
+        let k = STEPS_PER_CALL;
+        let key = format!(
+            "parakeet-label-loop/m{}/b{bs}/t{cap}/k{k}",
+            self.device_loop.id
+        );
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = match slots.entry(key.clone()) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let zeros = |shape: Vec<usize>| b.upload(&HostTensor::zeros(shape));
+                let layers = self.lstm.len();
+                e.insert(LoopSlot {
+                    proj: zeros(vec![bs, cap, j])?,
+                    state: zeros(vec![1, bs, stapes_core::transducer::STATE_FIELDS])?,
+                    log: zeros(vec![bs, k, RECORD_FIELDS])?,
+                    h: (0..layers)
+                        .map(|_| zeros(vec![bs, 1, hid]))
+                        .collect::<std::result::Result<_, _>>()?,
+                    c: (0..layers)
+                        .map(|_| zeros(vec![bs, 1, hid]))
+                        .collect::<std::result::Result<_, _>>()?,
+                    out: zeros(vec![bs, 1, j])?,
+                })
+            }
+        };
+        // Rows past T keep an earlier call's values: no clip's frame index reaches them.
+        b.write_rows(&mut slot.proj, &proj, 0)?;
+        b.write_rows(&mut slot.state, &b.upload(&rule.initial_state(lens)?)?, 0)?;
+        let (h0, c0, out0) = self.start_state(b, bs)?;
+        for (dst, src) in slot.h.iter_mut().zip(&h0).chain(slot.c.iter_mut().zip(&c0)) {
+            b.write_rows(dst, src, 0)?;
+        }
+        b.write_rows(&mut slot.out, &out0, 0)?;
+
+        let mut decoded: Vec<Decoded> = lens
+            .iter()
+            .map(|&n| Decoded {
+                frames: n,
+                ..Default::default()
+            })
+            .collect();
+        let mut done: Vec<bool> = lens
+            .iter()
+            .map(|&n| (rule.max_symbols * n).saturating_sub(1) == 0 || n == 0)
+            .collect();
+        let budget = lens
+            .iter()
+            .map(|&n| rule.max_symbols * n)
+            .max()
+            .unwrap_or(0);
+        let act = self.cfg.joint_activation;
+        let blank = self.cfg.blank;
+        let LoopSlot {
+            proj: sproj,
+            state,
+            log,
+            h,
+            c,
+            out,
+        } = slot;
+        for _ in 0..budget.div_ceil(k) + 1 {
+            if done.iter().all(|&d| d) {
+                break;
+            }
+            let records = crate::chain_one(b, &key, "parakeet label loop", &mut |b| {
+                for i in 0..k {
+                    let e = b.transducer_frames(sproj, state)?; // (B, 1, J)
+                    let x = b.activation(&b.add(&e, out)?, act)?;
+                    let logits = self.joint.forward(b, &x)?; // (B, 1, V + durations)
+                    b.transducer_advance(state, &logits, &rule, log, i)?;
+                    let x = b.transducer_embed(&self.embedding, state)?; // (B, 1, H)
+                    let (mut hs, mut cs): (Vec<B::Tensor>, Vec<B::Tensor>) =
+                        (Vec::new(), Vec::new());
+                    for (l, (w_ih, w_hh, bias)) in self.lstm.iter().enumerate() {
+                        let input = if l == 0 { &x } else { &hs[l - 1] };
+                        let (hn, cn) = b.lstm_cell(input, &h[l], &c[l], w_ih, w_hh, Some(bias))?;
+                        hs.push(hn);
+                        cs.push(cn);
+                    }
+                    let o = self.dec_proj.forward(b, hs.last().unwrap_or(&x))?;
+                    // the prediction network advances only where a label was emitted
+                    for (l, (hn, cn)) in hs.iter().zip(&cs).enumerate() {
+                        b.transducer_keep(&mut h[l], hn, state)?;
+                        b.transducer_keep(&mut c[l], cn, state)?;
+                    }
+                    b.transducer_keep(out, &o, state)?;
+                }
+                Ok(b.reshape(log, &[bs, k, RECORD_FIELDS])?)
+            })?;
+            // the next call overwrites the records
+            let r = b.download(&records)?;
+            for (i, d) in decoded.iter_mut().enumerate() {
+                for rec in
+                    r.data[i * k * RECORD_FIELDS..(i + 1) * k * RECORD_FIELDS].chunks(RECORD_FIELDS)
+                {
+                    if rec[record::VALID] != 0.0 {
+                        let step = Step {
+                            token: rec[record::TOKEN] as u32,
+                            frame: rec[record::FRAME] as usize,
+                            duration: rec[record::DURATION] as usize,
+                        };
+                        d.steps.push(step);
+                        if step.token != blank {
+                            d.tokens.push(step);
+                        }
+                        d.margins.push(rec[record::MARGIN]);
+                    }
+                    if rec[record::DONE] != 0.0 {
+                        done[i] = true;
+                    }
+                }
+            }
+        }
+        if let Some(i) = done.iter().position(|&d| !d) {
+            return Err(ModelError::BadInput(format!(
+                "label loop: clip {i} of {bs} not done within its step budget"
+            )));
+        }
+        Ok(decoded)
+    }
+}
