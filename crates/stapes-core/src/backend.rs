@@ -356,6 +356,65 @@ pub trait Backend: Send + Sync {
         self.attention(&q, &k, &v, p)
     }
 
+    // ---- FastConformer blocks (fused where a home pays for it) ----
+
+    /// The conformer conv module between its two pointwise convs: `x (B, T, 2C)` → GLU over the
+    /// last dimension → frames whose `keep (B, T)` (or `(B, T, 1)`) is 0 set to zero (a padded
+    /// batch: the depthwise conv must see zeros past each sequence) → depthwise conv `w (C, K)`
+    /// + `bias (C)` (a batch norm folded in), stride 1, ⌊(K−1)/2⌋ zero frames on each side →
+    /// `act`. Output `(B, T + 2·⌊(K−1)/2⌋ − K + 1, C)`: `(B, T, C)` for odd K. The default
+    /// composes `glu`, `mask_fill`, `depthwise_conv1d` and `activation`.
+    fn glu_depthwise_act(
+        &self,
+        x: &Self::Tensor,
+        keep: Option<&Self::Tensor>,
+        w: &Self::Tensor,
+        bias: Option<&Self::Tensor>,
+        act: Activation,
+    ) -> Result<Self::Tensor> {
+        let kw = glu_depthwise_dims(x.shape(), w.shape())?.3;
+        let mut h = self.glu(x)?; // (B, T, C)
+        if let Some(k) = keep {
+            let c = w.shape()[0];
+            h = self.mask_fill(&h, k, c, 0.0)?;
+        }
+        let h = self.depthwise_conv1d(&h, w, bias, 1, (kw - 1) / 2)?;
+        self.activation(&h, act)
+    }
+
+    /// The inputs of Transformer-XL attention from one stacked projection `qkv (B, T, 3·H·Dh)`
+    /// (`q | k | v` along the last dimension) and the projected relative positions
+    /// `pos (1, P, H·Dh)`: `qu = q + u` and `qv = q + v_bias` (`bias_u`, `bias_v` of `(H·Dh)`),
+    /// `k`, `v`, each `(B·H, T, Dh)` batch-major as [`Backend::split_heads`] lays them out, and
+    /// `p (B·H, P, Dh)`, the positions' heads repeated for every batch entry. The default
+    /// slices and calls `split_heads` and `concat`.
+    fn rel_attention_inputs(
+        &self,
+        qkv: &Self::Tensor,
+        pos: &Self::Tensor,
+        heads: usize,
+        bias_u: &Self::Tensor,
+        bias_v: &Self::Tensor,
+    ) -> Result<RelAttnInputs<Self::Tensor>> {
+        let (bs, _t, c, _p) = rel_attention_dims(qkv.shape(), pos.shape(), heads)?;
+        let q = self.slice(qkv, 2, 0, c)?;
+        let k = self.slice(qkv, 2, c, c)?;
+        let v = self.slice(qkv, 2, 2 * c, c)?;
+        let p = self.split_heads(pos, heads, None)?; // (H, P, Dh)
+        let p = if bs > 1 {
+            self.concat(&vec![&p; bs], 0)?
+        } else {
+            p
+        };
+        Ok(RelAttnInputs {
+            qu: self.split_heads(&q, heads, Some(bias_u))?,
+            qv: self.split_heads(&q, heads, Some(bias_v))?,
+            k: self.split_heads(&k, heads, None)?,
+            v: self.split_heads(&v, heads, None)?,
+            p,
+        })
+    }
+
     // ---- decoder steps with their parameters on the device ----
     //
     // A per-token decoder step differs from the previous one only in its token ids and its
@@ -689,6 +748,54 @@ pub fn heads_dims(x: &[usize], heads: usize) -> Result<(usize, usize, usize)> {
         ));
     }
     Ok((x[0], x[1], x[2]))
+}
+
+/// What [`Backend::rel_attention_inputs`] returns: `(B·H, T, Dh)` each, `p (B·H, P, Dh)`.
+pub struct RelAttnInputs<T> {
+    pub qu: T,
+    pub qv: T,
+    pub k: T,
+    pub v: T,
+    pub p: T,
+}
+
+/// `(B, T, C, K)` of a [`Backend::glu_depthwise_act`] over `x (B, T, 2C)` with `w (C, K)`,
+/// checked (the output must have at least one frame).
+pub fn glu_depthwise_dims(x: &[usize], w: &[usize]) -> Result<(usize, usize, usize, usize)> {
+    let ok = x.len() == 3 && w.len() == 2 && w[1] > 0 && x[2] == 2 * w[0];
+    if !ok || x[1] + 2 * ((w[1] - 1) / 2) < w[1] {
+        return Err(crate::Error::shape(
+            "glu_depthwise_act",
+            format!("x {x:?} with w {w:?}: want x (B, T, 2C), w (C, K), T + 2·⌊(K−1)/2⌋ ≥ K"),
+        ));
+    }
+    Ok((x[0], x[1], w[0], w[1]))
+}
+
+/// `(B, T, H·Dh, P)` of a [`Backend::rel_attention_inputs`] over `qkv (B, T, 3·H·Dh)` and
+/// `pos (1, P, H·Dh)`, checked.
+pub fn rel_attention_dims(
+    qkv: &[usize],
+    pos: &[usize],
+    heads: usize,
+) -> Result<(usize, usize, usize, usize)> {
+    let c = qkv.get(2).copied().unwrap_or(0) / 3;
+    let ok = qkv.len() == 3
+        && qkv[2] == 3 * c
+        && heads > 0
+        && c.is_multiple_of(heads)
+        && pos.len() == 3
+        && pos[0] == 1
+        && pos[2] == c;
+    if !ok || c == 0 {
+        return Err(crate::Error::shape(
+            "rel_attention_inputs",
+            format!(
+                "qkv {qkv:?}, pos {pos:?}, {heads} heads: want qkv (B, T, 3·H·Dh), pos (1, P, H·Dh)"
+            ),
+        ));
+    }
+    Ok((qkv[0], qkv[1], c, pos[1]))
 }
 
 #[cfg(test)]
