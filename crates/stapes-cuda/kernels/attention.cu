@@ -239,3 +239,298 @@ extern "C" __global__ void attn_rows(void* O, float* P, const void* Q, const voi
                                      int kv_len, float scale, int causal, int dt) {
     DISPATCH_YX(dt, attn_rows_k, O, P, Q, K, V, Tq, Tk, H, D, kv_len, scale, causal);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Head size 64, FA2-style (`flash64_*`): each warp owns MT·16 query rows of one (b, h), NW warps
+// per block. Q fragments stay in registers for the whole key loop, unscaled (exact for f16
+// inputs): the scale, with log2(e) folded in, multiplies the f32 scores inside exp2 (one FFMA).
+// K/V tiles of 64 keys × 64 dims (128-byte rows) stream through STAGES cp.async buffers with
+// one barrier per tile; a row's eight 16-byte chunks sit at chunk ^ (row & 7), so every 8-lane
+// phase of ldmatrix (K plain, V .trans) touches 8 distinct bank groups. P leaves the softmax as
+// the f16 A fragments of the P·V mma (the accumulator layout of two adjacent 8-key tiles is the
+// A layout of one 16-key step): no shared-memory round trip. Rows of Q and of K/V have their
+// own strides (ldq, ldkv, in elements), so q, k and v are read in place from one packed
+// (B, T, 3·H·64) tensor; O is (B, Tq, H·64). Every variant does the same arithmetic per row in
+// the same order (bit-identical results); they differ in rows per warp, warps and stages.
+
+#define F64_TILE (64 * 64)  // f16 elements of one K or V tile
+#define F64_STAGE_BYTES (2 * F64_TILE * 2)
+__shared__ __align__(128) h16 f64_smem2[2 * 2 * F64_TILE];  // 32 KB
+__shared__ __align__(128) h16 f64_smem3[3 * 2 * F64_TILE];  // 48 KB, the static limit
+
+__device__ __forceinline__ float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// One cvt for two values (sm_80): lo in the low half, as mma operands want them.
+__device__ __forceinline__ u32 pack_h2_x2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ void cp_async16_s(u32 saddr, const void* gmem, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+// Q rows as f32 pairs from either type (dt bit 1: Q is f16).
+__device__ __forceinline__ float2 f64_ldq(const void* Q, long long i, bool q16) {
+    return q16 ? ld2((const h16*)Q + i, 0) : ld2((const float*)Q + i, 0);
+}
+
+// The element types are runtime flags (dt), not template parameters: they only touch the
+// prologue and the epilogue, and one instantiation per variant keeps NVRTC's time and the
+// register budget down.
+template <int NW, int MT, int STAGES>
+__device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const h16* __restrict__ K,
+                                        const h16* __restrict__ V, int Tq, int Tk, int H, int kv_len, int ldq, int ldkv,
+                                        float scale, int causal, int dt) {
+    const bool o16 = dt & 1, q16 = (dt >> 1) & 1;
+    constexpr int BM = NW * MT * 16;  // query rows per block
+    constexpr int NT = NW * 32;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3, r8 = lane & 7;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int q0 = blockIdx.x * BM;
+    const int qw = q0 + warp * MT * 16;  // this warp's first row
+    const long long ldo = (long long)H * 64;
+    const long long qbase = (long long)b * Tq * ldq + h * 64;  // elements of Q
+    const h16* Kb = K + (long long)b * Tk * ldkv + h * 64;
+    const h16* Vb = V + (long long)b * Tk * ldkv + h * 64;
+    const long long obase = (long long)b * Tq * ldo + h * 64;  // elements of O
+
+    // a negative scale flips q (exact) so that c > 0 and the running max stays a max
+    const float sgn = scale < 0.f ? -1.f : 1.f;
+    const float c = fmaxf(fabsf(scale), 1e-30f) * 1.4426950408889634f;
+
+    u32 qa[MT][4][4];  // A fragments, (16 rows × 16 dims) per k-step
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        const int ra = qw + mt * 16 + g, rb = ra + 8;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            const int col = kk * 16 + 2 * t;
+            float2 x0 = make_float2(0.f, 0.f), x8 = x0, y0 = x0, y8 = x0;
+            if (ra < Tq) {
+                const long long i = qbase + (long long)ra * ldq + col;
+                x0 = f64_ldq(Q, i, q16);
+                x8 = f64_ldq(Q, i + 8, q16);
+            }
+            if (rb < Tq) {
+                const long long i = qbase + (long long)rb * ldq + col;
+                y0 = f64_ldq(Q, i, q16);
+                y8 = f64_ldq(Q, i + 8, q16);
+            }
+            qa[mt][kk][0] = pack_h2_x2(x0.x * sgn, x0.y * sgn);
+            qa[mt][kk][1] = pack_h2_x2(y0.x * sgn, y0.y * sgn);
+            qa[mt][kk][2] = pack_h2_x2(x8.x * sgn, x8.y * sgn);
+            qa[mt][kk][3] = pack_h2_x2(y8.x * sgn, y8.y * sgn);
+        }
+    }
+
+    // keys the block's last row may see
+    int kend = kv_len;
+    if (causal) {
+        const int last = min(q0 + BM - 1, Tq - 1);
+        kend = min(kv_len, kv_len - Tq + last + 1);
+    }
+    const int ntiles = kend > 0 ? (kend + 63) >> 6 : 0;
+
+    const u32 sbase = smem_addr(smem);
+    auto load_tile = [&](int tile, int stage) {
+        const u32 kdst = sbase + stage * F64_STAGE_BYTES, vdst = kdst + F64_TILE * 2;
+        const int k0 = tile * 64;
+#pragma unroll
+        for (int i = 0; i < 512 / NT; ++i) {
+            const int idx = tid + i * NT;
+            const int row = idx >> 3, ch = idx & 7;
+            const int j = k0 + row;
+            const bool in = j < kv_len;
+            // rows past kv_len are zero-filled (src size 0) from a valid address, and masked
+            const long long off = in ? (long long)j * ldkv + ch * 8 : 0;
+            const u32 so = row * 128 + ((ch ^ (row & 7)) << 4);
+            cp_async16_s(kdst + so, Kb + off, in ? 16 : 0);
+            cp_async16_s(vdst + so, Vb + off, in ? 16 : 0);
+        }
+    };
+
+    // this lane's ldmatrix byte offsets inside a tile. K (plain): key nt·8 + r8, chunk
+    // half·4 + lane/8 (dims 0-31 | 32-63: k-steps 2·half, 2·half + 1). V (.trans): key
+    // ks·16 + r8 + 8·bit3(lane), chunk 2·dp + lane/16 (dim tiles 2·dp, 2·dp + 1).
+    const u32 kofs0 = r8 * 128 + ((((u32)lane >> 3) ^ r8) << 4);
+    const u32 kofs1 = kofs0 ^ 64u;
+    const u32 vrow = (r8 + ((lane >> 3) & 1) * 8) * 128, vc0 = ((u32)lane >> 4) ^ r8;
+
+    float o[MT][8][4];
+    float m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+        m[mt][0] = m[mt][1] = F_NEG_INF;
+        l[mt][0] = l[mt][1] = 0.f;
+    }
+    // warps whose rows all lie past Tq (the last block) only help load tiles
+    const bool live = qw < Tq;
+
+#pragma unroll
+    for (int i = 0; i < STAGES - 1; ++i) {
+        if (i < ntiles) load_tile(i, i);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    int st_use = 0, st_load = STAGES - 1;  // stage read this iteration, stage the next load fills
+    for (int it = 0; it < ntiles; ++it) {
+        // tile `it` has landed once at most STAGES - 2 newer groups are pending; the barrier
+        // also tells that every warp is done with the stage the next load overwrites
+        asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 2) : "memory");
+        __syncthreads();
+        if (it + STAGES - 1 < ntiles) load_tile(it + STAGES - 1, st_load);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const u32 kb = sbase + st_use * F64_STAGE_BYTES, vb = kb + F64_TILE * 2;
+        st_use = st_use == STAGES - 1 ? 0 : st_use + 1;
+        st_load = st_load == STAGES - 1 ? 0 : st_load + 1;
+        if (!live) continue;
+
+        const int k0 = it * 64;
+        float s[MT][8][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                u32 b0, b1, b2, b3;
+                ldsm_x4(kb + nt * 1024 + (hf ? kofs1 : kofs0), b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    const u32* a = qa[mt][2 * hf];
+                    const u32* a2 = qa[mt][2 * hf + 1];
+                    mma16816(s[mt][nt], a[0], a[1], a[2], a[3], b0, b1);
+                    mma16816(s[mt][nt], a2[0], a2[1], a2[2], a2[3], b2, b3);
+                }
+            }
+        }
+        // only the tail tile (kv_len) and tiles crossing the causal diagonal need a mask
+        if (k0 + 64 > kv_len || (causal && k0 + 63 > kv_len - Tq + qw)) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const int ra = qw + mt * 16 + g;
+                const int lima = causal ? min(kv_len - 1, kv_len - Tq + ra) : kv_len - 1;
+                const int limb = causal ? min(kv_len - 1, kv_len - Tq + ra + 8) : kv_len - 1;
+#pragma unroll
+                for (int nt = 0; nt < 8; ++nt) {
+                    const int j = k0 + nt * 8 + 2 * t;
+                    if (j > lima) s[mt][nt][0] = F_NEG_INF;
+                    if (j + 1 > lima) s[mt][nt][1] = F_NEG_INF;
+                    if (j > limb) s[mt][nt][2] = F_NEG_INF;
+                    if (j + 1 > limb) s[mt][nt][3] = F_NEG_INF;
+                }
+            }
+        }
+        u32 pa[MT][4][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+            float mx0 = F_NEG_INF, mx1 = F_NEG_INF;
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                mx0 = fmaxf(mx0, fmaxf(s[mt][nt][0], s[mt][nt][1]));
+                mx1 = fmaxf(mx1, fmaxf(s[mt][nt][2], s[mt][nt][3]));
+            }
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            const float mn0 = fmaxf(m[mt][0], mx0), mn1 = fmaxf(m[mt][1], mx1);
+            // a row that has seen no key yet keeps m = -inf: its p must be 0, not exp2(nan)
+            const float mb0 = mn0 == F_NEG_INF ? 0.f : mn0 * c, mb1 = mn1 == F_NEG_INF ? 0.f : mn1 * c;
+            const float al0 = ex2_approx(m[mt][0] * c - mb0), al1 = ex2_approx(m[mt][1] * c - mb1);
+            m[mt][0] = mn0;
+            m[mt][1] = mn1;
+            float ls0 = 0.f, ls1 = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {
+                const float p0 = ex2_approx(fmaf(s[mt][nt][0], c, -mb0)), p1 = ex2_approx(fmaf(s[mt][nt][1], c, -mb0));
+                const float p2 = ex2_approx(fmaf(s[mt][nt][2], c, -mb1)), p3 = ex2_approx(fmaf(s[mt][nt][3], c, -mb1));
+                ls0 += p0 + p1;
+                ls1 += p2 + p3;
+                pa[mt][nt >> 1][(nt & 1) * 2] = pack_h2_x2(p0, p1);
+                pa[mt][nt >> 1][(nt & 1) * 2 + 1] = pack_h2_x2(p2, p3);
+            }
+            l[mt][0] = l[mt][0] * al0 + ls0;
+            l[mt][1] = l[mt][1] * al1 + ls1;
+#pragma unroll
+            for (int dn = 0; dn < 8; ++dn) {
+                o[mt][dn][0] *= al0;
+                o[mt][dn][1] *= al0;
+                o[mt][dn][2] *= al1;
+                o[mt][dn][3] *= al1;
+            }
+        }
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+            for (int dp = 0; dp < 4; ++dp) {
+                u32 b0, b1, b2, b3;
+                ldsm_x4_t(vb + ks * 2048 + vrow + (((u32)(2 * dp) ^ vc0) << 4), b0, b1, b2, b3);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    const u32* a = pa[mt][ks];
+                    mma16816(o[mt][2 * dp], a[0], a[1], a[2], a[3], b0, b1);
+                    mma16816(o[mt][2 * dp + 1], a[0], a[1], a[2], a[3], b2, b3);
+                }
+            }
+        }
+    }
+    if (!live) return;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        float l0 = l[mt][0], l1 = l[mt][1];
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+        l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+        const int ra = qw + mt * 16 + g, rb = ra + 8;
+#pragma unroll
+        for (int dn = 0; dn < 8; ++dn) {
+            const int col = dn * 8 + 2 * t;
+            const float2 outa = make_float2(o[mt][dn][0] * inv0, o[mt][dn][1] * inv0);
+            const float2 outb = make_float2(o[mt][dn][2] * inv1, o[mt][dn][3] * inv1);
+            const long long ia = obase + (long long)ra * ldo + col, ib = ia + 8 * ldo;
+            if (o16) {
+                if (ra < Tq) st2((h16*)O + ia, 0, outa);
+                if (rb < Tq) st2((h16*)O + ib, 0, outb);
+            } else {
+                if (ra < Tq) st2((float*)O + ia, 0, outa);
+                if (rb < Tq) st2((float*)O + ib, 0, outb);
+            }
+        }
+    }
+}
+
+// dt bit 0: O is f16, bit 1: Q is. K and V are always f16.
+#define F64_ENTRY(NAME, NW, MT, ST, SM, MINB)                                                                             \
+    extern "C" __global__ void __launch_bounds__(NW * 32, MINB)                                                         \
+        NAME(void* O, const void* Q, const h16* K, const h16* V, int Tq, int Tk, int H, int kv_len, int ldq, int ldkv, \
+             float scale, int causal, int dt) {                                                                          \
+        flash64<NW, MT, ST>(SM, O, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt);                          \
+    }
+// name: warps, 16-row m-tiles per warp, stages (min blocks per SM for the register budget)
+F64_ENTRY(flash64_w8m1s2, 8, 1, 2, f64_smem2, 2)
+F64_ENTRY(flash64_w8m1s3, 8, 1, 3, f64_smem3, 2)
+F64_ENTRY(flash64_w4m2s2, 4, 2, 2, f64_smem2, 2)
+F64_ENTRY(flash64_w4m2s3, 4, 2, 3, f64_smem3, 2)
+F64_ENTRY(flash64_w4m1s2, 4, 1, 2, f64_smem2, 4)
+F64_ENTRY(flash64_w4m1s3, 4, 1, 3, f64_smem3, 4)

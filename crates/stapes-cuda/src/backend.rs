@@ -212,6 +212,9 @@ macro_rules! args {
 // module's internals and the macro)
 #[path = "linear_add.rs"]
 mod linear_add;
+// head size 64 attention (`flash64_*`) and `attention_packed`; a child module like `linear_add`
+#[path = "attention.rs"]
+mod attention;
 
 /// The op contract on one GPU. All work goes to one stream, in call order; ops may be called
 /// from any thread (the context is made current as needed), but a graph capture records every
@@ -1047,6 +1050,9 @@ impl CudaBackend {
         let Some(v) = v else {
             return Err(Error::shape(op, "no v"));
         };
+        if let Some(out) = self.attention64(q, k, v, p)? {
+            return Ok(out);
+        }
         let out = self.alloc(&q.shape, self.out_dt())?;
         let o = out.buf.ptr;
         if b * tq * h == 0 {
@@ -1800,6 +1806,10 @@ impl Backend for CudaBackend {
         p: &AttnParams,
     ) -> Result<CudaTensor> {
         self.attention_impl(q, k, None, p, true)
+    }
+
+    fn attention_packed(&self, qkv: &CudaTensor, p: &AttnParams) -> Result<CudaTensor> {
+        self.attention_packed_impl(qkv, p)
     }
 
     fn layer_norm(

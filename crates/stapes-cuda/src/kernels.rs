@@ -83,6 +83,12 @@ pub const FILES: &[KernelFile] = &[
             "flash_attn_d64_b4",
             "flash_attn_d128",
             "attn_rows",
+            "flash64_w8m1s2",
+            "flash64_w8m1s3",
+            "flash64_w4m2s2",
+            "flash64_w4m2s3",
+            "flash64_w4m1s2",
+            "flash64_w4m1s3",
         ],
     },
     KernelFile {

@@ -1,0 +1,216 @@
+//! Attention with head size 64 on the FA2-style kernels (`flash64_*` in kernels/attention.cu),
+//! and `attention_packed`, which reads q, k and v in place from one stacked `(B, T, 3·H·Dh)`
+//! tensor (row stride 3·H·Dh) instead of slicing three copies.
+//!
+//! A child module of `backend`: it uses the backend's private helpers (`t`, `alloc`, `launch`).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use stapes_core::{AttnParams, Backend, Error, Result};
+
+use super::{CudaBackend, CudaTensor, Dtype};
+
+/// The head-size-64 kernels, by name: `w` warps per block, `m` 16-row query tiles per warp,
+/// `s` cp.async stages of 64 keys. Every one computes the same values (same arithmetic per row,
+/// same order), so they can be swapped freely. (name, query rows per block, threads per block)
+const KERNELS: [(&str, usize, u32); 6] = [
+    ("flash64_w8m1s2", 128, 256),
+    ("flash64_w8m1s3", 128, 256),
+    ("flash64_w4m2s2", 128, 128),
+    ("flash64_w4m2s3", 128, 128),
+    ("flash64_w4m1s2", 64, 128),
+    ("flash64_w4m1s3", 64, 128),
+];
+
+/// 0: pick by shape; 1 ..= 6: `KERNELS[i - 1]`; `LEGACY`: the older `flash_attn_d64` kernels.
+static FORCED: AtomicU8 = AtomicU8::new(0);
+const LEGACY: u8 = 255;
+
+/// Head size the `flash64_*` kernels take.
+const D: usize = 64;
+/// Fewer queries than this go to the row kernel (decoder steps).
+const MIN_TQ: usize = 16;
+
+/// Where q, k and v live: device addresses (already offset to the first row of head 0) and
+/// row strides in elements; k and v are f16.
+struct Flash64 {
+    q: u64,
+    q16: bool,
+    ldq: usize,
+    k: u64,
+    v: u64,
+    ldkv: usize,
+    batch: usize,
+    tq: usize,
+    tk: usize,
+    heads: usize,
+    kv_len: usize,
+}
+
+impl CudaBackend {
+    /// The head-size-64 kernel names, for [`CudaBackend::force_flash64_kernel`].
+    #[doc(hidden)]
+    pub fn flash64_kernels() -> Vec<&'static str> {
+        KERNELS.iter().map(|k| k.0).collect()
+    }
+
+    /// Force one head-size-64 attention kernel for every later call in this process (benchmarks
+    /// and tests): `None` picks by shape (the default), `Some("legacy")` runs the older
+    /// `flash_attn_d64` kernels, else a name from [`CudaBackend::flash64_kernels`].
+    #[doc(hidden)]
+    pub fn force_flash64_kernel(&self, name: Option<&str>) -> Result<()> {
+        let v = match name {
+            None => 0,
+            Some("legacy") => LEGACY,
+            Some(n) => match KERNELS.iter().position(|k| k.0 == n) {
+                Some(i) => i as u8 + 1,
+                None => {
+                    return Err(Error::shape(
+                        "force_flash64_kernel",
+                        format!(
+                            "no kernel {n:?}; known: legacy, {:?}",
+                            Self::flash64_kernels()
+                        ),
+                    ))
+                }
+            },
+        };
+        FORCED.store(v, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Whether `attention` of this shape runs a `flash64_*` kernel.
+    fn flash64_applies(d: usize, tq: usize) -> bool {
+        d == D && tq >= MIN_TQ && FORCED.load(Ordering::Relaxed) != LEGACY
+    }
+
+    /// `attention` for head size 64 and at least 16 queries (`None`: not this path's shape; the
+    /// caller runs its general kernels). Shapes and `kv_len` are already validated.
+    pub(super) fn attention64(
+        &self,
+        q: &CudaTensor,
+        k: &CudaTensor,
+        v: &CudaTensor,
+        p: &AttnParams,
+    ) -> Result<Option<CudaTensor>> {
+        let (b, tq, hd) = (q.shape[0], q.shape[1], q.shape[2]);
+        if !Self::flash64_applies(hd / p.n_heads, tq) {
+            return Ok(None);
+        }
+        let out = self.alloc(&q.shape, self.out_dt())?;
+        // K/V in f16 (as they come in f16 chains, else cast once) for the 16-byte cp.async tiles
+        let k16 = self.as_dtype(k, Dtype::F16)?;
+        let v16 = self.as_dtype(v, Dtype::F16)?;
+        let f = Flash64 {
+            q: self.t(q),
+            q16: q.dtype == Dtype::F16,
+            ldq: hd,
+            k: self.t(&k16),
+            v: self.t(&v16),
+            ldkv: hd,
+            batch: b,
+            tq,
+            tk: k.shape[1],
+            heads: p.n_heads,
+            kv_len: p.kv_len.unwrap_or(k.shape[1]),
+        };
+        self.launch_flash64(&out, &f, p)?;
+        Ok(Some(out))
+    }
+
+    /// [`Backend::attention_packed`]: `qkv (B, T, 3·H·Dh)` → `(B, T, H·Dh)`. Head size 64 with
+    /// ≥ 16 rows reads q, k and v in place (k and v from one f16 copy of `qkv` when it is f32);
+    /// other shapes slice q, k, v and run `attention`.
+    pub(super) fn attention_packed_impl(
+        &self,
+        qkv: &CudaTensor,
+        p: &AttnParams,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "attention_packed";
+        let s = &qkv.shape;
+        if s.len() != 3 || s[2] % 3 != 0 || p.n_heads == 0 || (s[2] / 3) % p.n_heads != 0 {
+            return Err(Error::shape(
+                OP,
+                format!("{s:?} with {} heads is not (B, T, 3·H·Dh)", p.n_heads),
+            ));
+        }
+        let (b, t, c) = (s[0], s[1], s[2] / 3);
+        let kv_len = p.kv_len.unwrap_or(t);
+        if kv_len > t || (p.causal && kv_len < t) {
+            return Err(Error::shape(
+                OP,
+                format!("kv_len {kv_len} with T {t}, causal {}", p.causal),
+            ));
+        }
+        if !Self::flash64_applies(c / p.n_heads, t) || c == 0 {
+            let q = self.slice(qkv, 2, 0, c)?;
+            let k = self.slice(qkv, 2, c, c)?;
+            let v = self.slice(qkv, 2, 2 * c, c)?;
+            return self.attention(&q, &k, &v, p);
+        }
+        let out = self.alloc(&[b, t, c], self.out_dt())?;
+        // q is read as stored (f32 stays f32, as in `attention`); k and v need f16
+        let kv16 = self.as_dtype(qkv, Dtype::F16)?;
+        let kv = self.t(&kv16);
+        let f = Flash64 {
+            q: self.t(qkv),
+            q16: qkv.dtype == Dtype::F16,
+            ldq: 3 * c,
+            k: kv + (c * 2) as u64,
+            v: kv + (2 * c * 2) as u64,
+            ldkv: 3 * c,
+            batch: b,
+            tq: t,
+            tk: t,
+            heads: p.n_heads,
+            kv_len,
+        };
+        self.launch_flash64(&out, &f, p)?;
+        Ok(out)
+    }
+
+    /// The kernel for this shape: the forced one, else 128-row blocks where they give every
+    /// SM work, 64-row blocks for small grids.
+    fn flash64_pick(f: &Flash64) -> (&'static str, usize, u32) {
+        match FORCED.load(Ordering::Relaxed) {
+            i @ 1..=6 => KERNELS[i as usize - 1],
+            _ => {
+                let blocks128 = f.tq.div_ceil(128) * f.heads * f.batch;
+                if blocks128 >= 128 {
+                    KERNELS[0]
+                } else {
+                    KERNELS[4]
+                }
+            }
+        }
+    }
+
+    fn launch_flash64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<()> {
+        if f.batch * f.tq * f.heads == 0 {
+            return Ok(());
+        }
+        let (name, rows, threads) = Self::flash64_pick(f);
+        let int = |what: &str, v: usize| {
+            i32::try_from(v).map_err(|_| Error::shape("attention", format!("{what} {v} over i32")))
+        };
+        let grid = (f.tq.div_ceil(rows) as u32, f.heads as u32, f.batch as u32);
+        let (o, q, k, v) = (self.t(out), f.q, f.k, f.v);
+        let (tq, tk, h, kv) = (
+            int("Tq", f.tq)?,
+            int("Tk", f.tk)?,
+            int("heads", f.heads)?,
+            int("kv_len", f.kv_len)?,
+        );
+        let (ldq, ldkv) = (int("row stride", f.ldq)?, int("row stride", f.ldkv)?);
+        let (scale, causal) = (p.scale, p.causal as i32);
+        let dt = out.bit() | ((f.q16 as i32) << 1);
+        self.launch(
+            name,
+            grid,
+            (threads, 1, 1),
+            0,
+            args![o, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt],
+        )
+    }
+}
