@@ -1,6 +1,6 @@
 //! Whisper's audio encoder: two convolutions, learned/sinusoid positions, pre-LN transformer blocks.
 
-use super::model::{Attn, Mlp, Norm, Tensors};
+use super::model::{attn_params, Linear, Norm, Tensors};
 use crate::Result;
 use stapes_core::{Activation, Backend, Conv1dParams, DeviceTensor, Lane};
 
@@ -9,9 +9,52 @@ pub(crate) const LN_EPS: f32 = 1e-5;
 
 pub(crate) struct EncoderLayer<B: Backend> {
     pub attn_ln: Norm<B>,
-    pub attn: Attn<B>,
+    pub attn: EncoderAttn<B>,
     pub mlp_ln: Norm<B>,
-    pub mlp: Mlp<B>,
+    pub fc1: Linear<B>,
+    pub fc2: Linear<B>,
+}
+
+/// The encoder's self-attention: q, k and v stacked into one `(3d, d)` projection (one GEMM
+/// over the layer-normed input instead of three; k's third of the bias is zero, as Whisper's
+/// k_proj has none), read in place by [`Backend::attention_packed`]. The decoder keeps
+/// separate projections (`model::Attn`): its cross-attention k/v read another input.
+pub(crate) struct EncoderAttn<B: Backend> {
+    /// `(3d, d)`: rows q | k | v.
+    pub qkv: Linear<B>,
+    pub o: Linear<B>,
+}
+
+impl<B: Backend> EncoderAttn<B> {
+    pub fn load(b: &B, t: &Tensors<'_>, prefix: &str, lane: Lane) -> Result<Self> {
+        let names: Vec<String> = ["q_proj", "k_proj", "v_proj"]
+            .iter()
+            .map(|p| format!("{prefix}.{p}"))
+            .collect();
+        let weights: Vec<String> = names.iter().map(|n| format!("{n}.weight")).collect();
+        let mut parts = Vec::with_capacity(3);
+        for (n, w) in names.iter().zip(&weights) {
+            parts.push((
+                format!("{n}.bias"),
+                t.shape(w)?.first().copied().unwrap_or(0),
+            ));
+        }
+        Ok(Self {
+            qkv: Linear {
+                w: t.stacked_weight(b, &weights, lane)?,
+                b: Some(t.stacked_bias(b, &parts)?),
+            },
+            o: Linear::load(b, t, &format!("{prefix}.out_proj"), lane)?,
+        })
+    }
+
+    /// `x + out_proj(attention(ln(x)))` for `h = ln(x) (B, T, d)`: the residual `x` is added by
+    /// the output projection ([`Backend::linear_add`]).
+    pub fn forward(&self, b: &B, h: &B::Tensor, x: &B::Tensor, heads: usize) -> Result<B::Tensor> {
+        let qkv = self.qkv.forward(b, h)?; // (B, T, 3d)
+        let a = b.attention_packed(&qkv, &attn_params(h, heads, None, false))?; // (B, T, d)
+        Ok(b.linear_add(&a, &self.o.w, self.o.b.as_ref(), x)?)
+    }
 }
 
 pub(crate) struct Encoder<B: Backend> {
@@ -39,9 +82,10 @@ impl<B: Backend> Encoder<B> {
             let q = format!("{p}.layers.{l}");
             layers.push(EncoderLayer {
                 attn_ln: Norm::load(b, t, &format!("{q}.self_attn_layer_norm"))?,
-                attn: Attn::load(b, t, &format!("{q}.self_attn"), lane)?,
+                attn: EncoderAttn::load(b, t, &format!("{q}.self_attn"), lane)?,
                 mlp_ln: Norm::load(b, t, &format!("{q}.final_layer_norm"))?,
-                mlp: Mlp::load(b, t, &q, lane)?,
+                fc1: Linear::load(b, t, &format!("{q}.fc1"), lane)?,
+                fc2: Linear::load(b, t, &format!("{q}.fc2"), lane)?,
             });
         }
         Ok(Self {
@@ -71,10 +115,11 @@ impl<B: Backend> Encoder<B> {
         let mut x = b.add(&x, &self.positions)?;
         for layer in &self.layers {
             let h = layer.attn_ln.forward(b, &x)?;
-            let a = layer.attn.self_attention(b, &h, self.heads)?;
-            x = b.add(&x, &a)?;
+            x = layer.attn.forward(b, &h, &x, self.heads)?;
             let h = layer.mlp_ln.forward(b, &x)?;
-            x = b.add(&x, &layer.mlp.forward(b, &h)?)?;
+            let f = layer.fc1.forward(b, &h)?; // (B, T, 4d)
+            let f = b.activation(&f, Activation::Gelu)?;
+            x = b.linear_add(&f, &layer.fc2.w, layer.fc2.b.as_ref(), &x)?;
         }
         self.ln_post.forward(b, &x)
     }

@@ -161,6 +161,90 @@ impl<'a> Tensors<'a> {
         }
         Ok(b.weight(&w.clone().reshape(vec![n, k])?, lane)?)
     }
+
+    /// GEMM weights `names` (each `(N_i, K)`, all in one lane) as one `(ΣN_i, K)` weight, rows
+    /// stacked in order: one GEMM instead of several over the same input (the encoder's q, k,
+    /// v). Every lane quantizes row by row (q8: 32-blocks along K), so each stacked row is
+    /// stored exactly as it would be alone. f16 checkpoints stack their stored bytes.
+    pub fn stacked_weight<B: Backend>(
+        &self,
+        b: &B,
+        names: &[String],
+        lane: Lane,
+    ) -> Result<B::Weight> {
+        let first = names
+            .first()
+            .ok_or_else(|| self.bad("(stacked weight)", "no weights to stack"))?;
+        let lane_0 = self.lane_of(first, lane);
+        let mut k_0 = None;
+        let mut rows = 0;
+        for name in names {
+            if self.lane_of(name, lane) != lane_0 {
+                return Err(self.bad(
+                    name,
+                    &format!("stacked with {first}, which is in another lane"),
+                ));
+            }
+            let shape = self.shape(name)?;
+            if shape.len() != 2 || k_0.is_some_and(|k| k != shape[1]) {
+                return Err(self.bad(
+                    name,
+                    &format!("shape {shape:?} cannot be stacked with {first} (same K, rank 2)"),
+                ));
+            }
+            k_0 = Some(shape[1]);
+            rows += shape[0];
+        }
+        let k = k_0.unwrap_or(0);
+        let stored: Option<Vec<&RawTensor>> = names
+            .iter()
+            .map(|n| self.stored.and_then(|m| m.get(n.as_str())))
+            .collect();
+        if let Some(raws) = stored.filter(|r| r.iter().all(|t| t.dtype == DType::F16)) {
+            let mut bytes = Vec::with_capacity(rows * k * 2);
+            raws.iter().for_each(|t| bytes.extend_from_slice(t.bytes()));
+            let bytes = std::sync::Arc::new(bytes);
+            let view = WeightView::new(rows, k, WeightData::F16Le(&bytes[..]))
+                .map_err(|e| self.bad(first, &e.to_string()))?
+                .kept_by(bytes.clone());
+            return Ok(b.weight_from(&view, lane_0)?);
+        }
+        let mut data = Vec::with_capacity(rows * k);
+        for name in names {
+            match (
+                self.map.get(name.as_str()),
+                self.stored.and_then(|m| m.get(name.as_str())),
+            ) {
+                (Some(t), _) => data.extend_from_slice(&t.data),
+                (None, Some(t)) => data.extend_from_slice(&t.to_f32()),
+                (None, None) => return Err(self.bad(name, "missing")),
+            }
+        }
+        let wide =
+            HostTensor::new(vec![rows, k], data).map_err(|e| self.bad(first, &e.to_string()))?;
+        Ok(b.weight(&wide, lane_0)?)
+    }
+
+    /// The biases of a [`Tensors::stacked_weight`], `(ΣN_i)`: each `(name, N_i)`'s bias, or
+    /// zeros where there is none (Whisper's k_proj).
+    pub fn stacked_bias<B: Backend>(&self, b: &B, parts: &[(String, usize)]) -> Result<B::Tensor> {
+        let mut data = Vec::with_capacity(parts.iter().map(|p| p.1).sum());
+        for (name, n) in parts {
+            match self.map.get(name.as_str()) {
+                Some(t) if t.data.len() == *n => data.extend_from_slice(&t.data),
+                Some(t) => {
+                    return Err(self.bad(
+                        name,
+                        &format!("bias of shape {:?} for {n} outputs", t.shape),
+                    ))
+                }
+                None => data.resize(data.len() + n, 0.0),
+            }
+        }
+        let h = HostTensor::new(vec![data.len()], data)
+            .map_err(|e| self.bad("(stacked bias)", &e.to_string()))?;
+        Ok(b.upload(&h)?)
+    }
 }
 
 /// Whether stored tensor `name` is widened up front as plain f32 values (norms, biases, the
@@ -223,15 +307,6 @@ impl<B: Backend> Attn<B> {
             v: Linear::load(b, t, &format!("{prefix}.v_proj"), lane)?,
             o: Linear::load(b, t, &format!("{prefix}.out_proj"), lane)?,
         })
-    }
-
-    /// Full (non-causal) self-attention over `h (B, T, d)`, output projected `(B, T, d)`.
-    pub fn self_attention(&self, b: &B, h: &B::Tensor, heads: usize) -> Result<B::Tensor> {
-        let q = self.q.forward(b, h)?;
-        let k = self.k.forward(b, h)?;
-        let v = self.v.forward(b, h)?;
-        let a = b.attention(&q, &k, &v, &attn_params(h, heads, None, false))?;
-        self.o.forward(b, &a)
     }
 }
 
