@@ -2125,6 +2125,35 @@ impl Backend for CudaBackend {
         }
     }
 
+    // transducer label loop with its state on the device: kernels in transducer.rs
+    fn transducer_frames(&self, x: &CudaTensor, state: &CudaTensor) -> Result<CudaTensor> {
+        self.transducer_frames_k(x, state, &|s| self.alloc_f32(s))
+    }
+
+    fn transducer_advance(
+        &self,
+        state: &mut CudaTensor,
+        logits: &CudaTensor,
+        rule: &stapes_core::transducer::TransducerRule,
+        log: &mut CudaTensor,
+        slot: usize,
+    ) -> Result<()> {
+        self.transducer_advance_k(state, logits, rule, log, slot)
+    }
+
+    fn transducer_embed(&self, table: &CudaTensor, state: &CudaTensor) -> Result<CudaTensor> {
+        self.transducer_embed_k(table, state, &|s| self.alloc_f32(s))
+    }
+
+    fn transducer_keep(
+        &self,
+        dst: &mut CudaTensor,
+        src: &CudaTensor,
+        state: &CudaTensor,
+    ) -> Result<()> {
+        self.transducer_keep_k(dst, src, state)
+    }
+
     fn chain(
         &self,
         key: &str,

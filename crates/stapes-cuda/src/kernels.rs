@@ -102,6 +102,16 @@ pub const FILES: &[KernelFile] = &[
             "attn_combine_f32",
         ],
     },
+    KernelFile {
+        name: "transducer",
+        source: include_str!("../kernels/transducer.cu"),
+        entries: &[
+            "transducer_frames",
+            "transducer_advance",
+            "transducer_embed",
+            "transducer_keep",
+        ],
+    },
 ];
 
 const OPTIONS: &[&str] = &["--std=c++17"];

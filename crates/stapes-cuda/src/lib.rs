@@ -45,6 +45,7 @@ pub mod kernels;
 pub mod loader;
 mod pool;
 mod step;
+mod transducer;
 
 pub use backend::{CudaBackend, CudaTensor, CudaWeight};
 

@@ -1,0 +1,199 @@
+// Greedy transducer (RNNT / TDT) label looping with its state on the device
+// (stapes_core::transducer). `state` is (1, B, 8) f32, one row per clip:
+//   [frame, frames, at_frame, steps, token, emitted, max_steps, -]
+// `log` is (B, K, 6) f32, one record per step slot: [valid, token, frame, duration, margin, done].
+// Every value is a small integer held exactly in f32, except the margin.
+
+#define TS_FRAME 0
+#define TS_FRAMES 1
+#define TS_AT 2
+#define TS_STEPS 3
+#define TS_TOKEN 4
+#define TS_EMITTED 5
+#define TS_MAX_STEPS 6
+#define TS_FIELDS 8
+#define TR_FIELDS 6
+
+__device__ __forceinline__ int ts_done(const float* row) {
+    return row[TS_FRAME] >= row[TS_FRAMES] || row[TS_STEPS] >= row[TS_MAX_STEPS];
+}
+
+// out (B, 1, C) f32 = x[b, frame_b, :] of x (B, T, C); a finished clip's frame is clamped to T-1
+// (its step is discarded). dt bit 1: x is f16.
+template <class X>
+__device__ __forceinline__ void frames_k(float* __restrict__ out, const X* __restrict__ x,
+                                         const float* __restrict__ state, int B, int T, int C) {
+    const long long n = (long long)B * C;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
+         e += (long long)gridDim.x * blockDim.x) {
+        const int b = (int)(e / C), c = (int)(e % C);
+        const float f = state[b * TS_FIELDS + TS_FRAME];
+        const int t = f >= 0.f ? min((int)fminf(f, 16777216.f), T - 1) : 0;
+        out[e] = ldf(x, ((long long)b * T + t) * C + c);
+    }
+}
+extern "C" __global__ void transducer_frames(float* out, const void* x, const float* state, int B,
+                                             int T, int C, int dt) {
+    if (dt & 2) frames_k<h16>(out, (const h16*)x, state, B, T, C);
+    else frames_k<float>(out, (const float*)x, state, B, T, C);
+}
+
+// Running top-2 of a sequence: the first index of the maximum (`i < 0`: nothing seen yet) and
+// the second largest value counting equal maxima twice, as the host's argmax and margin do.
+struct Top2 {
+    float a, b;
+    int i;
+};
+__device__ __forceinline__ void top2_push(Top2& t, float x, int i) {
+    if (t.i < 0 || x > t.a) {
+        if (t.i >= 0) t.b = t.a;
+        t.a = x;
+        t.i = i;
+    } else if (x > t.b) {
+        t.b = x;
+    }
+}
+// u then v, where v's indices are all larger than u's (thread order) or either is empty.
+__device__ __forceinline__ Top2 top2_merge(Top2 u, Top2 v) {
+    if (v.i < 0) return u;
+    if (u.i < 0) return v;
+    Top2 r;
+    if (v.a > u.a || (v.a == u.a && v.i < u.i)) {
+        r.a = v.a;
+        r.i = v.i;
+        r.b = fmaxf(u.a, fmaxf(u.b, v.b));
+    } else {
+        r.a = u.a;
+        r.i = u.i;
+        r.b = fmaxf(v.a, fmaxf(u.b, v.b));
+    }
+    return r;
+}
+
+// One greedy step of every clip: grid (B), 256 threads. logits (B, W) (W = V + nd) decide the
+// token (argmax over V) and, for TDT (nd > 0), the duration class (argmax over the nd values
+// after them, frames `durs[class]`); the clip's state row advances and the record goes to slot
+// `slot` of its K. The rule is stapes_core::transducer::TransducerRule::advance.
+template <class X>
+__device__ __forceinline__ void advance_k(float* __restrict__ state, const X* __restrict__ logits,
+                                          float* __restrict__ log, int W, int V, int blank, int nd,
+                                          const int* durs, int max_sym, int K, int slot) {
+    __shared__ float sa[256], sb[256];
+    __shared__ int si[256];
+    const int b = blockIdx.x;
+    const X* lg = logits + (long long)b * W;
+    Top2 t = {F_NEG_INF, F_NEG_INF, -1};
+    // contiguous chunks per thread, so merging in thread order keeps the first maximum
+    const int per = (V + blockDim.x - 1) / blockDim.x;
+    const int lo = threadIdx.x * per, hi = min(V, lo + per);
+    for (int i = lo; i < hi; ++i) top2_push(t, ldf(lg, i), i);
+    sa[threadIdx.x] = t.a;
+    sb[threadIdx.x] = t.b;
+    si[threadIdx.x] = t.i;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            Top2 u = {sa[threadIdx.x], sb[threadIdx.x], si[threadIdx.x]};
+            Top2 v = {sa[threadIdx.x + s], sb[threadIdx.x + s], si[threadIdx.x + s]};
+            Top2 r = top2_merge(u, v);
+            sa[threadIdx.x] = r.a;
+            sb[threadIdx.x] = r.b;
+            si[threadIdx.x] = r.i;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x != 0) return;
+    float* row = state + (long long)b * TS_FIELDS;
+    float* rec = log + ((long long)b * K + slot) * TR_FIELDS;
+    row[TS_EMITTED] = 0.f;
+    if (ts_done(row)) {
+        for (int f = 0; f < TR_FIELDS; ++f) rec[f] = 0.f;
+        rec[5] = 1.f;
+        return;
+    }
+    const int token = si[0] < 0 ? 0 : si[0];
+    const int is_blank = token == blank;
+    float margin = sa[0] - sb[0];
+    int at = (int)row[TS_AT];
+    int duration;
+    if (nd == 0) {
+        if (is_blank) {
+            at = 0;
+            duration = 1;
+        } else {
+            at += 1;
+            if (at >= max_sym) {
+                at = 0;
+                duration = 1;
+            } else {
+                duration = 0;
+            }
+        }
+    } else {
+        Top2 d = {F_NEG_INF, F_NEG_INF, -1};
+        for (int i = 0; i < nd; ++i) top2_push(d, ldf(lg, V + i), i);
+        margin = fminf(margin, d.a - d.b);
+        int dd = durs[d.i < 0 ? 0 : d.i];
+        if (is_blank && dd == 0) dd = 1;
+        at = dd == 0 ? at + 1 : 0;
+        if (at >= max_sym) {
+            at = 0;
+            duration = 1;
+        } else {
+            duration = dd;
+        }
+    }
+    rec[0] = 1.f;
+    rec[1] = (float)token;
+    rec[2] = row[TS_FRAME];
+    rec[3] = (float)duration;
+    rec[4] = margin;
+    row[TS_FRAME] += (float)duration;
+    row[TS_AT] = (float)at;
+    row[TS_STEPS] += 1.f;
+    row[TS_TOKEN] = (float)token;
+    row[TS_EMITTED] = is_blank ? 0.f : 1.f;
+    rec[5] = ts_done(row) ? 1.f : 0.f;
+}
+extern "C" __global__ void transducer_advance(float* state, const void* logits, float* log, int W,
+                                              int V, int blank, int nd, int d0, int d1, int d2,
+                                              int d3, int d4, int d5, int d6, int d7, int max_sym,
+                                              int K, int slot, int dt) {
+    const int durs[8] = {d0, d1, d2, d3, d4, d5, d6, d7};
+    if (dt & 2) advance_k<h16>(state, (const h16*)logits, log, W, V, blank, nd, durs, max_sym, K, slot);
+    else advance_k<float>(state, (const float*)logits, log, W, V, blank, nd, durs, max_sym, K, slot);
+}
+
+// out (B, 1, D) f32 = table[token_b] of table (V, D); a token out of range reads row 0 (only
+// emitting clips keep the prediction network's result). dt bit 1: table is f16.
+template <class X>
+__device__ __forceinline__ void embed_k(float* __restrict__ out, const X* __restrict__ table,
+                                        const float* __restrict__ state, int B, int V, int D) {
+    const long long n = (long long)B * D;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
+         e += (long long)gridDim.x * blockDim.x) {
+        const int b = (int)(e / D), c = (int)(e % D);
+        const float f = state[b * TS_FIELDS + TS_TOKEN];
+        const int id = (f >= 0.f && f < (float)V) ? (int)f : 0;
+        out[e] = ldf(table, (long long)id * D + c);
+    }
+}
+extern "C" __global__ void transducer_embed(float* out, const void* table, const float* state,
+                                            int B, int V, int D, int dt) {
+    if (dt & 2) embed_k<h16>(out, (const h16*)table, state, B, V, D);
+    else embed_k<float>(out, (const float*)table, state, B, V, D);
+}
+
+// dst (B, n) = src where the clip's last step emitted a label; elements of `bytes` bytes (2 or
+// 4), both tensors of one type.
+extern "C" __global__ void transducer_keep(void* dst, const void* src, const float* state, int B,
+                                           int n, int bytes) {
+    const long long total = (long long)B * n;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
+         e += (long long)gridDim.x * blockDim.x) {
+        const int b = (int)(e / n);
+        if (state[b * TS_FIELDS + TS_EMITTED] == 0.f) continue;
+        if (bytes == 2) ((h16*)dst)[e] = ((const h16*)src)[e];
+        else ((float*)dst)[e] = ((const float*)src)[e];
+    }
+}

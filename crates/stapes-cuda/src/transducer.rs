@@ -1,0 +1,208 @@
+//! The transducer label-loop ops of the `Backend` contract (`transducer_frames`,
+//! `transducer_advance`, `transducer_embed`, `transducer_keep`) on this home: kernels
+//! (`kernels/transducer.cu`) that read each clip's frame index, token and emitted flag from the
+//! state tensor of [`stapes_core::transducer`] and update it in place, so a captured chain of
+//! label-loop steps replays with no host round trip.
+
+use std::ffi::c_void;
+
+use stapes_core::transducer::{
+    loop_dims, state_batch, TransducerRule, MAX_DURATIONS, RECORD_FIELDS, STATE_FIELDS,
+};
+use stapes_core::{DeviceTensor, Error, Result};
+
+use crate::backend::{CudaBackend, CudaTensor, Dtype};
+
+macro_rules! args {
+    ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
+}
+
+fn grid_1d(n: usize) -> (u32, u32, u32) {
+    (n.div_ceil(256).clamp(1, 132 * 32) as u32, 1, 1)
+}
+
+/// The state and log are written by the kernels as f32.
+fn check_f32(op: &'static str, name: &str, t: &CudaTensor) -> Result<()> {
+    if t.is_f16() {
+        return Err(Error::shape(
+            op,
+            format!(
+                "{name} {:?} holds f16 values; the loop state is f32",
+                t.shape()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `dt` bit 1 when the read tensor is f16 (common.cuh's convention).
+fn in_bit(t: &CudaTensor) -> i32 {
+    (t.is_f16() as i32) << 1
+}
+
+impl CudaBackend {
+    /// `x (B, T, C)` → `(B, 1, C)` f32 at each clip's frame.
+    pub(crate) fn transducer_frames_k(
+        &self,
+        x: &CudaTensor,
+        state: &CudaTensor,
+        alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "transducer_frames";
+        let bs = state_batch(OP, state.shape())?;
+        check_f32(OP, "state", state)?;
+        let xs = x.shape();
+        if xs.len() != 3 || xs[0] != bs || xs[1] == 0 {
+            return Err(Error::shape(
+                OP,
+                format!("x {xs:?} for a batch of {bs}: want (B, T ≥ 1, C)"),
+            ));
+        }
+        let (t, c) = (xs[1], xs[2]);
+        let out = alloc(&[bs, 1, c])?;
+        if bs * c == 0 {
+            return Ok(out);
+        }
+        let (o, xp, sp) = (self.p(&out.buf), self.p(&x.buf), self.p(&state.buf));
+        let (bi, ti, ci, dt) = (bs as i32, t as i32, c as i32, in_bit(x));
+        self.launch(
+            "transducer_frames",
+            grid_1d(bs * c),
+            (256, 1, 1),
+            0,
+            args![o, xp, sp, bi, ti, ci, dt],
+        )?;
+        Ok(out)
+    }
+
+    /// One greedy step of every clip, state and log updated in place.
+    pub(crate) fn transducer_advance_k(
+        &self,
+        state: &mut CudaTensor,
+        logits: &CudaTensor,
+        rule: &TransducerRule,
+        log: &mut CudaTensor,
+        slot: usize,
+    ) -> Result<()> {
+        const OP: &str = "transducer_advance";
+        let (bs, k) = loop_dims(state.shape(), log.shape())?;
+        check_f32(OP, "state", state)?;
+        check_f32(OP, "log", log)?;
+        rule.check()?;
+        let w = rule.width();
+        if logits.numel() != bs * w || slot >= k {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "logits {:?} for {bs} clips × {w}, slot {slot} of {k}",
+                    logits.shape()
+                ),
+            ));
+        }
+        if bs == 0 {
+            return Ok(());
+        }
+        let mut d = [0i32; MAX_DURATIONS];
+        for (slot_d, &v) in d.iter_mut().zip(&rule.durations) {
+            *slot_d = i32::try_from(v).map_err(|_| Error::shape(OP, format!("duration {v}")))?;
+        }
+        let (sp, lp, gp) = (self.p(&state.buf), self.p(&logits.buf), self.p(&log.buf));
+        let (wi, vi, bi, ndi) = (
+            w as i32,
+            rule.vocab as i32,
+            rule.blank as i32,
+            rule.durations.len() as i32,
+        );
+        let (ms, ki, si, dt) = (
+            rule.max_symbols.min(i32::MAX as usize) as i32,
+            k as i32,
+            slot as i32,
+            in_bit(logits),
+        );
+        let [d0, d1, d2, d3, d4, d5, d6, d7] = d;
+        self.launch(
+            "transducer_advance",
+            (bs as u32, 1, 1),
+            (256, 1, 1),
+            0,
+            args![sp, gp, lp, wi, vi, bi, ndi, d0, d1, d2, d3, d4, d5, d6, d7, ms, ki, si, dt],
+        )
+    }
+
+    /// `(B, 1, D)` f32 rows of `table (V, D)` at each clip's token.
+    pub(crate) fn transducer_embed_k(
+        &self,
+        table: &CudaTensor,
+        state: &CudaTensor,
+        alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "transducer_embed";
+        let bs = state_batch(OP, state.shape())?;
+        check_f32(OP, "state", state)?;
+        let ts = table.shape();
+        if ts.len() != 2 || ts[0] == 0 {
+            return Err(Error::shape(OP, format!("table {ts:?}: want (V ≥ 1, D)")));
+        }
+        let (v, d) = (ts[0], ts[1]);
+        let out = alloc(&[bs, 1, d])?;
+        if bs * d == 0 {
+            return Ok(out);
+        }
+        let (o, tp, sp) = (self.p(&out.buf), self.p(&table.buf), self.p(&state.buf));
+        let (bi, vi, di, dt) = (bs as i32, v as i32, d as i32, in_bit(table));
+        self.launch(
+            "transducer_embed",
+            grid_1d(bs * d),
+            (256, 1, 1),
+            0,
+            args![o, tp, sp, bi, vi, di, dt],
+        )?;
+        Ok(out)
+    }
+
+    /// `dst (B, n, C)` takes `src`'s rows where the clip's last step emitted a label.
+    pub(crate) fn transducer_keep_k(
+        &self,
+        dst: &mut CudaTensor,
+        src: &CudaTensor,
+        state: &CudaTensor,
+    ) -> Result<()> {
+        const OP: &str = "transducer_keep";
+        let bs = state_batch(OP, state.shape())?;
+        check_f32(OP, "state", state)?;
+        let ds = dst.shape();
+        if ds.len() != 3 || ds[0] != bs || src.shape() != ds || src.dtype != dst.dtype {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "src {:?} ({:?}) into {ds:?} ({:?}) for a batch of {bs}: want equal (B, n, C) of one type",
+                    src.shape(),
+                    src.dtype,
+                    dst.dtype
+                ),
+            ));
+        }
+        // a GEMM input prepared from `dst` would be stale after this write
+        self.forget_prep();
+        let n = ds[1] * ds[2];
+        if bs * n == 0 {
+            return Ok(());
+        }
+        let (dp, sp, stp) = (self.p(&dst.buf), self.p(&src.buf), self.p(&state.buf));
+        let bytes = match dst.dtype {
+            Dtype::F16 => 2i32,
+            Dtype::F32 => 4i32,
+        };
+        let (bi, ni) = (bs as i32, n as i32);
+        self.launch(
+            "transducer_keep",
+            grid_1d(bs * n),
+            (256, 1, 1),
+            0,
+            args![dp, sp, stp, bi, ni, bytes],
+        )
+    }
+}
+
+/// Fields the kernels hard-code (`TS_FIELDS`, `TR_FIELDS` in transducer.cu).
+const _: () = assert!(STATE_FIELDS == 8 && RECORD_FIELDS == 6 && MAX_DURATIONS == 8);
