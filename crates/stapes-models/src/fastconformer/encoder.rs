@@ -76,8 +76,63 @@ impl<B: Backend> Linear<B> {
         })
     }
 
+    /// The linears `prefixes` as one GEMM: their weights stacked along the output rows (and
+    /// their biases, zeros for one without), so the output is their outputs side by side. Each
+    /// output row keeps its own weights in every lane (q8 blocks run along K, within a row).
+    pub fn load_stacked(b: &B, t: &Tensors<'_>, prefixes: &[String], lane: Lane) -> Result<Self> {
+        let (mut rows, mut k, mut data) = (0, None, Vec::new());
+        let mut parts = Vec::with_capacity(prefixes.len());
+        for prefix in prefixes {
+            let name = format!("{prefix}.weight");
+            let w = t.get(&name)?;
+            let n = w.shape.first().copied().unwrap_or(0);
+            let kk = w.len() / n.max(1);
+            if *k.get_or_insert(kk) != kk {
+                return Err(ModelError::bad_tensor(
+                    t.path,
+                    name,
+                    format!(
+                        "{kk} inputs, unlike the {} of the linears stacked with it",
+                        k.unwrap_or(0)
+                    ),
+                ));
+            }
+            data.extend_from_slice(&w.data);
+            rows += n;
+            parts.push((n, t.map.get(&format!("{prefix}.bias"))));
+        }
+        let bias = if parts.iter().any(|(_, bt)| bt.is_some()) {
+            let mut v = Vec::with_capacity(rows);
+            for (n, bt) in &parts {
+                match bt {
+                    Some(bt) if bt.len() == *n => v.extend_from_slice(&bt.data),
+                    Some(bt) => {
+                        return Err(ModelError::bad_tensor(
+                            t.path,
+                            "bias of a stacked linear",
+                            format!("{:?} for {n} outputs", bt.shape),
+                        ))
+                    }
+                    None => v.extend(std::iter::repeat_n(0.0, *n)),
+                }
+            }
+            Some(b.upload(&HostTensor::new(vec![rows], v)?)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            w: b.weight(&HostTensor::new(vec![rows, k.unwrap_or(0)], data)?, lane)?,
+            b: bias,
+        })
+    }
+
     pub fn forward(&self, be: &B, x: &B::Tensor) -> Result<B::Tensor> {
         Ok(be.linear(x, &self.w, self.b.as_ref())?)
+    }
+
+    /// `forward(x) + r`, the residual added inside the GEMM where the home can.
+    pub fn forward_add(&self, be: &B, x: &B::Tensor, r: &B::Tensor) -> Result<B::Tensor> {
+        Ok(be.linear_add(x, &self.w, self.b.as_ref(), r)?)
     }
 }
 
@@ -104,9 +159,8 @@ struct FeedForward<B: Backend> {
 }
 
 struct RelAttention<B: Backend> {
-    q: Linear<B>,
-    k: Linear<B>,
-    v: Linear<B>,
+    /// q, k and v stacked: one GEMM writes `(B, T, 3·d)` laid out `q | k | v`.
+    qkv: Linear<B>,
     o: Linear<B>,
     /// `W_{k,R}` of Transformer-XL: projects the sinusoid positions, no bias.
     pos: B::Weight,
@@ -515,9 +569,7 @@ impl<B: Backend> RelAttention<B> {
             Ok(b.upload(&h.clone().reshape(vec![h.len()])?)?)
         };
         Ok(Self {
-            q: Linear::load(b, t, &n.attn("q"), lane)?,
-            k: Linear::load(b, t, &n.attn("k"), lane)?,
-            v: Linear::load(b, t, &n.attn("v"), lane)?,
+            qkv: Linear::load_stacked(b, t, &[n.attn("q"), n.attn("k"), n.attn("v")], lane)?,
             o: Linear::load(b, t, &n.attn("o"), lane)?,
             pos: t.weight(b, &format!("{}.weight", n.attn("relative_k")), lane)?,
             bias_u: flat(n.attn_bias("bias_u"))?,
@@ -525,20 +577,21 @@ impl<B: Backend> RelAttention<B> {
         })
     }
 
-    /// Transformer-XL attention: scores = ((q+u)·kᵀ + shift((q+v)·pᵀ))·scale, over `h (B, T, d)`.
-    fn forward(&self, b: &B, h: &B::Tensor, cx: &AttnCtx<'_, B>) -> Result<B::Tensor> {
+    /// Transformer-XL attention: scores = ((q+u)·kᵀ + shift((q+v)·pᵀ))·scale, over `h (B, T, d)`,
+    /// its output projection landing on the residual stream `x`.
+    fn forward(
+        &self,
+        b: &B,
+        h: &B::Tensor,
+        cx: &AttnCtx<'_, B>,
+        x: &B::Tensor,
+    ) -> Result<B::Tensor> {
         let t = cx.t;
-        let q = self.q.forward(b, h)?;
-        let k = b.split_heads(&self.k.forward(b, h)?, cx.heads, None)?; // (BH, T, Dh)
-        let v = b.split_heads(&self.v.forward(b, h)?, cx.heads, None)?;
+        let qkv = self.qkv.forward(b, h)?; // (B, T, 3d)
         let p = b.linear(cx.pos, &self.pos, None)?; // (1, 2T-1, d)
-        let mut p = b.split_heads(&p, cx.heads, None)?; // (H, 2T-1, Dh)
-        if cx.batch > 1 {
-            let copies: Vec<&B::Tensor> = (0..cx.batch).map(|_| &p).collect();
-            p = b.concat(&copies, 0)?;
-        }
-        let qu = b.split_heads(&q, cx.heads, Some(&self.bias_u))?;
-        let qv = b.split_heads(&q, cx.heads, Some(&self.bias_v))?;
+                                                    // qu, qv, k, v (BH, T, Dh); p (BH, 2T-1, Dh)
+        let stapes_core::backend::RelAttnInputs { qu, qv, k, v, p } =
+            b.rel_attention_inputs(&qkv, &p, cx.heads, &self.bias_u, &self.bias_v)?;
         // Queries in chunks of `cx.chunk` rows keep the score matrices at (BH, C, T): bounded
         // memory for long inputs, the same numbers as one block.
         let mut outs = Vec::new();
@@ -553,9 +606,15 @@ impl<B: Backend> RelAttention<B> {
             };
             let ac = b.matmul(qu_c, &k, true)?; // (BH, C, T)
                                                 // Rows q0..q0+C need distances q0+C-1-(T-1) … q0-0: positions T-q0-C … 2T-2-q0.
-            let p_c = b.slice(&p, 1, t - q0 - c, t + c - 1)?; // (BH, T+C-1, Dh)
-            let bd = b.matmul(qv_c, &p_c, true)?; // (BH, C, T+C-1)
-                                                  // The shift, scale, padding-key mask and softmax in one op: (BH, C, T).
+            let p_sliced;
+            let p_c = if c == t {
+                &p // all 2T-1 positions
+            } else {
+                p_sliced = b.slice(&p, 1, t - q0 - c, t + c - 1)?;
+                &p_sliced
+            }; // (BH, T+C-1, Dh)
+            let bd = b.matmul(qv_c, p_c, true)?; // (BH, C, T+C-1)
+                                                 // The shift, scale, padding-key mask and softmax in one op: (BH, C, T).
             let probs = b.rel_shift_softmax(&ac, &bd, cx.keep, cx.scale)?;
             outs.push(b.matmul(&probs, &v, false)?); // (BH, C, Dh)
         }
@@ -564,7 +623,7 @@ impl<B: Backend> RelAttention<B> {
         } else {
             b.concat(&outs.iter().collect::<Vec<_>>(), 1)?
         };
-        self.o.forward(b, &b.merge_heads(&out, cx.batch)?)
+        self.o.forward_add(b, &b.merge_heads(&out, cx.batch)?, x)
     }
 }
 
@@ -600,23 +659,19 @@ impl<B: Backend> ConvModule<B> {
         })
     }
 
+    /// Over the normed `h (B, T, d)`, landing on the residual stream `x`.
     fn forward(
         &self,
         b: &B,
-        x: &B::Tensor,
+        h: &B::Tensor,
         act: Activation,
         keep: Option<&B::Tensor>,
+        x: &B::Tensor,
     ) -> Result<B::Tensor> {
-        let mut h = b.glu(&self.pw1.forward(b, x)?)?; // (B, T, C)
-        if let Some(k) = keep {
-            // The depthwise conv must see zeros past each sequence, as its own pass does.
-            let c = h.shape()[2];
-            h = b.mask_fill(&h, k, c, 0.0)?;
-        }
-        let k = self.dw_w.shape()[1];
-        let h = b.depthwise_conv1d(&h, &self.dw_w, Some(&self.dw_b), 1, (k - 1) / 2)?;
-        let h = b.activation(&h, act)?;
-        self.pw2.forward(b, &h)
+        let h = self.pw1.forward(b, h)?; // (B, T, 2C)
+                                         // GLU, zeros past each sequence (as its own pass sees), depthwise conv, activation.
+        let h = b.glu_depthwise_act(&h, keep, &self.dw_w, Some(&self.dw_b), act)?; // (B, T, C)
+        self.pw2.forward_add(b, &h, x)
     }
 }
 
@@ -627,9 +682,10 @@ impl<B: Backend> FeedForward<B> {
             l2: Linear::load_scaled(b, t, &n.ff(which, 2), lane, 0.5)?,
         })
     }
-    fn forward(&self, b: &B, x: &B::Tensor, act: Activation) -> Result<B::Tensor> {
-        let h = b.activation(&self.l1.forward(b, x)?, act)?;
-        self.l2.forward(b, &h)
+    /// Over the normed `h (B, T, d)`, landing on the residual stream `x`.
+    fn forward(&self, b: &B, h: &B::Tensor, act: Activation, x: &B::Tensor) -> Result<B::Tensor> {
+        let h = b.activation(&self.l1.forward(b, h)?, act)?;
+        self.l2.forward_add(b, &h, x)
     }
 }
 
@@ -656,17 +712,17 @@ impl<B: Backend> Block<B> {
         act: Activation,
     ) -> Result<B::Tensor> {
         // Macaron: each feed-forward contributes half a step (the ½ is folded into its output
-        // projection at load).
-        let h = self.ff1.forward(b, &self.norm_ff1.forward(b, x)?, act)?;
-        let x = b.add(x, &h)?;
-        let a = self.attn.forward(b, &self.norm_att.forward(b, &x)?, cx)?;
-        let x = b.add(&x, &a)?;
-        let c = self
+        // projection at load). Every sub-block's last GEMM adds the residual stream itself.
+        let x = self.ff1.forward(b, &self.norm_ff1.forward(b, x)?, act, x)?;
+        let x = self
+            .attn
+            .forward(b, &self.norm_att.forward(b, &x)?, cx, &x)?;
+        let x = self
             .conv
-            .forward(b, &self.norm_conv.forward(b, &x)?, act, cx.keep)?;
-        let x = b.add(&x, &c)?;
-        let h = self.ff2.forward(b, &self.norm_ff2.forward(b, &x)?, act)?;
-        let x = b.add(&x, &h)?;
+            .forward(b, &self.norm_conv.forward(b, &x)?, act, cx.keep, &x)?;
+        let x = self
+            .ff2
+            .forward(b, &self.norm_ff2.forward(b, &x)?, act, &x)?;
         self.norm_out.forward(b, &x)
     }
 }
