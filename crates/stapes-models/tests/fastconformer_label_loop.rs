@@ -60,14 +60,23 @@ fn device_form_label_loop_equals_the_host_loop_single_and_batched() {
     let exp = expected();
     let mut by_model: BTreeMap<&str, usize> = BTreeMap::new();
     for model in ["tdt", "rnnt"] {
-        let m = Parakeet::new(CpuBackend::new(2).unwrap(), &fixtures().join(model), Lane::F32)
-            .expect("model");
+        let m = Parakeet::new(
+            CpuBackend::new(2).unwrap(),
+            &fixtures().join(model),
+            Lane::F32,
+        )
+        .expect("model");
         let mut hosts = Vec::new();
         for (i, f) in feats.iter().enumerate() {
             let enc = m.encode_host(f).expect("encode");
             m.set_device_decode(Some(false));
             let host = m.greedy(&enc).expect("host loop");
-            assert_eq!(host.ids(), hf_ids(&exp, model, CLIPS[i]), "{model}/{}", CLIPS[i]);
+            assert_eq!(
+                host.ids(),
+                hf_ids(&exp, model, CLIPS[i]),
+                "{model}/{}",
+                CLIPS[i]
+            );
             m.set_device_decode(Some(true));
             let dev = m.greedy(&enc).expect("device loop");
             same(&dev, &host, &format!("{model}/{}: single", CLIPS[i]));

@@ -30,10 +30,12 @@ const FRAME_BUCKET: usize = 128;
 /// Names loops in chain keys: a captured chain is bound to one model's buffers.
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether the label loop runs on the device: 0 = where the home captures chains, 1 = always,
-/// 2 = never. Also the loop's id for chain keys.
+/// Whether the label loop runs on the device: 0 = where the home captures chains (unless
+/// `STAPES_PARAKEET_DEVICE_LOOP=0` was set when the model loaded: the host loop, for
+/// before/after comparisons), 1 = always, 2 = never. Also the loop's id for chain keys.
 pub(crate) struct DeviceLoop {
     mode: AtomicU8,
+    env_off: bool,
     id: usize,
 }
 
@@ -41,6 +43,7 @@ impl Default for DeviceLoop {
     fn default() -> Self {
         Self {
             mode: AtomicU8::new(0),
+            env_off: std::env::var("STAPES_PARAKEET_DEVICE_LOOP").is_ok_and(|v| v.trim() == "0"),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -60,7 +63,7 @@ impl DeviceLoop {
         match self.mode.load(Ordering::Relaxed) {
             1 => true,
             2 => false,
-            _ => b.captures_chains(),
+            _ => !self.env_off && b.captures_chains(),
         }
     }
 }
