@@ -24,8 +24,34 @@ const KERNELS: [(&str, usize, u32); 6] = [
 ];
 
 /// 0: pick by shape; 1 ..= 6: `KERNELS[i - 1]`; `LEGACY`: the older `flash_attn_d64` kernels.
+/// Starts from `STAPES_CUDA_ATTN` (`legacy` or a kernel name), so whole-model benchmarks can
+/// compare kernels in one process tree.
 static FORCED: AtomicU8 = AtomicU8::new(0);
+static FORCED_ENV: std::sync::Once = std::sync::Once::new();
 const LEGACY: u8 = 255;
+
+fn forced() -> u8 {
+    FORCED_ENV.call_once(|| {
+        if let Ok(v) = std::env::var("STAPES_CUDA_ATTN") {
+            match kernel_code(Some(v.trim())) {
+                Some(c) => FORCED.store(c, Ordering::Relaxed),
+                None => tracing::warn!(
+                    "STAPES_CUDA_ATTN={v:?} is not `legacy` or one of {:?}; ignored",
+                    CudaBackend::flash64_kernels()
+                ),
+            }
+        }
+    });
+    FORCED.load(Ordering::Relaxed)
+}
+
+fn kernel_code(name: Option<&str>) -> Option<u8> {
+    match name {
+        None | Some("") | Some("auto") => Some(0),
+        Some("legacy") => Some(LEGACY),
+        Some(n) => KERNELS.iter().position(|k| k.0 == n).map(|i| i as u8 + 1),
+    }
+}
 
 /// Head size the `flash64_*` kernels take.
 const D: usize = 64;
@@ -60,29 +86,23 @@ impl CudaBackend {
     /// `flash_attn_d64` kernels, else a name from [`CudaBackend::flash64_kernels`].
     #[doc(hidden)]
     pub fn force_flash64_kernel(&self, name: Option<&str>) -> Result<()> {
-        let v = match name {
-            None => 0,
-            Some("legacy") => LEGACY,
-            Some(n) => match KERNELS.iter().position(|k| k.0 == n) {
-                Some(i) => i as u8 + 1,
-                None => {
-                    return Err(Error::shape(
-                        "force_flash64_kernel",
-                        format!(
-                            "no kernel {n:?}; known: legacy, {:?}",
-                            Self::flash64_kernels()
-                        ),
-                    ))
-                }
-            },
-        };
+        forced(); // the environment's choice first, so that it cannot override this one later
+        let v = kernel_code(name).ok_or_else(|| {
+            Error::shape(
+                "force_flash64_kernel",
+                format!(
+                    "no kernel {name:?}; known: legacy, {:?}",
+                    Self::flash64_kernels()
+                ),
+            )
+        })?;
         FORCED.store(v, Ordering::Relaxed);
         Ok(())
     }
 
     /// Whether `attention` of this shape runs a `flash64_*` kernel.
     fn flash64_applies(d: usize, tq: usize) -> bool {
-        d == D && tq >= MIN_TQ && FORCED.load(Ordering::Relaxed) != LEGACY
+        d == D && tq >= MIN_TQ && forced() != LEGACY
     }
 
     /// `attention` for head size 64 and at least 16 queries (`None`: not this path's shape; the
@@ -173,7 +193,7 @@ impl CudaBackend {
     /// The kernel for this shape: the forced one, else 128-row blocks where they give every
     /// SM work, 64-row blocks for small grids.
     fn flash64_pick(f: &Flash64) -> (&'static str, usize, u32) {
-        match FORCED.load(Ordering::Relaxed) {
+        match forced() {
             i @ 1..=6 => KERNELS[i as usize - 1],
             _ => {
                 let blocks128 = f.tq.div_ceil(128) * f.heads * f.batch;

@@ -1,0 +1,441 @@
+//! Attention with head size 64 on the `flash64_*` kernels and `attention_packed` against
+//! `ReferenceBackend` (f32 inputs under the table's `cuda` row, f16 inputs inside a chain under
+//! `cuda-f16act`), every kernel variant bit-identical to the others, packed bit-identical to
+//! unpacked, a planted fault that the comparison must catch, and (with `--nocapture`) the
+//! timing of the turbo / base / tiny shapes for the ledger.
+//! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{check_with, rnd, tol_for};
+use cudarc::driver::sys::CUevent_flags;
+use stapes_core::reference::ReferenceBackend;
+use stapes_core::tolerance::{compare, Op};
+use stapes_core::{AttnParams, Backend, HostTensor, Lane};
+use stapes_cuda::{CudaBackend, CudaTensor};
+
+/// (B, Tq, Tk, heads, kv_len, causal); head size 64.
+type Case = (usize, usize, usize, usize, Option<usize>, bool);
+
+const D: usize = 64;
+
+fn params(c: &Case) -> AttnParams {
+    AttnParams {
+        n_heads: c.3,
+        scale: 1.0 / (D as f32).sqrt(),
+        kv_len: c.4,
+        causal: c.5,
+    }
+}
+
+/// q, k, v of a case: q scaled up so the softmax is peaked (scores of std ≈ 1), not flat.
+fn inputs(c: &Case, seed: u64) -> [HostTensor; 3] {
+    let (b, tq, tk, h) = (c.0, c.1, c.2, c.3);
+    [
+        rnd(&[b, tq, h * D], seed, 3.0),
+        rnd(&[b, tk, h * D], seed + 1, 1.0),
+        rnd(&[b, tk, h * D], seed + 2, 1.0),
+    ]
+}
+
+/// Head `h`'s columns of `(B, T, H·Dh)`.
+fn head_cols(t: &HostTensor, h: usize, heads: usize) -> HostTensor {
+    let c = t.shape[2];
+    let d = c / heads;
+    let data = t
+        .data
+        .chunks(c)
+        .flat_map(|row| row[h * d..(h + 1) * d].iter().copied())
+        .collect();
+    HostTensor::new(vec![t.shape[0], t.shape[1], d], data).expect("head shape")
+}
+
+/// `ReferenceBackend::attention`, one head per thread (heads are independent; the scalar
+/// reference on 20 heads × 1500² would otherwise take most of a device round).
+fn reference(q: &HostTensor, k: &HostTensor, v: &HostTensor, p: &AttnParams) -> HostTensor {
+    let heads = p.n_heads;
+    let per_head: Vec<HostTensor> = std::thread::scope(|s| {
+        let jobs: Vec<_> = (0..heads)
+            .map(|h| {
+                s.spawn(move || {
+                    let r = ReferenceBackend::new();
+                    let up = |t: &HostTensor| r.upload(&head_cols(t, h, heads)).expect("upload");
+                    let ph = AttnParams { n_heads: 1, ..*p };
+                    let o = r
+                        .attention(&up(q), &up(k), &up(v), &ph)
+                        .expect("reference attention");
+                    r.download(&o).expect("download")
+                })
+            })
+            .collect();
+        jobs.into_iter()
+            .map(|j| j.join().expect("reference thread"))
+            .collect()
+    });
+    let (b, tq) = (q.shape[0], q.shape[1]);
+    let d = per_head.first().map(|t| t.shape[2]).unwrap_or(0);
+    let mut out = vec![0f32; b * tq * heads * d];
+    for (h, t) in per_head.iter().enumerate() {
+        for (r, row) in t.data.chunks(d.max(1)).enumerate() {
+            out[r * heads * d + h * d..][..d].copy_from_slice(row);
+        }
+    }
+    HostTensor::new(vec![b, tq, heads * d], out).expect("reference shape")
+}
+
+/// `t` with every element rounded to the nearest f16, as an f16 chain holds it.
+fn round16(t: &HostTensor) -> HostTensor {
+    let data = t
+        .data
+        .iter()
+        .map(|v| half::f16::from_f32(*v).to_f32())
+        .collect();
+    HostTensor::new(t.shape.clone(), data).expect("same shape")
+}
+
+/// Runs `f` eagerly inside a fresh encoder chain with f16 activations: the inputs are uploaded
+/// and turned f16 by an identity `affine` first. Returns the outputs downloaded, each with
+/// whether it was f16.
+fn in_f16_chain(
+    g: &CudaBackend,
+    inputs: &[&HostTensor],
+    f: &mut dyn FnMut(&CudaBackend, &[CudaTensor]) -> Vec<CudaTensor>,
+) -> Vec<(HostTensor, bool)> {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let ups: Vec<CudaTensor> = inputs.iter().map(|h| g.upload(h).unwrap()).collect();
+    g.set_f16_activations(true);
+    // a fresh key: the chain's first (eager) run, so host transfers and events are allowed
+    let key = format!("attn-test-encoder/{}", N.fetch_add(1, Ordering::Relaxed));
+    let outs = g
+        .chain(&key, &mut |b| {
+            let xs: Vec<CudaTensor> = ups
+                .iter()
+                .map(|t| b.affine(t, 1.0, 0.0))
+                .collect::<stapes_core::Result<_>>()?;
+            assert!(xs.iter().all(|x| x.is_f16()), "affine in an f16 chain");
+            Ok(f(b, &xs))
+        })
+        .unwrap();
+    outs.iter()
+        .map(|o| (g.download(o).unwrap(), o.is_f16()))
+        .collect()
+}
+
+/// Puts the shape-picked kernel back when a test ends, also by panic.
+struct Auto<'a>(&'a CudaBackend);
+impl Drop for Auto<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.force_flash64_kernel(None);
+    }
+}
+
+fn bits(t: &HostTensor) -> Vec<u32> {
+    t.data.iter().map(|v| v.to_bits()).collect()
+}
+
+fn uses_flash64(c: &Case) -> bool {
+    c.1 >= 16
+}
+
+/// Shapes: T = 1 (row kernel), 17, 63, 65 (a masked tail tile), 1500 and 3000 keys; 1, 2, 3, 6
+/// and 20 heads; batch 1, 2 and 3; a KV cache (`kv_len`) and causal masks.
+const CASES: [Case; 10] = [
+    (1, 1, 1, 6, None, false),
+    (3, 17, 17, 1, None, false),
+    (1, 63, 63, 20, None, false),
+    (3, 65, 65, 6, None, false),
+    (1, 1500, 1500, 6, None, false),
+    (1, 300, 3000, 2, None, false),
+    (2, 65, 100, 3, Some(71), false),
+    (1, 100, 100, 2, None, true),
+    (1, 40, 130, 2, Some(120), true),
+    (3, 16, 16, 1, None, true),
+];
+
+#[test]
+fn flash64_f32_inputs_match_reference() {
+    let (g, _serial) = require_gpu!("flash64_f32_inputs_match_reference");
+    let _auto = Auto(g);
+    let tol = tol_for(Op::Attention, Lane::F16, "cuda");
+    let mut kernels = vec![None];
+    kernels.extend(CudaBackend::flash64_kernels().into_iter().map(Some));
+    for (i, c) in CASES.iter().enumerate() {
+        let [q, k, v] = inputs(c, 10 * i as u64 + 1);
+        let p = params(c);
+        let want = reference(&q, &k, &v, &p);
+        let (qt, kt, vt) = (
+            g.upload(&q).unwrap(),
+            g.upload(&k).unwrap(),
+            g.upload(&v).unwrap(),
+        );
+        let mut first: Option<Vec<u32>> = None;
+        for kn in &kernels {
+            g.force_flash64_kernel(*kn).unwrap();
+            let got = g
+                .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+                .unwrap();
+            check_with(&format!("attention {c:?} kernel {kn:?}"), tol, &got, &want);
+            if kn.is_some() && uses_flash64(c) {
+                match &first {
+                    None => first = Some(bits(&got)),
+                    Some(b) => assert!(
+                        *b == bits(&got),
+                        "{c:?}: kernel {kn:?} differs from {:?}",
+                        kernels[1]
+                    ),
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn flash64_f16_inputs_in_a_chain() {
+    let (g, _serial) = require_gpu!("flash64_f16_inputs_in_a_chain");
+    let _auto = Auto(g);
+    let tol = tol_for(Op::Attention, Lane::F16, "cuda-f16act");
+    // the turbo encoder's self-attention, then smaller and masked shapes
+    let cases: [Case; 6] = [
+        (1, 1500, 1500, 20, None, false),
+        (3, 65, 65, 6, None, false),
+        (2, 17, 17, 1, None, false),
+        (1, 1, 1, 8, None, false),
+        (1, 300, 3000, 2, None, false),
+        (1, 100, 100, 2, Some(90), true),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let [q, k, v] = inputs(c, 100 + 10 * i as u64);
+        let p = params(c);
+        let want = reference(&round16(&q), &round16(&k), &round16(&v), &p);
+        for kn in [None, Some("flash64_w4m2s3"), Some("flash64_w4m1s2")] {
+            g.force_flash64_kernel(kn).unwrap();
+            let got = in_f16_chain(g, &[&q, &k, &v], &mut |b, t| {
+                vec![b.attention(&t[0], &t[1], &t[2], &p).unwrap()]
+            });
+            assert!(got[0].1, "{c:?}: attention in an f16 chain writes f16");
+            check_with(
+                &format!("f16 attention {c:?} kernel {kn:?}"),
+                tol,
+                &got[0].0,
+                &want,
+            );
+        }
+    }
+}
+
+/// `(B, T, 3·H·64)` from q, k, v `(B, T, H·64)` each.
+fn stack(q: &HostTensor, k: &HostTensor, v: &HostTensor) -> HostTensor {
+    let c = q.shape[2];
+    let data = q
+        .data
+        .chunks(c)
+        .zip(k.data.chunks(c))
+        .zip(v.data.chunks(c))
+        .flat_map(|((a, b), d)| a.iter().chain(b).chain(d).copied())
+        .collect();
+    HostTensor::new(vec![q.shape[0], q.shape[1], 3 * c], data).expect("stack shape")
+}
+
+#[test]
+fn packed_equals_unpacked() {
+    let (g, _serial) = require_gpu!("packed_equals_unpacked");
+    let _auto = Auto(g);
+    let tol32 = tol_for(Op::Attention, Lane::F16, "cuda");
+    let tol16 = tol_for(Op::Attention, Lane::F16, "cuda-f16act");
+    // self-attention shapes (Tq = Tk); T = 8 goes to the row kernel through the sliced default
+    let cases: [Case; 5] = [
+        (1, 1500, 1500, 20, None, false),
+        (3, 65, 65, 6, None, false),
+        (2, 17, 17, 1, None, false),
+        (1, 8, 8, 2, None, false),
+        (1, 70, 70, 3, Some(70), true),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let [q, k, v] = inputs(c, 200 + 10 * i as u64);
+        let qkv = stack(&q, &k, &v);
+        let p = params(c);
+        // f32 activations (eager)
+        let packed = g
+            .download(&g.attention_packed(&g.upload(&qkv).unwrap(), &p).unwrap())
+            .unwrap();
+        let (qt, kt, vt) = (
+            g.upload(&q).unwrap(),
+            g.upload(&k).unwrap(),
+            g.upload(&v).unwrap(),
+        );
+        let unpacked = g
+            .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+            .unwrap();
+        assert!(
+            bits(&packed) == bits(&unpacked),
+            "{c:?}: f32 packed differs from unpacked"
+        );
+        let want = reference(&q, &k, &v, &p);
+        check_with(&format!("packed f32 {c:?}"), tol32, &packed, &want);
+        // f16 activations inside a chain
+        let got = in_f16_chain(g, &[&qkv, &q, &k, &v], &mut |b, t| {
+            vec![
+                b.attention_packed(&t[0], &p).unwrap(),
+                b.attention(&t[1], &t[2], &t[3], &p).unwrap(),
+            ]
+        });
+        assert!(got[0].1 && got[1].1, "{c:?}: f16 in, f16 out");
+        assert!(
+            bits(&got[0].0) == bits(&got[1].0),
+            "{c:?}: f16 packed differs from unpacked"
+        );
+        let want16 = reference(&round16(&q), &round16(&k), &round16(&v), &p);
+        check_with(&format!("packed f16 {c:?}"), tol16, &got[0].0, &want16);
+    }
+    // head size 40: not a flash64 shape; the sliced path still answers right
+    let (b, t, h, d) = (2, 33, 2, 40);
+    let q = rnd(&[b, t, h * d], 301, 2.0);
+    let k = rnd(&[b, t, h * d], 302, 1.0);
+    let v = rnd(&[b, t, h * d], 303, 1.0);
+    let p = AttnParams {
+        n_heads: h,
+        scale: 1.0 / (d as f32).sqrt(),
+        kv_len: None,
+        causal: false,
+    };
+    let got = g
+        .download(
+            &g.attention_packed(&g.upload(&stack(&q, &k, &v)).unwrap(), &p)
+                .unwrap(),
+        )
+        .unwrap();
+    check_with(
+        "packed head size 40",
+        tol32,
+        &got,
+        &reference(&q, &k, &v, &p),
+    );
+    // a malformed packed tensor is a shape error, not a panic
+    let bad = g.upload(&rnd(&[1, 4, 3 * 64 + 1], 1, 1.0)).unwrap();
+    assert!(g.attention_packed(&bad, &p).is_err());
+}
+
+/// The comparison can fail: the kernel run with the tail tile's last key dropped (kv_len one
+/// short, the off-by-one a tail mask invites) must miss the bar the right answer meets.
+#[test]
+fn planted_fault_fails_the_bar() {
+    let (g, _serial) = require_gpu!("planted_fault_fails_the_bar");
+    let _auto = Auto(g);
+    let tol = tol_for(Op::Attention, Lane::F16, "cuda");
+    let c: Case = (1, 65, 65, 6, None, false);
+    let [q, k, v] = inputs(&c, 400);
+    let p = params(&c);
+    let want = reference(&q, &k, &v, &p);
+    let (qt, kt, vt) = (
+        g.upload(&q).unwrap(),
+        g.upload(&k).unwrap(),
+        g.upload(&v).unwrap(),
+    );
+    let right = g
+        .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+        .unwrap();
+    assert!(compare(&right.data, &want.data, &tol).is_ok());
+    let short = AttnParams {
+        kv_len: Some(64),
+        ..p
+    };
+    let fault = g
+        .download(&g.attention(&qt, &kt, &vt, &short).unwrap())
+        .unwrap();
+    let r = compare(&fault.data, &want.data, &tol);
+    eprintln!("planted fault (last key dropped): {r:?}");
+    assert!(r.is_err(), "a dropped key passed the bar");
+}
+
+/// Median over 50 samples of (10 back-to-back calls) / 10, in µs, timed with CUDA events.
+fn time_us(b: &CudaBackend, f: &mut dyn FnMut()) -> f64 {
+    for _ in 0..3 {
+        f();
+    }
+    let ctx = b.context();
+    let mut v: Vec<f64> = (0..50)
+        .map(|_| {
+            let e0 = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .unwrap();
+            let e1 = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .unwrap();
+            e0.record(b.stream()).unwrap();
+            for _ in 0..10 {
+                f();
+            }
+            e1.record(b.stream()).unwrap();
+            e1.synchronize().unwrap();
+            e0.elapsed_ms(&e1).unwrap() as f64 * 100.0
+        })
+        .collect();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Prints µs and TFLOP/s per kernel for Whisper's encoder self-attention shapes, f16 in and
+/// out as inside the encoder chain (no casts), and checks that the variants agree bit for bit.
+#[test]
+fn flash64_timing() {
+    let (g, _serial) = require_gpu!("flash64_timing");
+    let _auto = Auto(g);
+    let mut kernels: Vec<&str> = vec!["auto", "legacy"];
+    kernels.extend(CudaBackend::flash64_kernels());
+    // (name, batch, heads)
+    for (name, b, h) in [
+        ("turbo", 1usize, 20usize),
+        ("turbo batch 16", 16, 20),
+        ("base", 1, 8),
+        ("tiny", 1, 6),
+    ] {
+        let t = 1500;
+        let c: Case = (b, t, t, h, None, false);
+        let [q, k, v] = inputs(&c, 500);
+        let qkv = stack(&q, &k, &v);
+        let p = params(&c);
+        let flops = 4.0 * (b * h * t * t * D) as f64;
+        let mut lines = Vec::new();
+        let outs = in_f16_chain(g, &[&q, &k, &v, &qkv], &mut |be, x| {
+            let mut outs = Vec::new();
+            for kn in &kernels {
+                be.force_flash64_kernel(Some(kn)).unwrap();
+                let us = time_us(be, &mut || {
+                    be.attention(&x[0], &x[1], &x[2], &p).unwrap();
+                });
+                lines.push(format!(
+                    "{name} (B {b}, {h} heads × {t}² × 64) {kn}: {us:.1} µs, {:.0} TFLOP/s",
+                    flops / us / 1e6
+                ));
+                outs.push(be.attention(&x[0], &x[1], &x[2], &p).unwrap());
+            }
+            be.force_flash64_kernel(None).unwrap();
+            let us = time_us(be, &mut || {
+                be.attention_packed(&x[3], &p).unwrap();
+            });
+            lines.push(format!(
+                "{name} (B {b}, {h} heads × {t}² × 64) packed, auto: {us:.1} µs, {:.0} TFLOP/s",
+                flops / us / 1e6
+            ));
+            outs
+        });
+        for l in &lines {
+            println!("{l}");
+        }
+        // every flash64 kernel (after "auto" and "legacy") gives the same bits
+        let first = bits(&outs[2].0);
+        for (kn, o) in kernels.iter().zip(&outs).skip(3) {
+            assert!(
+                first == bits(&o.0),
+                "{name}: {kn} differs from {}",
+                kernels[2]
+            );
+        }
+        assert!(
+            bits(&outs[0].0) == first,
+            "{name}: auto is not a flash64 kernel"
+        );
+    }
+}
