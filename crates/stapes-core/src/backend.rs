@@ -486,6 +486,61 @@ pub trait Backend: Send + Sync {
         self.attention(q, k, v, p)
     }
 
+    // ---- fused decoder-step forms (section owned by the Whisper decoder step) ----
+    //
+    // A decoder step runs a few rows (batch·beams) through many small projections; a device
+    // home does each of these in one kernel (norm, GEMV and epilogue) instead of three or four.
+
+    /// `act(norm(x) · Wᵀ + bias) + residual` over the last dimension of `x (.., K)`, every part
+    /// optional ([`LinearFusion`]). The default composes `layer_norm`, `linear`, `activation`
+    /// and `add` ([`norm_linear_composed`]).
+    fn norm_linear(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        f: &LinearFusion<'_, Self::Tensor>,
+    ) -> Result<Self::Tensor> {
+        norm_linear_composed(self, x, w, f)
+    }
+
+    /// The stacked self-attention projection of a decoder step: `qkv = norm_linear(x, w, f)`
+    /// of `x (B, 1, d)` with `w (3C, d)` laid out `q | k | v`, returned `(B, 1, 3C)`, its k and
+    /// v parts also written into the caches `k_cache, v_cache (B, T, C)` at the step's position
+    /// (a device home does that in the GEMV's epilogue). The default composes `norm_linear`,
+    /// `slice` and `write_rows_step`.
+    fn qkv_step(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        f: &LinearFusion<'_, Self::Tensor>,
+        kv: (&mut Self::Tensor, &mut Self::Tensor),
+        step: &Self::Tensor,
+    ) -> Result<Self::Tensor> {
+        let qkv = self.norm_linear(x, w, f)?;
+        let c = packed_width("qkv_step", qkv.shape())?;
+        let k = self.slice(&qkv, 2, c, c)?;
+        let v = self.slice(&qkv, 2, 2 * c, c)?;
+        self.write_rows_step(kv.0, &k, step)?;
+        self.write_rows_step(kv.1, &v, step)?;
+        Ok(qkv)
+    }
+
+    /// [`Backend::attention_step`] of the q part of a packed `qkv (B, Tq, 3C)` over the caches
+    /// `k, v (B, T, C)` (already holding the step's rows, see [`Backend::qkv_step`]). The
+    /// default slices q out and calls `attention_step`.
+    fn attention_step_packed(
+        &self,
+        qkv: &Self::Tensor,
+        k: &Self::Tensor,
+        v: &Self::Tensor,
+        p: &AttnParams,
+        step: &Self::Tensor,
+    ) -> Result<Self::Tensor> {
+        let c = packed_width("attention_step_packed", qkv.shape())?;
+        let q = self.slice(qkv, 2, 0, c)?;
+        self.attention_step(&q, k, v, p, step)
+    }
+
     // ---- transducer label looping with its state on the device (see `crate::transducer`) ----
     //
     // Each clip's frame index, last label and step count live in a `(1, B, STATE_FIELDS)` state
@@ -748,6 +803,78 @@ pub fn heads_dims(x: &[usize], heads: usize) -> Result<(usize, usize, usize)> {
         ));
     }
     Ok((x[0], x[1], x[2]))
+}
+
+/// Layer norm parameters fused into a projection: `(x − mean)/sqrt(var + eps)·γ + β`,
+/// `gamma, beta (K)`.
+#[derive(Clone, Copy)]
+pub struct NormRef<'a, T> {
+    pub gamma: &'a T,
+    pub beta: Option<&'a T>,
+    pub eps: f32,
+}
+
+/// What [`Backend::norm_linear`] does around its GEMM: an input layer norm, a bias `(N)`, an
+/// activation after the bias, a residual of the output's shape added last.
+#[derive(Clone, Copy)]
+pub struct LinearFusion<'a, T> {
+    pub norm: Option<NormRef<'a, T>>,
+    pub bias: Option<&'a T>,
+    pub act: Option<Activation>,
+    pub residual: Option<&'a T>,
+}
+
+impl<T> Default for LinearFusion<'_, T> {
+    fn default() -> Self {
+        Self {
+            norm: None,
+            bias: None,
+            act: None,
+            residual: None,
+        }
+    }
+}
+
+/// [`Backend::norm_linear`] from other ops: what every home's default computes.
+pub fn norm_linear_composed<B: Backend + ?Sized>(
+    b: &B,
+    x: &B::Tensor,
+    w: &B::Weight,
+    f: &LinearFusion<'_, B::Tensor>,
+) -> Result<B::Tensor> {
+    let normed = match &f.norm {
+        Some(n) => Some(b.layer_norm(x, n.gamma, n.beta, n.eps)?),
+        None => None,
+    };
+    let x = normed.as_ref().unwrap_or(x);
+    let mut y = b.linear(x, w, f.bias)?;
+    if let Some(a) = f.act {
+        y = b.activation(&y, a)?;
+    }
+    match f.residual {
+        Some(r) => {
+            if r.shape() != y.shape() {
+                return Err(crate::Error::shape(
+                    "norm_linear",
+                    format!(
+                        "residual {:?} for output {:?}: it must have the output's shape",
+                        r.shape(),
+                        y.shape()
+                    ),
+                ));
+            }
+            b.add(&y, r)
+        }
+        None => Ok(y),
+    }
+}
+
+/// `C` of a packed `(B, T, 3C)` projection, checked.
+pub fn packed_width(op: &'static str, s: &[usize]) -> Result<usize> {
+    match s {
+        [_, _, c3] if *c3 > 0 && c3 % 3 == 0 => Ok(c3 / 3),
+        _ => Err(crate::Error::shape(op, format!("{s:?} is not (B, T, 3·C)"))),
+    }
 }
 
 /// What [`Backend::rel_attention_inputs`] returns: `(B·H, T, Dh)` each, `p (B·H, P, Dh)`.

@@ -14,7 +14,8 @@ pub mod tolerance;
 pub mod transducer;
 
 pub use backend::{
-    Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, StepParams,
+    Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, LinearFusion,
+    NormRef, StepParams,
 };
 pub use counters::Counters;
 pub use error::{Error, Result};
