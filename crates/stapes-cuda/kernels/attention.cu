@@ -455,7 +455,7 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
             const float mn0 = fmaxf(m[mt][0], mx0), mn1 = fmaxf(m[mt][1], mx1);
             // a row that has seen no key yet keeps m = -inf: its p must be 0, not exp2(nan)
             const float mb0 = mn0 == F_NEG_INF ? 0.f : mn0 * c, mb1 = mn1 == F_NEG_INF ? 0.f : mn1 * c;
-            const float al0 = ex2_approx(m[mt][0] * c - mb0), al1 = ex2_approx(m[mt][1] * c - mb1);
+            const float al0 = ex2_approx(fmaf(m[mt][0], c, -mb0)), al1 = ex2_approx(fmaf(m[mt][1], c, -mb1));
             m[mt][0] = mn0;
             m[mt][1] = mn1;
             float ls0 = 0.f, ls1 = 0.f;
@@ -468,8 +468,9 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
                 pa[mt][nt >> 1][(nt & 1) * 2] = pack_h2_x2(p0, p1);
                 pa[mt][nt >> 1][(nt & 1) * 2 + 1] = pack_h2_x2(p2, p3);
             }
-            l[mt][0] = l[mt][0] * al0 + ls0;
-            l[mt][1] = l[mt][1] * al1 + ls1;
+            // explicit fmaf: the same rounding in every variant, whatever the compiler contracts
+            l[mt][0] = fmaf(l[mt][0], al0, ls0);
+            l[mt][1] = fmaf(l[mt][1], al1, ls1);
 #pragma unroll
             for (int dn = 0; dn < 8; ++dn) {
                 o[mt][dn][0] *= al0;
