@@ -22,7 +22,7 @@ use crate::{loader, CudaError};
 /// Decoder-step GEMMs (at most this many rows) use the GEMV kernels instead of the libraries.
 const GEMV_MAX_M: usize = 8;
 /// cuBLAS / cuBLASLt workspaces, so neither allocates inside a graph capture.
-const WORKSPACE_BYTES: usize = 32 << 20;
+pub(crate) const WORKSPACE_BYTES: usize = 32 << 20;
 
 /// Element type of an activation on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -326,7 +326,7 @@ impl CudaBackend {
         .result()
         .map_err(|e| CudaError::Blas(format!("set workspace: {e:?}")))?;
         let lt_ws = pool.alloc(WORKSPACE_BYTES)?;
-        let lt = Lt::new(WORKSPACE_BYTES, &format!("{name} {arch}"))?;
+        let lt = Lt::new(WORKSPACE_BYTES, &Lt::device_tag(&name, arch))?;
         drop(span_blas);
         let graphs_on = std::env::var("STAPES_CUDA_GRAPHS")
             .map(|v| v.trim() != "0")

@@ -345,7 +345,50 @@ impl Lt {
         ok.then_some(algo)
     }
 
+    /// The device name [`Lt::new`] files saved algorithms under: the GPU's name and its NVRTC
+    /// target (`compute_XY`), as the backend and the prewarm thread both say it.
+    pub fn device_tag(name: &str, arch: &str) -> String {
+        format!("{name} {arch}")
+    }
+
+    /// Start-up: check every distinct saved algorithm (kind, epilogue, algorithm) once with
+    /// cuBLASLt, at most `limit`. The first plan of each kind in a process costs 44–115 ms on
+    /// the H200 even when its algorithm is saved (cuBLASLt loads the kernels lazily when asked
+    /// about them); run on the prewarm thread in the device's primary context, that cost is paid
+    /// while the model file is read and the weights upload, and the backend's own plans find
+    /// the kernels loaded. Returns how many were checked and accepted. No heuristic queries,
+    /// no launches, no device memory.
+    pub fn warm_saved(&self, limit: usize) -> usize {
+        let saved: Vec<(Key, [u64; 8])> = {
+            let g = self.saved.lock().unwrap_or_else(|p| p.into_inner());
+            let mut v: Vec<_> = g.saved.iter().map(|(k, d)| (*k, *d)).collect();
+            // a stable order: smallest problems first (the cheapest descriptors to check)
+            v.sort_by_key(|(k, _)| (k.m * k.n * k.k, k.m, k.n, k.k));
+            v
+        };
+        let mut seen = std::collections::HashSet::new();
+        let mut ok = 0;
+        for (key, data) in saved {
+            if ok >= limit {
+                break;
+            }
+            if !seen.insert((key.kind, key.bias, key.c, data)) {
+                continue;
+            }
+            let _s = tracing::info_span!("cublaslt.warm", kind = ?key.kind, m = key.m, n = key.n, k = key.k, c = key.c).entered();
+            if self.plan_with(key, false).is_ok() {
+                ok += 1;
+            }
+        }
+        ok
+    }
+
     fn plan(&self, key: Key) -> Result<LtPlan, CudaError> {
+        self.plan_with(key, true)
+    }
+
+    /// `heuristic: false`: only a saved algorithm that cuBLASLt accepts makes a plan.
+    fn plan_with(&self, key: Key, heuristic: bool) -> Result<LtPlan, CudaError> {
         let (m, n, k) = (key.m as u64, key.n as u64, key.k as u64);
         let (compute, scale, ab, cd) = match key.kind {
             LtKind::F16 => (
@@ -415,6 +458,18 @@ impl Lt {
                 algo,
                 candidates: Vec::new(),
             });
+        }
+        if !heuristic {
+            // SAFETY: created above, not used elsewhere.
+            unsafe {
+                let _ = ltr::destroy_matrix_layout(la);
+                let _ = ltr::destroy_matrix_layout(lb);
+                let _ = ltr::destroy_matrix_layout(lc);
+                let _ = ltr::destroy_matmul_desc(desc);
+            }
+            return Err(CudaError::Blas(format!(
+                "no saved cuBLASLt algorithm accepted for {key:?}"
+            )));
         }
         let pref = ltr::create_matmul_pref().map_err(lt_err("pref"))?;
         let ws = self.workspace_bytes;

@@ -143,10 +143,41 @@ pub fn prewarm(ordinal: usize) -> Prewarm {
                     .flatten()
             });
             let libs_ok = libs.is_none_or(|t| t.join().unwrap_or(false));
-            ctx.filter(|_| libs_ok)
+            let ctx = ctx.filter(|_| libs_ok);
+            if let Some(c) = &ctx {
+                warm_cublaslt(c);
+            }
+            ctx
         })
         .ok();
     Prewarm { thread }
+}
+
+/// The saved cuBLASLt algorithms checked once in the primary context ([`gemm::Lt::warm_saved`]),
+/// so the backend's first plan of each kind finds its kernels loaded. This thread is joined only
+/// when the engine is built (after the weights are uploaded), so the work stays off the critical
+/// path. `STAPES_CUDA_LT_WARM=0` skips it.
+fn warm_cublaslt(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) {
+    if std::env::var("STAPES_CUDA_LT_WARM").is_ok_and(|v| v.trim() == "0") {
+        return;
+    }
+    let _s = tracing::info_span!("cuda.lt_warm", checked = tracing::field::Empty).entered();
+    let run = || -> Option<usize> {
+        ctx.bind_to_thread().ok()?;
+        let (maj, min) = ctx.compute_capability().ok()?;
+        let name = ctx.name().ok()?;
+        let arch = format!("compute_{maj}{min}");
+        let lt = gemm::Lt::new(
+            backend::WORKSPACE_BYTES,
+            &gemm::Lt::device_tag(&name, &arch),
+        )
+        .ok()?;
+        Some(lt.warm_saved(32))
+    };
+    // cudarc panics on a missing symbol; a failed warm-up only costs the later first plans
+    if let Ok(Some(n)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        tracing::Span::current().record("checked", n);
+    }
 }
 
 impl Drop for Prewarm {
