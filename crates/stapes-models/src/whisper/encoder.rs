@@ -20,9 +20,21 @@ pub(crate) struct EncoderLayer<B: Backend> {
 /// k_proj has none), read in place by [`Backend::attention_packed`]. The decoder keeps
 /// separate projections (`model::Attn`): its cross-attention k/v read another input.
 pub(crate) struct EncoderAttn<B: Backend> {
-    /// `(3d, d)`: rows q | k | v.
-    pub qkv: Linear<B>,
+    pub qkv: Qkv<B>,
     pub o: Linear<B>,
+}
+
+pub(crate) enum Qkv<B: Backend> {
+    /// `(3d, d)`: rows q | k | v.
+    Stacked(Linear<B>),
+    /// q, k, v apart, residual adds as separate ops: the previous form, kept for A/B timing
+    /// (`STAPES_WHISPER_FUSED=0` at load).
+    Split([Linear<B>; 3]),
+}
+
+/// Whether the encoder loads stacked q/k/v and adds residuals inside GEMMs (the default).
+fn fused() -> bool {
+    std::env::var("STAPES_WHISPER_FUSED").map_or(true, |v| v.trim() != "0")
 }
 
 impl<B: Backend> EncoderAttn<B> {
@@ -31,6 +43,14 @@ impl<B: Backend> EncoderAttn<B> {
             .iter()
             .map(|p| format!("{prefix}.{p}"))
             .collect();
+        let o = Linear::load(b, t, &format!("{prefix}.out_proj"), lane)?;
+        if !fused() {
+            let [q, k, v] = [0, 1, 2].map(|i| Linear::load(b, t, &names[i], lane));
+            return Ok(Self {
+                qkv: Qkv::Split([q?, k?, v?]),
+                o,
+            });
+        }
         let weights: Vec<String> = names.iter().map(|n| format!("{n}.weight")).collect();
         let mut parts = Vec::with_capacity(3);
         for (n, w) in names.iter().zip(&weights) {
@@ -40,20 +60,30 @@ impl<B: Backend> EncoderAttn<B> {
             ));
         }
         Ok(Self {
-            qkv: Linear {
+            qkv: Qkv::Stacked(Linear {
                 w: t.stacked_weight(b, &weights, lane)?,
                 b: Some(t.stacked_bias(b, &parts)?),
-            },
-            o: Linear::load(b, t, &format!("{prefix}.out_proj"), lane)?,
+            }),
+            o,
         })
     }
 
     /// `x + out_proj(attention(ln(x)))` for `h = ln(x) (B, T, d)`: the residual `x` is added by
     /// the output projection ([`Backend::linear_add`]).
     pub fn forward(&self, b: &B, h: &B::Tensor, x: &B::Tensor, heads: usize) -> Result<B::Tensor> {
-        let qkv = self.qkv.forward(b, h)?; // (B, T, 3d)
-        let a = b.attention_packed(&qkv, &attn_params(h, heads, None, false))?; // (B, T, d)
-        Ok(b.linear_add(&a, &self.o.w, self.o.b.as_ref(), x)?)
+        let p = attn_params(h, heads, None, false);
+        match &self.qkv {
+            Qkv::Stacked(qkv) => {
+                let qkv = qkv.forward(b, h)?; // (B, T, 3d)
+                let a = b.attention_packed(&qkv, &p)?; // (B, T, d)
+                Ok(b.linear_add(&a, &self.o.w, self.o.b.as_ref(), x)?)
+            }
+            Qkv::Split([q, k, v]) => {
+                let (q, k, v) = (q.forward(b, h)?, k.forward(b, h)?, v.forward(b, h)?);
+                let a = b.attention(&q, &k, &v, &p)?;
+                Ok(b.add(x, &self.o.forward(b, &a)?)?)
+            }
+        }
     }
 }
 
@@ -119,7 +149,10 @@ impl<B: Backend> Encoder<B> {
             let h = layer.mlp_ln.forward(b, &x)?;
             let f = layer.fc1.forward(b, &h)?; // (B, T, 4d)
             let f = b.activation(&f, Activation::Gelu)?;
-            x = b.linear_add(&f, &layer.fc2.w, layer.fc2.b.as_ref(), &x)?;
+            x = match layer.attn.qkv {
+                Qkv::Stacked(_) => b.linear_add(&f, &layer.fc2.w, layer.fc2.b.as_ref(), &x)?,
+                Qkv::Split(_) => b.add(&x, &layer.fc2.forward(b, &f)?)?,
+            };
         }
         self.ln_post.forward(b, &x)
     }
