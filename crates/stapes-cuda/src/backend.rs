@@ -212,6 +212,8 @@ macro_rules! args {
 // module's internals and the macro)
 #[path = "linear_add.rs"]
 mod linear_add;
+#[path = "conformer.rs"]
+mod conformer;
 // head size 64 attention (`flash64_*`) and `attention_packed`; a child module like `linear_add`
 #[path = "attention.rs"]
 mod attention;
@@ -1545,6 +1547,28 @@ impl Backend for CudaBackend {
         r: &CudaTensor,
     ) -> Result<CudaTensor> {
         self.linear_with(x, w, bias, Some(r))
+    }
+
+    fn glu_depthwise_act(
+        &self,
+        x: &CudaTensor,
+        keep: Option<&CudaTensor>,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        self.glu_depthwise_act_fused(x, keep, w, bias, act)
+    }
+
+    fn rel_attention_inputs(
+        &self,
+        qkv: &CudaTensor,
+        pos: &CudaTensor,
+        heads: usize,
+        bias_u: &CudaTensor,
+        bias_v: &CudaTensor,
+    ) -> Result<stapes_core::backend::RelAttnInputs<CudaTensor>> {
+        self.rel_attention_inputs_fused(qkv, pos, heads, bias_u, bias_v)
     }
 
     fn matmul(&self, a: &CudaTensor, b: &CudaTensor, trans_b: bool) -> Result<CudaTensor> {

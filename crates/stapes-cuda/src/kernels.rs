@@ -92,6 +92,11 @@ pub const FILES: &[KernelFile] = &[
         ],
     },
     KernelFile {
+        name: "conformer",
+        source: include_str!("../kernels/conformer.cu"),
+        entries: &["glu_dw_act", "rel_attn_inputs"],
+    },
+    KernelFile {
         name: "step",
         source: include_str!("../kernels/step.cu"),
         entries: &[

@@ -1,0 +1,152 @@
+//! FastConformer block ops as single kernels (`kernels/conformer.cu`):
+//! `Backend::glu_depthwise_act` (the conv module between its pointwise convs: four launches of
+//! the composed default become one) and `Backend::rel_attention_inputs` (the Transformer-XL
+//! inputs from one stacked q|k|v GEMM: four head splits, three slices and a copy of the
+//! position heads per batch entry become one).
+
+use std::ffi::c_void;
+
+use stapes_core::backend::{glu_depthwise_dims, mask_dims, rel_attention_dims, RelAttnInputs};
+use stapes_core::{Activation, Backend, DeviceTensor, Error, Result};
+
+use super::{act_code, grid_1d, CudaBackend, CudaTensor, Dtype};
+
+/// Output frames × channels per block of `glu_dw_act` (`GDW_ROWS`, `GDW_CH` in the kernel).
+const GDW_ROWS: usize = 16;
+const GDW_CH: usize = 64;
+/// Kernels longer than this take the composed path: the block's shared memory holds
+/// `(GDW_ROWS + K − 1) · GDW_CH` floats (K = 255: 69 KB would exceed the 48 KB default).
+const GDW_MAX_K: usize = 128;
+
+impl CudaBackend {
+    pub(super) fn glu_depthwise_act_fused(
+        &self,
+        x: &CudaTensor,
+        keep: Option<&CudaTensor>,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "glu_depthwise_act";
+        let (bs, t, c, kw) = glu_depthwise_dims(&x.shape, &w.shape)?;
+        if let Some(b) = bias {
+            if b.numel() != c {
+                return Err(Error::shape(
+                    OP,
+                    format!("bias {:?} for {c} channels", b.shape()),
+                ));
+            }
+        }
+        if let Some(k) = keep {
+            let (kb, s) = mask_dims(&[bs, t, c], k.shape(), c)?;
+            if kb != bs || s != t {
+                return Err(Error::shape(
+                    OP,
+                    format!("keep {:?} for a batch of {bs} × {t} frames", k.shape()),
+                ));
+            }
+        }
+        if kw > GDW_MAX_K {
+            // rare (conformers use K ≤ 31): the four separate ops
+            let mut h = self.glu(x)?;
+            if let Some(k) = keep {
+                h = self.mask_fill(&h, k, c, 0.0)?;
+            }
+            let h = self.depthwise_conv1d(&h, w, bias, 1, (kw - 1) / 2)?;
+            return self.activation(&h, act);
+        }
+        let pad = (kw - 1) / 2;
+        let t_out = t + 2 * pad + 1 - kw;
+        let out = self.alloc(&[bs, t_out, c], self.out_dt())?;
+        if out.numel() == 0 {
+            return Ok(out);
+        }
+        let w32 = self.as_dtype(w, Dtype::F32)?;
+        let (bias32, keep32) = (self.param(bias)?, self.param(keep)?);
+        let (y, xp, kp, wp, bp) = (
+            out.buf.ptr,
+            self.t(x),
+            self.opt(keep32.as_ref()),
+            self.t(&w32),
+            self.opt(bias32.as_ref()),
+        );
+        let (ti, ci, ki, pi, toi, a) = (
+            t as i32,
+            c as i32,
+            kw as i32,
+            pad as i32,
+            t_out as i32,
+            act_code(act),
+        );
+        let dt = out.bit() | (x.bit() << 1);
+        let grid = (
+            t_out.div_ceil(GDW_ROWS) as u32,
+            c.div_ceil(GDW_CH) as u32,
+            bs as u32,
+        );
+        let smem = ((GDW_ROWS + kw - 1) * GDW_CH * 4) as u32;
+        self.launch(
+            "glu_dw_act",
+            grid,
+            (256, 1, 1),
+            smem,
+            args![y, xp, kp, wp, bp, ti, ci, ki, pi, toi, a, dt],
+        )?;
+        Ok(out)
+    }
+
+    pub(super) fn rel_attention_inputs_fused(
+        &self,
+        qkv: &CudaTensor,
+        pos: &CudaTensor,
+        heads: usize,
+        bias_u: &CudaTensor,
+        bias_v: &CudaTensor,
+    ) -> Result<RelAttnInputs<CudaTensor>> {
+        let (bs, t, c, np) = rel_attention_dims(&qkv.shape, &pos.shape, heads)?;
+        for (name, bb) in [("bias_u", bias_u), ("bias_v", bias_v)] {
+            if bb.numel() != c {
+                return Err(Error::shape(
+                    "rel_attention_inputs",
+                    format!("{name} {:?} for {c} channels", bb.shape()),
+                ));
+            }
+        }
+        let dh = c / heads;
+        let odt = self.out_dt();
+        let heads_of = |rows: usize| self.alloc(&[bs * heads, rows, dh], odt);
+        let out = RelAttnInputs {
+            qu: heads_of(t)?,
+            qv: heads_of(t)?,
+            k: heads_of(t)?,
+            v: heads_of(t)?,
+            p: heads_of(np)?,
+        };
+        let n = bs * t * 3 * c + bs * np * c;
+        if n == 0 {
+            return Ok(out);
+        }
+        let (bu, bv) = (
+            self.as_dtype(bias_u, Dtype::F32)?,
+            self.as_dtype(bias_v, Dtype::F32)?,
+        );
+        let (qu, qv, k, v, p) = (
+            out.qu.buf.ptr,
+            out.qv.buf.ptr,
+            out.k.buf.ptr,
+            out.v.buf.ptr,
+            out.p.buf.ptr,
+        );
+        let (xp, pp, bup, bvp) = (self.t(qkv), self.t(pos), self.t(&bu), self.t(&bv));
+        let (bi, ti, hi, di, ni) = (bs as i32, t as i32, heads as i32, dh as i32, np as i32);
+        let dt = odt.bit() | (qkv.bit() << 1) | (pos.bit() << 2);
+        self.launch(
+            "rel_attn_inputs",
+            grid_1d(n),
+            (256, 1, 1),
+            0,
+            args![qu, qv, k, v, p, xp, pp, bup, bvp, bi, ti, hi, di, ni, dt],
+        )?;
+        Ok(out)
+    }
+}
