@@ -149,7 +149,11 @@ impl CudaBackend {
     ) -> Result<CudaTensor> {
         const OP: &str = "attention_packed";
         let s = &qkv.shape;
-        if s.len() != 3 || s[2] % 3 != 0 || p.n_heads == 0 || (s[2] / 3) % p.n_heads != 0 {
+        if s.len() != 3
+            || !s[2].is_multiple_of(3)
+            || p.n_heads == 0
+            || !(s[2] / 3).is_multiple_of(p.n_heads)
+        {
             return Err(Error::shape(
                 OP,
                 format!("{s:?} with {} heads is not (B, T, 3·H·Dh)", p.n_heads),
