@@ -2178,6 +2178,18 @@ impl Backend for CudaBackend {
         self.transducer_keep_k(dst, src, state)
     }
 
+    fn lstm_cell(
+        &self,
+        x: &CudaTensor,
+        h: &CudaTensor,
+        c: &CudaTensor,
+        w_ih: &CudaWeight,
+        w_hh: &CudaWeight,
+        bias: Option<&CudaTensor>,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        self.lstm_cell_k(x, h, c, w_ih, w_hh, bias, &|s| self.alloc(s, self.out_dt()))
+    }
+
     fn chain(
         &self,
         key: &str,

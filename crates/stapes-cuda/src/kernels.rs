@@ -115,6 +115,7 @@ pub const FILES: &[KernelFile] = &[
             "transducer_advance",
             "transducer_embed",
             "transducer_keep",
+            "lstm_pointwise",
         ],
     },
 ];

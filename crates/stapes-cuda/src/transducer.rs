@@ -11,7 +11,7 @@ use stapes_core::transducer::{
 };
 use stapes_core::{DeviceTensor, Error, Result};
 
-use crate::backend::{CudaBackend, CudaTensor, Dtype};
+use crate::backend::{CudaBackend, CudaTensor, CudaWeight, Dtype};
 
 macro_rules! args {
     ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
@@ -201,6 +201,63 @@ impl CudaBackend {
             0,
             args![dp, sp, stp, bi, ni, bytes],
         )
+    }
+}
+
+impl CudaBackend {
+    /// [`stapes_core::Backend::lstm_cell`]: the two GEMMs, then one element-wise kernel for the
+    /// gates (the composed default runs about fifteen).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn lstm_cell_k(
+        &self,
+        x: &CudaTensor,
+        h: &CudaTensor,
+        c: &CudaTensor,
+        w_ih: &CudaWeight,
+        w_hh: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        const OP: &str = "lstm_cell";
+        let hid = h.shape().last().copied().unwrap_or(0);
+        let rows = h.numel() / hid.max(1);
+        let gx = stapes_core::Backend::linear(self, x, w_ih, bias)?;
+        let gh = stapes_core::Backend::linear(self, h, w_hh, None)?;
+        if hid == 0
+            || c.shape() != h.shape()
+            || gx.numel() != rows * 4 * hid
+            || gh.numel() != rows * 4 * hid
+        {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "x {:?}, h {:?}, c {:?}, gates {:?}: want h, c (.., H) and 4H gates per row",
+                    x.shape(),
+                    h.shape(),
+                    c.shape(),
+                    gx.shape()
+                ),
+            ));
+        }
+        let (h2, c2) = (alloc(h.shape())?, alloc(h.shape())?);
+        let bit = |t: &CudaTensor, b: i32| (t.is_f16() as i32) << b;
+        let dt = bit(&h2, 0) | bit(&gx, 1) | bit(&gh, 2) | bit(c, 3);
+        let (hp, cp, xp, gp, op) = (
+            self.p(&h2.buf),
+            self.p(&c2.buf),
+            self.p(&gx.buf),
+            self.p(&gh.buf),
+            self.p(&c.buf),
+        );
+        let (ri, hi) = (rows as i32, hid as i32);
+        self.launch(
+            "lstm_pointwise",
+            grid_1d(rows * hid),
+            (256, 1, 1),
+            0,
+            args![hp, cp, xp, gp, op, ri, hi, dt],
+        )?;
+        Ok((h2, c2))
     }
 }
 

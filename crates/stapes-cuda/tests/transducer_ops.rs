@@ -1,0 +1,181 @@
+//! The transducer label-loop ops (`transducer_frames`, `transducer_advance`, `transducer_embed`,
+//! `transducer_keep`) and the fused `lstm_cell` of the CUDA home against `ReferenceBackend`'s
+//! composed defaults. The loop ops move and compare values only, so they must agree bit for
+//! bit (state, records, margins); the LSTM within the shared table's `LstmCell` row, and equal
+//! to the same op composed on the GPU. Without a GPU each test prints
+//! `SKIPPED (no CUDA device): <name>` and returns.
+
+mod common;
+
+use common::{check, rnd};
+use stapes_core::reference::ReferenceBackend;
+use stapes_core::tolerance::Op;
+use stapes_core::transducer::{field, TransducerRule, STATE_FIELDS};
+use stapes_core::{Activation, Backend, HostTensor, Lane};
+
+/// Logits `(B, 1, W)` in a few integer levels, so ties (first index, zero margins) are common.
+fn logits(bs: usize, w: usize, seed: u64) -> HostTensor {
+    let mut t = rnd(&[bs, 1, w], seed, 1.0);
+    for v in &mut t.data {
+        *v = (*v * 3.0).round();
+    }
+    t
+}
+
+/// Five clips: fresh, mid-clip at a frame with symbols already emitted, near its step budget,
+/// done, and one frame long.
+fn start(rule: &TransducerRule) -> HostTensor {
+    let mut s = rule.initial_state(&[9, 7, 6, 4, 1]).expect("state");
+    let row = |b: usize| b * STATE_FIELDS;
+    let r = row(1);
+    s.data[r + field::FRAME] = 3.0;
+    s.data[r + field::AT_FRAME] = 1.0;
+    let r = row(2);
+    s.data[r + field::STEPS] = s.data[r + field::MAX_STEPS] - 1.0;
+    let r = row(3);
+    s.data[r + field::FRAME] = 4.0;
+    s
+}
+
+#[test]
+fn transducer_loop_ops_match_the_reference_bit_for_bit() {
+    let (g, _serial) = require_gpu!("transducer_loop_ops_match_the_reference_bit_for_bit");
+    let r = ReferenceBackend::new();
+    let rules = [
+        TransducerRule {
+            vocab: 37,
+            blank: 36,
+            durations: vec![0, 1, 2, 3, 4],
+            max_symbols: 3,
+        },
+        TransducerRule {
+            vocab: 1025,
+            blank: 1024,
+            durations: vec![],
+            max_symbols: 2,
+        },
+    ];
+    let (bs, t, c, k) = (5, 9, 19, 4);
+    let x = rnd(&[bs, t, c], 3, 1.0);
+    let table = rnd(&[1025, 11], 4, 1.0);
+    for (ri, rule) in rules.iter().enumerate() {
+        let steps = 12;
+        let (got, want) = both!(g, &r, |be| {
+            let mut state = be.upload(&start(rule)).unwrap();
+            let mut log = be.upload(&HostTensor::zeros(vec![bs, k, 6])).unwrap();
+            let xt = be.upload(&x).unwrap();
+            let tt = be.upload(&table).unwrap();
+            let mut dst = be.upload(&rnd(&[bs, 1, 11], 5, 1.0)).unwrap();
+            let mut out = Vec::new();
+            for s in 0..steps {
+                let lg = be
+                    .upload(&logits(bs, rule.width(), 100 * ri as u64 + s as u64))
+                    .unwrap();
+                out.push(
+                    be.download(&be.transducer_frames(&xt, &state).unwrap())
+                        .unwrap(),
+                );
+                be.transducer_advance(&mut state, &lg, rule, &mut log, s % k)
+                    .unwrap();
+                out.push(be.download(&state).unwrap());
+                out.push(be.download(&log).unwrap());
+                let e = be.transducer_embed(&tt, &state).unwrap();
+                out.push(be.download(&e).unwrap());
+                be.transducer_keep(&mut dst, &e, &state).unwrap();
+                out.push(be.download(&dst).unwrap());
+            }
+            out
+        });
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(a.shape, b.shape, "rule {ri}, output {i}: shape");
+            let same = a
+                .data
+                .iter()
+                .zip(&b.data)
+                .all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(
+                same,
+                "rule {ri}, output {i} (step {}, kind {}): {:?} vs {:?}",
+                i / 5,
+                i % 5,
+                a.data,
+                b.data
+            );
+        }
+        // the clips really moved: some emitted, some advanced frames, the done one did not
+        let last = &got[got.len() - 4].data;
+        eprintln!("rule {ri}: final state {last:?}");
+        assert!(last.chunks(STATE_FIELDS).any(|r| r[field::STEPS] >= 3.0));
+        assert_eq!(
+            last[3 * STATE_FIELDS + field::STEPS],
+            0.0,
+            "a done clip took a step"
+        );
+    }
+}
+
+#[test]
+fn fused_lstm_cell_matches_reference_and_composed_ops() {
+    let (g, _serial) = require_gpu!("fused_lstm_cell_matches_reference_and_composed_ops");
+    let r = ReferenceBackend::new();
+    for lane in [Lane::F16, Lane::Q8] {
+        for (i, &(rows, inp, hid)) in [(1, 40, 24), (3, 64, 640), (16, 640, 640)]
+            .iter()
+            .enumerate()
+        {
+            let x = rnd(&[rows, 1, inp], 10 + i as u64, 1.0);
+            let h = rnd(&[rows, 1, hid], 20 + i as u64, 1.0);
+            let c = rnd(&[rows, 1, hid], 30 + i as u64, 2.0);
+            let wi = rnd(&[4 * hid, inp], 40 + i as u64, 1.0 / (inp as f32).sqrt());
+            let wh = rnd(&[4 * hid, hid], 50 + i as u64, 1.0 / (hid as f32).sqrt());
+            let bias = rnd(&[4 * hid], 60 + i as u64, 0.5);
+            let (got, want) = both!(g, &r, |be| {
+                let (wit, wht) = (be.weight(&wi, lane).unwrap(), be.weight(&wh, lane).unwrap());
+                let (xt, ht, ct, bt) = (
+                    be.upload(&x).unwrap(),
+                    be.upload(&h).unwrap(),
+                    be.upload(&c).unwrap(),
+                    be.upload(&bias).unwrap(),
+                );
+                let (h2, c2) = be.lstm_cell(&xt, &ht, &ct, &wit, &wht, Some(&bt)).unwrap();
+                // the composed form on the same home (what the trait's default runs)
+                let gates = be
+                    .add(
+                        &be.linear(&xt, &wit, Some(&bt)).unwrap(),
+                        &be.linear(&ht, &wht, None).unwrap(),
+                    )
+                    .unwrap();
+                let part = |q: usize, a: Activation| {
+                    be.activation(&be.slice(&gates, 2, q * hid, hid).unwrap(), a)
+                        .unwrap()
+                };
+                let (ig, fg, gg, og) = (
+                    part(0, Activation::Sigmoid),
+                    part(1, Activation::Sigmoid),
+                    part(2, Activation::Tanh),
+                    part(3, Activation::Sigmoid),
+                );
+                let c3 = be
+                    .add(&be.mul(&fg, &ct).unwrap(), &be.mul(&ig, &gg).unwrap())
+                    .unwrap();
+                let h3 = be
+                    .mul(&og, &be.activation(&c3, Activation::Tanh).unwrap())
+                    .unwrap();
+                [h2, c2, h3, c3].map(|t| be.download(&t).unwrap())
+            });
+            let what = format!("{lane} lstm ({rows}, {inp}, {hid})");
+            check(&format!("{what} h"), Op::LstmCell, lane, &got[0], &want[0]);
+            check(&format!("{what} c"), Op::LstmCell, lane, &got[1], &want[1]);
+            let bits = |a: &HostTensor, b: &HostTensor| {
+                a.data
+                    .iter()
+                    .zip(&b.data)
+                    .all(|(p, q)| p.to_bits() == q.to_bits())
+            };
+            assert!(
+                bits(&got[0], &got[2]) && bits(&got[1], &got[3]),
+                "{what}: fused differs from the composed ops on the GPU"
+            );
+        }
+    }
+}
