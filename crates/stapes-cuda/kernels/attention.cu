@@ -305,8 +305,6 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
     const int qw = q0 + warp * MT * 16;  // this warp's first row
     const long long ldo = (long long)H * 64;
     const long long qbase = (long long)b * Tq * ldq + h * 64;  // elements of Q
-    const h16* Kb = K + (long long)b * Tk * ldkv + h * 64;
-    const h16* Vb = V + (long long)b * Tk * ldkv + h * 64;
     const long long obase = (long long)b * Tq * ldo + h * 64;  // elements of O
 
     // a negative scale flips q (exact) so that c > 0 and the running max stays a max
@@ -347,20 +345,26 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
     const int ntiles = kend > 0 ? (kend + 63) >> 6 : 0;
 
     const u32 sbase = smem_addr(smem);
+    // This thread's cp.async slots: rows lrow + i·NT/8 of a tile, 16-byte chunk lch. NT/8 is a
+    // multiple of 8, so every slot has the same swizzle and sits i·NT/8 rows further on in
+    // shared memory and global memory alike; kp/vp walk down 64 rows per tile.
+    const int lrow = tid >> 3, lch = tid & 7;
+    const u32 lso = lrow * 128 + ((lch ^ (lrow & 7)) << 4);
+    const h16* kp = K + (long long)b * Tk * ldkv + h * 64 + (long long)lrow * ldkv + lch * 8;
+    const h16* vp = V + (long long)b * Tk * ldkv + h * 64 + (long long)lrow * ldkv + lch * 8;
+    const long long tstep = 64LL * ldkv;
     auto load_tile = [&](int tile, int stage) {
-        const u32 kdst = sbase + stage * F64_STAGE_BYTES, vdst = kdst + F64_TILE * 2;
-        const int k0 = tile * 64;
+        const u32 kdst = sbase + stage * F64_STAGE_BYTES + lso, vdst = kdst + F64_TILE * 2;
+        const int rows_in = kv_len - tile * 64 - lrow;  // slot i is a real key when i·NT/8 < this
+        const h16* kt = kp + tile * tstep;
+        const h16* vt = vp + tile * tstep;
 #pragma unroll
         for (int i = 0; i < 512 / NT; ++i) {
-            const int idx = tid + i * NT;
-            const int row = idx >> 3, ch = idx & 7;
-            const int j = k0 + row;
-            const bool in = j < kv_len;
+            const bool in = i * (NT / 8) < rows_in;
+            const int off = i * (NT / 8) * ldkv;
             // rows past kv_len are zero-filled (src size 0) from a valid address, and masked
-            const long long off = in ? (long long)j * ldkv + ch * 8 : 0;
-            const u32 so = row * 128 + ((ch ^ (row & 7)) << 4);
-            cp_async16_s(kdst + so, Kb + off, in ? 16 : 0);
-            cp_async16_s(vdst + so, Vb + off, in ? 16 : 0);
+            cp_async16_s(kdst + i * (NT / 8) * 128, in ? kt + off : K, in ? 16 : 0);
+            cp_async16_s(vdst + i * (NT / 8) * 128, in ? vt + off : V, in ? 16 : 0);
         }
     };
 
