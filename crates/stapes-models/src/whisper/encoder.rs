@@ -38,13 +38,13 @@ fn fused() -> bool {
 }
 
 impl<B: Backend> EncoderAttn<B> {
-    pub fn load(b: &B, t: &Tensors<'_>, prefix: &str, lane: Lane) -> Result<Self> {
+    pub fn load(b: &B, t: &Tensors<'_>, prefix: &str, lane: Lane, fused: bool) -> Result<Self> {
         let names: Vec<String> = ["q_proj", "k_proj", "v_proj"]
             .iter()
             .map(|p| format!("{prefix}.{p}"))
             .collect();
         let o = Linear::load(b, t, &format!("{prefix}.out_proj"), lane)?;
-        if !fused() {
+        if !fused {
             let [q, k, v] = [0, 1, 2].map(|i| Linear::load(b, t, &names[i], lane));
             return Ok(Self {
                 qkv: Qkv::Split([q?, k?, v?]),
@@ -103,6 +103,18 @@ pub(crate) struct Encoder<B: Backend> {
 
 impl<B: Backend> Encoder<B> {
     pub fn load(b: &B, t: &Tensors<'_>, n_layers: usize, heads: usize, lane: Lane) -> Result<Self> {
+        Self::load_with(b, t, n_layers, heads, lane, fused())
+    }
+
+    /// `fused`: stacked q/k/v and residuals added by the GEMMs (else the previous form).
+    pub fn load_with(
+        b: &B,
+        t: &Tensors<'_>,
+        n_layers: usize,
+        heads: usize,
+        lane: Lane,
+        fused: bool,
+    ) -> Result<Self> {
         let p = "model.encoder";
         // (C_out, C_in, K) flattened to the GEMM weight (C_out, C_in·K) the op contract wants
         let conv = |name: &str| t.weight_of_rank(b, &format!("{p}.{name}.weight"), 3, lane);
@@ -112,7 +124,7 @@ impl<B: Backend> Encoder<B> {
             let q = format!("{p}.layers.{l}");
             layers.push(EncoderLayer {
                 attn_ln: Norm::load(b, t, &format!("{q}.self_attn_layer_norm"))?,
-                attn: EncoderAttn::load(b, t, &format!("{q}.self_attn"), lane)?,
+                attn: EncoderAttn::load(b, t, &format!("{q}.self_attn"), lane, fused)?,
                 mlp_ln: Norm::load(b, t, &format!("{q}.final_layer_norm"))?,
                 fc1: Linear::load(b, t, &format!("{q}.fc1"), lane)?,
                 fc2: Linear::load(b, t, &format!("{q}.fc2"), lane)?,
@@ -155,5 +167,98 @@ impl<B: Backend> Encoder<B> {
             };
         }
         self.ln_post.forward(b, &x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stapes_core::reference::ReferenceBackend;
+    use stapes_core::HostTensor;
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    /// Random weights of a small Whisper encoder (d 8, 2 heads, 2 layers, 4 mels, 6 positions)
+    /// under the canonical names; k_proj without a bias, as Whisper has it.
+    fn weights() -> BTreeMap<String, HostTensor> {
+        let (d, mels, ctx) = (8, 4, 6);
+        let mut m = BTreeMap::new();
+        let mut seed = 1;
+        let mut put = |name: String, shape: Vec<usize>, scale: f32| {
+            seed += 1;
+            m.insert(name, HostTensor::random(shape, seed, scale));
+        };
+        let p = "model.encoder";
+        put(format!("{p}.conv1.weight"), vec![d, mels, 3], 0.5);
+        put(format!("{p}.conv1.bias"), vec![d], 0.1);
+        put(format!("{p}.conv2.weight"), vec![d, d, 3], 0.3);
+        put(format!("{p}.conv2.bias"), vec![d], 0.1);
+        put(format!("{p}.embed_positions.weight"), vec![ctx, d], 0.5);
+        put(format!("{p}.layer_norm.weight"), vec![d], 1.0);
+        put(format!("{p}.layer_norm.bias"), vec![d], 0.1);
+        for l in 0..2 {
+            let q = format!("{p}.layers.{l}");
+            for ln in ["self_attn_layer_norm", "final_layer_norm"] {
+                put(format!("{q}.{ln}.weight"), vec![d], 1.0);
+                put(format!("{q}.{ln}.bias"), vec![d], 0.1);
+            }
+            for proj in ["q_proj", "k_proj", "v_proj", "out_proj"] {
+                put(format!("{q}.self_attn.{proj}.weight"), vec![d, d], 0.4);
+                if proj != "k_proj" {
+                    put(format!("{q}.self_attn.{proj}.bias"), vec![d], 0.1);
+                }
+            }
+            put(format!("{q}.fc1.weight"), vec![4 * d, d], 0.4);
+            put(format!("{q}.fc1.bias"), vec![4 * d], 0.1);
+            put(format!("{q}.fc2.weight"), vec![d, 4 * d], 0.2);
+            put(format!("{q}.fc2.bias"), vec![d], 0.1);
+        }
+        m
+    }
+
+    /// The stacked q/k/v GEMM with `attention_packed` and the residuals through `linear_add`
+    /// compute exactly what three projections, `attention` and separate adds compute: on the
+    /// reference backend every output element is the same dot product, so the bits must match,
+    /// in the exact lane and in q8 (quantized row by row, so stacking moves no value).
+    #[test]
+    fn stacked_qkv_and_linear_add_equal_the_split_form() {
+        let map = weights();
+        let b = ReferenceBackend::new();
+        let t = Tensors {
+            map: &map,
+            stored: None,
+            path: Path::new("synthetic"),
+            lanes: None,
+        };
+        let mel = b
+            .upload(&HostTensor::random(vec![2, 12, 4], 99, 1.0))
+            .expect("mel");
+        for lane in [Lane::F32, Lane::Q8] {
+            let run = |fused: bool| {
+                let e = Encoder::load_with(&b, &t, 2, 2, lane, fused).expect("load");
+                assert!(matches!(
+                    (&e.layers[0].attn.qkv, fused),
+                    (Qkv::Stacked(_), true) | (Qkv::Split(_), false)
+                ));
+                b.download(&e.forward(&b, &mel).expect("forward"))
+                    .expect("download")
+            };
+            let (stacked, split) = (run(true), run(false));
+            assert_eq!(stacked.shape, vec![2, 6, 8]);
+            assert_eq!(
+                stacked.data, split.data,
+                "{lane}: stacked differs from split"
+            );
+            // and the weights matter: another k_proj changes the output
+            let mut other = map.clone();
+            other.insert(
+                "model.encoder.layers.1.self_attn.k_proj.weight".into(),
+                HostTensor::random(vec![8, 8], 1234, 0.4),
+            );
+            let t2 = Tensors { map: &other, ..t };
+            let e = Encoder::load_with(&b, &t2, 2, 2, lane, true).expect("load");
+            let changed = b.download(&e.forward(&b, &mel).expect("fwd")).expect("dl");
+            assert_ne!(changed.data, stacked.data, "{lane}: k_proj ignored");
+        }
     }
 }
