@@ -361,8 +361,8 @@ pub trait Backend: Send + Sync {
     /// The conformer conv module between its two pointwise convs: `x (B, T, 2C)` → GLU over the
     /// last dimension → frames whose `keep (B, T)` (or `(B, T, 1)`) is 0 set to zero (a padded
     /// batch: the depthwise conv must see zeros past each sequence) → depthwise conv `w (C, K)`
-    /// + `bias (C)` (a batch norm folded in), stride 1, ⌊(K−1)/2⌋ zero frames on each side →
-    /// `act`. Output `(B, T + 2·⌊(K−1)/2⌋ − K + 1, C)`: `(B, T, C)` for odd K. The default
+    /// plus `bias (C)` (a batch norm folded in), stride 1, ⌊(K−1)/2⌋ zero frames on each side
+    /// → `act`. Output `(B, T + 2·⌊(K−1)/2⌋ − K + 1, C)`: `(B, T, C)` for odd K. The default
     /// composes `glu`, `mask_fill`, `depthwise_conv1d` and `activation`.
     fn glu_depthwise_act(
         &self,

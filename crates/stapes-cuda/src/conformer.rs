@@ -6,7 +6,7 @@
 
 use std::ffi::c_void;
 
-use stapes_core::backend::{glu_depthwise_dims, mask_dims, rel_attention_dims, RelAttnInputs};
+use stapes_core::backend::{glu_depthwise_dims, rel_attention_dims, RelAttnInputs};
 use stapes_core::{Activation, Backend, DeviceTensor, Error, Result};
 
 use super::{act_code, grid_1d, CudaBackend, CudaTensor, Dtype};
@@ -38,8 +38,8 @@ impl CudaBackend {
             }
         }
         if let Some(k) = keep {
-            let (kb, s) = mask_dims(&[bs, t, c], k.shape(), c)?;
-            if kb != bs || s != t {
+            let ks = k.shape();
+            if !(ks == [bs, t] || ks == [bs, t, 1]) {
                 return Err(Error::shape(
                     OP,
                     format!("keep {:?} for a batch of {bs} × {t} frames", k.shape()),

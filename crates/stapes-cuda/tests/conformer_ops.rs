@@ -1,0 +1,376 @@
+//! The FastConformer fused ops on the CUDA home against `ReferenceBackend`'s composed defaults
+//! (the specification): `glu_depthwise_act` (GLU + padding mask + depthwise conv + activation)
+//! and `rel_attention_inputs` (q+u, q+v, k, v and the repeated position heads from one stacked
+//! projection), eager with f32 activations and inside an encoder chain with f16 activations
+//! (first run eager, second a graph replay: bit-identical), on awkward shapes; one launch each.
+//! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{check_with, rnd, tol_for};
+use stapes_core::backend::RelAttnInputs;
+use stapes_core::reference::ReferenceBackend;
+use stapes_core::tolerance::{compare, Op, Tolerance};
+use stapes_core::{Activation, Backend, Error, HostTensor, Lane};
+use stapes_cuda::{CudaBackend, CudaTensor};
+
+fn round16(t: &HostTensor) -> HostTensor {
+    let data = t
+        .data
+        .iter()
+        .map(|v| half::f16::from_f32(*v).to_f32())
+        .collect();
+    HostTensor::new(t.shape.clone(), data).expect("same shape")
+}
+
+/// The fused op has three error sources in a row (GLU's expf, the K-tap sum, the activation's
+/// expf), each within its own row of the table; their bars add (the conv's taps are < 1 in
+/// magnitude here and SiLU's slope is ≤ 1.1, so no stage amplifies an earlier one).
+fn glu_dw_tol(backend: &str) -> Tolerance {
+    let rows =
+        [Op::Glu, Op::DepthwiseConv1d, Op::Activation].map(|op| tol_for(op, Lane::F16, backend));
+    Tolerance {
+        max_abs: rows.iter().map(|r| r.max_abs).sum(),
+        max_rel: rows.iter().map(|r| r.max_rel).sum(),
+        rel_l2: rows.iter().map(|r| r.rel_l2).sum(),
+    }
+}
+
+/// (B, T, C, K, masked, activation): T of 1 with K 3, even K (one frame shorter output), C off
+/// the 64-channel tile, K = 31 (longer than the 16-frame tile), K past the fused limit (the
+/// composed fallback).
+const GDW: [(usize, usize, usize, usize, bool, Activation); 7] = [
+    (1, 1, 5, 3, false, Activation::Silu),
+    (2, 37, 70, 9, true, Activation::Silu),
+    (3, 130, 129, 31, true, Activation::Silu),
+    (1, 17, 64, 4, false, Activation::Gelu),
+    (2, 5, 33, 1, true, Activation::Relu),
+    (1, 140, 1024, 9, false, Activation::Silu),
+    (2, 300, 40, 131, true, Activation::Silu),
+];
+
+struct GdwCase {
+    x: HostTensor,
+    keep: Option<HostTensor>,
+    w: HostTensor,
+    b: HostTensor,
+    act: Activation,
+}
+
+fn gdw_case(i: usize) -> GdwCase {
+    let (bs, t, c, k, masked, act) = GDW[i];
+    // sequence j keeps its first t - j·t/(2·bs) frames (the first is always full)
+    let keep = masked.then(|| {
+        let data = (0..bs)
+            .flat_map(|j| {
+                let len = t - j * t / (2 * bs);
+                (0..t).map(move |f| if f < len { 1.0 } else { 0.0 })
+            })
+            .collect();
+        HostTensor::new(vec![bs, t, 1], data).expect("keep")
+    });
+    GdwCase {
+        x: rnd(&[bs, t, 2 * c], 100 + i as u64, 2.0),
+        keep,
+        w: rnd(&[c, k], 200 + i as u64, 1.0 / (k as f32).sqrt()),
+        b: rnd(&[c], 300 + i as u64, 0.5),
+        act,
+    }
+}
+
+fn gdw_reference(c: &GdwCase, round: bool, mask: bool) -> HostTensor {
+    let r = ReferenceBackend::new();
+    let x = r
+        .upload(&if round { round16(&c.x) } else { c.x.clone() })
+        .unwrap();
+    let keep = c
+        .keep
+        .as_ref()
+        .filter(|_| mask)
+        .map(|k| r.upload(k).unwrap());
+    let w = r.upload(&c.w).unwrap();
+    let b = r.upload(&c.b).unwrap();
+    let y = r
+        .glu_depthwise_act(&x, keep.as_ref(), &w, Some(&b), c.act)
+        .unwrap();
+    r.download(&y).unwrap()
+}
+
+#[test]
+fn glu_depthwise_act_f32_matches_the_composed_reference_in_one_launch() {
+    let (g, _serial) =
+        require_gpu!("glu_depthwise_act_f32_matches_the_composed_reference_in_one_launch");
+    let tol = glu_dw_tol("cuda");
+    for (i, shape) in GDW.iter().enumerate() {
+        let c = gdw_case(i);
+        let what = format!("glu_depthwise_act {:?}", shape);
+        let x = g.upload(&c.x).unwrap();
+        let keep = c.keep.as_ref().map(|k| g.upload(k).unwrap());
+        let w = g.upload(&c.w).unwrap();
+        let b = g.upload(&c.b).unwrap();
+        let s0 = g.counters().snapshot();
+        let y = g
+            .glu_depthwise_act(&x, keep.as_ref(), &w, Some(&b), c.act)
+            .unwrap();
+        let launches = g.counters().snapshot().ops - s0.ops;
+        assert!(!y.is_f16(), "{what}: eager ops write f32");
+        let got = g.download(&y).unwrap();
+        let want = gdw_reference(&c, false, true);
+        check_with(&what, tol, &got, &want);
+        if shape.3 <= 128 {
+            assert_eq!(launches, 1, "{what}: {launches} launches, want one kernel");
+        }
+        if c.keep.is_some() {
+            // the mask must show: without it the padded sequences' edges differ
+            let unmasked = gdw_reference(&c, false, false);
+            assert!(
+                compare(&got.data, &unmasked.data, &tol).is_err(),
+                "{what}: the output equals the unmasked composition"
+            );
+        }
+    }
+}
+
+static KEY: AtomicUsize = AtomicUsize::new(0);
+
+/// `f` inside a fresh encoder chain (f16 activations), run twice: eager, then replayed. The
+/// inputs enter the chain through an identity `affine` (an f16 copy). Returns both downloads.
+fn twice_in_f16_chain(
+    g: &CudaBackend,
+    inputs: &[&HostTensor],
+    f: &dyn Fn(&CudaBackend, &[CudaTensor]) -> Vec<CudaTensor>,
+) -> (Vec<HostTensor>, Vec<HostTensor>) {
+    let ups: Vec<CudaTensor> = inputs.iter().map(|h| g.upload(h).unwrap()).collect();
+    g.set_f16_activations(true);
+    let key = format!(
+        "test-encoder/conformer-{}",
+        KEY.fetch_add(1, Ordering::Relaxed)
+    );
+    let run = || -> Vec<HostTensor> {
+        let out = g
+            .chain(&key, &mut |be| {
+                let xs: Vec<CudaTensor> = ups
+                    .iter()
+                    .map(|u| be.affine(u, 1.0, 0.0))
+                    .collect::<stapes_core::Result<_>>()?;
+                Ok(f(be, &xs))
+            })
+            .unwrap();
+        out.iter()
+            .map(|t| {
+                assert!(t.is_f16(), "chain outputs are f16");
+                g.download(t).unwrap()
+            })
+            .collect()
+    };
+    let first = run();
+    let second = run();
+    (first, second)
+}
+
+#[test]
+fn glu_depthwise_act_f16_chain_and_replay() {
+    let (g, _serial) = require_gpu!("glu_depthwise_act_f16_chain_and_replay");
+    // one f16 rounding of the output (the fused op keeps GLU and the conv sum in f32)
+    let tol = glu_dw_tol("cuda-f16act");
+    for (i, shape) in GDW.iter().enumerate() {
+        let c = gdw_case(i);
+        let what = format!("glu_depthwise_act f16 {:?}", shape);
+        let (w, b) = (g.upload(&c.w).unwrap(), g.upload(&c.b).unwrap());
+        let keep = c.keep.as_ref().map(|k| g.upload(k).unwrap());
+        let (first, second) = twice_in_f16_chain(g, &[&c.x], &|be, xs| {
+            vec![be
+                .glu_depthwise_act(&xs[0], keep.as_ref(), &w, Some(&b), c.act)
+                .unwrap()]
+        });
+        assert_eq!(
+            first[0].data, second[0].data,
+            "{what}: graph replay differs from the eager run"
+        );
+        check_with(&what, tol, &first[0], &gdw_reference(&c, true, true));
+    }
+}
+
+/// (B, T, H, Dh, P): P = 2T−1 (the encoder's positions) and others; Dh 3 and 128.
+const RAI: [(usize, usize, usize, usize, usize); 5] = [
+    (1, 7, 2, 3, 13),
+    (3, 20, 4, 16, 39),
+    (2, 33, 8, 128, 65),
+    (1, 140, 8, 128, 279),
+    (4, 1, 1, 5, 2),
+];
+
+struct RaiCase {
+    qkv: HostTensor,
+    pos: HostTensor,
+    bu: HostTensor,
+    bv: HostTensor,
+    heads: usize,
+}
+
+fn rai_case(i: usize) -> RaiCase {
+    let (bs, t, h, dh, p) = RAI[i];
+    let c = h * dh;
+    RaiCase {
+        qkv: rnd(&[bs, t, 3 * c], 400 + i as u64, 1.0),
+        pos: rnd(&[1, p, c], 500 + i as u64, 1.0),
+        bu: rnd(&[c], 600 + i as u64, 0.5),
+        bv: rnd(&[c], 700 + i as u64, 0.5),
+        heads: h,
+    }
+}
+
+fn parts(r: RelAttnInputs<HostTensor>) -> [(&'static str, HostTensor); 5] {
+    [
+        ("qu", r.qu),
+        ("qv", r.qv),
+        ("k", r.k),
+        ("v", r.v),
+        ("p", r.p),
+    ]
+}
+
+fn rai_reference(c: &RaiCase, round: bool) -> RelAttnInputs<HostTensor> {
+    let r = ReferenceBackend::new();
+    let rd = |t: &HostTensor| if round { round16(t) } else { t.clone() };
+    let y = r
+        .rel_attention_inputs(
+            &r.upload(&rd(&c.qkv)).unwrap(),
+            &r.upload(&rd(&c.pos)).unwrap(),
+            c.heads,
+            &r.upload(&c.bu).unwrap(),
+            &r.upload(&c.bv).unwrap(),
+        )
+        .unwrap();
+    let d = |t| r.download(&t).unwrap();
+    RelAttnInputs {
+        qu: d(y.qu),
+        qv: d(y.qv),
+        k: d(y.k),
+        v: d(y.v),
+        p: d(y.p),
+    }
+}
+
+#[test]
+fn rel_attention_inputs_f32_matches_the_composed_reference_in_one_launch() {
+    let (g, _serial) =
+        require_gpu!("rel_attention_inputs_f32_matches_the_composed_reference_in_one_launch");
+    for (i, shape) in RAI.iter().enumerate() {
+        let c = rai_case(i);
+        let (qkv, pos) = (g.upload(&c.qkv).unwrap(), g.upload(&c.pos).unwrap());
+        let (bu, bv) = (g.upload(&c.bu).unwrap(), g.upload(&c.bv).unwrap());
+        let s0 = g.counters().snapshot();
+        let y = g
+            .rel_attention_inputs(&qkv, &pos, c.heads, &bu, &bv)
+            .unwrap();
+        let launches = g.counters().snapshot().ops - s0.ops;
+        assert_eq!(
+            launches, 1,
+            "rel_attention_inputs {:?}: {launches} launches",
+            shape
+        );
+        let got = RelAttnInputs {
+            qu: g.download(&y.qu).unwrap(),
+            qv: g.download(&y.qv).unwrap(),
+            k: g.download(&y.k).unwrap(),
+            v: g.download(&y.v).unwrap(),
+            p: g.download(&y.p).unwrap(),
+        };
+        for ((name, got), (_, want)) in parts(got).into_iter().zip(parts(rai_reference(&c, false)))
+        {
+            // k, v, p are copies (exact); qu, qv one f32 add each, as the reference's add
+            let tol = if matches!(name, "qu" | "qv") {
+                tol_for(Op::Elementwise, Lane::F16, "cuda")
+            } else {
+                tol_for(Op::Layout, Lane::F16, "cuda")
+            };
+            check_with(
+                &format!("rel_attention_inputs {:?} {name}", shape),
+                tol,
+                &got,
+                &want,
+            );
+        }
+    }
+}
+
+#[test]
+fn rel_attention_inputs_f16_chain_and_replay() {
+    let (g, _serial) = require_gpu!("rel_attention_inputs_f16_chain_and_replay");
+    for (i, shape) in RAI.iter().enumerate() {
+        let c = rai_case(i);
+        let (bu, bv) = (g.upload(&c.bu).unwrap(), g.upload(&c.bv).unwrap());
+        let heads = c.heads;
+        let (first, second) = twice_in_f16_chain(g, &[&c.qkv, &c.pos], &|be, xs| {
+            let y = be
+                .rel_attention_inputs(&xs[0], &xs[1], heads, &bu, &bv)
+                .unwrap();
+            vec![y.qu, y.qv, y.k, y.v, y.p]
+        });
+        let want = parts(rai_reference(&c, true));
+        for (j, (name, want)) in want.iter().enumerate() {
+            let what = format!("rel_attention_inputs f16 {:?} {name}", shape);
+            assert_eq!(first[j].data, second[j].data, "{what}: replay differs");
+            let tol = if j < 2 {
+                tol_for(Op::Elementwise, Lane::F16, "cuda-f16act")
+            } else {
+                tol_for(Op::Layout, Lane::F16, "cuda-f16act")
+            };
+            check_with(&what, tol, &first[j], want);
+        }
+    }
+}
+
+#[test]
+fn fused_conformer_ops_refuse_bad_shapes() {
+    let (g, _serial) = require_gpu!("fused_conformer_ops_refuse_bad_shapes");
+    let up = |s: &[usize]| g.upload(&HostTensor::zeros(s.to_vec())).unwrap();
+    let shape_err = |r: stapes_core::Result<CudaTensor>, op: &str, what: &str| match r {
+        Err(Error::Shape { op: o, .. }) => assert_eq!(o, op, "{what}"),
+        other => panic!("{what}: expected a shape error, got {other:?}"),
+    };
+    let w = up(&[8, 3]);
+    // odd last dim, C mismatch, output shorter than one frame, keep of the wrong length
+    for (x, keep, what) in [
+        (up(&[1, 4, 15]), None, "odd 2C"),
+        (up(&[1, 4, 14]), None, "2C != 2·8"),
+        (
+            up(&[1, 4, 16]),
+            Some(up(&[1, 5, 1])),
+            "keep of 5 frames for 4",
+        ),
+    ] {
+        shape_err(
+            g.glu_depthwise_act(&x, keep.as_ref(), &w, None, Activation::Silu),
+            "glu_depthwise_act",
+            what,
+        );
+    }
+    let long = up(&[8, 8]); // K 8: T 2 + 2·3 < 8
+    shape_err(
+        g.glu_depthwise_act(&up(&[1, 1, 16]), None, &long, None, Activation::Silu),
+        "glu_depthwise_act",
+        "T too short",
+    );
+    let b = up(&[12]);
+    for (qkv, pos, what) in [
+        (up(&[1, 4, 35]), up(&[1, 7, 12]), "3C not a multiple of 3"),
+        (up(&[1, 4, 36]), up(&[2, 7, 12]), "pos batch 2"),
+        (up(&[1, 4, 36]), up(&[1, 7, 10]), "pos width"),
+        (up(&[4, 36]), up(&[1, 7, 12]), "rank 2"),
+    ] {
+        match g.rel_attention_inputs(&qkv, &pos, 4, &b, &b) {
+            Err(Error::Shape { op, .. }) => assert_eq!(op, "rel_attention_inputs", "{what}"),
+            Err(e) => panic!("{what}: expected a shape error, got {e:?}"),
+            Ok(_) => panic!("{what}: accepted"),
+        }
+    }
+    match g.rel_attention_inputs(&up(&[1, 4, 36]), &up(&[1, 7, 12]), 5, &b, &b) {
+        Err(Error::Shape { .. }) => {}
+        Err(e) => panic!("12 channels in 5 heads: expected a shape error, got {e:?}"),
+        Ok(_) => panic!("12 channels in 5 heads: accepted"),
+    }
+}
