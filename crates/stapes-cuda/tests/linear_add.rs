@@ -50,7 +50,7 @@ fn case(i: usize, m: usize, k: usize, n: usize) -> Case {
         w: rnd(&[n, k], 20 + i as u64, 1.0 / (k as f32).sqrt()),
         b: rnd(&[n], 30 + i as u64, 0.5),
         r: rnd(&[1, m, n], 40 + i as u64, 1.0),
-        with_bias: i % 2 == 0,
+        with_bias: i.is_multiple_of(2),
     }
 }
 
