@@ -84,6 +84,9 @@ pub(crate) struct LoopSlot<B: Backend> {
     out: B::Tensor,
 }
 
+/// Per LSTM layer `h` and `c`, then the projected output.
+type StartState<T> = (Vec<T>, Vec<T>, T);
+
 pub(crate) type LoopSlots<B> = Mutex<BTreeMap<String, LoopSlot<B>>>;
 
 impl<B: Backend> Transducer<B> {
@@ -98,11 +101,7 @@ impl<B: Backend> Transducer<B> {
 
     /// The prediction network fed `start_token` from a zero state, for `batch` clips: per layer
     /// `h`, `c (batch, 1, H)` and the projected output `(batch, 1, J)`.
-    fn start_state(
-        &self,
-        b: &B,
-        batch: usize,
-    ) -> Result<(Vec<B::Tensor>, Vec<B::Tensor>, B::Tensor)> {
+    fn start_state(&self, b: &B, batch: usize) -> Result<StartState<B::Tensor>> {
         let hid = self.cfg.decoder_hidden_size;
         let x = b.gather_rows(&self.embedding, &vec![self.cfg.start_token; batch])?;
         let e = *x.shape().last().unwrap_or(&0);
