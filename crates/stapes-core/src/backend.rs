@@ -356,6 +356,20 @@ pub trait Backend: Send + Sync {
         self.attention(&q, &k, &v, p)
     }
 
+    /// `act(x · Wᵀ + b)`: a linear followed by its activation (an MLP's first projection). A GPU
+    /// home applies `act` in the GEMM's epilogue (and may prepare the output for the next GEMM
+    /// there). The default composes `linear` and `activation`.
+    fn linear_act(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+        act: Activation,
+    ) -> Result<Self::Tensor> {
+        let y = self.linear(x, w, bias)?;
+        self.activation(&y, act)
+    }
+
     // ---- FastConformer blocks (fused where a home pays for it) ----
 
     /// The conformer conv module between its two pointwise convs: `x (B, T, 2C)` → GLU over the
@@ -516,13 +530,7 @@ pub trait Backend: Send + Sync {
         kv: (&mut Self::Tensor, &mut Self::Tensor),
         step: &Self::Tensor,
     ) -> Result<Self::Tensor> {
-        let qkv = self.norm_linear(x, w, f)?;
-        let c = packed_width("qkv_step", qkv.shape())?;
-        let k = self.slice(&qkv, 2, c, c)?;
-        let v = self.slice(&qkv, 2, 2 * c, c)?;
-        self.write_rows_step(kv.0, &k, step)?;
-        self.write_rows_step(kv.1, &v, step)?;
-        Ok(qkv)
+        qkv_step_composed(self, x, w, f, kv, step)
     }
 
     /// [`Backend::attention_step`] of the q part of a packed `qkv (B, Tq, 3C)` over the caches
@@ -867,6 +875,24 @@ pub fn norm_linear_composed<B: Backend + ?Sized>(
         }
         None => Ok(y),
     }
+}
+
+/// [`Backend::qkv_step`] from other ops: what every home's default computes.
+pub fn qkv_step_composed<B: Backend + ?Sized>(
+    b: &B,
+    x: &B::Tensor,
+    w: &B::Weight,
+    f: &LinearFusion<'_, B::Tensor>,
+    kv: (&mut B::Tensor, &mut B::Tensor),
+    step: &B::Tensor,
+) -> Result<B::Tensor> {
+    let qkv = b.norm_linear(x, w, f)?;
+    let c = packed_width("qkv_step", qkv.shape())?;
+    let k = b.slice(&qkv, 2, c, c)?;
+    let v = b.slice(&qkv, 2, 2 * c, c)?;
+    b.write_rows_step(kv.0, &k, step)?;
+    b.write_rows_step(kv.1, &v, step)?;
+    Ok(qkv)
 }
 
 /// `C` of a packed `(B, T, 3C)` projection, checked.

@@ -157,3 +157,133 @@ extern "C" __global__ void attn_combine_f32(float* __restrict__ O, const float* 
         O[(long long)r * H * D + h * D + d] = acc * inv;
     }
 }
+
+// ---- fused decoder-step projection (Backend::norm_linear / qkv_step) ----
+// y (m, n) = act(LN(x) (m, k) . W (n, k)^T + bias) + resid, W f16 row-major, everything else f32,
+// m <= 32 rows (batch x beams), k % 8 == 0. Grid (ceil(n / (SG_WARPS * SG_COLS)), ceil(m / MG)),
+// SG_WARPS warps per block, each warp SG_COLS output features for the block's MG rows of x.
+// The MG rows (layer-normed when gamma != null) sit in shared memory; every weight row is read
+// once per block with 16-byte streaming loads and used for all MG rows.
+// With kc != null (qkv_step) the k and v thirds of each output row (features kv_c .. 3 kv_c)
+// also go to the caches kc, vc (m, T, kv_c) at row pos = step[0] (one token per sequence).
+#define SG_WARPS 8
+#define SG_COLS 4
+
+__device__ __forceinline__ uint4 ld_stream16(const void* p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b) {
+    return h2f((h16)(w.x & 0xffff)) * a.x + h2f((h16)(w.x >> 16)) * a.y + h2f((h16)(w.y & 0xffff)) * a.z +
+           h2f((h16)(w.y >> 16)) * a.w + h2f((h16)(w.z & 0xffff)) * b.x + h2f((h16)(w.z >> 16)) * b.y +
+           h2f((h16)(w.w & 0xffff)) * b.z + h2f((h16)(w.w >> 16)) * b.w;
+}
+
+template <int MG>
+__device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* __restrict__ x, const h16* __restrict__ w,
+                                            const float* __restrict__ bias, const float* __restrict__ resid,
+                                            const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
+                                            int m, int n, int k, int act, float* __restrict__ kc, float* __restrict__ vc,
+                                            const float* __restrict__ step, int kv_c, int T) {
+    extern __shared__ __align__(16) float xs[];  // (MG, k)
+    const int m0 = blockIdx.y * MG;
+    const int rows = min(MG, m - m0);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int k4 = k >> 2;
+    for (int e = threadIdx.x; e < MG * k4; e += blockDim.x) {
+        const int r = e / k4;
+        ((float4*)xs)[e] = r < rows ? ((const float4*)(x + (long long)(m0 + r) * k))[e - r * k4] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    __syncthreads();
+    if (gamma) {
+        // one warp per row: two passes over shared memory (mean, then the centred variance)
+        for (int r = warp; r < rows; r += SG_WARPS) {
+            float* xr = xs + r * k;
+            float s = 0.f;
+            for (int c = lane; c < k; c += 32) s += xr[c];
+            const float mean = warp_sum(s) / (float)k;
+            float v = 0.f;
+            for (int c = lane; c < k; c += 32) {
+                const float d = xr[c] - mean;
+                v += d * d;
+            }
+            const float rstd = rsqrtf(warp_sum(v) / (float)k + eps);
+            for (int c = lane; c < k; c += 32) {
+                const float t = (xr[c] - mean) * rstd * gamma[c];
+                xr[c] = beta ? t + beta[c] : t;
+            }
+        }
+        __syncthreads();
+    }
+    const int col0 = (blockIdx.x * SG_WARPS + warp) * SG_COLS;
+    if (col0 >= n) return;
+    const h16* wr[SG_COLS];
+#pragma unroll
+    for (int c = 0; c < SG_COLS; ++c) wr[c] = w + (long long)min(col0 + c, n - 1) * k;
+    float acc[SG_COLS][MG];
+#pragma unroll
+    for (int c = 0; c < SG_COLS; ++c)
+#pragma unroll
+        for (int r = 0; r < MG; ++r) acc[c][r] = 0.f;
+#pragma unroll 2
+    for (int i = lane * 8; i < k; i += 256) {
+        uint4 raw[SG_COLS];
+#pragma unroll
+        for (int c = 0; c < SG_COLS; ++c) raw[c] = ld_stream16(wr[c] + i);
+#pragma unroll
+        for (int r = 0; r < MG; ++r) {
+            const float4 a = ((const float4*)(xs + r * k + i))[0];
+            const float4 b = ((const float4*)(xs + r * k + i))[1];
+#pragma unroll
+            for (int c = 0; c < SG_COLS; ++c) acc[c][r] += dot8(raw[c], a, b);
+        }
+    }
+    const int pos = step ? step_int(step[0]) : -1;
+#pragma unroll
+    for (int c = 0; c < SG_COLS; ++c) {
+#pragma unroll
+        for (int r = 0; r < MG; ++r) {
+            const float s = warp_sum(acc[c][r]);
+            const int col = col0 + c, row = m0 + r;
+            // spread the stores over the lanes (every lane holds every sum)
+            if (lane != ((c * MG + r) & 31) || col >= n || r >= rows) continue;
+            float v = bias ? s + bias[col] : s;
+            if (act == 1) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+            if (resid) v += resid[(long long)row * n + col];
+            y[(long long)row * n + col] = v;
+            if (kc && pos >= 0 && pos < T && col >= kv_c) {
+                float* cache = col < 2 * kv_c ? kc : vc;
+                const int cc = col < 2 * kv_c ? col - kv_c : col - 2 * kv_c;
+                cache[((long long)row * T + pos) * kv_c + cc] = v;
+            }
+        }
+    }
+}
+
+#define STEP_GEMV(MG)                                                                                                   \
+    extern "C" __global__ void step_gemv_##MG(float* y, const float* x, const h16* w, const float* bias, const float* resid, \
+                                              const float* gamma, const float* beta, float eps, int m, int n, int k, int act,  \
+                                              float* kc, float* vc, const float* step, int kv_c, int T) {                     \
+        step_gemv_k<MG>(y, x, w, bias, resid, gamma, beta, eps, m, n, k, act, kc, vc, step, kv_c, T);                       \
+    }
+STEP_GEMV(1)
+STEP_GEMV(2)
+STEP_GEMV(4)
+STEP_GEMV(8)
+
+// Decoder self-attention of one step reading q in place from the packed qkv (B, 1, 3 H D):
+// attn_rows_k indexes q as (b, 0) rows of stride H D, so the base moves by 2 H D per sequence
+// (b 3HD = b HD + b 2HD). K/V rows of the step are already in the caches (step_gemv's epilogue).
+// Grid (1, H, B), 128 threads: the same reduction as attn_step_f32 and the eager row kernel.
+extern "C" __global__ void attn_step_packed_f32(float* __restrict__ O, const float* __restrict__ QKV,
+                                                const float* __restrict__ K, const float* __restrict__ V,
+                                                const float* __restrict__ step, int Tk, int H, int D, float scale) {
+    const int pos = step_int(step[0]);
+    const int kv_len = (pos < 0 || pos >= Tk) ? 0 : pos + 1;
+    const float* q = QKV + (long long)blockIdx.z * 2 * H * D;
+    attn_rows_k<float, float>(O, nullptr, q, K, V, 1, Tk, H, D, kv_len, scale, 0);
+}

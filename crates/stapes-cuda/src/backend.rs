@@ -2136,6 +2136,38 @@ impl Backend for CudaBackend {
         crate::step::attention(self, q, k, v, p, step, &|s| self.alloc_f32(s))
     }
 
+    // fused decoder-step projections and attention: kernels in step.rs
+    fn norm_linear(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        f: &stapes_core::LinearFusion<'_, CudaTensor>,
+    ) -> Result<CudaTensor> {
+        crate::step::norm_linear_op(self, x, w, f, &|s| self.alloc_f32(s))
+    }
+
+    fn qkv_step(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        f: &stapes_core::LinearFusion<'_, CudaTensor>,
+        kv: (&mut CudaTensor, &mut CudaTensor),
+        step: &CudaTensor,
+    ) -> Result<CudaTensor> {
+        crate::step::qkv_step_op(self, x, w, f, kv, step, &|s| self.alloc_f32(s))
+    }
+
+    fn attention_step_packed(
+        &self,
+        qkv: &CudaTensor,
+        k: &CudaTensor,
+        v: &CudaTensor,
+        p: &AttnParams,
+        step: &CudaTensor,
+    ) -> Result<CudaTensor> {
+        crate::step::attention_packed(self, qkv, k, v, p, step, &|s| self.alloc_f32(s))
+    }
+
     fn attention_decode(
         &self,
         q: &CudaTensor,

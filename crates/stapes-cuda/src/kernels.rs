@@ -105,6 +105,11 @@ pub const FILES: &[KernelFile] = &[
             "attn_step_f32",
             "attn_split_f32",
             "attn_combine_f32",
+            "step_gemv_1",
+            "step_gemv_2",
+            "step_gemv_4",
+            "step_gemv_8",
+            "attn_step_packed_f32",
         ],
     },
     KernelFile {

@@ -8,9 +8,9 @@
 
 use std::ffi::c_void;
 
-use stapes_core::{AttnParams, DeviceTensor, Error, Result};
+use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, Error, LinearFusion, Result};
 
-use crate::backend::{CudaBackend, CudaTensor};
+use crate::backend::{CudaBackend, CudaTensor, CudaWeight, WeightData};
 
 /// Key rows the attention kernel takes: it runs 128 threads per block, as the eager row kernel
 /// does below 512 keys, which is what makes the two bit-identical.
@@ -281,4 +281,246 @@ pub(crate) fn attention_split(
         args![o, pp, hi, di, nsi],
     )?;
     Ok(Some(out))
+}
+
+/// Rows the fused step GEMV takes (batch × beams of a decoder step).
+const GEMV_MAX_ROWS: usize = 32;
+/// Output features per block of `step_gemv_*` (8 warps × 4).
+const GEMV_COLS_PER_BLOCK: usize = 32;
+/// Shared memory the GEMV's x rows may use without opting into more per block.
+const GEMV_SMEM: usize = 48 * 1024;
+
+/// Whether `t` is absent or an f32 tensor of `numel` values.
+fn f32_of(t: Option<&CudaTensor>, numel: usize) -> bool {
+    t.is_none_or(|t| !t.is_f16() && t.numel() == numel)
+}
+
+/// Where a step GEMV also writes the k and v thirds of its output: the caches `(B, T, C)` and
+/// the step tensor.
+pub(crate) struct KvAppend<'a> {
+    pub k: &'a mut CudaTensor,
+    pub v: &'a mut CudaTensor,
+    pub step: &'a CudaTensor,
+}
+
+/// [`Backend::norm_linear`] (and with `kv`, [`Backend::qkv_step`]) in one `step_gemv_*` kernel:
+/// `x (.., K)` f32 with at most 32 rows, an f16 weight with K a multiple of 8, f32 parameters,
+/// activation none or GELU (erf). `None` for anything else (the caller composes other ops).
+pub(crate) fn norm_linear(
+    b: &CudaBackend,
+    x: &CudaTensor,
+    w: &CudaWeight,
+    f: &LinearFusion<'_, CudaTensor>,
+    kv: Option<KvAppend<'_>>,
+    alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+) -> Result<Option<CudaTensor>> {
+    let (n, k) = b.weight_shape(w);
+    let xs = x.shape();
+    let WeightData::F16(wb) = &w.data else {
+        return Ok(None);
+    };
+    if xs.last() != Some(&k) || k == 0 || !k.is_multiple_of(8) || x.is_f16() || n == 0 {
+        return Ok(None);
+    }
+    let m = x.numel() / k;
+    let mut shape = xs.to_vec();
+    if let Some(l) = shape.last_mut() {
+        *l = n;
+    }
+    let act = match f.act {
+        None => 0i32,
+        Some(Activation::Gelu) => 1,
+        Some(_) => return Ok(None),
+    };
+    let (gamma, beta, eps) = match &f.norm {
+        Some(nr) => (Some(nr.gamma), nr.beta, nr.eps),
+        None => (None, None, 0.0),
+    };
+    let params_ok = f32_of(gamma, k)
+        && f32_of(beta, k)
+        && f32_of(f.bias, n)
+        && f.residual
+            .is_none_or(|r| !r.is_f16() && r.shape() == shape.as_slice());
+    if m == 0 || m > GEMV_MAX_ROWS || !params_ok {
+        return Ok(None);
+    }
+    // rows of x per block: all of them where shared memory allows, in the kernels' sizes
+    let fit = GEMV_SMEM / (k * 4);
+    let Some(mg) = [1usize, 2, 4, 8]
+        .into_iter()
+        .filter(|&g| g <= fit)
+        .find(|&g| g >= m)
+        .or_else(|| [8usize, 4, 2, 1].into_iter().find(|&g| g <= fit))
+    else {
+        return Ok(None);
+    };
+    let (kc, vc, sp, kv_c, t) = match &kv {
+        Some(a) => {
+            let (ks, c) = (a.k.shape(), n / 3);
+            let ok = n.is_multiple_of(3)
+                && xs.len() == 3
+                && xs[1] == 1
+                && ks.len() == 3
+                && ks[0] == xs[0]
+                && ks[2] == c
+                && a.v.shape() == ks;
+            if !ok {
+                return Err(Error::shape(
+                    "qkv_step",
+                    format!(
+                        "x {xs:?}, W ({n}, {k}), caches {ks:?} / {:?}: want (B, 1, d), (3C, d), (B, T, C)",
+                        a.v.shape()
+                    ),
+                ));
+            }
+            check_step("qkv_step", a.step, xs[0])?;
+            check_f32("qkv_step", "k cache", a.k)?;
+            check_f32("qkv_step", "v cache", a.v)?;
+            // a GEMM input prepared from a cache would be stale after this write
+            b.forget_prep();
+            (
+                b.p(&a.k.buf),
+                b.p(&a.v.buf),
+                b.p(&a.step.buf),
+                c as i32,
+                ks[1] as i32,
+            )
+        }
+        None => (0, 0, 0, 0, 0),
+    };
+    let out = alloc(&shape)?;
+    let opt = |t: Option<&CudaTensor>| t.map_or(0, |t| b.p(&t.buf));
+    let (y, xp, wp) = (b.p(&out.buf), b.p(&x.buf), b.p(wb));
+    let (bp, rp, gp, bt) = (opt(f.bias), opt(f.residual), opt(gamma), opt(beta));
+    let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+    let name = match mg {
+        1 => "step_gemv_1",
+        2 => "step_gemv_2",
+        4 => "step_gemv_4",
+        _ => "step_gemv_8",
+    };
+    b.launch(
+        name,
+        (
+            n.div_ceil(GEMV_COLS_PER_BLOCK) as u32,
+            m.div_ceil(mg) as u32,
+            1,
+        ),
+        (256, 1, 1),
+        (mg * k * 4) as u32,
+        args![y, xp, wp, bp, rp, gp, bt, eps, mi, ni, ki, act, kc, vc, sp, kv_c, t],
+    )?;
+    Ok(Some(out))
+}
+
+/// [`Backend::attention_step_packed`]: q read in place from `qkv (B, 1, 3C)` over the caches
+/// `k, v (B, T, C)` that already hold the step's rows.
+pub(crate) fn attention_packed(
+    b: &CudaBackend,
+    qkv: &CudaTensor,
+    k: &CudaTensor,
+    v: &CudaTensor,
+    p: &AttnParams,
+    step: &CudaTensor,
+    alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+) -> Result<CudaTensor> {
+    const OP: &str = "attention_step_packed";
+    let (qs, ks) = (qkv.shape(), k.shape());
+    let c = stapes_core::backend::packed_width(OP, qs)?;
+    let ok = qs[1] == 1
+        && ks.len() == 3
+        && ks[0] == qs[0]
+        && ks[2] == c
+        && v.shape() == ks
+        && p.n_heads > 0
+        && c.is_multiple_of(p.n_heads);
+    if !ok {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "qkv {qs:?}, k {ks:?}, v {:?}, {} heads: want (B, 1, 3·H·Dh) over (B, T, H·Dh)",
+                v.shape(),
+                p.n_heads
+            ),
+        ));
+    }
+    let (bs, tk, h) = (qs[0], ks[1], p.n_heads);
+    if tk > MAX_KEYS {
+        return Err(Error::shape(
+            OP,
+            format!("a cache of {tk} rows; the step kernel takes at most {MAX_KEYS}"),
+        ));
+    }
+    check_step(OP, step, bs)?;
+    for (name, t) in [("qkv", qkv), ("k", k), ("v", v)] {
+        check_f32(OP, name, t)?;
+    }
+    let d = c / h;
+    let threads = 128usize;
+    let smem = (d.div_ceil(4) * 4 + (threads / 32) * d + tk) * 4;
+    if smem > 48 * 1024 {
+        return Err(Error::shape(
+            OP,
+            format!("head size {d} with {tk} cache rows needs {smem} bytes of shared memory"),
+        ));
+    }
+    let out = alloc(&[bs, 1, c])?;
+    if bs * h == 0 {
+        return Ok(out);
+    }
+    let (o, qp, kp, vp, sp) = (
+        b.p(&out.buf),
+        b.p(&qkv.buf),
+        b.p(&k.buf),
+        b.p(&v.buf),
+        b.p(&step.buf),
+    );
+    let (tki, hi, di, scale) = (tk as i32, h as i32, d as i32, p.scale);
+    b.launch(
+        "attn_step_packed_f32",
+        (1, h as u32, bs as u32),
+        (threads as u32, 1, 1),
+        smem as u32,
+        args![o, qp, kp, vp, sp, tki, hi, di, scale],
+    )?;
+    Ok(out)
+}
+
+/// [`Backend::norm_linear`]: the fused kernel where it applies, else the composed default.
+pub(crate) fn norm_linear_op(
+    b: &CudaBackend,
+    x: &CudaTensor,
+    w: &CudaWeight,
+    f: &LinearFusion<'_, CudaTensor>,
+    alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+) -> Result<CudaTensor> {
+    match norm_linear(b, x, w, f, None, alloc)? {
+        Some(y) => Ok(y),
+        None => stapes_core::backend::norm_linear_composed(b, x, w, f),
+    }
+}
+
+/// [`Backend::qkv_step`]: the fused kernel (K/V append in its epilogue) where it applies, else
+/// the composed default.
+pub(crate) fn qkv_step_op(
+    b: &CudaBackend,
+    x: &CudaTensor,
+    w: &CudaWeight,
+    f: &LinearFusion<'_, CudaTensor>,
+    (k, v): (&mut CudaTensor, &mut CudaTensor),
+    step: &CudaTensor,
+    alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+) -> Result<CudaTensor> {
+    if !k.is_f16() && !v.is_f16() {
+        let kv = KvAppend {
+            k: &mut *k,
+            v: &mut *v,
+            step,
+        };
+        // the kernel declines (None) before it writes anything
+        if let Some(y) = norm_linear(b, x, w, f, Some(kv), alloc)? {
+            return Ok(y);
+        }
+    }
+    stapes_core::backend::qkv_step_composed(b, x, w, f, (k, v), step)
 }

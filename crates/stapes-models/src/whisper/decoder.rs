@@ -3,9 +3,12 @@
 //! token embedding.
 
 use super::config::WhisperConfig;
+use super::encoder::LN_EPS;
 use super::model::{attn_params, Attn, Linear, Mlp, Norm, Tensors};
 use crate::{ModelError, Result};
-use stapes_core::{Backend, DeviceTensor, HostTensor, Lane, StepParams};
+use stapes_core::{
+    Activation, Backend, DeviceTensor, HostTensor, Lane, LinearFusion, NormRef, StepParams,
+};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -20,16 +23,99 @@ fn next_id() -> u64 {
 /// Free buffers kept per decoder; more than this many of one kind are simply dropped.
 const MAX_FREE_SLOTS: usize = 8;
 
+/// A layer norm's parameters, fused into the projection that follows it
+/// ([`Backend::norm_linear`]).
+struct LnParams<B: Backend> {
+    gamma: B::Tensor,
+    beta: Option<B::Tensor>,
+}
+
+impl<B: Backend> LnParams<B> {
+    fn load(b: &B, t: &Tensors<'_>, prefix: &str) -> Result<Self> {
+        Ok(Self {
+            gamma: t.tensor(b, &format!("{prefix}.weight"))?,
+            beta: t.opt_tensor(b, &format!("{prefix}.bias"))?,
+        })
+    }
+
+    fn r(&self) -> NormRef<'_, B::Tensor> {
+        NormRef {
+            gamma: &self.gamma,
+            beta: self.beta.as_ref(),
+            eps: LN_EPS,
+        }
+    }
+}
+
+/// One pre-LN decoder block.
 pub(crate) struct DecoderLayer<B: Backend> {
-    self_ln: Norm<B>,
-    self_attn: Attn<B>,
-    cross_ln: Norm<B>,
-    cross_q: Linear<B>,
-    cross_k: Linear<B>,
-    cross_v: Linear<B>,
-    cross_o: Linear<B>,
-    mlp_ln: Norm<B>,
-    mlp: Mlp<B>,
+    /// The encoder attention's projections; k and v read the encoded window (`cross_kv`).
+    cross: Attn<B>,
+    blocks: Blocks<B>,
+}
+
+/// The rest of a block, in one of two forms chosen at load.
+enum Blocks<B: Backend> {
+    /// The default. Each step runs a few rows through these projections, so every layer norm
+    /// rides in the projection after it and every bias, GELU and residual in the projection's
+    /// epilogue ([`Backend::norm_linear`]): on a GPU home one kernel each.
+    Fused {
+        self_ln: LnParams<B>,
+        /// (3d, d): q | k | v stacked (one GEMV per step), bias (3d) with zeros for k.
+        self_qkv: Linear<B>,
+        self_o: Linear<B>,
+        cross_ln: LnParams<B>,
+        mlp_ln: LnParams<B>,
+        fc1: Linear<B>,
+        fc2: Linear<B>,
+    },
+    /// Norms, projections, GELU and residual adds as separate ops: the previous form, kept for
+    /// same-binary A/B timing (`STAPES_WHISPER_FUSED=0` at load, as for the encoder).
+    Split {
+        self_ln: Norm<B>,
+        self_attn: Attn<B>,
+        cross_ln: Norm<B>,
+        mlp_ln: Norm<B>,
+        mlp: Mlp<B>,
+    },
+}
+
+/// Whether the decoder loads the fused form (the default; see [`Blocks`]).
+fn fused_form() -> bool {
+    std::env::var("STAPES_WHISPER_FUSED").map_or(true, |v| v.trim() != "0")
+}
+
+/// `bias` and `residual` around a plain projection.
+fn fused<'a, B: Backend>(
+    l: &'a Linear<B>,
+    norm: Option<&'a LnParams<B>>,
+    act: Option<Activation>,
+    residual: Option<&'a B::Tensor>,
+) -> LinearFusion<'a, B::Tensor> {
+    LinearFusion {
+        norm: norm.map(|n| n.r()),
+        bias: l.b.as_ref(),
+        act,
+        residual,
+    }
+}
+
+/// The self-attention projection `(3d, d)` with q, k, v stacked in that order.
+fn load_qkv<B: Backend>(b: &B, t: &Tensors<'_>, prefix: &str, lane: Lane) -> Result<Linear<B>> {
+    let names: Vec<String> = ["q_proj", "k_proj", "v_proj"]
+        .iter()
+        .map(|p| format!("{prefix}.{p}"))
+        .collect();
+    let weights: Vec<String> = names.iter().map(|n| format!("{n}.weight")).collect();
+    let mut parts = Vec::with_capacity(3);
+    for (n, w) in names.iter().zip(&weights) {
+        let rows = t.shape(w)?.first().copied().unwrap_or(0);
+        parts.push((format!("{n}.bias"), rows));
+    }
+    Ok(Linear {
+        w: t.stacked_weight(b, &weights, lane)?,
+        b: Some(t.stacked_bias(b, &parts)?),
+    })
 }
 
 pub(crate) struct Decoder<B: Backend> {
@@ -42,6 +128,10 @@ pub(crate) struct Decoder<B: Backend> {
     positions: B::Tensor,
     layers: Vec<DecoderLayer<B>>,
     ln: Norm<B>,
+    /// The same final norm's parameters, for the logits projection it is fused into.
+    ln_fused: LnParams<B>,
+    /// The blocks are [`Blocks::Fused`] (and the final norm rides in the logits projection).
+    fused: bool,
     heads: usize,
     d: usize,
     n_ctx: usize,
@@ -165,6 +255,14 @@ enum At<'s, T> {
     Step(&'s T),
 }
 
+// by hand: a derive would ask for `T: Copy`
+impl<T> Clone for At<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for At<'_, T> {}
+
 impl<B: Backend> DecoderState<'_, B> {
     pub fn batch(&self) -> usize {
         self.batch
@@ -192,19 +290,37 @@ impl<B: Backend> Decoder<B> {
                 ),
             ));
         }
+        let fused = fused_form();
         let mut layers = Vec::with_capacity(cfg.decoder_layers);
         for l in 0..cfg.decoder_layers {
             let q = format!("{p}.layers.{l}");
+            let (self_ln, cross_ln, mlp_ln) = (
+                format!("{q}.self_attn_layer_norm"),
+                format!("{q}.encoder_attn_layer_norm"),
+                format!("{q}.final_layer_norm"),
+            );
+            let blocks = if fused {
+                Blocks::Fused {
+                    self_ln: LnParams::load(b, t, &self_ln)?,
+                    self_qkv: load_qkv(b, t, &format!("{q}.self_attn"), lane)?,
+                    self_o: Linear::load(b, t, &format!("{q}.self_attn.out_proj"), lane)?,
+                    cross_ln: LnParams::load(b, t, &cross_ln)?,
+                    mlp_ln: LnParams::load(b, t, &mlp_ln)?,
+                    fc1: Linear::load(b, t, &format!("{q}.fc1"), lane)?,
+                    fc2: Linear::load(b, t, &format!("{q}.fc2"), lane)?,
+                }
+            } else {
+                Blocks::Split {
+                    self_ln: Norm::load(b, t, &self_ln)?,
+                    self_attn: Attn::load(b, t, &format!("{q}.self_attn"), lane)?,
+                    cross_ln: Norm::load(b, t, &cross_ln)?,
+                    mlp_ln: Norm::load(b, t, &mlp_ln)?,
+                    mlp: Mlp::load(b, t, &q, lane)?,
+                }
+            };
             layers.push(DecoderLayer {
-                self_ln: Norm::load(b, t, &format!("{q}.self_attn_layer_norm"))?,
-                self_attn: Attn::load(b, t, &format!("{q}.self_attn"), lane)?,
-                cross_ln: Norm::load(b, t, &format!("{q}.encoder_attn_layer_norm"))?,
-                cross_q: Linear::load(b, t, &format!("{q}.encoder_attn.q_proj"), lane)?,
-                cross_k: Linear::load(b, t, &format!("{q}.encoder_attn.k_proj"), lane)?,
-                cross_v: Linear::load(b, t, &format!("{q}.encoder_attn.v_proj"), lane)?,
-                cross_o: Linear::load(b, t, &format!("{q}.encoder_attn.out_proj"), lane)?,
-                mlp_ln: Norm::load(b, t, &format!("{q}.final_layer_norm"))?,
-                mlp: Mlp::load(b, t, &q, lane)?,
+                cross: Attn::load(b, t, &format!("{q}.encoder_attn"), lane)?,
+                blocks,
             });
         }
         let positions = t.tensor(b, &format!("{p}.embed_positions.weight"))?;
@@ -220,6 +336,8 @@ impl<B: Backend> Decoder<B> {
             positions,
             layers,
             ln: Norm::load(b, t, &format!("{p}.layer_norm"))?,
+            ln_fused: LnParams::load(b, t, &format!("{p}.layer_norm"))?,
+            fused,
             heads: cfg.decoder_heads,
             d: cfg.d_model,
             vocab: cfg.vocab_size,
@@ -376,8 +494,8 @@ impl<B: Backend> Decoder<B> {
             v: Vec::with_capacity(self.layers.len()),
         };
         for layer in &self.layers {
-            kv.k.push(layer.cross_k.forward(b, encoded)?); // (1, 1500, d)
-            kv.v.push(layer.cross_v.forward(b, encoded)?);
+            kv.k.push(layer.cross.k.forward(b, encoded)?); // (1, 1500, d)
+            kv.v.push(layer.cross.v.forward(b, encoded)?);
         }
         Ok(kv)
     }
@@ -465,7 +583,8 @@ impl<B: Backend> Decoder<B> {
         tokens: &[u32],
         n: usize,
     ) -> Result<B::Tensor> {
-        self.forward_inner(b, st, tokens, n, &[]).map(|(x, _)| x)
+        let (x, _) = self.forward_inner(b, st, tokens, n, &[])?;
+        Ok(self.ln.forward(b, &x)?)
     }
 
     /// Like [`Self::forward`], also returning the cross-attention probabilities
@@ -478,7 +597,8 @@ impl<B: Backend> Decoder<B> {
         n: usize,
         probs_of: &[usize],
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
-        self.forward_inner(b, st, tokens, n, probs_of)
+        let (x, probs) = self.forward_inner(b, st, tokens, n, probs_of)?;
+        Ok((self.ln.forward(b, &x)?, probs))
     }
 
     fn check_tokens(&self, st: &DecoderState<'_, B>, tokens: &[u32], n: usize) -> Result<()> {
@@ -504,6 +624,7 @@ impl<B: Backend> Decoder<B> {
         Ok(())
     }
 
+    /// The blocks over `tokens`: the residual stream `(batch, n, d)` before the final norm.
     fn forward_inner(
         &self,
         b: &B,
@@ -532,7 +653,7 @@ impl<B: Backend> Decoder<B> {
             probs_of,
         )?;
         st.len += n;
-        Ok((self.ln.forward(b, &x)?, probs))
+        Ok((x, probs))
     }
 
     /// The decoder blocks over `x (batch, n, d)`: the new K/V rows go into the self caches at
@@ -549,31 +670,22 @@ impl<B: Backend> Decoder<B> {
         let (batch, n) = (x.shape()[0], x.shape()[1]);
         let mut probs = Vec::with_capacity(probs_of.len());
         for (l, layer) in self.layers.iter().enumerate() {
-            // causal self-attention over the cache
-            let h = layer.self_ln.forward(b, &x)?;
-            let q = layer.self_attn.q.forward(b, &h)?; // (batch, n, d)
-            let k = layer.self_attn.k.forward(b, &h)?;
-            let v = layer.self_attn.v.forward(b, &h)?;
-            let a = match at {
-                At::Host { offset } => {
-                    b.write_rows(&mut self_k[l], &k, offset)?;
-                    b.write_rows(&mut self_v[l], &v, offset)?;
-                    let p = attn_params(&q, self.heads, Some(offset + n), true);
-                    b.attention(&q, &self_k[l], &self_v[l], &p)?
-                }
-                At::Step(step) => {
-                    b.write_rows_step(&mut self_k[l], &k, step)?;
-                    b.write_rows_step(&mut self_v[l], &v, step)?;
-                    let p = attn_params(&q, self.heads, None, true);
-                    b.attention_step(&q, &self_k[l], &self_v[l], &p, step)?
-                }
+            let (self_k, self_v) = (&mut self_k[l], &mut self_v[l]);
+            x = match &layer.blocks {
+                Blocks::Fused { .. } => self.block_fused(b, layer, x, (self_k, self_v), at)?,
+                Blocks::Split { .. } => self.block_split(b, layer, x, (self_k, self_v), at)?,
             };
-            x = b.add(&x, &layer.self_attn.o.forward(b, &a)?)?;
-
             // cross-attention: every query row of every sequence attends the same window, so the
             // batch folds into the time axis and one K/V copy serves all sequences
-            let h = layer.cross_ln.forward(b, &x)?;
-            let q = layer.cross_q.forward(b, &h)?; // (batch, n, d)
+            let q = match &layer.blocks {
+                Blocks::Fused { cross_ln, .. } => {
+                    let f = fused(&layer.cross.q, Some(cross_ln), None, None);
+                    b.norm_linear(&x, &layer.cross.q.w, &f)?
+                }
+                Blocks::Split { cross_ln, .. } => {
+                    layer.cross.q.forward(b, &cross_ln.forward(b, &x)?)?
+                }
+            }; // (batch, n, d)
             let q = b.reshape(&q, &[1, batch * n, self.d])?; // (1, batch·n, d)
             let p = attn_params(&q, self.heads, None, false);
             let a = b.attention_decode(&q, &cross_k[l], &cross_v[l], &p)?; // (1, batch·n, d)
@@ -582,12 +694,106 @@ impl<B: Backend> Decoder<B> {
                 probs.push(pr);
             }
             let a = b.reshape(&a, &[batch, n, self.d])?;
-            x = b.add(&x, &layer.cross_o.forward(b, &a)?)?;
-
-            let h = layer.mlp_ln.forward(b, &x)?;
-            x = b.add(&x, &layer.mlp.forward(b, &h)?)?;
+            x = match &layer.blocks {
+                Blocks::Fused {
+                    mlp_ln, fc1, fc2, ..
+                } => {
+                    let f = fused(&layer.cross.o, None, None, Some(&x));
+                    let x = b.norm_linear(&a, &layer.cross.o.w, &f)?;
+                    let f = fused(fc1, Some(mlp_ln), Some(Activation::Gelu), None);
+                    let h = b.norm_linear(&x, &fc1.w, &f)?; // (batch, n, 4d)
+                    let f = fused(fc2, None, None, Some(&x));
+                    b.norm_linear(&h, &fc2.w, &f)?
+                }
+                Blocks::Split { mlp_ln, mlp, .. } => {
+                    let x = b.add(&x, &layer.cross.o.forward(b, &a)?)?;
+                    let h = mlp_ln.forward(b, &x)?;
+                    b.add(&x, &mlp.forward(b, &h)?)?
+                }
+            };
         }
         Ok((x, probs))
+    }
+
+    /// Causal self-attention of the fused form over `x (batch, n, d)`, its residual added.
+    fn block_fused(
+        &self,
+        b: &B,
+        layer: &DecoderLayer<B>,
+        x: B::Tensor,
+        (self_k, self_v): (&mut B::Tensor, &mut B::Tensor),
+        at: At<'_, B::Tensor>,
+    ) -> Result<B::Tensor> {
+        let Blocks::Fused {
+            self_ln,
+            self_qkv,
+            self_o,
+            ..
+        } = &layer.blocks
+        else {
+            return Err(ModelError::BadInput(
+                "a split block in the fused path".into(),
+            ));
+        };
+        let n = x.shape()[1];
+        let f = fused(self_qkv, Some(self_ln), None, None);
+        let a = match at {
+            At::Host { offset } => {
+                let qkv = b.norm_linear(&x, &self_qkv.w, &f)?; // (batch, n, 3d)
+                let d = self.d;
+                let q = b.slice(&qkv, 2, 0, d)?;
+                b.write_rows(self_k, &b.slice(&qkv, 2, d, d)?, offset)?;
+                b.write_rows(self_v, &b.slice(&qkv, 2, 2 * d, d)?, offset)?;
+                let p = attn_params(&q, self.heads, Some(offset + n), true);
+                b.attention(&q, self_k, self_v, &p)?
+            }
+            At::Step(step) => {
+                let qkv = b.qkv_step(&x, &self_qkv.w, &f, (&mut *self_k, &mut *self_v), step)?;
+                let p = attn_params(&x, self.heads, None, true);
+                b.attention_step_packed(&qkv, self_k, self_v, &p, step)? // (batch, 1, d)
+            }
+        };
+        let f = fused(self_o, None, None, Some(&x));
+        Ok(b.norm_linear(&a, &self_o.w, &f)?)
+    }
+
+    /// The same in the split form (norm, three projections, attention, projection, add).
+    fn block_split(
+        &self,
+        b: &B,
+        layer: &DecoderLayer<B>,
+        x: B::Tensor,
+        (self_k, self_v): (&mut B::Tensor, &mut B::Tensor),
+        at: At<'_, B::Tensor>,
+    ) -> Result<B::Tensor> {
+        let Blocks::Split {
+            self_ln, self_attn, ..
+        } = &layer.blocks
+        else {
+            return Err(ModelError::BadInput(
+                "a fused block in the split path".into(),
+            ));
+        };
+        let n = x.shape()[1];
+        let h = self_ln.forward(b, &x)?;
+        let q = self_attn.q.forward(b, &h)?; // (batch, n, d)
+        let k = self_attn.k.forward(b, &h)?;
+        let v = self_attn.v.forward(b, &h)?;
+        let a = match at {
+            At::Host { offset } => {
+                b.write_rows(self_k, &k, offset)?;
+                b.write_rows(self_v, &v, offset)?;
+                let p = attn_params(&q, self.heads, Some(offset + n), true);
+                b.attention(&q, self_k, self_v, &p)?
+            }
+            At::Step(step) => {
+                b.write_rows_step(self_k, &k, step)?;
+                b.write_rows_step(self_v, &v, step)?;
+                let p = attn_params(&q, self.heads, None, true);
+                b.attention_step(&q, self_k, self_v, &p, step)?
+            }
+        };
+        Ok(b.add(&x, &self_attn.o.forward(b, &a)?)?)
     }
 
     /// One decoding step of every sequence: `tokens (batch)` at position `len` → the logits
@@ -605,8 +811,8 @@ impl<B: Backend> Decoder<B> {
         self.check_tokens(st, tokens, 1)?;
         let batch = st.batch;
         if !self.device_steps(b) {
-            let h = self.forward(b, st, tokens, 1)?; // (batch, 1, d)
-            let l = b.download(&self.logits(b, &h)?)?; // (batch, 1, V)
+            let (x, _) = self.forward_inner(b, st, tokens, 1, &[])?; // (batch, 1, d)
+            let l = b.download(&self.logits_of_stream(b, &x)?)?; // (batch, 1, V)
             return Ok(l.reshape(vec![batch, self.vocab])?);
         }
         if st.cross_slot.is_none() {
@@ -640,12 +846,25 @@ impl<B: Backend> Decoder<B> {
                 At::Step(step),
                 &[],
             )?;
-            self.logits(b, &self.ln.forward(b, &x)?) // (batch, 1, V)
+            self.logits_of_stream(b, &x) // (batch, 1, V)
         })?;
         // the next replay overwrites the chain's output, so it comes back now
         let l = b.download(&logits)?;
         st.len += 1;
         Ok(l.reshape(vec![batch, self.vocab])?)
+    }
+
+    /// Logits of the residual stream before the final norm `(.., d)` → `(.., V)`: the norm
+    /// rides in the logits projection.
+    fn logits_of_stream(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+        if !self.fused {
+            return self.logits(b, &self.ln.forward(b, x)?);
+        }
+        let f = LinearFusion {
+            norm: Some(self.ln_fused.r()),
+            ..Default::default()
+        };
+        Ok(b.norm_linear(x, &self.embed_w, &f)?)
     }
 
     /// Logits of hidden states `(.., d)` → `(.., V)`.
