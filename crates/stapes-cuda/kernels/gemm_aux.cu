@@ -147,6 +147,81 @@ extern "C" __global__ void dequant_epilogue_add(void* y, const int* acc, const f
     DISPATCH_Y(dt, dequant_k, y, acc, sx, sw, bias, resid, m, n, ldc);
 }
 
+// Activation codes of `act` in elementwise.cu (each .cu is compiled alone): 0 gelu(erf),
+// 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh.
+__device__ __forceinline__ float epi_act(float v, int act) {
+    switch (act) {
+    case 0: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case 1: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    case 2: return v / (1.f + expf(-v));
+    case 3: return fmaxf(v, 0.f);
+    case 4: return 1.f / (1.f + expf(-v));
+    default: return tanhf(v);
+    }
+}
+
+// The q8 MLP's middle in one pass (Backend::linear_act): one block per row r < m_pad of the int32
+// GEMM result, y (m, n) = act(acc * sx[row] * sw[col] + bias) in Y, and the same values quantized
+// per row for the next int8 GEMM: q (m_pad, k_pad) int8, sq (m_pad) scales, as quantize_rows_i8
+// lays them out (rows >= m and columns >= n zero). The values are quantized before y's rounding
+// to Y. Replaces the scaling epilogue, the activation pass and the next GEMM's quantize pass.
+template <class Y>
+__device__ __forceinline__ void dequant_act_quant_k(void* y_, signed char* __restrict__ q, float* __restrict__ sq,
+                                                    const int* __restrict__ acc, const float* __restrict__ sx,
+                                                    const float* __restrict__ sw, const float* __restrict__ bias, int m, int n,
+                                                    int ldc, int k_pad, int act) {
+    __shared__ float scratch[32];
+    int r = blockIdx.x;
+    u32* qr = (u32*)(q + (long long)r * k_pad);
+    int groups = k_pad >> 2;
+    if (r >= m) {
+        for (int i = threadIdx.x; i < groups; i += blockDim.x) qr[i] = 0u;
+        if (threadIdx.x == 0) sq[r] = 0.f;
+        return;
+    }
+    const int* a = acc + (long long)r * ldc;
+    Y* yr = (Y*)y_ + (long long)r * n;
+    float s = sx[r];
+    float amax = 0.f;
+    if ((n & 3) == 0) {
+        for (int c4 = threadIdx.x; c4 < (n >> 2); c4 += blockDim.x) {
+            int4 iv = ((const int4*)a)[c4];
+            float4 w = ((const float4*)sw)[c4];
+            float4 bb = bias ? ((const float4*)bias)[c4] : make_float4(0.f, 0.f, 0.f, 0.f);
+            float4 o = make_float4(epi_act((float)iv.x * s * w.x + bb.x, act), epi_act((float)iv.y * s * w.y + bb.y, act),
+                                   epi_act((float)iv.z * s * w.z + bb.z, act), epi_act((float)iv.w * s * w.w + bb.w, act));
+            st4(yr, c4, o);
+            amax = fmaxf(amax, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
+        }
+    } else {
+        for (int c = threadIdx.x; c < n; c += blockDim.x) {
+            float v = epi_act((float)a[c] * s * sw[c] + (bias ? bias[c] : 0.f), act);
+            stf(yr, c, v);
+            amax = fmaxf(amax, fabsf(v));
+        }
+    }
+    amax = block_max(amax, scratch);
+    float inv = amax > 0.f ? 127.f / amax : 0.f;
+    // second pass from the accumulators (the row was just read: L1/L2), so the quantized values
+    // are exactly the ones the row maximum was taken over
+    for (int i4 = threadIdx.x; i4 < groups; i4 += blockDim.x) {
+        u32 packed = 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            int c = i4 * 4 + e;
+            float v = c < n ? epi_act((float)a[c] * s * sw[c] + (bias ? bias[c] : 0.f), act) * inv : 0.f;
+            int qi = __float2int_rn(fminf(fmaxf(v, -127.f), 127.f));
+            packed |= ((u32)(qi & 0xff)) << (8 * e);
+        }
+        qr[i4] = packed;
+    }
+    if (threadIdx.x == 0) sq[r] = amax / 127.f;
+}
+extern "C" __global__ void dequant_act_quant(void* y, signed char* q, float* sq, const int* acc, const float* sx, const float* sw,
+                                             const float* bias, int m, int n, int ldc, int k_pad, int act, int dt) {
+    DISPATCH_Y(dt, dequant_act_quant_k, y, q, sq, acc, sx, sw, bias, m, n, ldc, k_pad, act);
+}
+
 #define GEMV_MAX_M 8
 
 // Small-M linear with f16 weights: y (m, n) = x (m, k) . W(n, k)^T + bias, m <= 8.

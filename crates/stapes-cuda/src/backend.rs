@@ -760,44 +760,8 @@ impl CudaBackend {
                     )?;
                     self.add_in_place(y, resid, m * n, y_dt)?;
                 } else {
-                    let m_pad = round_up(m, 16);
-                    let kind = PrepKind::I8 { k_pad: *k_pad };
-                    let (q, sx) = match self.prepared(xb, m, k, kind) {
-                        Some(b) => (b[0].clone(), b[1].clone()),
-                        None => {
-                            let q = self.pool.alloc(m_pad * k_pad)?;
-                            let sx = self.pool.alloc(m_pad * 4)?;
-                            let (qp, sxp, xdt) = (q.ptr, sx.ptr, x_dt.bit() << 1);
-                            self.launch(
-                                "quantize_rows_i8",
-                                ((m_pad / 8) as u32, 1, 1),
-                                (256, 1, 1),
-                                0,
-                                args![qp, sxp, x, mi, ki, kp, xdt],
-                            )?;
-                            self.remember(xb, m, k, kind, vec![q.clone(), sx.clone()]);
-                            (q, sx)
-                        }
-                    };
-                    let acc = self.pool.alloc(m_pad * n_pad * 4)?;
-                    let (qp, sxp, accp) = (q.ptr, sx.ptr, acc.ptr);
-                    // SAFETY: shapes padded to multiples of 16 as the plan requires; buffers sized above.
-                    let tune = !self.capturing.load(Ordering::Relaxed);
-                    unsafe {
-                        self.lt.matmul(
-                            &self.stream,
-                            LtKind::I8,
-                            accp,
-                            wp,
-                            qp,
-                            0,
-                            self.lt_ws.ptr,
-                            *n_pad,
-                            m_pad,
-                            *k_pad,
-                            tune,
-                        )?
-                    };
+                    let (acc, sx) = self.q8_accumulate(xb, x, x_dt, m, k, wp, *n_pad, *k_pad)?;
+                    let (sxp, accp) = (sx.ptr, acc.ptr);
                     let (ldc, ydt) = (*n_pad as i32, y_dt.bit());
                     let grid = (n.div_ceil(1024).clamp(1, 64) as u32, m.min(65535) as u32, 1);
                     if resid == 0 {
@@ -1547,6 +1511,16 @@ impl Backend for CudaBackend {
         r: &CudaTensor,
     ) -> Result<CudaTensor> {
         self.linear_with(x, w, bias, Some(r))
+    }
+
+    fn linear_act(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        self.linear_act_fused(x, w, bias, act)
     }
 
     fn glu_depthwise_act(

@@ -66,6 +66,7 @@ pub const FILES: &[KernelFile] = &[
             "quantize_rows_i8",
             "dequant_epilogue",
             "dequant_epilogue_add",
+            "dequant_act_quant",
             "gemv_f16",
             "gemv_i8",
         ],

@@ -1,13 +1,20 @@
-//! `linear` and `linear_add` (`x · Wᵀ + b + r`) on the CUDA home. The residual goes into the
-//! GEMM itself: cuBLASLt with C = r and beta = 1 for f16 weights, the i32 → f16/f32 scaling
-//! epilogue for q8 weights; decoder-sized GEMVs (≤ 8 rows) add it in one pass after the GEMV.
+//! `linear`, `linear_add` (`x · Wᵀ + b + r`) and `linear_act` (`act(x · Wᵀ + b)`) on the CUDA
+//! home. The residual goes into the GEMM itself: cuBLASLt with C = r and beta = 1 for f16
+//! weights, the i32 → f16/f32 scaling epilogue for q8 weights; decoder-sized GEMVs (≤ 8 rows)
+//! add it in one pass after the GEMV. q8's activation goes into its scaling epilogue too.
 
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use stapes_core::{DeviceTensor, Error, Result};
+use stapes_core::{Activation, Backend, Counters, DeviceTensor, Error, Result};
 
-use super::{grid_1d, CudaBackend, CudaTensor, CudaWeight, Dtype, WeightData, GEMV_MAX_M};
+use super::{
+    act_code, grid_1d, round_up, CudaBackend, CudaTensor, CudaWeight, Dtype, PrepKind, WeightData,
+    GEMV_MAX_M,
+};
+use crate::gemm::LtKind;
+use crate::pool::Block;
 
 impl CudaBackend {
     /// `x (.., K) · Wᵀ + bias (+ r)`, `r` exactly the output's shape (no broadcast: a residual
@@ -91,5 +98,127 @@ impl CudaBackend {
             0,
             args![y, y, resid, n, n, opcode, bits],
         )
+    }
+}
+
+impl CudaBackend {
+    /// The q8 library path up to the int32 result: `x (m, k)` quantized per row (or the
+    /// prepared quantization of the same tensor reused), then cuBLASLt int8 against `w8`
+    /// `(n_pad, k_pad)`. Returns the accumulators `(m_pad, n_pad)` i32 and the row scales.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn q8_accumulate(
+        &self,
+        xb: &Arc<Block>,
+        x: u64,
+        x_dt: Dtype,
+        m: usize,
+        k: usize,
+        w8: u64,
+        n_pad: usize,
+        k_pad: usize,
+    ) -> Result<(Arc<Block>, Arc<Block>)> {
+        let m_pad = round_up(m, 16);
+        let kind = PrepKind::I8 { k_pad };
+        let (q, sx) = match self.prepared(xb, m, k, kind) {
+            Some(b) => (b[0].clone(), b[1].clone()),
+            None => {
+                let q = self.pool.alloc(m_pad * k_pad)?;
+                let sx = self.pool.alloc(m_pad * 4)?;
+                let (qp, sxp, xdt) = (q.ptr, sx.ptr, x_dt.bit() << 1);
+                let (mi, ki, kp) = (m as i32, k as i32, k_pad as i32);
+                self.launch(
+                    "quantize_rows_i8",
+                    ((m_pad / 8) as u32, 1, 1),
+                    (256, 1, 1),
+                    0,
+                    args![qp, sxp, x, mi, ki, kp, xdt],
+                )?;
+                self.remember(xb, m, k, kind, vec![q.clone(), sx.clone()]);
+                (q, sx)
+            }
+        };
+        let acc = self.pool.alloc(m_pad * n_pad * 4)?;
+        let tune = !self.capturing.load(Ordering::Relaxed);
+        // SAFETY: shapes padded to multiples of 16 as the plan requires; buffers sized above.
+        unsafe {
+            self.lt.matmul(
+                &self.stream,
+                LtKind::I8,
+                acc.ptr,
+                w8,
+                q.ptr,
+                0,
+                self.lt_ws.ptr,
+                n_pad,
+                m_pad,
+                k_pad,
+                tune,
+            )?
+        };
+        Ok((acc, sx))
+    }
+
+    /// `act(x · Wᵀ + b)`. q8 weights at > 8 rows: the int8 GEMM, then one kernel that scales,
+    /// adds the bias, applies `act`, writes the output and quantizes it per row for the next
+    /// q8 GEMM, which finds that quantization prepared (the MLP's fc2 skips its quantize pass).
+    /// Everything else: `linear` then `activation`.
+    pub(super) fn linear_act_fused(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        let k = *x.shape.last().unwrap_or(&0);
+        let m = x.numel() / k.max(1);
+        let WeightData::Q8 {
+            w8,
+            scales,
+            n_pad,
+            k_pad,
+        } = &w.data
+        else {
+            let y = self.linear_with(x, w, bias, None)?;
+            return self.activation(&y, act);
+        };
+        if m <= GEMV_MAX_M || k != w.k || bias.is_some_and(|b| b.numel() != w.n) {
+            // small M (GEMV) or a shape error that `linear` reports
+            let y = self.linear_with(x, w, bias, None)?;
+            return self.activation(&y, act);
+        }
+        let n = w.n;
+        let mut shape = x.shape.clone();
+        *shape.last_mut().unwrap_or(&mut 0) = n;
+        let out = self.alloc(&shape, self.out_dt())?;
+        if n == 0 {
+            return Ok(out);
+        }
+        let bias32 = self.param(bias)?;
+        let bp = self.opt(bias32.as_ref());
+        let (xp, wp, sp) = (self.t(x), self.p(w8), self.p(scales));
+        let (acc, sx) = self.q8_accumulate(&x.buf, xp, x.dtype, m, k, wp, *n_pad, *k_pad)?;
+        // the next GEMM's input layout: K = this n, padded as its weight's k_pad will be
+        let (m_pad, nk_pad) = (round_up(m, 16), round_up(n, 16));
+        let q = self.pool.alloc(m_pad * nk_pad)?;
+        let sq = self.pool.alloc(m_pad * 4)?;
+        let (y, qp, sqp, accp, sxp) = (out.buf.ptr, q.ptr, sq.ptr, acc.ptr, sx.ptr);
+        let (mi, ni, ldc, kp, a, dt) = (
+            m as i32,
+            n as i32,
+            *n_pad as i32,
+            nk_pad as i32,
+            act_code(act),
+            out.bit(),
+        );
+        self.launch(
+            "dequant_act_quant",
+            (m_pad as u32, 1, 1),
+            (256, 1, 1),
+            0,
+            args![y, qp, sqp, accp, sxp, sp, bp, mi, ni, ldc, kp, a, dt],
+        )?;
+        Counters::bump(&self.counters.gemm_q8);
+        self.remember(&out.buf, m, n, PrepKind::I8 { k_pad: nk_pad }, vec![q, sq]);
+        Ok(out)
     }
 }

@@ -1,6 +1,8 @@
-//! `Backend::linear_add` (`x · Wᵀ + b + r`, the residual inside the GEMM) on the CUDA home
-//! against `ReferenceBackend`'s composed default (`linear` then `add`), f16 and q8 lanes,
-//! f32 activations (eager) and f16 activations (inside an encoder chain).
+//! `Backend::linear_add` (`x · Wᵀ + b + r`, the residual inside the GEMM) and
+//! `Backend::linear_act` (`act(x · Wᵀ + b)`, q8: the activation and the next GEMM's input
+//! quantization in the scaling epilogue) on the CUDA home against `ReferenceBackend`'s composed
+//! defaults, f16 and q8 lanes, f32 activations (eager) and f16 activations (inside an encoder
+//! chain).
 //! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
@@ -10,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use common::{check, check_with, rnd, tol_for};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{compare, Op};
-use stapes_core::{Backend, Error, HostTensor, Lane};
+use stapes_core::{Activation, Backend, Error, HostTensor, Lane};
 use stapes_cuda::CudaTensor;
 
 const LANES: [Lane; 2] = [Lane::F16, Lane::Q8];
@@ -187,6 +189,103 @@ fn linear_add_refuses_a_broadcast_residual() {
                     assert!(detail.contains("residual"), "{detail}");
                 }
                 other => panic!("{lane} residual {bad:?}: expected a shape error, got {other:?}"),
+            }
+        }
+    }
+}
+
+/// fc1 → GELU → fc2 as the Whisper encoder runs it (`linear_act` then `linear_add`) against the
+/// reference's composition, eager (f32) and in an f16 chain (twice: eager, then the replayed
+/// graph); q8 at > 8 rows: fc2 finds its input quantized by fc1's epilogue (one launch, its
+/// scaling epilogue, instead of two).
+#[test]
+fn linear_act_then_linear_add_mlp() {
+    let (g, _serial) = require_gpu!("linear_act_then_linear_add_mlp");
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let r = ReferenceBackend::new();
+    // (rows, d, hidden): GEMV path, odd sizes, and a Whisper-tiny-sized block
+    let shapes = [(5, 64, 256), (9, 36, 100), (33, 100, 172), (300, 384, 1536)];
+    for lane in LANES {
+        for act in [Activation::Gelu, Activation::Silu] {
+            for (i, &(m, d, hid)) in shapes.iter().enumerate() {
+                let x = rnd(&[1, m, d], 50 + i as u64, 1.0);
+                let w1 = rnd(&[hid, d], 60 + i as u64, 2.0 / (d as f32).sqrt());
+                let b1 = rnd(&[hid], 70 + i as u64, 0.5);
+                let w2 = rnd(&[d, hid], 80 + i as u64, 1.0 / (hid as f32).sqrt());
+                let b2 = rnd(&[d], 90 + i as u64, 0.5);
+                let what = format!("mlp {lane} {act:?} m{m} d{d} hid{hid}");
+                let want_for = |round: bool| {
+                    let rd = |t: &HostTensor| if round { round16(t) } else { t.clone() };
+                    let xt = r.upload(&rd(&x)).unwrap();
+                    let (w1t, w2t) = (r.weight(&w1, lane).unwrap(), r.weight(&w2, lane).unwrap());
+                    let (b1t, b2t) = (r.upload(&b1).unwrap(), r.upload(&b2).unwrap());
+                    let h = r
+                        .activation(&r.linear(&xt, &w1t, Some(&b1t)).unwrap(), act)
+                        .unwrap();
+                    let y = r
+                        .add(&r.linear(&h, &w2t, Some(&b2t)).unwrap(), &xt)
+                        .unwrap();
+                    (r.download(&h).unwrap(), r.download(&y).unwrap())
+                };
+                let (w1g, w2g) = (g.weight(&w1, lane).unwrap(), g.weight(&w2, lane).unwrap());
+                let (b1g, b2g) = (g.upload(&b1).unwrap(), g.upload(&b2).unwrap());
+                let xg = g.upload(&x).unwrap();
+
+                // eager, f32 activations
+                let h = g.linear_act(&xg, &w1g, Some(&b1g), act).unwrap();
+                let s0 = g.counters().snapshot();
+                let y = g.linear_add(&h, &w2g, Some(&b2g), &xg).unwrap();
+                let s1 = g.counters().snapshot();
+                let (want_h, want_y) = want_for(false);
+                let tol = common::cuda_tol(Op::Linear, lane);
+                check_with(
+                    &format!("{what} f32 hidden"),
+                    tol,
+                    &g.download(&h).unwrap(),
+                    &want_h,
+                );
+                check_with(
+                    &format!("{what} f32 out"),
+                    tol,
+                    &g.download(&y).unwrap(),
+                    &want_y,
+                );
+                if lane == Lane::Q8 && m > 8 {
+                    assert_eq!(
+                        s1.ops - s0.ops,
+                        1,
+                        "{what}: fc2 should find its input quantized by fc1's epilogue"
+                    );
+                }
+
+                // f16 chain, eager then replayed
+                let key = format!("test-encoder/mlp-{}", N.fetch_add(1, Ordering::Relaxed));
+                let run = || -> (HostTensor, HostTensor) {
+                    let out = g
+                        .chain(&key, &mut |be| {
+                            let x16 = be.affine(&xg, 1.0, 0.0)?;
+                            let h = be.linear_act(&x16, &w1g, Some(&b1g), act)?;
+                            let y = be.linear_add(&h, &w2g, Some(&b2g), &x16)?;
+                            Ok(vec![h, y])
+                        })
+                        .unwrap();
+                    assert!(
+                        out.iter().all(|t| t.is_f16()),
+                        "{what}: chain outputs not f16"
+                    );
+                    (g.download(&out[0]).unwrap(), g.download(&out[1]).unwrap())
+                };
+                let (h1, y1) = run();
+                let (h2, y2) = run();
+                assert_eq!(
+                    (&h1.data, &y1.data),
+                    (&h2.data, &y2.data),
+                    "{what}: replay differs"
+                );
+                let (want_h, want_y) = want_for(true);
+                let tol = tol_for(Op::Linear, lane, "cuda-f16act");
+                check_with(&format!("{what} f16 hidden"), tol, &h1, &want_h);
+                check_with(&format!("{what} f16 out"), tol, &y1, &want_y);
             }
         }
     }

@@ -32,7 +32,8 @@ pub(crate) enum Qkv<B: Backend> {
     Split([Linear<B>; 3]),
 }
 
-/// Whether the encoder loads stacked q/k/v and adds residuals inside GEMMs (the default).
+/// Whether the encoder loads stacked q/k/v, adds residuals inside GEMMs and runs fc1 with its
+/// GELU as one `linear_act` (the default).
 fn fused() -> bool {
     std::env::var("STAPES_WHISPER_FUSED").map_or(true, |v| v.trim() != "0")
 }
@@ -159,11 +160,17 @@ impl<B: Backend> Encoder<B> {
             let h = layer.attn_ln.forward(b, &x)?;
             x = layer.attn.forward(b, &h, &x, self.heads)?;
             let h = layer.mlp_ln.forward(b, &x)?;
-            let f = layer.fc1.forward(b, &h)?; // (B, T, 4d)
-            let f = b.activation(&f, Activation::Gelu)?;
             x = match layer.attn.qkv {
-                Qkv::Stacked(_) => b.linear_add(&f, &layer.fc2.w, layer.fc2.b.as_ref(), &x)?,
-                Qkv::Split(_) => b.add(&x, &layer.fc2.forward(b, &f)?)?,
+                Qkv::Stacked(_) => {
+                    let (fc1, fc2) = (&layer.fc1, &layer.fc2);
+                    let f = b.linear_act(&h, &fc1.w, fc1.b.as_ref(), Activation::Gelu)?; // (B, T, 4d)
+                    b.linear_add(&f, &fc2.w, fc2.b.as_ref(), &x)?
+                }
+                Qkv::Split(_) => {
+                    let f = layer.fc1.forward(b, &h)?; // (B, T, 4d)
+                    let f = b.activation(&f, Activation::Gelu)?;
+                    b.add(&x, &layer.fc2.forward(b, &f)?)?
+                }
             };
         }
         self.ln_post.forward(b, &x)
