@@ -153,8 +153,8 @@ pub fn prewarm(ordinal: usize) -> Prewarm {
     Prewarm { thread }
 }
 
-/// The saved cuBLASLt algorithms checked once in the primary context ([`gemm::Lt::warm_saved`]),
-/// so the backend's first plan of each kind finds its kernels loaded. This thread is joined only
+/// One saved cuBLASLt algorithm of each kind checked in the primary context
+/// ([`gemm::Lt::warm_saved`]), so the backend's first plan of each kind is cheap. This thread is joined only
 /// when the engine is built (after the weights are uploaded), so the work stays off the critical
 /// path. `STAPES_CUDA_LT_WARM=0` skips it.
 fn warm_cublaslt(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) {
@@ -172,7 +172,7 @@ fn warm_cublaslt(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) {
             &gemm::Lt::device_tag(&name, &arch),
         )
         .ok()?;
-        Some(lt.warm_saved(32))
+        Some(lt.warm_saved(8))
     };
     // cudarc panics on a missing symbol; a failed warm-up only costs the later first plans
     if let Ok(Some(n)) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
