@@ -154,9 +154,9 @@ pub fn prewarm(ordinal: usize) -> Prewarm {
 }
 
 /// One saved cuBLASLt algorithm of each kind checked in the primary context
-/// ([`gemm::Lt::warm_saved`]), so the backend's first plan of each kind is cheap. This thread is joined only
-/// when the engine is built (after the weights are uploaded), so the work stays off the critical
-/// path. `STAPES_CUDA_LT_WARM=0` skips it.
+/// ([`gemm::Lt::warm_saved`]), so the backend's first plan of each kind is cheap. This thread
+/// is joined only when the engine is built (after the weights are uploaded), so the work stays
+/// off the critical path. `STAPES_CUDA_LT_WARM=0` skips it.
 fn warm_cublaslt(ctx: &std::sync::Arc<cudarc::driver::CudaContext>) {
     if std::env::var("STAPES_CUDA_LT_WARM").is_ok_and(|v| v.trim() == "0") {
         return;
