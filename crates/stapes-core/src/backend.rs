@@ -533,6 +533,29 @@ pub trait Backend: Send + Sync {
         qkv_step_composed(self, x, w, f, kv, step)
     }
 
+    /// [`Backend::download`] of a decoder step's output (its logits, once per token): a device
+    /// home stages it through pinned host memory. The default calls `download`.
+    fn download_step(&self, t: &Self::Tensor) -> Result<HostTensor> {
+        self.download(t)
+    }
+
+    /// Overwrite `dst` with `src` of the same shape from the host (a step tensor refreshed in
+    /// place for a captured chain): a device home copies straight into `dst`. The default
+    /// uploads `src` and calls `write_rows`.
+    fn write_host(&self, dst: &mut Self::Tensor, src: &HostTensor) -> Result<()> {
+        if dst.shape() != src.shape.as_slice() {
+            return Err(crate::Error::shape(
+                "write_host",
+                format!(
+                    "{:?} into {:?}: want the same shape",
+                    src.shape,
+                    dst.shape()
+                ),
+            ));
+        }
+        self.write_rows(dst, &self.upload(src)?, 0)
+    }
+
     /// [`Backend::attention_step`] of the q part of a packed `qkv (B, Tq, 3C)` over the caches
     /// `k, v (B, T, C)` (already holding the step's rows, see [`Backend::qkv_step`]). The
     /// default slices q out and calls `attention_step`.

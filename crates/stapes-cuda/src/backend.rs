@@ -2022,12 +2022,13 @@ impl Backend for CudaBackend {
         );
         let (ci, ti, ri) = (c as i32, t as i32, rows_per_batch.max(1) as i32);
         let dt = out.bit() | (ac.bit() << 1);
+        let rows = (bh * c) as i64; // one warp per row (norm.cu)
         self.launch(
-            "rel_shift_softmax",
-            ((bh * c) as u32, 1, 1),
+            "rel_shift_softmax_rows",
+            ((bh * c).div_ceil(8) as u32, 1, 1),
             (256, 1, 1),
             0,
-            args![y, ap, dp, kp, ci, ti, ri, scale, dt],
+            args![y, ap, dp, kp, rows, ci, ti, ri, scale, dt],
         )?;
         Ok(out)
     }
@@ -2140,6 +2141,17 @@ impl Backend for CudaBackend {
         step: &CudaTensor,
     ) -> Result<CudaTensor> {
         crate::step::attention_packed(self, qkv, k, v, p, step, &|s| self.alloc_f32(s))
+    }
+
+    fn download_step(&self, t: &CudaTensor) -> Result<HostTensor> {
+        crate::step::download_pinned(self, t)?.map_or_else(|| self.download(t), Ok)
+    }
+
+    fn write_host(&self, dst: &mut CudaTensor, src: &HostTensor) -> Result<()> {
+        if !crate::step::write_host(self, dst, src)? {
+            self.write_rows(dst, &self.upload(src)?, 0)?;
+        }
+        Ok(())
     }
 
     fn attention_decode(

@@ -524,3 +524,99 @@ pub(crate) fn qkv_step_op(
     }
     stapes_core::backend::qkv_step_composed(b, x, w, f, (k, v), step)
 }
+
+/// Page-locked host memory that step outputs come back through: a copy from pageable memory
+/// goes through the driver's own staging buffer in pieces, one from pinned memory is one DMA.
+/// Allocated portable (any context may copy into it) and grown on demand; one for the process,
+/// held under the lock for the length of a copy.
+struct Staging {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: the pointer is only dereferenced under `STAGING`'s lock.
+unsafe impl Send for Staging {}
+
+static STAGING: std::sync::Mutex<Option<Staging>> = std::sync::Mutex::new(None);
+
+/// `STAPES_CUDA_PINNED=0` turns the staging off (plain `download`), for A/B timing.
+fn pinned_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_PINNED").map_or(true, |v| v.trim() != "0"))
+}
+
+/// [`Backend::download_step`]: an f32 tensor through the pinned staging buffer (the stream
+/// synchronized), `None` where the caller should take the plain download (f16 values, staging
+/// off).
+pub(crate) fn download_pinned(
+    b: &CudaBackend,
+    t: &CudaTensor,
+) -> Result<Option<stapes_core::HostTensor>> {
+    use cudarc::driver::result;
+    if t.is_f16() || !pinned_on() {
+        return Ok(None);
+    }
+    let n = t.numel();
+    let err = |what| move |e| Error::from(crate::CudaError::driver(what, e));
+    b.bind()?;
+    let mut guard = STAGING.lock().unwrap_or_else(|p| p.into_inner());
+    if guard.as_ref().is_none_or(|s| s.len < n) {
+        if let Some(old) = guard.take() {
+            // SAFETY: allocated below by malloc_host; no copy into it is in flight (every
+            // copy synchronizes before the lock is released)
+            unsafe { result::free_host(old.ptr.cast()) }.map_err(err("free pinned host memory"))?;
+        }
+        let len = n.max(64 * 1024);
+        // SAFETY: a plain allocation; CU_MEMHOSTALLOC_PORTABLE = 1
+        let ptr = unsafe { result::malloc_host(len * 4, 1) }
+            .map_err(err("allocate pinned host memory"))?;
+        *guard = Some(Staging {
+            ptr: ptr.cast(),
+            len,
+        });
+    }
+    let Some(st) = guard.as_ref() else {
+        return Ok(None);
+    };
+    let data = {
+        // SAFETY: `st.ptr` holds `st.len ≥ n` f32 and is only touched under the lock; the
+        // stream is synchronized before the slice is read
+        let dst = unsafe { std::slice::from_raw_parts_mut(st.ptr, n) };
+        if n > 0 {
+            unsafe { result::memcpy_dtoh_async(dst, t.buf.ptr, b.stream().cu_stream()) }
+                .map_err(err("memcpy DtoH (pinned)"))?;
+        }
+        b.stream()
+            .synchronize()
+            .map_err(err("stream synchronize"))?;
+        dst.to_vec()
+    };
+    Ok(Some(stapes_core::HostTensor::new(
+        t.shape().to_vec(),
+        data,
+    )?))
+}
+
+/// [`Backend::write_host`]: `src` copied straight into `dst` (f32, same shape) on the stream,
+/// `Ok(false)` where the caller should take the default.
+pub(crate) fn write_host(
+    b: &CudaBackend,
+    dst: &mut CudaTensor,
+    src: &stapes_core::HostTensor,
+) -> Result<bool> {
+    use cudarc::driver::result;
+    if dst.is_f16() || dst.shape() != src.shape.as_slice() {
+        return Ok(false);
+    }
+    if src.data.is_empty() {
+        return Ok(true);
+    }
+    b.bind()?;
+    // a GEMM input prepared from `dst` would be stale after this write
+    b.forget_prep();
+    // SAFETY: dst holds numel f32; a copy from pageable memory returns once the driver has
+    // taken the source, so `src` may go afterwards
+    unsafe { result::memcpy_htod_async(dst.buf.ptr, &src.data, b.stream().cu_stream()) }
+        .map_err(|e| Error::from(crate::CudaError::driver("memcpy HtoD (step)", e)))?;
+    Ok(true)
+}

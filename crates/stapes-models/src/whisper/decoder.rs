@@ -812,7 +812,7 @@ impl<B: Backend> Decoder<B> {
         let batch = st.batch;
         if !self.device_steps(b) {
             let (x, _) = self.forward_inner(b, st, tokens, 1, &[])?; // (batch, 1, d)
-            let l = b.download(&self.logits_of_stream(b, &x)?)?; // (batch, 1, V)
+            let l = b.download_step(&self.logits_of_stream(b, &x)?)?; // (batch, 1, V)
             return Ok(l.reshape(vec![batch, self.vocab])?);
         }
         if st.cross_slot.is_none() {
@@ -825,7 +825,7 @@ impl<B: Backend> Decoder<B> {
         .to_host()?;
         match &mut st.step {
             // refreshed in place: the chain recorded this tensor's storage
-            Some(t) => b.write_rows(t, &b.upload(&params)?, 0)?,
+            Some(t) => b.write_host(t, &params)?,
             None => st.step = Some(b.upload(&params)?),
         }
         let (Some(step), Some(cross)) = (&st.step, &st.cross_slot) else {
@@ -849,7 +849,7 @@ impl<B: Backend> Decoder<B> {
             self.logits_of_stream(b, &x) // (batch, 1, V)
         })?;
         // the next replay overwrites the chain's output, so it comes back now
-        let l = b.download(&logits)?;
+        let l = b.download_step(&logits)?;
         st.len += 1;
         Ok(l.reshape(vec![batch, self.vocab])?)
     }
