@@ -180,3 +180,54 @@ extern "C" __global__ void rel_shift_softmax(void* y, const void* ac, const void
                                              int rows_per_batch, float scale, int dt) {
     DISPATCH_YX(dt, rel_shift_softmax_k, y, ac, bd, keep, c, t, rows_per_batch, scale);
 }
+
+// The same probabilities with one warp per row (8 rows per 256-thread block): a row is T ≈ 100–400
+// keys, so a block per row left most threads idle and paid two block-wide reductions per row;
+// batched passes have B·H·C rows (18k at 16 clips of 11 s). Scores of up to RSW_KEEP·32 keys stay
+// in registers between the passes; longer rows are recomputed.
+#define RSW_KEEP 8
+template <class Y, class X>
+__device__ __forceinline__ void rel_shift_softmax_rows_k(void* y_, const void* ac_, const void* bd_,
+                                                         const float* __restrict__ keep, long long rows, int c, int t,
+                                                         int rows_per_batch, float scale) {
+    long long row = blockIdx.x * (long long)(blockDim.x >> 5) + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    int r = (int)(row / c), i = (int)(row % c);
+    const X* a = (const X*)ac_ + row * t;
+    const X* d = (const X*)bd_ + row * (long long)(t + c - 1) + (c - 1 - i);
+    const float* k = keep ? keep + (long long)(r / rows_per_batch) * t : nullptr;
+    Y* yr = (Y*)y_ + row * t;
+#define RSW_SCORE(j) ((k && k[j] == 0.f) ? F_NEG_INF : (ldf(a, j) + ldf(d, j)) * scale)
+    float sc[RSW_KEEP];
+    float m = F_NEG_INF;
+#pragma unroll
+    for (int q = 0; q < RSW_KEEP; ++q) {
+        int j = lane + 32 * q;
+        sc[q] = j < t ? RSW_SCORE(j) : F_NEG_INF;
+        m = fmaxf(m, sc[q]);
+    }
+    for (int j = lane + 32 * RSW_KEEP; j < t; j += 32) m = fmaxf(m, RSW_SCORE(j));
+    m = warp_max(m);
+    float ms = m == F_NEG_INF ? 0.f : m;
+    float s = 0.f;
+#pragma unroll
+    for (int q = 0; q < RSW_KEEP; ++q) {
+        sc[q] = expf(sc[q] - ms);  // exp(-inf) = 0 for masked keys and the unused tail
+        s += sc[q];
+    }
+    for (int j = lane + 32 * RSW_KEEP; j < t; j += 32) s += expf(RSW_SCORE(j) - ms);
+    s = warp_sum(s);
+    float inv = s > 0.f ? 1.f / s : 0.f;
+#pragma unroll
+    for (int q = 0; q < RSW_KEEP; ++q) {
+        int j = lane + 32 * q;
+        if (j < t) stf(yr, j, sc[q] * inv);
+    }
+    for (int j = lane + 32 * RSW_KEEP; j < t; j += 32) stf(yr, j, expf(RSW_SCORE(j) - ms) * inv);
+#undef RSW_SCORE
+}
+extern "C" __global__ void rel_shift_softmax_rows(void* y, const void* ac, const void* bd, const float* keep, long long rows,
+                                                  int c, int t, int rows_per_batch, float scale, int dt) {
+    DISPATCH_YX(dt, rel_shift_softmax_rows_k, y, ac, bd, keep, rows, c, t, rows_per_batch, scale);
+}

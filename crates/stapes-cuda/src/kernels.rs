@@ -44,6 +44,7 @@ pub const FILES: &[KernelFile] = &[
             "softmax",
             "argmax",
             "rel_shift_softmax",
+            "rel_shift_softmax_rows",
         ],
     },
     KernelFile {

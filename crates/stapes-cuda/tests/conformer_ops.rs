@@ -374,3 +374,41 @@ fn fused_conformer_ops_refuse_bad_shapes() {
         Ok(_) => panic!("12 channels in 5 heads: accepted"),
     }
 }
+
+/// `rel_shift_softmax` (one warp per row) on rows longer than the 256 keys it keeps in
+/// registers, and on many rows, against the reference's composition; masked batches.
+#[test]
+fn rel_shift_softmax_long_rows_match_the_composition() {
+    let (g, _serial) = require_gpu!("rel_shift_softmax_long_rows_match_the_composition");
+    let r = ReferenceBackend::new();
+    // (B, H, C, T, lengths; none = unmasked)
+    let cases: [(usize, usize, usize, usize, &[usize]); 4] = [
+        (1, 2, 5, 300, &[]),
+        (2, 3, 4, 601, &[601, 257]),
+        (2, 8, 33, 140, &[140, 77]),
+        (1, 1, 1, 256, &[]),
+    ];
+    for (bs, h, c, t, lens) in cases {
+        let ac = rnd(&[bs * h, c, t], 800 + t as u64, 3.0);
+        let bd = rnd(&[bs * h, c, t + c - 1], 900 + t as u64, 3.0);
+        let keep = (!lens.is_empty()).then(|| {
+            let data = lens
+                .iter()
+                .flat_map(|&n| (0..t).map(move |j| if j < n { 1.0 } else { 0.0 }))
+                .collect();
+            HostTensor::new(vec![bs, t, 1], data).unwrap()
+        });
+        let (got, want) = both!(g, &r, |be| {
+            let k = keep.as_ref().map(|k| be.upload(k).unwrap());
+            let (a, d) = (be.upload(&ac).unwrap(), be.upload(&bd).unwrap());
+            let y = be.rel_shift_softmax(&a, &d, k.as_ref(), 0.125).unwrap();
+            be.download(&y).unwrap()
+        });
+        check_with(
+            &format!("rel_shift_softmax b{bs} h{h} c{c} t{t} lengths {lens:?}"),
+            tol_for(Op::Softmax, Lane::F16, "cuda"),
+            &got,
+            &want,
+        );
+    }
+}
