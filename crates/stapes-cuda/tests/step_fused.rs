@@ -321,3 +321,51 @@ fn norm_linear_refuses_a_residual_of_another_shape() {
     let e = g.norm_linear(&x, &w, &f).unwrap_err().to_string();
     assert!(e.contains("norm_linear") && e.contains("residual"), "{e}");
 }
+
+/// Timing, not a check (run with `--ignored`): the fused step GEMV on turbo's shapes (d 1280),
+/// 1 and 5 rows, 200 back-to-back launches then one sync; prints µs per call and the weight
+/// bytes streamed per second.
+#[test]
+#[ignore]
+fn step_gemv_bandwidth_turbo_shapes() {
+    let (g, _serial) = require_gpu!("step_gemv_bandwidth_turbo_shapes");
+    let d = 1280;
+    for (name, n, k, norm) in [
+        ("qkv (LN)", 3 * d, d, true),
+        ("out_proj (+res)", d, d, false),
+        ("fc1 (LN, GELU)", 4 * d, d, true),
+        ("fc2 (+res)", d, 4 * d, false),
+        ("logits (LN)", 51866, d, true),
+    ] {
+        let w = g
+            .weight(&rnd(&[n, k], 3, 1.0 / (k as f32).sqrt()), Lane::F16)
+            .unwrap();
+        let gamma = g.upload(&rnd(&[k], 4, 1.0)).unwrap();
+        for m in [1usize, 5] {
+            let x = g.upload(&rnd(&[m, 1, k], 5, 1.0)).unwrap();
+            let r = g.upload(&rnd(&[m, 1, n], 6, 1.0)).unwrap();
+            let f = LinearFusion {
+                norm: norm.then_some(NormRef {
+                    gamma: &gamma,
+                    beta: None,
+                    eps: 1e-5,
+                }),
+                residual: (!norm).then_some(&r),
+                ..Default::default()
+            };
+            for _ in 0..20 {
+                let _ = g.norm_linear(&x, &w, &f).unwrap();
+            }
+            g.synchronize().unwrap();
+            let reps = 200;
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                let _ = g.norm_linear(&x, &w, &f).unwrap();
+            }
+            g.synchronize().unwrap();
+            let us = t.elapsed().as_secs_f64() * 1e6 / reps as f64;
+            let tbs = (n * k * 2) as f64 / (us * 1e-6) / 1e12;
+            println!("step_gemv {name:16} m{m} ({n} x {k}): {us:7.2} us, {tbs:.2} TB/s");
+        }
+    }
+}

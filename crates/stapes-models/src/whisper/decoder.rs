@@ -584,7 +584,7 @@ impl<B: Backend> Decoder<B> {
         n: usize,
     ) -> Result<B::Tensor> {
         let (x, _) = self.forward_inner(b, st, tokens, n, &[])?;
-        Ok(self.ln.forward(b, &x)?)
+        self.ln.forward(b, &x)
     }
 
     /// Like [`Self::forward`], also returning the cross-attention probabilities
