@@ -248,7 +248,8 @@ fn log_sum_exp(x: &[f32]) -> f32 {
     m + (acc.iter().sum::<f64>()).ln() as f32
 }
 
-/// In place: `x ← x − logsumexp(x)`.
+/// In place: `x ← x − logsumexp(x)` (decoding calls [`log_softmax_with`]).
+#[cfg(test)]
 fn log_softmax(x: &mut [f32]) {
     log_softmax_with(x, None)
 }
