@@ -160,14 +160,14 @@ extern "C" __global__ void attn_combine_f32(float* __restrict__ O, const float* 
 
 // ---- fused decoder-step projection (Backend::norm_linear / qkv_step) ----
 // y (m, n) = act(LN(x) (m, k) . W (n, k)^T + bias) + resid, W f16 row-major, everything else f32,
-// m <= 32 rows (batch x beams), k % 8 == 0. Grid (ceil(n / (SG_WARPS * SG_COLS)), ceil(m / MG)),
-// SG_WARPS warps per block, each warp SG_COLS output features for the block's MG rows of x.
-// The MG rows (layer-normed when gamma != null) sit in shared memory; every weight row is read
-// once per block with 16-byte streaming loads and used for all MG rows.
+// m <= 32 rows (batch x beams), k % 8 == 0. 256 threads = 8 warps per block; the warps form
+// 8 / ks groups of ks warps, each group COLS output features, its ks warps splitting K (a wide
+// grid for small N: one block per 8 / ks * COLS features). Grid (ceil(n / (8 / ks * COLS)),
+// ceil(m / MG)). The block's MG rows of x (layer-normed when gamma != null) sit in shared memory;
+// every weight row is read once per block with 16-byte streaming loads, used for all MG rows.
 // With kc != null (qkv_step) the k and v thirds of each output row (features kv_c .. 3 kv_c)
 // also go to the caches kc, vc (m, T, kv_c) at row pos = step[0] (one token per sequence).
 #define SG_WARPS 8
-#define SG_COLS 4
 
 __device__ __forceinline__ uint4 ld_stream16(const void* p) {
     uint4 r;
@@ -183,16 +183,30 @@ __device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b) {
            h2f((h16)(w.w & 0xffff)) * b.z + h2f((h16)(w.w >> 16)) * b.w;
 }
 
-template <int MG>
+template <int MG, int COLS>
 __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* __restrict__ x, const h16* __restrict__ w,
                                             const float* __restrict__ bias, const float* __restrict__ resid,
                                             const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
                                             int m, int n, int k, int act, float* __restrict__ kc, float* __restrict__ vc,
-                                            const float* __restrict__ step, int kv_c, int T) {
+                                            const float* __restrict__ step, int kv_c, int T, int ks) {
     extern __shared__ __align__(16) float xs[];  // (MG, k)
+    __shared__ float red[SG_WARPS * COLS * MG];
     const int m0 = blockIdx.y * MG;
     const int rows = min(MG, m - m0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = warp / ks, slice = warp % ks;
+    const int col0 = (blockIdx.x * (SG_WARPS / ks) + group) * COLS;
+    const bool live = col0 < n;
+    const h16* wr[COLS];
+#pragma unroll
+    for (int c = 0; c < COLS; ++c) wr[c] = w + (long long)min(col0 + c, n - 1) * k;
+    // the first weight loads go out before the x rows are staged and normed
+    const int i0 = (slice * 32 + lane) * 8, stride = 256 * ks;
+    uint4 first[COLS];
+    if (live && i0 < k) {
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) first[c] = ld_stream16(wr[c] + i0);
+    }
     const int k4 = k >> 2;
     for (int e = threadIdx.x; e < MG * k4; e += blockDim.x) {
         const int r = e / k4;
@@ -219,39 +233,65 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
         }
         __syncthreads();
     }
-    const int col0 = (blockIdx.x * SG_WARPS + warp) * SG_COLS;
-    if (col0 >= n) return;
-    const h16* wr[SG_COLS];
+    float acc[COLS][MG];
 #pragma unroll
-    for (int c = 0; c < SG_COLS; ++c) wr[c] = w + (long long)min(col0 + c, n - 1) * k;
-    float acc[SG_COLS][MG];
-#pragma unroll
-    for (int c = 0; c < SG_COLS; ++c)
+    for (int c = 0; c < COLS; ++c)
 #pragma unroll
         for (int r = 0; r < MG; ++r) acc[c][r] = 0.f;
-#pragma unroll 2
-    for (int i = lane * 8; i < k; i += 256) {
-        uint4 raw[SG_COLS];
-#pragma unroll
-        for (int c = 0; c < SG_COLS; ++c) raw[c] = ld_stream16(wr[c] + i);
+    if (live && i0 < k) {
 #pragma unroll
         for (int r = 0; r < MG; ++r) {
-            const float4 a = ((const float4*)(xs + r * k + i))[0];
-            const float4 b = ((const float4*)(xs + r * k + i))[1];
+            const float4 a = ((const float4*)(xs + r * k + i0))[0];
+            const float4 b = ((const float4*)(xs + r * k + i0))[1];
 #pragma unroll
-            for (int c = 0; c < SG_COLS; ++c) acc[c][r] += dot8(raw[c], a, b);
+            for (int c = 0; c < COLS; ++c) acc[c][r] += dot8(first[c], a, b);
+        }
+#pragma unroll 2
+        for (int i = i0 + stride; i < k; i += stride) {
+            uint4 raw[COLS];
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) raw[c] = ld_stream16(wr[c] + i);
+#pragma unroll
+            for (int r = 0; r < MG; ++r) {
+                const float4 a = ((const float4*)(xs + r * k + i))[0];
+                const float4 b = ((const float4*)(xs + r * k + i))[1];
+#pragma unroll
+                for (int c = 0; c < COLS; ++c) acc[c][r] += dot8(raw[c], a, b);
+            }
         }
     }
+#pragma unroll
+    for (int c = 0; c < COLS; ++c)
+#pragma unroll
+        for (int r = 0; r < MG; ++r) acc[c][r] = warp_sum(acc[c][r]);
+    if (ks > 1) {
+        // the group's K slices meet in shared memory, in slice order (a fixed summation order)
+#pragma unroll
+        for (int c = 0; c < COLS; ++c)
+#pragma unroll
+            for (int r = 0; r < MG; ++r)
+                if (lane == ((c * MG + r) & 31)) red[(warp * COLS + c) * MG + r] = acc[c][r];
+        __syncthreads();
+        if (slice != 0) return;
+#pragma unroll
+        for (int c = 0; c < COLS; ++c)
+#pragma unroll
+            for (int r = 0; r < MG; ++r) {
+                float t = 0.f;
+                for (int q = 0; q < ks; ++q) t += red[((warp + q) * COLS + c) * MG + r];
+                acc[c][r] = t;
+            }
+    }
+    if (!live) return;
     const int pos = step ? step_int(step[0]) : -1;
 #pragma unroll
-    for (int c = 0; c < SG_COLS; ++c) {
+    for (int c = 0; c < COLS; ++c) {
 #pragma unroll
         for (int r = 0; r < MG; ++r) {
-            const float s = warp_sum(acc[c][r]);
             const int col = col0 + c, row = m0 + r;
             // spread the stores over the lanes (every lane holds every sum)
             if (lane != ((c * MG + r) & 31) || col >= n || r >= rows) continue;
-            float v = bias ? s + bias[col] : s;
+            float v = bias ? acc[c][r] + bias[col] : acc[c][r];
             if (act == 1) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
             if (resid) v += resid[(long long)row * n + col];
             y[(long long)row * n + col] = v;
@@ -264,16 +304,22 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
     }
 }
 
-#define STEP_GEMV(MG)                                                                                                   \
-    extern "C" __global__ void step_gemv_##MG(float* y, const float* x, const h16* w, const float* bias, const float* resid, \
-                                              const float* gamma, const float* beta, float eps, int m, int n, int k, int act,  \
-                                              float* kc, float* vc, const float* step, int kv_c, int T) {                     \
-        step_gemv_k<MG>(y, x, w, bias, resid, gamma, beta, eps, m, n, k, act, kc, vc, step, kv_c, T);                       \
+#define STEP_GEMV(NAME, MG, COLS)                                                                                    \
+    extern "C" __global__ void NAME(float* y, const float* x, const h16* w, const float* bias, const float* resid,   \
+                                    const float* gamma, const float* beta, float eps, int m, int n, int k, int act,  \
+                                    float* kc, float* vc, const float* step, int kv_c, int T, int ks) {             \
+        step_gemv_k<MG, COLS>(y, x, w, bias, resid, gamma, beta, eps, m, n, k, act, kc, vc, step, kv_c, T, ks);      \
     }
-STEP_GEMV(1)
-STEP_GEMV(2)
-STEP_GEMV(4)
-STEP_GEMV(8)
+// 4 features per warp, no K split: wide N (the logits)
+STEP_GEMV(step_gemv_1, 1, 4)
+STEP_GEMV(step_gemv_2, 2, 4)
+STEP_GEMV(step_gemv_4, 4, 4)
+STEP_GEMV(step_gemv_8, 8, 4)
+// 1 feature per warp group, K split over ks warps: the layers' projections (N of a few d)
+STEP_GEMV(step_gemv_1_c1, 1, 1)
+STEP_GEMV(step_gemv_2_c1, 2, 1)
+STEP_GEMV(step_gemv_4_c1, 4, 1)
+STEP_GEMV(step_gemv_8_c1, 8, 1)
 
 // Decoder self-attention of one step reading q in place from the packed qkv (B, 1, 3 H D):
 // attn_rows_k indexes q as (b, 0) rows of stride H D, so the base moves by 2 H D per sequence

@@ -285,8 +285,27 @@ pub(crate) fn attention_split(
 
 /// Rows the fused step GEMV takes (batch × beams of a decoder step).
 const GEMV_MAX_ROWS: usize = 32;
-/// Output features per block of `step_gemv_*` (8 warps × 4).
-const GEMV_COLS_PER_BLOCK: usize = 32;
+/// Warps per block of `step_gemv_*`.
+const GEMV_WARPS: usize = 8;
+/// From this many output features on, the step GEMV gives each warp 4 of them (the logits);
+/// below, one per group of warps that split K, so that small projections still fill the GPU.
+const GEMV_WIDE_N: usize = 16384;
+/// Blocks the split-K form aims at (4 per SM of an H100/H200).
+const GEMV_TARGET_BLOCKS: usize = 528;
+
+/// `(wide form, features per warp group, warps splitting K)` of the step GEMV.
+fn gemv_form(n: usize, k: usize) -> (bool, usize, usize) {
+    if n >= GEMV_WIDE_N {
+        return (true, 4, 1);
+    }
+    let want = (GEMV_TARGET_BLOCKS * GEMV_WARPS)
+        .div_ceil(n)
+        .next_power_of_two();
+    // every K slice should get at least one 256-wide chunk
+    let chunks = k.div_ceil(256).next_power_of_two();
+    let ks = want.min(chunks).clamp(1, GEMV_WARPS);
+    (false, 1, ks)
+}
 /// Shared memory the GEMV's x rows may use without opting into more per block.
 const GEMV_SMEM: usize = 48 * 1024;
 
@@ -393,22 +412,25 @@ pub(crate) fn norm_linear(
     let (y, xp, wp) = (b.p(&out.buf), b.p(&x.buf), b.p(wb));
     let (bp, rp, gp, bt) = (opt(f.bias), opt(f.residual), opt(gamma), opt(beta));
     let (mi, ni, ki) = (m as i32, n as i32, k as i32);
-    let name = match mg {
-        1 => "step_gemv_1",
-        2 => "step_gemv_2",
-        4 => "step_gemv_4",
-        _ => "step_gemv_8",
+    let (wide, cols, ks) = gemv_form(n, k);
+    let name = match (mg, wide) {
+        (1, true) => "step_gemv_1",
+        (2, true) => "step_gemv_2",
+        (4, true) => "step_gemv_4",
+        (_, true) => "step_gemv_8",
+        (1, false) => "step_gemv_1_c1",
+        (2, false) => "step_gemv_2_c1",
+        (4, false) => "step_gemv_4_c1",
+        (_, false) => "step_gemv_8_c1",
     };
+    let per_block = GEMV_WARPS / ks * cols;
+    let ksi = ks as i32;
     b.launch(
         name,
-        (
-            n.div_ceil(GEMV_COLS_PER_BLOCK) as u32,
-            m.div_ceil(mg) as u32,
-            1,
-        ),
-        (256, 1, 1),
+        (n.div_ceil(per_block) as u32, m.div_ceil(mg) as u32, 1),
+        ((GEMV_WARPS * 32) as u32, 1, 1),
         (mg * k * 4) as u32,
-        args![y, xp, wp, bp, rp, gp, bt, eps, mi, ni, ki, act, kc, vc, sp, kv_c, t],
+        args![y, xp, wp, bp, rp, gp, bt, eps, mi, ni, ki, act, kc, vc, sp, kv_c, t, ksi],
     )?;
     Ok(Some(out))
 }

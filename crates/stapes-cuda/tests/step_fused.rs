@@ -23,8 +23,11 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 
 /// (rows, K, N): one row (greedy), a few (beams), row counts past one block's group of x rows
 /// (17, 32), K past what one group holds in shared memory (5120: two rows per group), N off the
-/// 32-feature block.
-const SHAPES: [(usize, usize, usize); 8] = [
+/// blocks' feature counts; the wide form (N ≥ 16384, 4 features per warp) and the split-K form
+/// with 1, 2, 4 and 8 warps per feature (1280 × 1280 splits 4 ways, 5120 × 40 8 ways).
+const SHAPES: [(usize, usize, usize); 10] = [
+    (2, 512, 16411),
+    (1, 1280, 1280),
     (1, 64, 5),
     (3, 384, 1152),
     (5, 1280, 3001),
