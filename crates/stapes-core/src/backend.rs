@@ -429,6 +429,24 @@ pub trait Backend: Send + Sync {
         })
     }
 
+    /// Transformer-XL self-attention over one stacked projection, heads merged: `qkv (B, T, 3·C)`
+    /// (`q | k | v`, C = H·Dh), `pos (1, 2T−1, C)` the projected relative positions (row k is
+    /// distance T−1−k, as [`Backend::rel_shift_softmax`] reads them), `bias_u`, `bias_v (C)`,
+    /// `keep (B, T)` or `(B, T, 1)` (keys whose entry is 0 are left out). Output `(B, T, C)`:
+    /// per head `softmax(((q+u)·kᵀ + shift((q+v)·posᵀ))·scale)·v`. A GPU home runs it as one
+    /// kernel with no score matrix in memory; the default is [`rel_attention_composed`].
+    fn rel_attention(
+        &self,
+        qkv: &Self::Tensor,
+        pos: &Self::Tensor,
+        bias_u: &Self::Tensor,
+        bias_v: &Self::Tensor,
+        keep: Option<&Self::Tensor>,
+        p: &RelAttnParams,
+    ) -> Result<Self::Tensor> {
+        rel_attention_composed(self, qkv, pos, bias_u, bias_v, keep, p)
+    }
+
     // ---- decoder steps with their parameters on the device ----
     //
     // A per-token decoder step differs from the previous one only in its token ids and its
@@ -924,6 +942,67 @@ pub fn packed_width(op: &'static str, s: &[usize]) -> Result<usize> {
         [_, _, c3] if *c3 > 0 && c3 % 3 == 0 => Ok(c3 / 3),
         _ => Err(crate::Error::shape(op, format!("{s:?} is not (B, T, 3·C)"))),
     }
+}
+
+/// What [`Backend::rel_attention`] needs besides its tensors.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RelAttnParams {
+    pub heads: usize,
+    /// Multiplies the summed score terms (usually 1/√Dh).
+    pub scale: f32,
+    /// Query rows per block of [`rel_attention_composed`]: its score matrices are
+    /// `(B·H, rows, T)`, so memory stays linear in T.
+    pub query_block: usize,
+}
+
+/// [`Backend::rel_attention`] from other ops: [`Backend::rel_attention_inputs`], then per block
+/// of `p.query_block` query rows the two score products, [`Backend::rel_shift_softmax`] and the
+/// product with v, then [`Backend::merge_heads`].
+pub fn rel_attention_composed<B: Backend + ?Sized>(
+    b: &B,
+    qkv: &B::Tensor,
+    pos: &B::Tensor,
+    bias_u: &B::Tensor,
+    bias_v: &B::Tensor,
+    keep: Option<&B::Tensor>,
+    p: &RelAttnParams,
+) -> Result<B::Tensor> {
+    let (bs, t, _c, np) = rel_attention_dims(qkv.shape(), pos.shape(), p.heads)?;
+    if np + 1 != 2 * t {
+        return Err(crate::Error::shape(
+            "rel_attention",
+            format!("{np} positions for {t} frames: want 2T−1"),
+        ));
+    }
+    let RelAttnInputs { qu, qv, k, v, p: pp } =
+        b.rel_attention_inputs(qkv, pos, p.heads, bias_u, bias_v)?;
+    let chunk = p.query_block.clamp(1, t);
+    let mut outs = Vec::new();
+    for q0 in (0..t).step_by(chunk) {
+        let c = chunk.min(t - q0);
+        let sliced;
+        let (qu_c, qv_c, p_c) = if c == t {
+            (&qu, &qv, &pp) // one block: all rows, all 2T−1 positions
+        } else {
+            // rows q0..q0+C need distances q0+C−1−(T−1) … q0: positions T−q0−C … 2T−2−q0
+            sliced = (
+                b.slice(&qu, 1, q0, c)?,
+                b.slice(&qv, 1, q0, c)?,
+                b.slice(&pp, 1, t - q0 - c, t + c - 1)?,
+            );
+            (&sliced.0, &sliced.1, &sliced.2)
+        };
+        let ac = b.matmul(qu_c, &k, true)?; // (BH, C, T)
+        let bd = b.matmul(qv_c, p_c, true)?; // (BH, C, T+C−1)
+        let probs = b.rel_shift_softmax(&ac, &bd, keep, p.scale)?; // (BH, C, T)
+        outs.push(b.matmul(&probs, &v, false)?); // (BH, C, Dh)
+    }
+    let out = if outs.len() == 1 {
+        outs.remove(0)
+    } else {
+        b.concat(&outs.iter().collect::<Vec<_>>(), 1)?
+    };
+    b.merge_heads(&out, bs)
 }
 
 /// What [`Backend::rel_attention_inputs`] returns: `(B·H, T, Dh)` each, `p (B·H, P, Dh)`.

@@ -112,3 +112,233 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
                                            const float* bu, const float* bv, int bs, int t, int h, int dh, int np, int dt) {
     DISPATCH_YAB(dt, rel_attn_inputs_k, qu, qv, k, v, p, qkv, pos, bu, bv, bs, t, h, dh, np);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Transformer-XL self-attention in one kernel: scores = ((q+u)·kᵀ + shift((q+v)·pᵀ))·scale,
+// keys with keep == 0 dropped, softmax, ·v; heads merged on output. Flash-style on f16 tensor
+// cores (mma.sync m16n8k16, f32 accumulate, online softmax): neither score matrix is stored.
+// qkv (B, T, 3C) f16 laid out q | k | v, C = H·D; pos (1, 2T-1, C) f16, row k = distance T-1-k;
+// bias_u, bias_v (C) f32; keep (B, T) f32 or null; out (B, T, C) of type Y.
+// Block = 4 warps = 64 queries of one (b, h); keys stream through shared memory 32 at a time.
+// For query r and key j the position term reads pos row T-1-r+j: a warp's 16 rows × 32 keys
+// need 47 consecutive rows, so the warp multiplies (q+v) by those 47 (48) rows straight from
+// global memory (L1/L2-resident: every block of head h reads the same rows) into a 16 × 48
+// product, parks it in its own shared scratch and reads it back along the diagonals.
+
+#define RA_BQ 64
+#define RA_BK 32
+#define RA_PW 48  // position rows per warp and key tile: RA_BK + 16 - 1, rounded up to 8
+#define RA_PAD 8
+
+__device__ __forceinline__ void ra_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ u32 ra_smem_addr(const void* p) {
+    u32 r;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+    return r;
+}
+__device__ __forceinline__ void ra_cp16(void* smem, const void* gmem, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(ra_smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+}
+
+// sized for D = 128 (D = 64 uses part of them)
+__shared__ __align__(16) h16 ra_ks[RA_BK * (128 + RA_PAD)];
+__shared__ __align__(16) h16 ra_vs[RA_BK * (128 + RA_PAD)];
+__shared__ float ra_sc[4][16][RA_PW + 1];
+
+template <int D, class Y>
+__device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ qkv, const h16* __restrict__ pos,
+                                           const float* __restrict__ bu, const float* __restrict__ bv,
+                                           const float* __restrict__ keep, int T, int H, float scale) {
+    Y* __restrict__ out = (Y*)out_;
+    typedef h16 Tile[D + RA_PAD];
+    Tile* Ks = (Tile*)ra_ks;
+    Tile* Vs = (Tile*)ra_vs;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int q0 = blockIdx.x * RA_BQ;
+    const long long C = (long long)H * D, ld = 3 * C;
+    const h16* Qb = qkv + (long long)b * T * ld + h * D;
+    const h16* Kb = Qb + C;
+    const h16* Vb = Qb + 2 * C;
+    const h16* Pb = pos + h * D;  // row stride C
+    const float* kb = keep ? keep + (long long)b * T : nullptr;
+    Y* Ob = out + (long long)b * T * C + h * D;
+    float (*sc)[RA_PW + 1] = ra_sc[warp];
+
+    const int rw = q0 + warp * 16;  // the warp's first query
+    const int r0 = rw + g, r1 = r0 + 8;
+    const float qs = scale * 1.4426950408889634f;  // exp2 softmax
+    // (q+u)·qs and (q+v)·qs as mma A operands
+    u32 qa[D / 16][4], qp[D / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+        int c0 = kk * 16 + 2 * t;
+        float2 x0 = make_float2(0.f, 0.f), x8 = x0, y0 = x0, y8 = x0;
+        if (r0 < T) {
+            const h16* p = Qb + (long long)r0 * ld;
+            x0 = ld2(p + c0, 0);
+            x8 = ld2(p + c0 + 8, 0);
+        }
+        if (r1 < T) {
+            const h16* p = Qb + (long long)r1 * ld;
+            y0 = ld2(p + c0, 0);
+            y8 = ld2(p + c0 + 8, 0);
+        }
+        const int d0 = h * D + c0, d8 = d0 + 8;
+        qa[kk][0] = pack_h2((x0.x + bu[d0]) * qs, (x0.y + bu[d0 + 1]) * qs);
+        qa[kk][1] = pack_h2((y0.x + bu[d0]) * qs, (y0.y + bu[d0 + 1]) * qs);
+        qa[kk][2] = pack_h2((x8.x + bu[d8]) * qs, (x8.y + bu[d8 + 1]) * qs);
+        qa[kk][3] = pack_h2((y8.x + bu[d8]) * qs, (y8.y + bu[d8 + 1]) * qs);
+        qp[kk][0] = pack_h2((x0.x + bv[d0]) * qs, (x0.y + bv[d0 + 1]) * qs);
+        qp[kk][1] = pack_h2((y0.x + bv[d0]) * qs, (y0.y + bv[d0 + 1]) * qs);
+        qp[kk][2] = pack_h2((x8.x + bv[d8]) * qs, (x8.y + bv[d8 + 1]) * qs);
+        qp[kk][3] = pack_h2((y8.x + bv[d8]) * qs, (y8.y + bv[d8 + 1]) * qs);
+    }
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m0 = F_NEG_INF, m1 = F_NEG_INF, l0 = 0.f, l1 = 0.f;
+    const int lm_key = (lane & 7) + ((lane >> 3) & 1) * 8, lm_col = (lane >> 4) * 8;
+    const int np = 2 * T - 1;
+
+    for (int k0 = 0; k0 < T; k0 += RA_BK) {
+        for (int idx = tid; idx < RA_BK * (D / 8); idx += blockDim.x) {
+            int key = idx / (D / 8), c8 = (idx - key * (D / 8)) * 8;
+            int j = k0 + key;
+            bool in = j < T;
+            long long off = in ? (long long)j * ld + c8 : 0;
+            ra_cp16(&Ks[key][c8], Kb + off, in ? 16 : 0);
+            ra_cp16(&Vs[key][c8], Vb + off, in ? 16 : 0);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+
+        // position term while the tiles load: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c],
+        // prow0 = T-16-rw+k0, so that row i, key k0+jj reads column 15-i+jj
+        const int prow0 = T - 16 - rw + k0;
+        float bd[RA_PW / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < RA_PW / 8; ++nt) {
+            bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
+            int prow = prow0 + nt * 8 + g;
+            bool in = prow >= 0 && prow < np;
+            const h16* pr = Pb + (long long)(in ? prow : 0) * C;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                u32 b0 = in ? *(const u32*)(pr + kk * 16 + 2 * t) : 0u;
+                u32 b1 = in ? *(const u32*)(pr + kk * 16 + 2 * t + 8) : 0u;
+                ra_mma(bd[nt], qp[kk][0], qp[kk][1], qp[kk][2], qp[kk][3], b0, b1);
+            }
+        }
+#pragma unroll
+        for (int nt = 0; nt < RA_PW / 8; ++nt) {
+            int c = nt * 8 + 2 * t;
+            sc[g][c] = bd[nt][0];
+            sc[g][c + 1] = bd[nt][1];
+            sc[g + 8][c] = bd[nt][2];
+            sc[g + 8][c + 1] = bd[nt][3];
+        }
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        __syncthreads();  // tiles and every warp's scratch written
+
+        float s[RA_BK / 8][4];
+#pragma unroll
+        for (int nt = 0; nt < RA_BK / 8; ++nt) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                u32 b0 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t];
+                u32 b1 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t + 8];
+                ra_mma(s[nt], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b0, b1);
+            }
+        }
+        float mx0 = F_NEG_INF, mx1 = F_NEG_INF;
+#pragma unroll
+        for (int nt = 0; nt < RA_BK / 8; ++nt) {
+            int jj = nt * 8 + 2 * t, j = k0 + jj;
+            s[nt][0] += sc[g][15 - g + jj];
+            s[nt][1] += sc[g][16 - g + jj];
+            s[nt][2] += sc[g + 8][7 - g + jj];
+            s[nt][3] += sc[g + 8][8 - g + jj];
+            bool in0 = j < T && (!kb || kb[j] != 0.f), in1 = j + 1 < T && (!kb || kb[j + 1] != 0.f);
+            if (!in0) s[nt][0] = s[nt][2] = F_NEG_INF;
+            if (!in1) s[nt][1] = s[nt][3] = F_NEG_INF;
+            mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        float base0 = mn0 == F_NEG_INF ? 0.f : mn0, base1 = mn1 == F_NEG_INF ? 0.f : mn1;
+        float al0 = exp2f(m0 - base0), al1 = exp2f(m1 - base1);
+        m0 = mn0;
+        m1 = mn1;
+        l0 *= al0;
+        l1 *= al1;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+            o[i][0] *= al0; o[i][1] *= al0;
+            o[i][2] *= al1; o[i][3] *= al1;
+        }
+        u32 pa[RA_BK / 16][4];
+#pragma unroll
+        for (int nt = 0; nt < RA_BK / 8; ++nt) {
+            float p0 = exp2f(s[nt][0] - base0), p1 = exp2f(s[nt][1] - base0);
+            float p2 = exp2f(s[nt][2] - base1), p3 = exp2f(s[nt][3] - base1);
+            l0 += p0 + p1;
+            l1 += p2 + p3;
+            int ks = nt >> 1;
+            if ((nt & 1) == 0) {
+                pa[ks][0] = pack_h2(p0, p1);
+                pa[ks][1] = pack_h2(p2, p3);
+            } else {
+                pa[ks][2] = pack_h2(p0, p1);
+                pa[ks][3] = pack_h2(p2, p3);
+            }
+        }
+#pragma unroll
+        for (int ks = 0; ks < RA_BK / 16; ++ks) {
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn += 2) {
+                u32 b0, b1, b2, b3;
+                u32 addr = ra_smem_addr(&Vs[ks * 16 + lm_key][dn * 8 + lm_col]);
+                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
+                             : "r"(addr));
+                ra_mma(o[dn], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b0, b1);
+                ra_mma(o[dn + 1], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b2, b3);
+            }
+        }
+        __syncthreads();  // the next tile's loads and scratch writes overwrite what was read
+    }
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+        int c = dn * 8 + 2 * t;
+        if (r0 < T) st2(Ob + (long long)r0 * C + c, 0, make_float2(o[dn][0] * inv0, o[dn][1] * inv0));
+        if (r1 < T) st2(Ob + (long long)r1 * C + c, 0, make_float2(o[dn][2] * inv1, o[dn][3] * inv1));
+    }
+}
+extern "C" __global__ void __launch_bounds__(128) rel_attn_d64(void* out, const h16* qkv, const h16* pos, const float* bu,
+                                                               const float* bv, const float* keep, int T, int H, float scale,
+                                                               int dt) {
+    if (dt & 1) rel_attn_k<64, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
+    else rel_attn_k<64, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
+}
+extern "C" __global__ void __launch_bounds__(128) rel_attn_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
+                                                                const float* bv, const float* keep, int T, int H, float scale,
+                                                                int dt) {
+    if (dt & 1) rel_attn_k<128, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
+    else rel_attn_k<128, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
+}

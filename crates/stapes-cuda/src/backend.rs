@@ -1545,6 +1545,18 @@ impl Backend for CudaBackend {
         self.rel_attention_inputs_fused(qkv, pos, heads, bias_u, bias_v)
     }
 
+    fn rel_attention(
+        &self,
+        qkv: &CudaTensor,
+        pos: &CudaTensor,
+        bias_u: &CudaTensor,
+        bias_v: &CudaTensor,
+        keep: Option<&CudaTensor>,
+        p: &stapes_core::backend::RelAttnParams,
+    ) -> Result<CudaTensor> {
+        self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p)
+    }
+
     fn matmul(&self, a: &CudaTensor, b: &CudaTensor, trans_b: bool) -> Result<CudaTensor> {
         let r = a.shape.len();
         let bad = || {

@@ -6,7 +6,11 @@
 
 use std::ffi::c_void;
 
-use stapes_core::backend::{glu_depthwise_dims, rel_attention_dims, RelAttnInputs};
+use std::sync::OnceLock;
+
+use stapes_core::backend::{
+    glu_depthwise_dims, rel_attention_composed, rel_attention_dims, RelAttnInputs, RelAttnParams,
+};
 use stapes_core::{Activation, Backend, DeviceTensor, Error, Result};
 
 use super::{act_code, grid_1d, CudaBackend, CudaTensor, Dtype};
@@ -18,7 +22,84 @@ const GDW_CH: usize = 64;
 /// `(GDW_ROWS + K − 1) · GDW_CH` floats (K = 255: 69 KB would exceed the 48 KB default).
 const GDW_MAX_K: usize = 128;
 
+/// `STAPES_CUDA_REL_ATTN=0` runs `rel_attention` composed (rel_attention_inputs, cuBLAS score
+/// products, rel_shift_softmax, merge_heads) instead of the fused kernel: for comparisons.
+fn rel_attn_fused_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_REL_ATTN").map_or(true, |v| v.trim() != "0"))
+}
+
 impl CudaBackend {
+    /// One kernel (`rel_attn_d64` / `rel_attn_d128`) for f16 `qkv` with heads of 64 or 128;
+    /// otherwise (f32 activations, other head sizes) the composed default.
+    pub(super) fn rel_attention_fused(
+        &self,
+        qkv: &CudaTensor,
+        pos: &CudaTensor,
+        bias_u: &CudaTensor,
+        bias_v: &CudaTensor,
+        keep: Option<&CudaTensor>,
+        p: &RelAttnParams,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "rel_attention";
+        let (bs, t, c, np) = rel_attention_dims(&qkv.shape, &pos.shape, p.heads)?;
+        let dh = c / p.heads;
+        let kernel = match dh {
+            64 => "rel_attn_d64",
+            128 => "rel_attn_d128",
+            _ => "",
+        };
+        if kernel.is_empty() || qkv.dtype != Dtype::F16 || np + 1 != 2 * t || !rel_attn_fused_on() {
+            return rel_attention_composed(self, qkv, pos, bias_u, bias_v, keep, p);
+        }
+        for (name, bb) in [("bias_u", bias_u), ("bias_v", bias_v)] {
+            if bb.numel() != c {
+                return Err(Error::shape(
+                    OP,
+                    format!("{name} {:?} for {c} channels", bb.shape()),
+                ));
+            }
+        }
+        if let Some(k) = keep {
+            let ks = k.shape();
+            if !(ks == [bs, t] || ks == [bs, t, 1]) {
+                return Err(Error::shape(
+                    OP,
+                    format!("keep {:?} for a batch of {bs} × {t} frames", k.shape()),
+                ));
+            }
+        }
+        let out = self.alloc(&[bs, t, c], self.out_dt())?;
+        if out.numel() == 0 {
+            return Ok(out);
+        }
+        let pos16 = self.as_dtype(pos, Dtype::F16)?;
+        let (bu, bv) = (
+            self.as_dtype(bias_u, Dtype::F32)?,
+            self.as_dtype(bias_v, Dtype::F32)?,
+        );
+        let keep32 = self.param(keep)?;
+        let (y, xp, pp, bup, bvp, kp) = (
+            out.buf.ptr,
+            self.t(qkv),
+            self.t(&pos16),
+            self.t(&bu),
+            self.t(&bv),
+            self.opt(keep32.as_ref()),
+        );
+        let (ti, hi, scale, dt) = (t as i32, p.heads as i32, p.scale, out.bit());
+        // 64 queries of one (b, h) per block (the kernel's RA_BQ)
+        let grid = (t.div_ceil(64) as u32, p.heads as u32, bs as u32);
+        self.launch(
+            kernel,
+            grid,
+            (128, 1, 1),
+            0,
+            args![y, xp, pp, bup, bvp, kp, ti, hi, scale, dt],
+        )?;
+        Ok(out)
+    }
+
     pub(super) fn glu_depthwise_act_fused(
         &self,
         x: &CudaTensor,

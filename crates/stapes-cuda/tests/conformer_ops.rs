@@ -10,7 +10,7 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{check_with, rnd, tol_for};
-use stapes_core::backend::RelAttnInputs;
+use stapes_core::backend::{RelAttnInputs, RelAttnParams};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{compare, Op, Tolerance};
 use stapes_core::{Activation, Backend, Error, HostTensor, Lane};
@@ -407,6 +407,148 @@ fn rel_shift_softmax_long_rows_match_the_composition() {
         check_with(
             &format!("rel_shift_softmax b{bs} h{h} c{c} t{t} lengths {lens:?}"),
             tol_for(Op::Softmax, Lane::F16, "cuda"),
+            &got,
+            &want,
+        );
+    }
+}
+
+/// (B, T, H, Dh, lengths; none = unmasked, query block of the composed path): one frame, odd T
+/// off the 64-query and 32-key tiles, the 0.6b shape, T past 256 (the composed default's
+/// query blocks), head size 64, a masked batch; Dh 16 takes the composed path.
+/// (B, T, H, Dh, lengths, query block)
+type RaCase = (usize, usize, usize, usize, &'static [usize], usize);
+const RA: [RaCase; 7] = [
+    (1, 1, 2, 64, &[], 256),
+    (1, 37, 2, 128, &[], 256),
+    (2, 70, 3, 64, &[70, 41], 16),
+    (1, 140, 8, 128, &[], 256),
+    (2, 300, 2, 128, &[300, 129], 256),
+    (3, 33, 4, 64, &[33, 1, 20], 8),
+    (1, 20, 2, 16, &[], 256),
+];
+
+fn ra_inputs(
+    i: usize,
+) -> (
+    HostTensor,
+    HostTensor,
+    HostTensor,
+    HostTensor,
+    Option<HostTensor>,
+) {
+    let (bs, t, h, dh, lens, _) = RA[i];
+    let c = h * dh;
+    let keep = (!lens.is_empty()).then(|| {
+        let data = lens
+            .iter()
+            .flat_map(|&n| (0..t).map(move |j| if j < n { 1.0 } else { 0.0 }))
+            .collect();
+        HostTensor::new(vec![bs, t, 1], data).unwrap()
+    });
+    (
+        rnd(&[bs, t, 3 * c], 1000 + i as u64, 1.0),
+        rnd(&[1, 2 * t - 1, c], 1100 + i as u64, 1.0),
+        rnd(&[c], 1200 + i as u64, 0.3),
+        rnd(&[c], 1300 + i as u64, 0.3),
+        keep,
+    )
+}
+
+/// `rel_attention` inside an f16 encoder chain (the fused kernel for heads of 64 and 128)
+/// against the reference's composition on the same f16-rounded inputs, eager == replay, one
+/// launch; rows past a sequence's length are compared too (their keys are masked, their
+/// queries are real).
+#[test]
+fn rel_attention_f16_chain_matches_the_composition() {
+    let (g, _serial) = require_gpu!("rel_attention_f16_chain_matches_the_composition");
+    let r = ReferenceBackend::new();
+    for (i, &(bs, t, h, dh, lens, qb)) in RA.iter().enumerate() {
+        let what = format!("rel_attention b{bs} t{t} h{h} dh{dh} lengths {lens:?}");
+        let (qkv, pos, bu, bv, keep) = ra_inputs(i);
+        let p = RelAttnParams {
+            heads: h,
+            scale: 1.0 / (dh as f32).sqrt(),
+            query_block: qb,
+        };
+        let (gbu, gbv) = (g.upload(&bu).unwrap(), g.upload(&bv).unwrap());
+        let gkeep = keep.as_ref().map(|k| g.upload(k).unwrap());
+        let launches = std::cell::Cell::new(0u64);
+        let (first, second) = twice_in_f16_chain(g, &[&qkv, &pos], &|be, xs| {
+            let s0 = be.counters().snapshot().ops;
+            let y = be
+                .rel_attention(&xs[0], &xs[1], &gbu, &gbv, gkeep.as_ref(), &p)
+                .unwrap();
+            launches.set(be.counters().snapshot().ops - s0);
+            vec![y]
+        });
+        assert_eq!(first[0].data, second[0].data, "{what}: replay differs");
+        let want = {
+            let k = keep.as_ref().map(|k| r.upload(k).unwrap());
+            let y = r
+                .rel_attention(
+                    &r.upload(&round16(&qkv)).unwrap(),
+                    &r.upload(&round16(&pos)).unwrap(),
+                    &r.upload(&bu).unwrap(),
+                    &r.upload(&bv).unwrap(),
+                    k.as_ref(),
+                    &p,
+                )
+                .unwrap();
+            r.download(&y).unwrap()
+        };
+        check_with(
+            &what,
+            tol_for(Op::Attention, Lane::F16, "cuda-f16act"),
+            &first[0],
+            &want,
+        );
+        if dh == 64 || dh == 128 {
+            // counted on the eager (first) run; the replay launches nothing that is counted
+            assert!(launches.get() <= 2, "{what}: {} launches", launches.get());
+        }
+    }
+}
+
+/// Eager f32 activations take the composed path on the GPU: same numbers as the reference
+/// within the composed ops' rows, added up (three f32 cuBLAS products and the softmax).
+#[test]
+fn rel_attention_f32_composed_matches_the_reference() {
+    let (g, _serial) = require_gpu!("rel_attention_f32_composed_matches_the_reference");
+    let r = ReferenceBackend::new();
+    let (mm, sm) = (
+        tol_for(Op::Matmul, Lane::F16, "cuda"),
+        tol_for(Op::Softmax, Lane::F16, "cuda"),
+    );
+    let composed_tol = Tolerance {
+        max_abs: 3.0 * mm.max_abs + sm.max_abs,
+        max_rel: 3.0 * mm.max_rel + sm.max_rel,
+        rel_l2: 3.0 * mm.rel_l2 + sm.rel_l2,
+    };
+    for (i, &(bs, t, h, dh, lens, qb)) in RA.iter().enumerate() {
+        let (qkv, pos, bu, bv, keep) = ra_inputs(i);
+        let p = RelAttnParams {
+            heads: h,
+            scale: 1.0 / (dh as f32).sqrt(),
+            query_block: qb,
+        };
+        let (got, want) = both!(g, &r, |be| {
+            let k = keep.as_ref().map(|k| be.upload(k).unwrap());
+            let y = be
+                .rel_attention(
+                    &be.upload(&qkv).unwrap(),
+                    &be.upload(&pos).unwrap(),
+                    &be.upload(&bu).unwrap(),
+                    &be.upload(&bv).unwrap(),
+                    k.as_ref(),
+                    &p,
+                )
+                .unwrap();
+            be.download(&y).unwrap()
+        });
+        check_with(
+            &format!("rel_attention f32 b{bs} t{t} h{h} dh{dh} lengths {lens:?}"),
+            composed_tol,
             &got,
             &want,
         );

@@ -5,6 +5,7 @@
 use super::config::{conv_out, EncoderConfig};
 use super::weights::{subsampling_conv, LayerNames, SUB_CONV0, SUB_LINEAR};
 use crate::{ModelError, Result};
+use stapes_core::backend::RelAttnParams;
 use stapes_core::{Activation, Backend, Conv2dParams, DeviceTensor, HostTensor, Lane};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -359,11 +360,8 @@ impl<B: Backend> Encoder<B> {
         } else {
             x
         };
-        let (bs, t) = (x.shape()[0], x.shape()[1]);
         let ctx = AttnCtx {
-            batch: bs,
             chunk: prep.chunk,
-            t,
             heads: self.cfg.num_heads,
             scale: 1.0 / (self.cfg.head_dim() as f32).sqrt(),
             pos: &prep.pos,
@@ -551,10 +549,8 @@ pub(crate) struct Masks<B: Backend> {
 
 /// What every attention layer of one forward pass shares.
 struct AttnCtx<'a, B: Backend> {
-    batch: usize,
-    /// Queries per attention block.
+    /// Query rows per block where the home composes the attention.
     chunk: usize,
-    t: usize,
     heads: usize,
     scale: f32,
     pos: &'a B::Tensor,
@@ -586,44 +582,15 @@ impl<B: Backend> RelAttention<B> {
         cx: &AttnCtx<'_, B>,
         x: &B::Tensor,
     ) -> Result<B::Tensor> {
-        let t = cx.t;
         let qkv = self.qkv.forward(b, h)?; // (B, T, 3d)
         let p = b.linear(cx.pos, &self.pos, None)?; // (1, 2T-1, d)
-                                                    // qu, qv, k, v (BH, T, Dh); p (BH, 2T-1, Dh)
-        let stapes_core::backend::RelAttnInputs { qu, qv, k, v, p } =
-            b.rel_attention_inputs(&qkv, &p, cx.heads, &self.bias_u, &self.bias_v)?;
-        // Queries in chunks of `cx.chunk` rows keep the score matrices at (BH, C, T): bounded
-        // memory for long inputs, the same numbers as one block.
-        let mut outs = Vec::new();
-        for q0 in (0..t).step_by(cx.chunk.max(1)) {
-            let c = cx.chunk.max(1).min(t - q0);
-            let sliced;
-            let (qu_c, qv_c) = if c == t {
-                (&qu, &qv)
-            } else {
-                sliced = (b.slice(&qu, 1, q0, c)?, b.slice(&qv, 1, q0, c)?);
-                (&sliced.0, &sliced.1)
-            };
-            let ac = b.matmul(qu_c, &k, true)?; // (BH, C, T)
-                                                // Rows q0..q0+C need distances q0+C-1-(T-1) … q0-0: positions T-q0-C … 2T-2-q0.
-            let p_sliced;
-            let p_c = if c == t {
-                &p // all 2T-1 positions
-            } else {
-                p_sliced = b.slice(&p, 1, t - q0 - c, t + c - 1)?;
-                &p_sliced
-            }; // (BH, T+C-1, Dh)
-            let bd = b.matmul(qv_c, p_c, true)?; // (BH, C, T+C-1)
-                                                 // The shift, scale, padding-key mask and softmax in one op: (BH, C, T).
-            let probs = b.rel_shift_softmax(&ac, &bd, cx.keep, cx.scale)?;
-            outs.push(b.matmul(&probs, &v, false)?); // (BH, C, Dh)
-        }
-        let out = if outs.len() == 1 {
-            outs.remove(0)
-        } else {
-            b.concat(&outs.iter().collect::<Vec<_>>(), 1)?
+        let params = RelAttnParams {
+            heads: cx.heads,
+            scale: cx.scale,
+            query_block: cx.chunk,
         };
-        self.o.forward_add(b, &b.merge_heads(&out, cx.batch)?, x)
+        let out = b.rel_attention(&qkv, &p, &self.bias_u, &self.bias_v, cx.keep, &params)?;
+        self.o.forward_add(b, &out, x) // (B, T, d)
     }
 }
 
@@ -684,7 +651,8 @@ impl<B: Backend> FeedForward<B> {
     }
     /// Over the normed `h (B, T, d)`, landing on the residual stream `x`.
     fn forward(&self, b: &B, h: &B::Tensor, act: Activation, x: &B::Tensor) -> Result<B::Tensor> {
-        let h = b.activation(&self.l1.forward(b, h)?, act)?;
+        // the activation in l1's epilogue where the home fuses it
+        let h = b.linear_act(h, &self.l1.w, self.l1.b.as_ref(), act)?;
         self.l2.forward_add(b, &h, x)
     }
 }
