@@ -294,8 +294,27 @@ const GEMV_WIDE_N: usize = 16384;
 const GEMV_TARGET_BLOCKS: usize = 528;
 
 /// `(wide form, features per warp group, warps splitting K)` of the step GEMV.
+/// `STAPES_CUDA_STEP_GEMV_FORM` = `wide` (4 features per warp everywhere), `c1` (one per warp
+/// group, K split as below, everywhere), `c1k1` (one per warp, no split), else the choice below:
+/// for same-binary timing of the forms.
+fn forced_form() -> u8 {
+    static F: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    *F.get_or_init(
+        || match std::env::var("STAPES_CUDA_STEP_GEMV_FORM").as_deref() {
+            Ok("wide") => 1,
+            Ok("c1") => 2,
+            Ok("c1k1") => 3,
+            _ => 0,
+        },
+    )
+}
+
 fn gemv_form(n: usize, k: usize) -> (bool, usize, usize) {
-    if n >= GEMV_WIDE_N {
+    let forced = forced_form();
+    if forced == 3 {
+        return (false, 1, 1);
+    }
+    if forced == 1 || (forced == 0 && n >= GEMV_WIDE_N) {
         return (true, 4, 1);
     }
     let want = (GEMV_TARGET_BLOCKS * GEMV_WARPS)
@@ -308,6 +327,13 @@ fn gemv_form(n: usize, k: usize) -> (bool, usize, usize) {
 }
 /// Shared memory the GEMV's x rows may use without opting into more per block.
 const GEMV_SMEM: usize = 48 * 1024;
+
+/// `STAPES_CUDA_STEP_GEMV=0` sends `norm_linear` / `qkv_step` to their composed defaults (A/B
+/// timing, and a way around the kernel should it misbehave).
+fn step_gemv_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_STEP_GEMV").map_or(true, |v| v.trim() != "0"))
+}
 
 /// Whether `t` is absent or an f32 tensor of `numel` values.
 fn f32_of(t: Option<&CudaTensor>, numel: usize) -> bool {
@@ -338,6 +364,9 @@ pub(crate) fn norm_linear(
     let WeightData::F16(wb) = &w.data else {
         return Ok(None);
     };
+    if !step_gemv_on() {
+        return Ok(None);
+    }
     if xs.last() != Some(&k) || k == 0 || !k.is_multiple_of(8) || x.is_f16() || n == 0 {
         return Ok(None);
     }
