@@ -682,6 +682,39 @@ pub trait Backend: Send + Sync {
         self.reshape(&x, &[bs, 1, ts[1]])
     }
 
+    /// The joint network's input: `act(x[b, frame_b] + pred[b])` for `x (B, T, J)` and the
+    /// prediction network's output `pred (B, 1, J)` → `(B, 1, J)`. The default composes
+    /// `transducer_frames`, `add` and `activation`.
+    fn transducer_joint_input(
+        &self,
+        x: &Self::Tensor,
+        state: &Self::Tensor,
+        pred: &Self::Tensor,
+        act: Activation,
+    ) -> Result<Self::Tensor> {
+        let e = self.transducer_frames(x, state)?;
+        self.activation(&self.add(&e, pred)?, act)
+    }
+
+    /// One prediction-network LSTM layer where it advances: `lstm_cell(x, h, c, ..)` written
+    /// into `h`, `c (B, n, H)` for the clips whose last step emitted a label; the other clips
+    /// keep theirs. The default composes `lstm_cell` and `transducer_keep`.
+    #[allow(clippy::too_many_arguments)]
+    fn transducer_lstm(
+        &self,
+        x: &Self::Tensor,
+        h: &mut Self::Tensor,
+        c: &mut Self::Tensor,
+        w_ih: &Self::Weight,
+        w_hh: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+        state: &Self::Tensor,
+    ) -> Result<()> {
+        let (h2, c2) = self.lstm_cell(x, h, c, w_ih, w_hh, bias)?;
+        self.transducer_keep(h, &h2, state)?;
+        self.transducer_keep(c, &c2, state)
+    }
+
     /// `dst (B, n, C)` takes `src`'s rows of the clips whose last step emitted a label (the
     /// prediction network's state advances only there); the other clips keep theirs.
     fn transducer_keep(

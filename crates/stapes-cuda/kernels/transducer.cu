@@ -38,6 +38,45 @@ extern "C" __global__ void transducer_frames(float* out, const void* x, const fl
     else frames_k<float>(out, (const float*)x, state, B, T, C);
 }
 
+// The joint input: out (B, 1, J) f32 = act(x[b, frame_b, :] + pred[b, :]), x (B, T, J), pred
+// (B, 1, J). act codes and formulas are elementwise.cu's (0 gelu, 1 gelu tanh, 2 silu, 3 relu,
+// 4 sigmoid, 5 tanh), so the fused form rounds as the separate add and activation do.
+__device__ __forceinline__ float tr_act(float v, int act) {
+    switch (act) {
+    case 0: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case 1: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    case 2: return v / (1.f + expf(-v));
+    case 3: return fmaxf(v, 0.f);
+    case 4: return 1.f / (1.f + expf(-v));
+    default: return tanhf(v);
+    }
+}
+template <class X, class P>
+__device__ __forceinline__ void joint_in_k(float* __restrict__ out, const X* __restrict__ x,
+                                           const P* __restrict__ pred,
+                                           const float* __restrict__ state, int B, int T, int C,
+                                           int act) {
+    const long long n = (long long)B * C;
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
+         e += (long long)gridDim.x * blockDim.x) {
+        const int b = (int)(e / C), c = (int)(e % C);
+        const float f = state[b * TS_FIELDS + TS_FRAME];
+        const int t = f >= 0.f ? min((int)fminf(f, 16777216.f), T - 1) : 0;
+        out[e] = tr_act(__fadd_rn(ldf(x, ((long long)b * T + t) * C + c), ldf(pred, e)), act);
+    }
+}
+// dt bit 1: x is f16, bit 2: pred is f16.
+extern "C" __global__ void transducer_joint_input(float* out, const void* x, const void* pred,
+                                                  const float* state, int B, int T, int C,
+                                                  int act, int dt) {
+    switch ((dt >> 1) & 3) {
+    case 0: joint_in_k<float, float>(out, (const float*)x, (const float*)pred, state, B, T, C, act); break;
+    case 1: joint_in_k<h16, float>(out, (const h16*)x, (const float*)pred, state, B, T, C, act); break;
+    case 2: joint_in_k<float, h16>(out, (const float*)x, (const h16*)pred, state, B, T, C, act); break;
+    default: joint_in_k<h16, h16>(out, (const h16*)x, (const h16*)pred, state, B, T, C, act); break;
+    }
+}
+
 // Running top-2 of a sequence: the first index of the maximum (`i < 0`: nothing seen yet) and
 // the second largest value counting equal maxima twice, as the host's argmax and margin do.
 struct Top2 {
@@ -206,12 +245,17 @@ __device__ __forceinline__ float ld_sel(const void* p, long long i, int f16) {
 // gx, gh (rows, 4H), c (rows, H) -> h2, c2 (rows, H). Each product and sum rounds on its own
 // (no FMA contraction), as the composed default's separate add/mul/activation kernels do, so
 // the fused form gives the same bits. dt bits: 0 outputs f16, 1 gx f16, 2 gh f16, 3 c f16.
+// With `state` (not null) the results land only in rows of clips whose last step emitted a
+// label (`per_clip` rows each); h2, c2 may then be h, c themselves (updated in place: each
+// element is read before it is written, by the same thread).
 extern "C" __global__ void lstm_pointwise(void* h2, void* c2, const void* gx, const void* gh,
-                                          const void* c, int rows, int H, int dt) {
+                                          const void* c, int rows, int H, int dt,
+                                          const float* state, int per_clip) {
     const long long n = (long long)rows * H;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
          e += (long long)gridDim.x * blockDim.x) {
         const long long r = e / H;
+        if (state && state[(r / per_clip) * TS_FIELDS + TS_EMITTED] == 0.f) continue;
         const int j = (int)(e % H);
         const long long g0 = r * 4 * H + j;
         float v[4];

@@ -2220,6 +2220,29 @@ impl Backend for CudaBackend {
         self.lstm_cell_k(x, h, c, w_ih, w_hh, bias, &|s| self.alloc(s, self.out_dt()))
     }
 
+    fn transducer_joint_input(
+        &self,
+        x: &CudaTensor,
+        state: &CudaTensor,
+        pred: &CudaTensor,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        self.transducer_joint_input_k(x, state, pred, act_code(act), &|s| self.alloc_f32(s))
+    }
+
+    fn transducer_lstm(
+        &self,
+        x: &CudaTensor,
+        h: &mut CudaTensor,
+        c: &mut CudaTensor,
+        w_ih: &CudaWeight,
+        w_hh: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        state: &CudaTensor,
+    ) -> Result<()> {
+        self.transducer_lstm_k(x, h, c, w_ih, w_hh, bias, state)
+    }
+
     fn chain(
         &self,
         key: &str,

@@ -127,6 +127,7 @@ pub const FILES: &[KernelFile] = &[
             "transducer_embed",
             "transducer_keep",
             "lstm_pointwise",
+            "transducer_joint_input",
         ],
     },
 ];

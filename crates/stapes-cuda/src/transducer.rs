@@ -240,8 +240,26 @@ impl CudaBackend {
             ));
         }
         let (h2, c2) = (alloc(h.shape())?, alloc(h.shape())?);
+        self.lstm_pointwise(&h2, &c2, &gx, &gh, c, rows, hid, None)?;
+        Ok((h2, c2))
+    }
+
+    /// The gates' element-wise part into `h2`, `c2` (with `keep`: only rows of clips that
+    /// emitted, `rows / B` rows per clip; `h2`, `c2` may be the inputs themselves).
+    #[allow(clippy::too_many_arguments)]
+    fn lstm_pointwise(
+        &self,
+        h2: &CudaTensor,
+        c2: &CudaTensor,
+        gx: &CudaTensor,
+        gh: &CudaTensor,
+        c: &CudaTensor,
+        rows: usize,
+        hid: usize,
+        keep: Option<(&CudaTensor, usize)>,
+    ) -> Result<()> {
         let bit = |t: &CudaTensor, b: i32| (t.is_f16() as i32) << b;
-        let dt = bit(&h2, 0) | bit(&gx, 1) | bit(&gh, 2) | bit(c, 3);
+        let dt = bit(h2, 0) | bit(gx, 1) | bit(gh, 2) | bit(c, 3);
         let (hp, cp, xp, gp, op) = (
             self.p(&h2.buf),
             self.p(&c2.buf),
@@ -249,15 +267,107 @@ impl CudaBackend {
             self.p(&gh.buf),
             self.p(&c.buf),
         );
+        let (sp, per) = match keep {
+            Some((st, clips)) => (self.p(&st.buf), (rows / clips.max(1)).max(1) as i32),
+            None => (0u64, 1i32),
+        };
         let (ri, hi) = (rows as i32, hid as i32);
         self.launch(
             "lstm_pointwise",
             grid_1d(rows * hid),
             (256, 1, 1),
             0,
-            args![hp, cp, xp, gp, op, ri, hi, dt],
+            args![hp, cp, xp, gp, op, ri, hi, dt, sp, per],
+        )
+    }
+
+    /// [`stapes_core::Backend::transducer_lstm`]: the two GEMMs, then the element-wise kernel
+    /// writing `h`, `c` in place for the clips that emitted.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn transducer_lstm_k(
+        &self,
+        x: &CudaTensor,
+        h: &mut CudaTensor,
+        c: &mut CudaTensor,
+        w_ih: &CudaWeight,
+        w_hh: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        state: &CudaTensor,
+    ) -> Result<()> {
+        const OP: &str = "transducer_lstm";
+        let bs = state_batch(OP, state.shape())?;
+        check_f32(OP, "state", state)?;
+        let hs = h.shape().to_vec();
+        let hid = hs.last().copied().unwrap_or(0);
+        let rows = h.numel() / hid.max(1);
+        let gx = stapes_core::Backend::linear(self, x, w_ih, bias)?;
+        let gh = stapes_core::Backend::linear(self, h, w_hh, None)?;
+        if hid == 0
+            || hs.len() != 3
+            || hs[0] != bs
+            || c.shape() != hs.as_slice()
+            || h.dtype != c.dtype
+            || gx.numel() != rows * 4 * hid
+            || gh.numel() != rows * 4 * hid
+        {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "x {:?}, h {hs:?}, c {:?}, gates {:?} for a batch of {bs}: want h, c (B, n, H) of one type and 4H gates per row",
+                    x.shape(),
+                    c.shape(),
+                    gx.shape()
+                ),
+            ));
+        }
+        // h and c are GEMM inputs: a prepared copy of either is stale after this write
+        self.forget_prep();
+        self.lstm_pointwise(h, c, &gx, &gh, c, rows, hid, Some((state, bs)))
+    }
+
+    /// [`stapes_core::Backend::transducer_joint_input`]: `(B, 1, J)` f32.
+    pub(crate) fn transducer_joint_input_k(
+        &self,
+        x: &CudaTensor,
+        state: &CudaTensor,
+        pred: &CudaTensor,
+        act: i32,
+        alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "transducer_joint_input";
+        let bs = state_batch(OP, state.shape())?;
+        check_f32(OP, "state", state)?;
+        let xs = x.shape();
+        if xs.len() != 3 || xs[0] != bs || xs[1] == 0 || pred.shape() != [bs, 1, xs[2]] {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "x {xs:?}, pred {:?} for a batch of {bs}: want (B, T ≥ 1, J) and (B, 1, J)",
+                    pred.shape()
+                ),
+            ));
+        }
+        let (t, c) = (xs[1], xs[2]);
+        let out = alloc(&[bs, 1, c])?;
+        if bs * c == 0 {
+            return Ok(out);
+        }
+        let (o, xp, pp, sp) = (
+            self.p(&out.buf),
+            self.p(&x.buf),
+            self.p(&pred.buf),
+            self.p(&state.buf),
+        );
+        let dt = in_bit(x) | (in_bit(pred) << 1);
+        let (bi, ti, ci) = (bs as i32, t as i32, c as i32);
+        self.launch(
+            "transducer_joint_input",
+            grid_1d(bs * c),
+            (256, 1, 1),
+            0,
+            args![o, xp, pp, sp, bi, ti, ci, act, dt],
         )?;
-        Ok((h2, c2))
+        Ok(out)
     }
 }
 

@@ -75,6 +75,11 @@ fn transducer_loop_ops_match_the_reference_bit_for_bit() {
                     be.download(&be.transducer_frames(&xt, &state).unwrap())
                         .unwrap(),
                 );
+                let pred = be.upload(&rnd(&[bs, 1, c], 200 + s as u64, 1.0)).unwrap();
+                let ji = be
+                    .transducer_joint_input(&xt, &state, &pred, Activation::Relu)
+                    .unwrap();
+                out.push(be.download(&ji).unwrap());
                 be.transducer_advance(&mut state, &lg, rule, &mut log, s % k)
                     .unwrap();
                 out.push(be.download(&state).unwrap());
@@ -96,13 +101,14 @@ fn transducer_loop_ops_match_the_reference_bit_for_bit() {
             assert!(
                 same,
                 "rule {ri}, output {i} (step {}, kind {}): {:?} vs {:?}",
-                i / 5,
-                i % 5,
+                i / 6,
+                i % 6,
                 a.data,
                 b.data
             );
         }
         // the clips really moved: some emitted, some advanced frames, the done one did not
+        assert_eq!(got.len(), steps * 6);
         let last = &got[got.len() - 4].data;
         eprintln!("rule {ri}: final state {last:?}");
         assert!(last.chunks(STATE_FIELDS).any(|r| r[field::STEPS] >= 3.0));
@@ -161,7 +167,18 @@ fn fused_lstm_cell_matches_reference_and_composed_ops() {
                 let h3 = be
                     .mul(&og, &be.activation(&c3, Activation::Tanh).unwrap())
                     .unwrap();
-                [h2, c2, h3, c3].map(|t| be.download(&t).unwrap())
+                // in place where emitted (clip 0 did, the rest did not): the fused op against
+                // lstm_cell + keep on the same home
+                let mut st = HostTensor::zeros(vec![1, rows, STATE_FIELDS]);
+                st.data[field::EMITTED] = 1.0;
+                let st = be.upload(&st).unwrap();
+                let (mut h4, mut c4) = (be.upload(&h).unwrap(), be.upload(&c).unwrap());
+                be.transducer_lstm(&xt, &mut h4, &mut c4, &wit, &wht, Some(&bt), &st)
+                    .unwrap();
+                let (mut h5, mut c5) = (be.upload(&h).unwrap(), be.upload(&c).unwrap());
+                be.transducer_keep(&mut h5, &h2, &st).unwrap();
+                be.transducer_keep(&mut c5, &c2, &st).unwrap();
+                [h2, c2, h3, c3, h4, c4, h5, c5].map(|t| be.download(&t).unwrap())
             });
             let what = format!("{lane} lstm ({rows}, {inp}, {hid})");
             check(&format!("{what} h"), Op::LstmCell, lane, &got[0], &want[0]);
@@ -172,6 +189,17 @@ fn fused_lstm_cell_matches_reference_and_composed_ops() {
                     .zip(&b.data)
                     .all(|(p, q)| p.to_bits() == q.to_bits())
             };
+            check(
+                &format!("{what} kept h"),
+                Op::LstmCell,
+                lane,
+                &got[4],
+                &want[4],
+            );
+            assert!(
+                bits(&got[4], &got[6]) && bits(&got[5], &got[7]),
+                "{what}: transducer_lstm differs from lstm_cell + keep on the GPU"
+            );
             assert!(
                 bits(&got[0], &got[2]) && bits(&got[1], &got[3]),
                 "{what}: fused differs from the composed ops on the GPU"

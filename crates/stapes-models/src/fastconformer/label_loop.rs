@@ -221,25 +221,27 @@ impl<B: Backend> Transducer<B> {
             }
             let records = crate::chain_one(b, &key, "parakeet label loop", &mut |b| {
                 for i in 0..k {
-                    let e = b.transducer_frames(sproj, state)?; // (B, 1, J)
-                    let x = b.activation(&b.add(&e, out)?, act)?;
+                    let x = b.transducer_joint_input(sproj, state, out, act)?; // (B, 1, J)
                     let logits = self.joint.forward(b, &x)?; // (B, 1, V + durations)
                     b.transducer_advance(state, &logits, &rule, log, i)?;
                     let x = b.transducer_embed(&self.embedding, state)?; // (B, 1, H)
-                    let (mut hs, mut cs): (Vec<B::Tensor>, Vec<B::Tensor>) =
-                        (Vec::new(), Vec::new());
+                                                                         // The layers advance in place, and only where a label was emitted. A layer
+                                                                         // above reads its input from the kept state: the new values where the clip
+                                                                         // emitted, stale ones (whose results are dropped) elsewhere.
                     for (l, (w_ih, w_hh, bias)) in self.lstm.iter().enumerate() {
-                        let input = if l == 0 { &x } else { &hs[l - 1] };
-                        let (hn, cn) = b.lstm_cell(input, &h[l], &c[l], w_ih, w_hh, Some(bias))?;
-                        hs.push(hn);
-                        cs.push(cn);
+                        let (below, here) = h.split_at_mut(l);
+                        let input = below.last().unwrap_or(&x);
+                        b.transducer_lstm(
+                            input,
+                            &mut here[0],
+                            &mut c[l],
+                            w_ih,
+                            w_hh,
+                            Some(bias),
+                            state,
+                        )?;
                     }
-                    let o = self.dec_proj.forward(b, hs.last().unwrap_or(&x))?;
-                    // the prediction network advances only where a label was emitted
-                    for (l, (hn, cn)) in hs.iter().zip(&cs).enumerate() {
-                        b.transducer_keep(&mut h[l], hn, state)?;
-                        b.transducer_keep(&mut c[l], cn, state)?;
-                    }
+                    let o = self.dec_proj.forward(b, h.last().unwrap_or(&x))?;
                     b.transducer_keep(out, &o, state)?;
                 }
                 Ok(b.reshape(log, &[bs, k, RECORD_FIELDS])?)
