@@ -325,8 +325,10 @@ fn gemv_form(n: usize, k: usize) -> (bool, usize, usize) {
     let ks = want.min(chunks).clamp(1, GEMV_WARPS);
     (false, 1, ks)
 }
-/// Shared memory the GEMV's x rows may use without opting into more per block.
-const GEMV_SMEM: usize = 48 * 1024;
+
+/// Shared memory the GEMV's x rows may use: 48 KB per block without opting into more, less
+/// the kernel's static reduction buffer (at most 8 warps × 4 features × 8 rows of f32).
+const GEMV_SMEM: usize = 48 * 1024 - 1024;
 
 /// `STAPES_CUDA_STEP_GEMV=0` sends `norm_linear` / `qkv_step` to their composed defaults (A/B
 /// timing, and a way around the kernel should it misbehave).
