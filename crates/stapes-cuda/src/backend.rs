@@ -2034,14 +2034,26 @@ impl Backend for CudaBackend {
         );
         let (ci, ti, ri) = (c as i32, t as i32, rows_per_batch.max(1) as i32);
         let dt = out.bit() | (ac.bit() << 1);
-        let rows = (bh * c) as i64; // one warp per row (norm.cu)
-        self.launch(
-            "rel_shift_softmax_rows",
-            ((bh * c).div_ceil(8) as u32, 1, 1),
-            (256, 1, 1),
-            0,
-            args![y, ap, dp, kp, rows, ci, ti, ri, scale, dt],
-        )?;
+        let rows = (bh * c) as i64;
+        if t <= 1024 {
+            // one warp per row (norm.cu)
+            self.launch(
+                "rel_shift_softmax_rows",
+                ((bh * c).div_ceil(8) as u32, 1, 1),
+                (256, 1, 1),
+                0,
+                args![y, ap, dp, kp, rows, ci, ti, ri, scale, dt],
+            )?;
+        } else {
+            // long rows (minutes of audio): a block per row
+            self.launch(
+                "rel_shift_softmax",
+                ((bh * c) as u32, 1, 1),
+                (256, 1, 1),
+                0,
+                args![y, ap, dp, kp, ci, ti, ri, scale, dt],
+            )?;
+        }
         Ok(out)
     }
 

@@ -30,8 +30,8 @@ fn rel_attn_fused_on() -> bool {
 }
 
 impl CudaBackend {
-    /// One kernel (`rel_attn_d64` / `rel_attn_d128`) for f16 `qkv` with heads of 64 or 128;
-    /// otherwise (f32 activations, other head sizes) the composed default.
+    /// One kernel (`rel_attn_d64` / `rel_attn_d128`) for heads of 64 or 128 (f32 inputs cast to
+    /// f16 first); other head sizes take the composed default.
     pub(super) fn rel_attention_fused(
         &self,
         qkv: &CudaTensor,
@@ -49,7 +49,7 @@ impl CudaBackend {
             128 => "rel_attn_d128",
             _ => "",
         };
-        if kernel.is_empty() || qkv.dtype != Dtype::F16 || np + 1 != 2 * t || !rel_attn_fused_on() {
+        if kernel.is_empty() || np + 1 != 2 * t || !rel_attn_fused_on() {
             return rel_attention_composed(self, qkv, pos, bias_u, bias_v, keep, p);
         }
         for (name, bb) in [("bias_u", bias_u), ("bias_v", bias_v)] {
@@ -73,6 +73,9 @@ impl CudaBackend {
         if out.numel() == 0 {
             return Ok(out);
         }
+        // f32 activations (eager passes, e.g. inputs too long for a chain) meet the tensor cores
+        // in f16, as the `attention` op's K and V do: one cast each
+        let qkv16 = self.as_dtype(qkv, Dtype::F16)?;
         let pos16 = self.as_dtype(pos, Dtype::F16)?;
         let (bu, bv) = (
             self.as_dtype(bias_u, Dtype::F32)?,
@@ -81,7 +84,7 @@ impl CudaBackend {
         let keep32 = self.param(keep)?;
         let (y, xp, pp, bup, bvp, kp) = (
             out.buf.ptr,
-            self.t(qkv),
+            self.t(&qkv16),
             self.t(&pos16),
             self.t(&bu),
             self.t(&bv),

@@ -510,11 +510,12 @@ fn rel_attention_f16_chain_matches_the_composition() {
     }
 }
 
-/// Eager f32 activations take the composed path on the GPU: same numbers as the reference
-/// within the composed ops' rows, added up (three f32 cuBLAS products and the softmax).
+/// Eager f32 activations: heads of 64/128 run the fused kernel on f16 copies of q|k|v and the
+/// positions (the cuda Attention row: f16 operands, f32 accumulation); other head sizes the
+/// composed ops, within their rows added up (three f32 cuBLAS products and the softmax).
 #[test]
-fn rel_attention_f32_composed_matches_the_reference() {
-    let (g, _serial) = require_gpu!("rel_attention_f32_composed_matches_the_reference");
+fn rel_attention_f32_matches_the_reference() {
+    let (g, _serial) = require_gpu!("rel_attention_f32_matches_the_reference");
     let r = ReferenceBackend::new();
     let (mm, sm) = (
         tol_for(Op::Matmul, Lane::F16, "cuda"),
@@ -548,7 +549,11 @@ fn rel_attention_f32_composed_matches_the_reference() {
         });
         check_with(
             &format!("rel_attention f32 b{bs} t{t} h{h} dh{dh} lengths {lens:?}"),
-            composed_tol,
+            if dh == 64 || dh == 128 {
+                tol_for(Op::Attention, Lane::F16, "cuda")
+            } else {
+                composed_tol
+            },
             &got,
             &want,
         );
