@@ -125,7 +125,7 @@ impl CudaBackend {
             (bs as u32, 1, 1),
             (256, 1, 1),
             0,
-            args![sp, gp, lp, wi, vi, bi, ndi, d0, d1, d2, d3, d4, d5, d6, d7, ms, ki, si, dt],
+            args![sp, lp, gp, wi, vi, bi, ndi, d0, d1, d2, d3, d4, d5, d6, d7, ms, ki, si, dt],
         )
     }
 
