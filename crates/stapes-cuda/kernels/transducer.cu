@@ -92,7 +92,7 @@ __device__ __forceinline__ void top2_push(Top2& t, float x, int i) {
         t.b = x;
     }
 }
-// u then v, where v's indices are all larger than u's (thread order) or either is empty.
+// Merge two partial top-2s (either may be empty); equal maxima go to the lower index.
 __device__ __forceinline__ Top2 top2_merge(Top2 u, Top2 v) {
     if (v.i < 0) return u;
     if (u.i < 0) return v;

@@ -105,6 +105,15 @@ fn device_form_label_loop_equals_the_host_loop_single_and_batched() {
             same(g, w, &format!("{model}/{}: batched", CLIPS[i]));
             *by_model.entry(model).or_default() += w.steps.len();
         }
+        // three steps per chain call: clips finish mid-call, later records are invalid
+        m.set_device_decode_steps(3);
+        let got = m
+            .greedy_batch(&enc, &lens)
+            .expect("device loop batch, 3 steps per call");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            same(g, w, &format!("{model}/{}: batched, 3 per call", CLIPS[i]));
+        }
+        m.set_device_decode_steps(8);
         // the batched transcripts follow the device loop too
         m.set_device_decode(None);
     }

@@ -246,6 +246,19 @@ fn label_loop_speed_on_parakeet_tdt_shapes() {
             b16_ms / batch as f64,
             dev == host
         );
+        if lane == Lane::F16 {
+            for k in [4, 16] {
+                m.set_device_decode_steps(k);
+                let d = m.greedy(&enc).expect("warm");
+                let _ = m.greedy(&enc).expect("capture");
+                let ms = median_ms(|| drop(m.greedy(&enc).expect("device")), 9);
+                eprintln!(
+                    "{lane} TDT 0.6b decode, {k} steps per call: {ms:.2} ms; same steps as 8 per call: {}",
+                    d == dev
+                );
+            }
+            m.set_device_decode_steps(8);
+        }
         let c = b.counters().snapshot();
         eprintln!("{lane}: counters {c:?}");
     }

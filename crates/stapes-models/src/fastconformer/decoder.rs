@@ -156,6 +156,13 @@ impl<B: Backend> Head<B> {
         }
     }
 
+    /// Label-loop steps per chain call on the device (records read back once per call).
+    pub fn set_device_loop_steps(&self, k: usize) {
+        if let Head::Transducer(td) = self {
+            td.device_loop.set_steps(k);
+        }
+    }
+
     /// Where transducer label loops run: `None` = on the device where the home captures chains
     /// (the default), `Some(on)` = forced (CTC heads ignore it).
     pub fn set_device_loop(&self, on: Option<bool>) {

@@ -6,7 +6,8 @@
 //! projected output) in per-batch device buffers, and one step of every clip of a batch is:
 //! gather each clip's encoder frame, joint, decide and update the state on the device
 //! (`Backend::transducer_advance`), run the prediction network on every clip's new label and
-//! keep its new state only where a label was emitted. [`STEPS_PER_CALL`] steps form one
+//! keep its new state only where a label was emitted. [`STEPS_PER_CALL`] steps (by default)
+//! form one
 //! [`Backend::chain`] per (batch, frame bucket), which a GPU home captures once and replays; the
 //! host reads back only the steps' records (token, frame, duration, margin) once per call.
 //! Decisions follow the same rule as the host loop (`TransducerRule::advance`).
@@ -36,6 +37,8 @@ static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
 pub(crate) struct DeviceLoop {
     mode: AtomicU8,
     env_off: bool,
+    /// Steps per chain call.
+    steps: AtomicUsize,
     id: usize,
 }
 
@@ -43,6 +46,7 @@ impl Default for DeviceLoop {
     fn default() -> Self {
         Self {
             mode: AtomicU8::new(0),
+            steps: AtomicUsize::new(STEPS_PER_CALL),
             env_off: std::env::var("STAPES_PARAKEET_DEVICE_LOOP").is_ok_and(|v| v.trim() == "0"),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         }
@@ -57,6 +61,11 @@ impl DeviceLoop {
             Some(false) => 2,
         };
         self.mode.store(v, Ordering::Relaxed);
+    }
+
+    /// Steps per chain call (at least 1).
+    pub fn set_steps(&self, k: usize) {
+        self.steps.store(k.max(1), Ordering::Relaxed);
     }
 
     pub fn on<B: Backend>(&self, b: &B) -> bool {
@@ -75,7 +84,7 @@ pub(crate) struct LoopSlot<B: Backend> {
     proj: B::Tensor,
     /// `(1, B, STATE_FIELDS)`
     state: B::Tensor,
-    /// `(B, STEPS_PER_CALL, RECORD_FIELDS)`
+    /// `(B, steps per call, RECORD_FIELDS)`
     log: B::Tensor,
     /// Per LSTM layer `(B, 1, H)`.
     h: Vec<B::Tensor>,
@@ -155,7 +164,7 @@ impl<B: Backend> Transducer<B> {
         let j = *proj.shape().last().unwrap_or(&0);
         let hid = self.cfg.decoder_hidden_size;
         let cap = t.div_ceil(FRAME_BUCKET) * FRAME_BUCKET;
-        let k = STEPS_PER_CALL;
+        let k = self.device_loop.steps.load(Ordering::Relaxed).max(1);
         let key = format!(
             "parakeet-label-loop/m{}/b{bs}/t{cap}/k{k}",
             self.device_loop.id

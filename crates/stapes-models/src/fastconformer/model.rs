@@ -355,6 +355,12 @@ impl<B: Backend> Parakeet<B> {
         self.head.set_device_loop(on);
     }
 
+    /// Device label-loop steps per chain call (default 8): the host synchronizes and reads the
+    /// steps' records once per call; a clip that finishes mid-call idles for the rest of it.
+    pub fn set_device_decode_steps(&self, k: usize) {
+        self.head.set_device_loop_steps(k);
+    }
+
     /// Greedy decode of sequence `i` of a batched encoder output, cut to its `frames`.
     pub fn greedy_at(&self, enc: &B::Tensor, i: usize, frames: usize) -> Result<Decoded> {
         let b = &self.backend;
