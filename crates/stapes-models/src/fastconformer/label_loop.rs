@@ -233,10 +233,11 @@ impl<B: Backend> Transducer<B> {
                     let x = b.transducer_joint_input(sproj, state, out, act)?; // (B, 1, J)
                     let logits = self.joint.forward(b, &x)?; // (B, 1, V + durations)
                     b.transducer_advance(state, &logits, &rule, log, i)?;
-                    let x = b.transducer_embed(&self.embedding, state)?; // (B, 1, H)
-                                                                         // The layers advance in place, and only where a label was emitted. A layer
-                                                                         // above reads its input from the kept state: the new values where the clip
-                                                                         // emitted, stale ones (whose results are dropped) elsewhere.
+                    // (B, 1, H): each clip's new label into the prediction network
+                    let x = b.transducer_embed(&self.embedding, state)?;
+                    // The layers advance in place, and only where a label was emitted. A layer
+                    // above reads its input from the kept state: the new values where the clip
+                    // emitted, stale ones (whose results are dropped) elsewhere.
                     for (l, (w_ih, w_hh, bias)) in self.lstm.iter().enumerate() {
                         let (below, here) = h.split_at_mut(l);
                         let input = below.last().unwrap_or(&x);
