@@ -28,14 +28,18 @@ pub(crate) enum Qkv<B: Backend> {
     /// `(3d, d)`: rows q | k | v.
     Stacked(Linear<B>),
     /// q, k, v apart, residual adds as separate ops: the previous form, kept for A/B timing
-    /// (`STAPES_WHISPER_FUSED=0` at load).
+    /// (`STAPES_WHISPER_ENC_FUSED=0`, or `STAPES_WHISPER_FUSED=0` for both Whisper stacks, at
+    /// load).
     Split([Linear<B>; 3]),
 }
 
 /// Whether the encoder loads stacked q/k/v, adds residuals inside GEMMs and runs fc1 with its
 /// GELU as one `linear_act` (the default).
 fn fused() -> bool {
-    std::env::var("STAPES_WHISPER_FUSED").map_or(true, |v| v.trim() != "0")
+    // the encoder's own switch first; STAPES_WHISPER_FUSED switches encoder and decoder
+    std::env::var("STAPES_WHISPER_ENC_FUSED")
+        .or_else(|_| std::env::var("STAPES_WHISPER_FUSED"))
+        .map_or(true, |v| v.trim() != "0")
 }
 
 impl<B: Backend> EncoderAttn<B> {
