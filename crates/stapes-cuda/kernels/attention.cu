@@ -406,6 +406,8 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
         if (!live) continue;
 
         const int k0 = it * 64;
+        // causal: tiles past the last key of this warp's last row are skipped
+        if (causal && k0 > kv_len - Tq + qw + MT * 16 - 1) continue;
         float s[MT][8][4];
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -459,7 +461,11 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
             const float mn0 = fmaxf(m[mt][0], mx0), mn1 = fmaxf(m[mt][1], mx1);
             // a row that has seen no key yet keeps m = -inf: its p must be 0, not exp2(nan)
             const float mb0 = mn0 == F_NEG_INF ? 0.f : mn0 * c, mb1 = mn1 == F_NEG_INF ? 0.f : mn1 * c;
-            const float al0 = ex2_approx(fmaf(m[mt][0], c, -mb0)), al1 = ex2_approx(fmaf(m[mt][1], c, -mb1));
+            // an unchanged max rescales by exactly 1 (exp2 of the rounding residual may not be):
+            // a tile a row sees no key of is then a no-op, and variants that visit different
+            // numbers of such tiles (causal, block size) stay bit-identical
+            const float al0 = mn0 == m[mt][0] ? 1.f : ex2_approx(fmaf(m[mt][0], c, -mb0));
+            const float al1 = mn1 == m[mt][1] ? 1.f : ex2_approx(fmaf(m[mt][1], c, -mb1));
             m[mt][0] = mn0;
             m[mt][1] = mn1;
             float ls0 = 0.f, ls1 = 0.f;
