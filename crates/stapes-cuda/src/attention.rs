@@ -14,16 +14,18 @@ use super::{CudaBackend, CudaTensor, Dtype};
 /// The head-size-64 kernels, by name: `w` warps per block, `m` 16-row query tiles per warp,
 /// `s` cp.async stages of 64 keys. Every one computes the same values (same arithmetic per row,
 /// same order), so they can be swapped freely. (name, query rows per block, threads per block)
-const KERNELS: [(&str, usize, u32); 6] = [
+const KERNELS: [(&str, usize, u32); 8] = [
     ("flash64_w8m1s2", 128, 256),
     ("flash64_w8m1s3", 128, 256),
     ("flash64_w4m2s2", 128, 128),
     ("flash64_w4m2s3", 128, 128),
     ("flash64_w4m1s2", 64, 128),
     ("flash64_w4m1s3", 64, 128),
+    ("flash64_w8m2s2", 256, 256),
+    ("flash64_w8m2s3", 256, 256),
 ];
 
-/// 0: pick by shape; 1 ..= 6: `KERNELS[i - 1]`; `LEGACY`: the older `flash_attn_d64` kernels.
+/// 0: the default (`flash64_pick`); 1 ..= 8: `KERNELS[i - 1]`; `LEGACY`: the older `flash_attn_d64` kernels.
 /// Starts from `STAPES_CUDA_ATTN` (`legacy` or a kernel name), so whole-model benchmarks can
 /// compare kernels in one process tree.
 static FORCED: AtomicU8 = AtomicU8::new(0);
@@ -197,7 +199,7 @@ impl CudaBackend {
     /// The kernel to run: the forced one, else 4 warps of 2×16 rows, double-buffered.
     fn flash64_pick() -> (&'static str, usize, u32) {
         match forced() {
-            i @ 1..=6 => KERNELS[i as usize - 1],
+            i if (1..=KERNELS.len() as u8).contains(&i) => KERNELS[i as usize - 1],
             // fastest at every Whisper shape measured (H200, round 1: turbo 45.0 µs vs 51.7-54.4
             // for the others; batch 16, base and tiny within 1 % of the best)
             _ => KERNELS[2],

@@ -91,6 +91,8 @@ pub const FILES: &[KernelFile] = &[
             "flash64_w4m2s3",
             "flash64_w4m1s2",
             "flash64_w4m1s3",
+            "flash64_w8m2s2",
+            "flash64_w8m2s3",
         ],
     },
     KernelFile {
