@@ -1,8 +1,10 @@
 //! The transducer label-loop ops (`transducer_frames`, `transducer_advance`, `transducer_embed`,
 //! `transducer_keep`) and the fused `lstm_cell` of the CUDA home against `ReferenceBackend`'s
-//! composed defaults. The loop ops move and compare values only, so they must agree bit for
-//! bit (state, records, margins); the LSTM within the shared table's `LstmCell` row, and equal
-//! to the same op composed on the GPU. Without a GPU each test prints
+//! composed defaults. The loop ops move and compare values only, so they must give the same
+//! values (state, records, margins; a margin between tied +0 and −0 logits may come out as
+//! either zero, as the tree reduction meets the two in another order than the host: round 1 of
+//! this test on the H200 showed one such −0); the LSTM within bounds from the cuda Linear row,
+//! and bit-equal to the same op composed on the GPU. Without a GPU each test prints
 //! `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
@@ -39,8 +41,8 @@ fn start(rule: &TransducerRule) -> HostTensor {
 }
 
 #[test]
-fn transducer_loop_ops_match_the_reference_bit_for_bit() {
-    let (g, _serial) = require_gpu!("transducer_loop_ops_match_the_reference_bit_for_bit");
+fn transducer_loop_ops_match_the_reference() {
+    let (g, _serial) = require_gpu!("transducer_loop_ops_match_the_reference");
     let r = ReferenceBackend::new();
     let rules = [
         TransducerRule {
@@ -98,7 +100,7 @@ fn transducer_loop_ops_match_the_reference_bit_for_bit() {
                 .data
                 .iter()
                 .zip(&b.data)
-                .all(|(p, q)| p.to_bits() == q.to_bits());
+                .all(|(p, q)| p == q || (p.is_nan() && q.is_nan()));
             assert!(
                 same,
                 "rule {ri}, output {i} (step {}, kind {}): {:?} vs {:?}",
