@@ -2,8 +2,8 @@
 //! `transducer_keep`) and the fused `lstm_cell` of the CUDA home against `ReferenceBackend`'s
 //! composed defaults. The loop ops move and compare values only, so they must give the same
 //! values (state, records, margins; a margin between tied +0 and −0 logits may come out as
-//! either zero, as the tree reduction meets the two in another order than the host: round 1 of
-//! this test on the H200 showed one such −0); the LSTM within bounds from the cuda Linear row,
+//! either zero, as the tree reduction meets the two in another order than the host: the
+//! round-2 device run of this test showed one such −0); the LSTM within bounds from the cuda Linear row,
 //! and bit-equal to the same op composed on the GPU. Without a GPU each test prints
 //! `SKIPPED (no CUDA device): <name>` and returns.
 
