@@ -1007,8 +1007,13 @@ pub fn rel_attention_composed<B: Backend + ?Sized>(
             format!("{np} positions for {t} frames: want 2T−1"),
         ));
     }
-    let RelAttnInputs { qu, qv, k, v, p: pp } =
-        b.rel_attention_inputs(qkv, pos, p.heads, bias_u, bias_v)?;
+    let RelAttnInputs {
+        qu,
+        qv,
+        k,
+        v,
+        p: pp,
+    } = b.rel_attention_inputs(qkv, pos, p.heads, bias_u, bias_v)?;
     let chunk = p.query_block.clamp(1, t);
     let mut outs = Vec::new();
     for q0 in (0..t).step_by(chunk) {
