@@ -208,12 +208,12 @@ macro_rules! args {
     ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
 }
 
-// `impl CudaBackend` for `linear` / `linear_add` (a child module, after `args!`: it uses this
-// module's internals and the macro)
-#[path = "linear_add.rs"]
-mod linear_add;
 #[path = "conformer.rs"]
 mod conformer;
+// `impl CudaBackend` for `linear`, `linear_add` and `linear_act` (a child module, after `args!`:
+// it uses this module's internals and the macro)
+#[path = "linear_add.rs"]
+mod linear_add;
 // head size 64 attention (`flash64_*`) and `attention_packed`; a child module like `linear_add`
 #[path = "attention.rs"]
 mod attention;
