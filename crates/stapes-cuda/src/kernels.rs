@@ -98,7 +98,12 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "conformer",
         source: include_str!("../kernels/conformer.cu"),
-        entries: &["glu_dw_act", "rel_attn_inputs", "rel_attn_d64", "rel_attn_d128"],
+        entries: &[
+            "glu_dw_act",
+            "rel_attn_inputs",
+            "rel_attn_d64",
+            "rel_attn_d128",
+        ],
     },
     KernelFile {
         name: "step",
