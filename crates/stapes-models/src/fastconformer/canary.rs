@@ -14,12 +14,34 @@ use crate::transcript::{Segment, Transcript};
 use crate::{ModelError, Result};
 use serde_json::Value;
 use stapes_audio::features::nemo::{log_mel, NemoConfig};
-use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane};
+use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane, StepParams};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 const LN_EPS: f32 = 1e-5;
+
+/// Names models and their device buffers in step-chain keys: a captured step chain is bound to
+/// the exact weights, caches and cross K/V it recorded.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Free step buffers kept per model and kind (caches, cross K/V); more are dropped.
+const MAX_FREE: usize = 4;
+
+/// `STAPES_CANARY_DEVICE_STEPS` at load: `0` = host-parameter steps, `1` = the step chain
+/// everywhere, unset = the step chain where the home captures chains.
+fn device_steps_from_env() -> u8 {
+    match std::env::var("STAPES_CANARY_DEVICE_STEPS").map(|v| v.trim().to_string()) {
+        Ok(v) if v == "0" => 2,
+        Ok(v) if v == "1" => 1,
+        _ => 0,
+    }
+}
 
 /// Longest stretch of audio decoded in one pass (NeMo's chunked AED inference uses 40 s
 /// chunks; Canary is trained on utterances up to that). Longer inputs are cut into equal
@@ -230,6 +252,23 @@ struct KvCache<B: Backend> {
     rows: usize,
     cap: usize,
     len: usize,
+    /// Names this storage in step-chain keys.
+    id: u64,
+    /// `(1, 1, 1 + rows)` [`StepParams`] of the step chain, refreshed in place each step.
+    step: Option<B::Tensor>,
+}
+
+/// A copy of one window's cross K/V, per layer `(1, T', H·Dh)`, at addresses a captured step
+/// chain keeps reading from window to window.
+struct CrossSlot<B: Backend> {
+    id: u64,
+    kv: Vec<(B::Tensor, B::Tensor)>,
+}
+
+/// Step buffers that outlive a decode, so a chain captured once finds its inputs again.
+struct StepPool<B: Backend> {
+    caches: Vec<KvCache<B>>,
+    cross: Vec<CrossSlot<B>>,
 }
 
 impl<B: Backend> KvCache<B> {
@@ -247,6 +286,8 @@ impl<B: Backend> KvCache<B> {
             rows,
             cap,
             len: 0,
+            id: next_id(),
+            step: None,
         })
     }
 
@@ -271,6 +312,11 @@ impl<B: Backend> KvCache<B> {
             if let Some(rows) = live {
                 b.write_rows(cache, &rows, 0)?;
             }
+        }
+        if idx.len() != self.rows {
+            // new storage: a chain recorded on the old one must not be replayed on it
+            self.id = next_id();
+            self.step = None;
         }
         self.rows = idx.len();
         Ok(())
@@ -300,6 +346,25 @@ pub struct Canary<B: Backend> {
     chains: Mutex<BTreeMap<String, ChainSlot<B>>>,
     /// Feature frames are padded (and masked) up to a multiple of this before a chain.
     pub graph_bucket: usize,
+    /// Names these weights in step-chain keys.
+    id: u64,
+    /// Per-token steps through [`Self::step_device`]'s chain: 0 = where the home captures
+    /// chains, 1 = always, 2 = never (`STAPES_CANARY_DEVICE_STEPS` at load).
+    device_steps: AtomicU8,
+    pool: Mutex<StepPool<B>>,
+    /// Decodes running now; two at once (threads side by side) turn the step chain off for
+    /// good, since a capture records every launch on the home's stream.
+    live: AtomicUsize,
+    concurrent: AtomicBool,
+}
+
+/// Counts a decode as live while it runs (see `Canary::live`).
+struct LiveGuard<'a>(&'a AtomicUsize);
+
+impl Drop for LiveGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Sin half then cos half (not interleaved), timescales up to `10000^((C-2)/C)`, `/ sqrt(C)`.
@@ -513,6 +578,14 @@ impl<B: Backend> Canary<B> {
             prompt_format: None,
             lane,
             chains: Mutex::new(BTreeMap::new()),
+            id: next_id(),
+            device_steps: AtomicU8::new(device_steps_from_env()),
+            pool: Mutex::new(StepPool {
+                caches: Vec::new(),
+                cross: Vec::new(),
+            }),
+            live: AtomicUsize::new(0),
+            concurrent: AtomicBool::new(false),
         })
     }
 
@@ -801,10 +874,34 @@ impl<B: Backend> Canary<B> {
     }
 
     /// A self-attention cache of `rows` sequences for `prompt_len` prompt tokens and up to
-    /// `max_new` generated ones.
-    fn new_cache(&self, rows: usize, prompt_len: usize, max_new: usize) -> Result<KvCache<B>> {
+    /// `max_new` generated ones; `pooled`: a free one of that size from the step pool when
+    /// there is one (its storage is what a captured step chain reads).
+    fn new_cache(
+        &self,
+        rows: usize,
+        prompt_len: usize,
+        max_new: usize,
+        pooled: bool,
+    ) -> Result<KvCache<B>> {
         let c = &self.config;
         let cap = (prompt_len + max_new).min(c.max_positions).max(1);
+        self.cache_of(rows, cap, pooled)
+    }
+
+    fn cache_of(&self, rows: usize, cap: usize, pooled: bool) -> Result<KvCache<B>> {
+        if pooled {
+            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(i) = pool
+                .caches
+                .iter()
+                .position(|k| k.rows == rows && k.cap == cap)
+            {
+                let mut k = pool.caches.swap_remove(i);
+                k.len = 0;
+                return Ok(k);
+            }
+        }
+        let c = &self.config;
         KvCache::new(
             &self.backend,
             self.layers.len(),
@@ -812,6 +909,107 @@ impl<B: Backend> Canary<B> {
             cap,
             c.num_heads * c.head_dim,
         )
+    }
+
+    fn give_back_cache(&self, k: KvCache<B>) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.caches.len() < MAX_FREE {
+            pool.caches.push(k);
+        }
+    }
+
+    /// Row `i` of the cache continues row `idx[i]`. With `pooled` another row count moves into
+    /// a pooled cache of that size (the storage its step chain recorded); otherwise as
+    /// [`KvCache::reorder`].
+    fn reorder_cache(&self, cache: &mut KvCache<B>, idx: &[usize], pooled: bool) -> Result<()> {
+        if let Some(&bad) = idx.iter().find(|&&i| i >= cache.rows) {
+            return Err(ModelError::BadInput(format!(
+                "reorder index {bad} out of range ({} rows)",
+                cache.rows
+            )));
+        }
+        if !pooled || idx.len() == cache.rows {
+            return cache.reorder(&self.backend, idx);
+        }
+        let b = &self.backend;
+        let mut fresh = self.cache_of(idx.len(), cache.cap, true)?;
+        if cache.len > 0 {
+            let pairs = fresh.k.iter_mut().zip(&cache.k);
+            for (dst, src) in pairs.chain(fresh.v.iter_mut().zip(&cache.v)) {
+                let live = b.gather_batch(&b.slice(src, 1, 0, cache.len)?, idx)?; // (idx, len, HDh)
+                b.write_rows(dst, &live, 0)?;
+            }
+        }
+        fresh.len = cache.len;
+        let old = std::mem::replace(cache, fresh);
+        self.give_back_cache(old);
+        Ok(())
+    }
+
+    /// `cross` copied into a pooled slot of its shape (see [`CrossSlot`]).
+    fn lease_cross(&self, cross: &[(B::Tensor, B::Tensor)]) -> Result<CrossSlot<B>> {
+        let b = &self.backend;
+        let shape = cross.first().map(|(k, _)| k.shape().to_vec());
+        let found = {
+            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            pool.cross
+                .iter()
+                .position(|s| s.kv.first().map(|(k, _)| k.shape().to_vec()) == shape)
+                .map(|i| pool.cross.swap_remove(i))
+        };
+        let mut slot = match found {
+            Some(s) => s,
+            None => {
+                let mut kv = Vec::with_capacity(cross.len());
+                for (k, v) in cross {
+                    let zk = HostTensor::zeros(k.shape().to_vec());
+                    let zv = HostTensor::zeros(v.shape().to_vec());
+                    kv.push((b.upload(&zk)?, b.upload(&zv)?));
+                }
+                CrossSlot { id: next_id(), kv }
+            }
+        };
+        for ((dk, dv), (k, v)) in slot.kv.iter_mut().zip(cross) {
+            b.write_rows(dk, k, 0)?; // (1, T', H·Dh)
+            b.write_rows(dv, v, 0)?;
+        }
+        Ok(slot)
+    }
+
+    fn give_back_cross(&self, s: CrossSlot<B>) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.cross.len() < MAX_FREE {
+            pool.cross.push(s);
+        }
+    }
+
+    /// Whether per-token steps run the step chain (device-side parameters, captured and
+    /// replayed) or the host-parameter forward pass: `None` = the chain where the home captures
+    /// chains (the default), `Some(on)` = forced. Overrides `STAPES_CANARY_DEVICE_STEPS`.
+    pub fn set_device_steps(&self, on: Option<bool>) {
+        let v = match on {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.device_steps.store(v, Ordering::Relaxed);
+    }
+
+    /// Whether the next decode runs its per-token steps as the step chain.
+    pub fn device_steps(&self) -> bool {
+        match self.device_steps.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => self.backend.captures_chains() && !self.concurrent.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Marks a decode live; a second one alive at once turns the default step chain off.
+    fn enter(&self) -> LiveGuard<'_> {
+        if self.live.fetch_add(1, Ordering::SeqCst) > 0 {
+            self.concurrent.store(true, Ordering::SeqCst);
+        }
+        LiveGuard(&self.live)
     }
 
     /// Greedy decoding after `prompt` over `enc (1, T', d)`: at most `max_new_tokens` ids, the
@@ -826,6 +1024,19 @@ impl<B: Backend> Canary<B> {
         Ok(self
             .decode_loop(enc, prompt, max_new_tokens, true, false)?
             .0)
+    }
+
+    /// [`Self::generate`], also returning every step's logits `(1, 1, V)` as they came back
+    /// to the host (to compare the step chain with the host-parameter steps, or a replay with
+    /// an eager run).
+    pub fn generate_with_logits(
+        &self,
+        enc: &B::Tensor,
+        prompt: &[u32],
+        max_new_tokens: usize,
+    ) -> Result<(Vec<u32>, Vec<HostTensor>)> {
+        let (ids, _, logits) = self.decode_steps(enc, prompt, max_new_tokens, true, true)?;
+        Ok((ids, logits))
     }
 
     /// [`Self::generate`], also returning each step's top-1 − top-2 logit margin (the logits
@@ -860,23 +1071,53 @@ impl<B: Backend> Canary<B> {
         cached: bool,
         with_margins: bool,
     ) -> Result<(Vec<u32>, Vec<f32>)> {
+        let (ids, margins, _) =
+            self.decode_steps(enc, prompt, max_new_tokens, cached, with_margins)?;
+        Ok((ids, margins))
+    }
+
+    /// Greedy decoding; `cached`: one token per step over the KV cache (the step chain after
+    /// the prompt where [`Self::device_steps`]), else the whole prefix every step;
+    /// `with_logits`: every step's logits come back (margins and logits are returned).
+    fn decode_steps(
+        &self,
+        enc: &B::Tensor,
+        prompt: &[u32],
+        max_new_tokens: usize,
+        cached: bool,
+        with_logits: bool,
+    ) -> Result<(Vec<u32>, Vec<f32>, Vec<HostTensor>)> {
         let b = &self.backend;
         let c = &self.config;
         self.check_prompt(prompt)?;
+        let _live = self.enter();
+        let device = cached && self.device_steps();
         let cross = self.cross_kv(enc)?;
         let max_new = max_new_tokens.min(self.max_new_tokens(prompt.len()));
-        let mut cache = self.new_cache(1, prompt.len(), max_new)?;
+        let slot = if device {
+            Some(self.lease_cross(&cross)?)
+        } else {
+            None
+        };
+        let mut cache = self.new_cache(1, prompt.len(), max_new, device)?;
         let mut ids: Vec<u32> = prompt.to_vec();
-        let (mut out, mut margins) = (Vec::new(), Vec::new());
+        let (mut out, mut margins, mut all) = (Vec::new(), Vec::new(), Vec::new());
         while out.len() < max_new_tokens && ids.len() <= c.max_positions {
-            let logits = if cached {
-                self.step(&ids[cache.len..], 1, &mut cache, &cross)?
-            } else {
-                let mut fresh = self.new_cache(1, ids.len(), 0)?;
-                self.step(&ids, 1, &mut fresh, &cross)?
+            let logits = match (&slot, cached) {
+                // the prompt runs as one block with host parameters, each later token alone
+                (Some(slot), _) if cache.len > 0 => {
+                    self.step_device(&ids[cache.len..], &mut cache, slot)?
+                }
+                (_, true) => self.step(&ids[cache.len..], 1, &mut cache, &cross)?,
+                (_, false) => {
+                    let mut fresh = self.new_cache(1, ids.len(), 0, false)?;
+                    self.step(&ids, 1, &mut fresh, &cross)?
+                }
             };
-            let next = if with_margins {
-                let row = b.download(&logits)?.data;
+            let next = if with_logits {
+                let host = b.download_step(&logits)?;
+                let row = host.data.clone();
+                all.push(host);
                 let (mut top, mut second) = (f32::NEG_INFINITY, f32::NEG_INFINITY);
                 let mut best = 0;
                 for (i, &x) in row.iter().enumerate() {
@@ -897,7 +1138,11 @@ impl<B: Backend> Canary<B> {
                 break;
             }
         }
-        Ok((out, margins))
+        if let Some(s) = slot {
+            self.give_back_cross(s);
+            self.give_back_cache(cache);
+        }
+        Ok((out, margins, all))
     }
 
     /// Beam search after `prompt`, as transformers' `generate(num_beams=beam)` does it with its
@@ -926,9 +1171,16 @@ impl<B: Backend> Canary<B> {
             return Ok(Vec::new());
         }
         let v = c.vocab_size;
+        let _live = self.enter();
+        let device = self.device_steps();
         let cross = self.cross_kv(enc)?;
+        let slot = if device {
+            Some(self.lease_cross(&cross)?)
+        } else {
+            None
+        };
         // The prompt runs once, as one row; its cache is then copied into the beams.
-        let mut cache = self.new_cache(1, prompt.len(), max_new)?;
+        let mut cache = self.new_cache(1, prompt.len(), max_new, device)?;
         // Running beams: generated ids and summed log-probabilities; only the first starts live
         // so the first step does not pick the same token from identical beams.
         let mut running: Vec<(Vec<u32>, f32)> = (0..beam)
@@ -939,11 +1191,15 @@ impl<B: Backend> Canary<B> {
         for step in 0..max_new {
             let logits = if step == 0 {
                 let one = b.download(&self.step(prompt, 1, &mut cache, &cross)?)?;
-                cache.reorder(b, &vec![0; beam])?;
+                self.reorder_cache(&mut cache, &vec![0; beam], device)?;
                 one
             } else {
                 let tokens: Vec<u32> = running.iter().map(|(s, _)| s[s.len() - 1]).collect();
-                b.download(&self.step(&tokens, beam, &mut cache, &cross)?)?
+                match &slot {
+                    // the chain's output is overwritten by its next replay: it comes back now
+                    Some(slot) => b.download_step(&self.step_device(&tokens, &mut cache, slot)?)?,
+                    None => b.download(&self.step(&tokens, beam, &mut cache, &cross)?)?,
+                }
             };
             let mut cand: Vec<(f32, usize, u32)> = Vec::with_capacity(beam * v);
             for (i, (_, base)) in running.iter().enumerate() {
@@ -993,7 +1249,7 @@ impl<B: Backend> Canary<B> {
                     (ids, s)
                 })
                 .collect();
-            cache.reorder(b, &origins)?;
+            self.reorder_cache(&mut cache, &origins, device)?;
             // Can a running beam still beat the worst finished one?
             if finished.len() == beam {
                 let best = running[0].1 / ((step + 1) as f32).powf(length_penalty);
@@ -1003,6 +1259,10 @@ impl<B: Backend> Canary<B> {
             if !improvable {
                 break;
             }
+        }
+        if let Some(s) = slot {
+            self.give_back_cross(s);
+            self.give_back_cache(cache);
         }
         Ok(finished
             .into_iter()
@@ -1086,5 +1346,154 @@ impl<B: Backend> Canary<B> {
         let last = b.slice(&x, 1, n - 1, 1)?;
         let last = b.layer_norm(&last, &self.ln_final.0, Some(&self.ln_final.1), LN_EPS)?;
         self.embed_out.forward(b, &last)
+    }
+
+    /// One token per row (`tokens`: one id for each of the cache's rows) at the cache's next
+    /// position, as [`Self::step`] computes it but with the ids and the position in the cache's
+    /// step tensor ([`StepParams`]), so the whole step runs as one chain per (model, cache,
+    /// cross slot, rows) that a GPU home captures once and replays for every later token.
+    /// Returns the logits `(rows, 1, V)`, which the next replay overwrites.
+    fn step_device(
+        &self,
+        tokens: &[u32],
+        cache: &mut KvCache<B>,
+        cross: &CrossSlot<B>,
+    ) -> Result<B::Tensor> {
+        let b = &self.backend;
+        let c = &self.config;
+        if tokens.len() != cache.rows {
+            return Err(ModelError::BadInput(format!(
+                "{} tokens for a step of {} rows",
+                tokens.len(),
+                cache.rows
+            )));
+        }
+        if cache.len + 1 > cache.cap {
+            return Err(ModelError::BadInput(format!(
+                "decoder position {} exceeds {} (of {})",
+                cache.len, cache.cap, c.max_positions
+            )));
+        }
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= c.vocab_size) {
+            return Err(ModelError::BadInput(format!(
+                "token id {t} outside the vocabulary ({})",
+                c.vocab_size
+            )));
+        }
+        let params = StepParams {
+            position: cache.len,
+            ids: tokens.to_vec(),
+        }
+        .to_host()?; // (1, 1, 1 + rows)
+        match &mut cache.step {
+            // refreshed in place: the chain recorded this tensor's storage
+            Some(t) => b.write_host(t, &params)?,
+            None => cache.step = Some(b.upload(&params)?),
+        }
+        let rows = cache.rows;
+        let key = format!(
+            "canary-step/m{}/kv{}/x{}/b{rows}",
+            self.id, cache.id, cross.id
+        );
+        let KvCache { k, v, step, .. } = cache;
+        let Some(step) = step.as_ref() else {
+            return Err(ModelError::BadInput("decoder step tensor missing".into()));
+        };
+        let logits = crate::chain_one(b, &key, "canary decoder step", &mut |b| {
+            self.step_body(b, rows, (k, v), &cross.kv, step)
+        })?;
+        cache.len += 1;
+        Ok(logits)
+    }
+
+    /// The ops of one [`Self::step_device`]: those of [`Self::step`] for one token per row,
+    /// with the embedding, the cache writes and the causal attention reading `step`.
+    fn step_body(
+        &self,
+        b: &B,
+        rows: usize,
+        (cache_k, cache_v): (&mut [B::Tensor], &mut [B::Tensor]),
+        cross: &[(B::Tensor, B::Tensor)],
+        step: &B::Tensor,
+    ) -> Result<B::Tensor> {
+        let c = &self.config;
+        let hd = c.num_heads * c.head_dim;
+        let params = |kv_len, causal| AttnParams {
+            n_heads: c.num_heads,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+            kv_len,
+            causal,
+        };
+        let x = b.embed_step(&self.embed, &self.positions, step)?; // (rows, 1, d)
+        let mut x = b.layer_norm(&x, &self.ln_embed.0, Some(&self.ln_embed.1), LN_EPS)?;
+        let caches = cache_k.iter_mut().zip(cache_v.iter_mut());
+        for ((layer, (ck, cv)), (sk, sv)) in self.layers.iter().zip(cross).zip(caches) {
+            let h = b.layer_norm(&x, &layer.ln_self.0, Some(&layer.ln_self.1), LN_EPS)?;
+            let [q, k, v, o] = &layer.self_attn;
+            b.write_rows_step(sk, &k.forward(b, &h)?, step)?; // (rows, 1, H·Dh)
+            b.write_rows_step(sv, &v.forward(b, &h)?, step)?;
+            let a = b.attention_step(&q.forward(b, &h)?, sk, sv, &params(None, true), step)?;
+            x = b.add(&x, &o.forward(b, &a)?)?;
+            let h = b.layer_norm(&x, &layer.ln_cross.0, Some(&layer.ln_cross.1), LN_EPS)?;
+            // the rows fold into the query axis against the one copy of the cross K/V
+            let q = b.reshape(&layer.cross_attn[0].forward(b, &h)?, &[1, rows, hd])?;
+            let a = b.attention(&q, ck, cv, &params(None, false))?;
+            let a = b.reshape(&a, &[rows, 1, hd])?;
+            x = b.add(&x, &layer.cross_attn[3].forward(b, &a)?)?;
+            let h = b.layer_norm(&x, &layer.ln_mlp.0, Some(&layer.ln_mlp.1), LN_EPS)?;
+            let h = b.activation(&layer.fc1.forward(b, &h)?, c.activation)?;
+            x = b.add(&x, &layer.fc2.forward(b, &h)?)?;
+        }
+        let x = b.layer_norm(&x, &self.ln_final.0, Some(&self.ln_final.1), LN_EPS)?;
+        self.embed_out.forward(b, &x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stapes_cpu::CpuBackend;
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fastconformer/canary")
+    }
+
+    /// The step chain's ops (default `*_step` ops reading the step tensor) compute what the
+    /// host-parameter steps compute: the same logits bitwise at every greedy step, the same
+    /// beam-4 ids, across reused pooled buffers (a second decode) and a second window shape.
+    #[test]
+    fn device_steps_equal_host_steps_on_the_cpu() {
+        let m = Canary::new(CpuBackend::new(2).expect("cpu"), &fixture(), Lane::F32)
+            .expect("canary fixture loads");
+        let mels = m.config.encoder.num_mel_bins;
+        let prompt = [m.config.decoder_start, 4, 5];
+        for (i, frames) in [(0, 200), (1, 200), (2, 120)] {
+            let f = HostTensor::random(vec![frames, mels], 40 + i, 2.0);
+            let enc = m.encode_host(&f).expect("encode");
+            let mut runs = Vec::new();
+            for device in [false, true] {
+                m.set_device_steps(Some(device));
+                assert_eq!(m.device_steps(), device);
+                let (ids, logits) = m.generate_with_logits(&enc, &prompt, 12).expect("greedy");
+                let beam = m.generate_beam(&enc, &prompt, 12, 4, 1.0).expect("beam");
+                runs.push((ids, logits, beam));
+            }
+            let (host, dev) = (&runs[0], &runs[1]);
+            assert!(
+                host.0.len() > 1,
+                "clip {i}: {:?} too short to test steps",
+                host.0
+            );
+            assert_eq!(host.0, dev.0, "clip {i}: greedy ids");
+            assert_eq!(host.2, dev.2, "clip {i}: beam ids");
+            for (s, (a, b)) in host.1.iter().zip(&dev.1).enumerate() {
+                assert!(a.data == b.data, "clip {i}: step {s} logits differ");
+            }
+        }
+        // the default follows the home: the CPU captures no chains
+        m.set_device_steps(None);
+        assert!(!m.device_steps());
+        let pool = m.pool.lock().expect("pool");
+        assert!(!pool.caches.is_empty() && !pool.cross.is_empty());
     }
 }
