@@ -291,16 +291,20 @@ __device__ __forceinline__ float2 f64_ldq(const void* Q, long long i, bool q16) 
 // The element types are runtime flags (dt), not template parameters: they only touch the
 // prologue and the epilogue, and one instantiation per variant keeps NVRTC's time and the
 // register budget down.
-template <int NW, int MT, int STAGES>
+// SPLIT: blockIdx.z = b·nsplit + split; the block sees only key tiles [split·tps, split·tps + tps)
+// and writes its unnormalised f32 output to PO and its (max·c, sum) to PML, rows ordered
+// (b, split, h, row); flash64_combine merges the splits.
+template <int NW, int MT, int STAGES, bool SPLIT>
 __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const h16* __restrict__ K,
                                         const h16* __restrict__ V, int Tq, int Tk, int H, int kv_len, int ldq, int ldkv,
-                                        float scale, int causal, int dt) {
+                                        float scale, int causal, int dt, float* PO, float* PML, int nsplit, int tps) {
     const bool o16 = dt & 1, q16 = (dt >> 1) & 1;
     constexpr int BM = NW * MT * 16;  // query rows per block
     constexpr int NT = NW * 32;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3, r8 = lane & 7;
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int h = blockIdx.y, b = SPLIT ? blockIdx.z / nsplit : blockIdx.z;
+    const int sp = SPLIT ? blockIdx.z - b * nsplit : 0;
     const int q0 = blockIdx.x * BM;
     const int qw = q0 + warp * MT * 16;  // this warp's first row
     const long long ldo = (long long)H * 64;
@@ -342,7 +346,10 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
         const int last = min(q0 + BM - 1, Tq - 1);
         kend = min(kv_len, kv_len - Tq + last + 1);
     }
-    const int ntiles = kend > 0 ? (kend + 63) >> 6 : 0;
+    const int ntiles_all = kend > 0 ? (kend + 63) >> 6 : 0;
+    // this block's key tiles: [t0, t0 + ntiles)
+    const int t0 = SPLIT ? sp * tps : 0;
+    const int ntiles = SPLIT ? max(0, min(ntiles_all, t0 + tps) - t0) : ntiles_all;
 
     const u32 sbase = smem_addr(smem);
     // This thread's cp.async slots: rows lrow + i·NT/8 of a tile, 16-byte chunk lch. NT/8 is a
@@ -389,7 +396,7 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
 
 #pragma unroll
     for (int i = 0; i < STAGES - 1; ++i) {
-        if (i < ntiles) load_tile(i, i);
+        if (i < ntiles) load_tile(t0 + i, i);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     int st_use = 0, st_load = STAGES - 1;  // stage read this iteration, stage the next load fills
@@ -398,14 +405,14 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
         // also tells that every warp is done with the stage the next load overwrites
         asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 2) : "memory");
         __syncthreads();
-        if (it + STAGES - 1 < ntiles) load_tile(it + STAGES - 1, st_load);
+        if (it + STAGES - 1 < ntiles) load_tile(t0 + it + STAGES - 1, st_load);
         asm volatile("cp.async.commit_group;" ::: "memory");
         const u32 kb = sbase + st_use * F64_STAGE_BYTES, vb = kb + F64_TILE * 2;
         st_use = st_use == STAGES - 1 ? 0 : st_use + 1;
         st_load = st_load == STAGES - 1 ? 0 : st_load + 1;
         if (!live) continue;
 
-        const int k0 = it * 64;
+        const int k0 = (t0 + it) * 64;
         // causal: tiles past the last key of this warp's last row are skipped
         if (causal && k0 > kv_len - Tq + qw + MT * 16 - 1) continue;
         float s[MT][8][4];
@@ -512,6 +519,24 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
         l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
         l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
         l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+        if (SPLIT) {
+            const int ra = qw + mt * 16 + g, rb = ra + 8;
+            const long long pa_ = (((long long)blockIdx.z * H + h) * Tq) + ra;  // z = b·nsplit + split
+            // the max in exp2 units (the scale folded in); -inf: this split saw no key of the row
+            const float ma = m[mt][0] == F_NEG_INF ? F_NEG_INF : m[mt][0] * c;
+            const float mb = m[mt][1] == F_NEG_INF ? F_NEG_INF : m[mt][1] * c;
+#pragma unroll
+            for (int dn = 0; dn < 8; ++dn) {
+                const int col = dn * 8 + 2 * t;
+                if (ra < Tq) st2(PO + pa_ * 64 + col, 0, make_float2(o[mt][dn][0], o[mt][dn][1]));
+                if (rb < Tq) st2(PO + (pa_ + 8) * 64 + col, 0, make_float2(o[mt][dn][2], o[mt][dn][3]));
+            }
+            if (t == 0) {
+                if (ra < Tq) st2(PML + pa_ * 2, 0, make_float2(ma, l0));
+                if (rb < Tq) st2(PML + (pa_ + 8) * 2, 0, make_float2(mb, l1));
+            }
+            continue;
+        }
         const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
         const int ra = qw + mt * 16 + g, rb = ra + 8;
 #pragma unroll
@@ -536,7 +561,7 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
     extern "C" __global__ void __launch_bounds__(NW * 32, MINB)                                                         \
         NAME(void* O, const void* Q, const h16* K, const h16* V, int Tq, int Tk, int H, int kv_len, int ldq, int ldkv, \
              float scale, int causal, int dt) {                                                                          \
-        flash64<NW, MT, ST>(SM, O, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt);                          \
+        flash64<NW, MT, ST, false>(SM, O, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt, nullptr, nullptr, 1, 0); \
     }
 // name: warps, 16-row m-tiles per warp, stages (min blocks per SM for the register budget)
 F64_ENTRY(flash64_w8m1s2, 8, 1, 2, f64_smem2, 2)
@@ -547,3 +572,53 @@ F64_ENTRY(flash64_w4m1s2, 4, 1, 2, f64_smem2, 4)
 F64_ENTRY(flash64_w4m1s3, 4, 1, 3, f64_smem3, 4)
 F64_ENTRY(flash64_w8m2s2, 8, 2, 2, f64_smem2, 1)
 F64_ENTRY(flash64_w8m2s3, 8, 2, 3, f64_smem3, 1)
+
+// ---------------------------------------------------------------------------------------------
+// Split keys (`flash64s_*`, for shapes with too few (b, h, query tile) blocks to fill the GPU):
+// grid.z = B·nsplit, each block runs the w4m2s2 kernel over its tps key tiles and leaves partial
+// results; `flash64_combine` then merges them. blockIdx.z = b·nsplit + split, so the partial
+// rows are ordered (b, split, h, row): PO (B·nsplit·H·Tq, 64) f32, PML (B·nsplit·H·Tq, 2).
+extern "C" __global__ void __launch_bounds__(128, 2)
+    flash64s_w4m2s2(float* PO, float* PML, const void* Q, const h16* K, const h16* V, int Tq, int Tk, int H, int kv_len,
+                    int ldq, int ldkv, float scale, int causal, int dt, int nsplit, int tps) {
+    // dt bit 1: Q is f16 (the output here is always the f32 partials)
+    flash64<4, 2, 2, true>(f64_smem2, nullptr, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt & 2, PO, PML, nsplit,
+                           tps);
+}
+
+// One warp per output row (b, h, row), two columns per lane: O = Σ_s 2^(m_s - M)·o_s / Σ_s 2^(m_s - M)·l_s
+// over the splits s, M = max_s m_s; a row no split saw a key of is 0, as in the unsplit kernel.
+// dt bit 0: O is f16. O is (B, Tq, H·64).
+extern "C" __global__ void flash64_combine(void* O, const float* __restrict__ PO, const float* __restrict__ PML, int B, int Tq,
+                                           int H, int nsplit, int dt) {
+    const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int lane = threadIdx.x & 31;
+    const long long per_b = (long long)H * Tq;
+    if (w >= (long long)B * per_b) return;
+    const int b = (int)(w / per_b);
+    const long long hr = w - b * per_b;  // h·Tq + row
+    // partial row of split s: ((b·nsplit + s)·H + h)·Tq + row
+    const long long r0 = (long long)b * nsplit * per_b + hr;
+    float mx = F_NEG_INF;
+    for (int s = 0; s < nsplit; ++s) mx = fmaxf(mx, PML[(r0 + s * per_b) * 2]);
+    float2 acc = make_float2(0.f, 0.f);
+    float sum = 0.f;
+    if (mx != F_NEG_INF) {
+        for (int s = 0; s < nsplit; ++s) {
+            const long long r = r0 + s * per_b;
+            const float2 ml = ld2(PML, r);
+            if (ml.x == F_NEG_INF) continue;
+            const float a = ex2_approx(ml.x - mx);
+            sum = fmaf(ml.y, a, sum);
+            const float2 x = ld2(PO + r * 64, lane);
+            acc.x = fmaf(x.x, a, acc.x);
+            acc.y = fmaf(x.y, a, acc.y);
+        }
+    }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const int h = (int)(hr / Tq), row = (int)(hr - (long long)h * Tq);
+    const long long oi = ((long long)b * Tq + row) * H * 64 + h * 64;  // element of O
+    const float2 v = make_float2(acc.x * inv, acc.y * inv);
+    if (dt & 1) st2((h16*)O + oi, lane, v);
+    else st2((float*)O + oi, lane, v);
+}

@@ -55,6 +55,43 @@ fn kernel_code(name: Option<&str>) -> Option<u8> {
     }
 }
 
+/// Split-keys choice: `SPLIT_AUTO` picks by shape and SM count, 1 never splits, n ≥ 2 always
+/// splits the keys n ways (where the default kernel runs). Starts from `STAPES_CUDA_ATTN_SPLIT`
+/// (`auto`, `0`/`1`/`off`, or a count up to `MAX_SPLIT`).
+static SPLIT: AtomicU8 = AtomicU8::new(SPLIT_AUTO);
+static SPLIT_ENV: std::sync::Once = std::sync::Once::new();
+const SPLIT_AUTO: u8 = 0;
+/// More splits than this only add combine traffic: 4 already fills 2 waves at tiny's shape.
+const MAX_SPLIT: usize = 8;
+/// Streaming multiprocessors of the device, read once (the backend drives one device).
+static SMS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+fn split_code(v: &str) -> Option<u8> {
+    match v {
+        "" | "auto" => Some(SPLIT_AUTO),
+        "off" => Some(1),
+        n => match n.parse::<usize>() {
+            Ok(0) => Some(1),
+            Ok(n) if n <= MAX_SPLIT => Some(n as u8),
+            _ => None,
+        },
+    }
+}
+
+fn split_forced() -> u8 {
+    SPLIT_ENV.call_once(|| {
+        if let Ok(v) = std::env::var("STAPES_CUDA_ATTN_SPLIT") {
+            match split_code(v.trim()) {
+                Some(c) => SPLIT.store(c, Ordering::Relaxed),
+                None => tracing::warn!(
+                    "STAPES_CUDA_ATTN_SPLIT={v:?} is not `auto`, `off` or a count 0..={MAX_SPLIT}; ignored"
+                ),
+            }
+        }
+    });
+    SPLIT.load(Ordering::Relaxed)
+}
+
 /// Head size the `flash64_*` kernels take.
 const D: usize = 64;
 /// Fewer queries than this go to the row kernel (decoder steps).
@@ -102,7 +139,64 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Whether `attention` of this shape runs a `flash64_*` kernel.
+    /// Force the split-keys form for every later call in this process (benchmarks and tests):
+    /// `None` picks by shape (the default), `Some(1)` never splits, `Some(n)` splits the keys n
+    /// ways (n ≤ 8) wherever the default head-size-64 kernel runs.
+    #[doc(hidden)]
+    pub fn force_attn_split(&self, n: Option<usize>) -> Result<()> {
+        split_forced(); // the environment's choice first, so that it cannot override this one later
+        let v = match n {
+            None => SPLIT_AUTO,
+            Some(n @ 1..=MAX_SPLIT) => n as u8,
+            Some(n) => {
+                return Err(Error::shape(
+                    "force_attn_split",
+                    format!("{n} splits; 1..={MAX_SPLIT} allowed"),
+                ))
+            }
+        };
+        SPLIT.store(v, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sm_count(&self) -> usize {
+        *SMS.get_or_init(|| {
+            use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as A;
+            // unknown: assume the H200's 132 (only the split choice depends on it)
+            self.context()
+                .attribute(A)
+                .map_or(132, |n| n.max(1) as usize)
+        })
+    }
+
+    /// How many ways to split the keys (1: the unsplit kernel). Only the default kernel has a
+    /// split form. Auto: split when the (b, h, 128-row query tile) blocks do not fill the SMs
+    /// once (tiny: 72, base: 96 on 132 SMs; turbo's 240 stay whole), into enough splits for
+    /// about two blocks per SM, each split keeping at least 4 key tiles of 64.
+    fn flash64_splits(&self, f: &Flash64, rows: usize) -> usize {
+        if forced() != 0 {
+            return 1;
+        }
+        let tiles = f.kv_len.div_ceil(64);
+        let want = match split_forced() {
+            SPLIT_AUTO => {
+                let blocks = f.batch * f.heads * f.tq.div_ceil(rows);
+                let sms = self.sm_count();
+                if blocks == 0 || blocks >= sms {
+                    return 1;
+                }
+                (2 * sms).div_ceil(blocks).min(4).min(tiles / 4)
+            }
+            n => n as usize,
+        };
+        if want < 2 || tiles == 0 {
+            return 1;
+        }
+        // no split left without keys
+        let tps = tiles.div_ceil(want);
+        tiles.div_ceil(tps).max(1)
+    }
+
     fn flash64_applies(d: usize, tq: usize) -> bool {
         d == D && tq >= MIN_TQ && forced() != LEGACY
     }
@@ -225,6 +319,37 @@ impl CudaBackend {
         let (ldq, ldkv) = (int("row stride", f.ldq)?, int("row stride", f.ldkv)?);
         let (scale, causal) = (p.scale, p.causal as i32);
         let dt = out.bit() | ((f.q16 as i32) << 1);
+        let ns = self.flash64_splits(f, rows);
+        if ns > 1 {
+            // partial outputs and (max, sum) per (b, split, h, row): pool blocks that the graph
+            // keeps (through `t`) when this runs inside a capture
+            let prow = f.batch * ns * f.heads * f.tq;
+            let po_buf = self.alloc(&[prow, D], Dtype::F32)?;
+            let pml_buf = self.alloc(&[prow, 2], Dtype::F32)?;
+            let (po, pml) = (self.t(&po_buf), self.t(&pml_buf));
+            let tps = f.kv_len.div_ceil(64).div_ceil(ns);
+            let (nsi, tpsi) = (int("splits", ns)?, int("tiles per split", tps)?);
+            let z = u32::try_from(f.batch * ns)
+                .map_err(|_| Error::shape("attention", "batch × splits over u32"))?;
+            self.launch(
+                "flash64s_w4m2s2",
+                (f.tq.div_ceil(128) as u32, f.heads as u32, z),
+                (128, 1, 1),
+                0,
+                args![po, pml, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt, nsi, tpsi],
+            )?;
+            let (bi, warps) = (int("batch", f.batch)?, f.batch * f.heads * f.tq);
+            let grid = u32::try_from(warps.div_ceil(8))
+                .map_err(|_| Error::shape("attention", "rows over the grid limit"))?;
+            let odt = out.bit();
+            return self.launch(
+                "flash64_combine",
+                (grid, 1, 1),
+                (256, 1, 1),
+                0,
+                args![o, po, pml, bi, tq, h, nsi, odt],
+            );
+        }
         self.launch(
             name,
             grid,

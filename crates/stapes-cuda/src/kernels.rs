@@ -93,6 +93,8 @@ pub const FILES: &[KernelFile] = &[
             "flash64_w4m1s3",
             "flash64_w8m2s2",
             "flash64_w8m2s3",
+            "flash64s_w4m2s2",
+            "flash64_combine",
         ],
     },
     KernelFile {

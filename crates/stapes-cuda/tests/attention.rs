@@ -1,8 +1,10 @@
 //! Attention with head size 64 on the `flash64_*` kernels and `attention_packed` against
 //! `ReferenceBackend` (f32 inputs under the table's `cuda` row, f16 inputs inside a chain under
 //! `cuda-f16act`), every kernel variant bit-identical to the others, packed bit-identical to
-//! unpacked, a planted fault that the comparison must catch, and (with `--nocapture`) the
-//! timing of the turbo / base / tiny shapes for the ledger.
+//! unpacked, a planted fault that the comparison must catch, the split-keys form (2-4 key
+//! splits merged by a combine kernel) against the reference and the unsplit kernel, eagerly and
+//! replayed from a CUDA graph, and (with `--nocapture`) the timing of the turbo / base / tiny
+//! shapes for the ledger.
 //! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
@@ -123,11 +125,12 @@ fn in_f16_chain(
         .collect()
 }
 
-/// Puts the shape-picked kernel back when a test ends, also by panic.
+/// Puts the shape-picked kernel and split back when a test ends, also by panic.
 struct Auto<'a>(&'a CudaBackend);
 impl Drop for Auto<'_> {
     fn drop(&mut self) {
         let _ = self.0.force_flash64_kernel(None);
+        let _ = self.0.force_attn_split(None);
     }
 }
 
@@ -384,6 +387,8 @@ fn flash64_timing() {
     let _auto = Auto(g);
     let mut kernels: Vec<&str> = vec!["auto", "legacy"];
     kernels.extend(CudaBackend::flash64_kernels());
+    // the kernel comparison below is of the unsplit kernels; the split forms are timed after
+    g.force_attn_split(Some(1)).unwrap();
     // (name, batch, heads)
     for (name, b, h) in [
         ("turbo", 1usize, 20usize),
@@ -416,9 +421,22 @@ fn flash64_timing() {
                 be.attention_packed(&x[3], &p).unwrap();
             });
             lines.push(format!(
-                "{name} (B {b}, {h} heads × {t}² × 64) packed, auto: {us:.1} µs, {:.0} TFLOP/s",
+                "{name} (B {b}, {h} heads × {t}² × 64) packed, unsplit: {us:.1} µs, {:.0} TFLOP/s",
                 flops / us / 1e6
             ));
+            // None: the shape's own choice (auto split)
+            for ns in [None, Some(2), Some(3), Some(4), Some(6)] {
+                be.force_attn_split(ns).unwrap();
+                let us = time_us(be, &mut || {
+                    be.attention_packed(&x[3], &p).unwrap();
+                });
+                let what = ns.map_or("auto".to_string(), |n| n.to_string());
+                lines.push(format!(
+                    "{name} (B {b}, {h} heads × {t}² × 64) packed, split {what}: {us:.1} µs, {:.0} TFLOP/s",
+                    flops / us / 1e6
+                ));
+            }
+            be.force_attn_split(Some(1)).unwrap();
             outs
         });
         for l in &lines {
@@ -438,4 +456,163 @@ fn flash64_timing() {
             "{name}: auto is not a flash64 kernel"
         );
     }
+}
+
+/// Awkward shapes for the split-keys form: one tile of keys (most splits empty), a masked tail
+/// tile, tiny's and base's encoder self-attention, 3000 keys, heads 1 / 6 / 8, batch 1-3, a KV
+/// cache (`kv_len`) and causal masks (splits past a block's last key see nothing).
+const SPLIT_CASES: [Case; 9] = [
+    (3, 17, 17, 1, None, false),
+    (1, 65, 65, 6, None, false),
+    (1, 1500, 1500, 6, None, false),
+    (1, 1500, 1500, 8, None, false),
+    (1, 300, 3000, 8, None, false),
+    (2, 65, 100, 6, Some(71), false),
+    (1, 100, 100, 1, None, true),
+    (1, 40, 330, 6, Some(320), true),
+    (2, 1500, 1500, 1, None, true),
+];
+
+/// Every split count against the reference (f32 in, and f16 in a chain) and against the
+/// unsplit kernel on the same inputs, both within the attention bar of their lane.
+#[test]
+fn split_keys_match_reference_and_unsplit() {
+    let (g, _serial) = require_gpu!("split_keys_match_reference_and_unsplit");
+    let _auto = Auto(g);
+    let tol32 = tol_for(Op::Attention, Lane::F16, "cuda");
+    let tol16 = tol_for(Op::Attention, Lane::F16, "cuda-f16act");
+    for (i, c) in SPLIT_CASES.iter().enumerate() {
+        let [q, k, v] = inputs(c, 600 + 10 * i as u64);
+        let p = params(c);
+        let want = reference(&q, &k, &v, &p);
+        let (qt, kt, vt) = (
+            g.upload(&q).unwrap(),
+            g.upload(&k).unwrap(),
+            g.upload(&v).unwrap(),
+        );
+        g.force_attn_split(Some(1)).unwrap();
+        let whole = g
+            .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+            .unwrap();
+        check_with(&format!("unsplit {c:?}"), tol32, &whole, &want);
+        let want16 = reference(&round16(&q), &round16(&k), &round16(&v), &p);
+        for ns in [2, 3, 4] {
+            g.force_attn_split(Some(ns)).unwrap();
+            let got = g
+                .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+                .unwrap();
+            check_with(&format!("split {ns} {c:?}"), tol32, &got, &want);
+            check_with(&format!("split {ns} vs unsplit {c:?}"), tol32, &got, &whole);
+            let got16 = in_f16_chain(g, &[&q, &k, &v], &mut |b, t| {
+                vec![b.attention(&t[0], &t[1], &t[2], &p).unwrap()]
+            });
+            assert!(
+                got16[0].1,
+                "{c:?}: split attention in an f16 chain writes f16"
+            );
+            check_with(
+                &format!("split {ns} f16 {c:?}"),
+                tol16,
+                &got16[0].0,
+                &want16,
+            );
+        }
+    }
+}
+
+/// Packed and unpacked take the same split: bit-identical; the auto choice splits tiny's and
+/// base's encoder shape on the H200 and leaves turbo's whole (the timing test shows the effect).
+#[test]
+fn split_keys_packed_equals_unpacked() {
+    let (g, _serial) = require_gpu!("split_keys_packed_equals_unpacked");
+    let _auto = Auto(g);
+    let tol = tol_for(Op::Attention, Lane::F16, "cuda");
+    for (i, c) in [
+        (1usize, 1500usize, 1500usize, 6usize, None, false),
+        (3, 65, 65, 6, None, false),
+        (1, 70, 70, 3, Some(70), true),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let [q, k, v] = inputs(c, 700 + 10 * i as u64);
+        let p = params(c);
+        for ns in [None, Some(3)] {
+            g.force_attn_split(ns).unwrap();
+            let packed = g
+                .download(
+                    &g.attention_packed(&g.upload(&stack(&q, &k, &v)).unwrap(), &p)
+                        .unwrap(),
+                )
+                .unwrap();
+            let (qt, kt, vt) = (
+                g.upload(&q).unwrap(),
+                g.upload(&k).unwrap(),
+                g.upload(&v).unwrap(),
+            );
+            let unpacked = g
+                .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+                .unwrap();
+            assert!(
+                bits(&packed) == bits(&unpacked),
+                "{c:?} split {ns:?}: packed differs from unpacked"
+            );
+            check_with(
+                &format!("packed split {ns:?} {c:?}"),
+                tol,
+                &packed,
+                &reference(&q, &k, &v, &p),
+            );
+        }
+    }
+    assert!(g.force_attn_split(Some(0)).is_err());
+    assert!(g.force_attn_split(Some(9)).is_err());
+}
+
+/// The split form captured in a CUDA graph (scratch from the pool, kept by the graph) replays
+/// bit-identically to the eager run, also after the input changes.
+#[test]
+fn split_keys_graph_replay_is_bit_identical() {
+    let (g, _serial) = require_gpu!("split_keys_graph_replay_is_bit_identical");
+    if !g.graphs_enabled() {
+        eprintln!("SKIPPED (STAPES_CUDA_GRAPHS=0): split_keys_graph_replay_is_bit_identical");
+        return;
+    }
+    let _auto = Auto(g);
+    g.force_attn_split(Some(4)).unwrap();
+    let c: Case = (1, 1500, 1500, 6, None, false);
+    let x0 = {
+        let [q, k, v] = inputs(&c, 800);
+        stack(&q, &k, &v)
+    };
+    let x1 = {
+        let [q, k, v] = inputs(&c, 810);
+        stack(&q, &k, &v)
+    };
+    let p = params(&c);
+    let eager = |x: &HostTensor| {
+        g.download(&g.attention_packed(&g.upload(x).unwrap(), &p).unwrap())
+            .unwrap()
+    };
+    let (eager0, eager1) = (eager(&x0), eager(&x1));
+    assert!(bits(&eager0) != bits(&eager1), "inputs differ");
+    let key = "attn-split-graph/0";
+    let mut input = g.upload(&x0).unwrap();
+    let out = g
+        .run_graph(key, |b| Ok(vec![b.attention_packed(&input, &p)?]))
+        .unwrap();
+    assert!(
+        bits(&g.download(&out[0]).unwrap()) == bits(&eager0),
+        "captured run differs from eager"
+    );
+    for (x, want) in [(&x1, &eager1), (&x0, &eager0), (&x1, &eager1)] {
+        g.write_host(&mut input, x).unwrap();
+        let out = g.replay(key).unwrap();
+        assert!(
+            bits(&g.download(&out[0]).unwrap()) == bits(want),
+            "replay differs from eager"
+        );
+    }
+    g.drop_graph(key);
+    eprintln!("ok   split 4 graph replay == eager bit for bit (3 replays, 2 inputs)");
 }
