@@ -33,6 +33,11 @@ fn next_id() -> u64 {
 /// Free step buffers kept per model and kind (caches, cross K/V); more are dropped.
 const MAX_FREE: usize = 4;
 
+/// Positions of a step-chain cache. The CUDA home's step attention reads at most 511 cached
+/// keys; a decode that goes past this many positions moves into a full-size cache and finishes
+/// with host-parameter steps (see `Canary::grow_cache`).
+const STEP_CHAIN_POSITIONS: usize = 448;
+
 /// `STAPES_CANARY_DEVICE_STEPS` at load: `0` = host-parameter steps, `1` = the step chain
 /// everywhere, unset = the step chain where the home captures chains.
 fn device_steps_from_env() -> u8 {
@@ -356,6 +361,8 @@ pub struct Canary<B: Backend> {
     /// good, since a capture records every launch on the home's stream.
     live: AtomicUsize,
     concurrent: AtomicBool,
+    /// Positions of a step-chain cache ([`STEP_CHAIN_POSITIONS`]; smaller in tests).
+    step_positions: usize,
 }
 
 /// Counts a decode as live while it runs (see `Canary::live`).
@@ -586,6 +593,7 @@ impl<B: Backend> Canary<B> {
             }),
             live: AtomicUsize::new(0),
             concurrent: AtomicBool::new(false),
+            step_positions: STEP_CHAIN_POSITIONS,
         })
     }
 
@@ -884,8 +892,31 @@ impl<B: Backend> Canary<B> {
         pooled: bool,
     ) -> Result<KvCache<B>> {
         let c = &self.config;
-        let cap = (prompt_len + max_new).min(c.max_positions).max(1);
+        let mut cap = (prompt_len + max_new).min(c.max_positions).max(1);
+        if pooled {
+            cap = cap.min(self.step_positions);
+        }
         self.cache_of(rows, cap, pooled)
+    }
+
+    /// Moves `cache` into a new one of `cap` positions (its filled rows copied) when `n` more
+    /// tokens do not fit; the old one goes back to the pool.
+    fn grow_cache(&self, cache: &mut KvCache<B>, n: usize, cap: usize) -> Result<()> {
+        if cache.len + n <= cache.cap || cap <= cache.cap {
+            return Ok(());
+        }
+        let b = &self.backend;
+        let mut fresh = self.cache_of(cache.rows, cap, false)?;
+        if cache.len > 0 {
+            let pairs = fresh.k.iter_mut().zip(&cache.k);
+            for (dst, src) in pairs.chain(fresh.v.iter_mut().zip(&cache.v)) {
+                b.write_rows(dst, &b.slice(src, 1, 0, cache.len)?, 0)?; // (rows, len, H·Dh)
+            }
+        }
+        fresh.len = cache.len;
+        let old = std::mem::replace(cache, fresh);
+        self.give_back_cache(old);
+        Ok(())
     }
 
     fn cache_of(&self, rows: usize, cap: usize, pooled: bool) -> Result<KvCache<B>> {
@@ -913,7 +944,7 @@ impl<B: Backend> Canary<B> {
 
     fn give_back_cache(&self, k: KvCache<B>) {
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.caches.len() < MAX_FREE {
+        if pool.caches.len() < MAX_FREE && k.cap <= self.step_positions {
             pool.caches.push(k);
         }
     }
@@ -1099,13 +1130,18 @@ impl<B: Backend> Canary<B> {
         } else {
             None
         };
+        let full = (prompt.len() + max_new).min(c.max_positions).max(1);
         let mut cache = self.new_cache(1, prompt.len(), max_new, device)?;
         let mut ids: Vec<u32> = prompt.to_vec();
         let (mut out, mut margins, mut all) = (Vec::new(), Vec::new(), Vec::new());
         while out.len() < max_new_tokens && ids.len() <= c.max_positions {
+            if cached {
+                let n = ids.len() - cache.len;
+                self.grow_cache(&mut cache, n, full)?;
+            }
             let logits = match (&slot, cached) {
                 // the prompt runs as one block with host parameters, each later token alone
-                (Some(slot), _) if cache.len > 0 => {
+                (Some(slot), _) if cache.len > 0 && cache.cap <= self.step_positions => {
                     self.step_device(&ids[cache.len..], &mut cache, slot)?
                 }
                 (_, true) => self.step(&ids[cache.len..], 1, &mut cache, &cross)?,
@@ -1180,6 +1216,7 @@ impl<B: Backend> Canary<B> {
             None
         };
         // The prompt runs once, as one row; its cache is then copied into the beams.
+        let full = (prompt.len() + max_new).min(c.max_positions).max(1);
         let mut cache = self.new_cache(1, prompt.len(), max_new, device)?;
         // Running beams: generated ids and summed log-probabilities; only the first starts live
         // so the first step does not pick the same token from identical beams.
@@ -1189,6 +1226,7 @@ impl<B: Backend> Canary<B> {
         let mut finished: Vec<(Vec<u32>, f32)> = Vec::new();
         let mut improvable = true;
         for step in 0..max_new {
+            self.grow_cache(&mut cache, if step == 0 { prompt.len() } else { 1 }, full)?;
             let logits = if step == 0 {
                 let one = b.download(&self.step(prompt, 1, &mut cache, &cross)?)?;
                 self.reorder_cache(&mut cache, &vec![0; beam], device)?;
@@ -1197,8 +1235,10 @@ impl<B: Backend> Canary<B> {
                 let tokens: Vec<u32> = running.iter().map(|(s, _)| s[s.len() - 1]).collect();
                 match &slot {
                     // the chain's output is overwritten by its next replay: it comes back now
-                    Some(slot) => b.download_step(&self.step_device(&tokens, &mut cache, slot)?)?,
-                    None => b.download(&self.step(&tokens, beam, &mut cache, &cross)?)?,
+                    Some(slot) if cache.cap <= self.step_positions => {
+                        b.download_step(&self.step_device(&tokens, &mut cache, slot)?)?
+                    }
+                    _ => b.download(&self.step(&tokens, beam, &mut cache, &cross)?)?,
                 }
             };
             let mut cand: Vec<(f32, usize, u32)> = Vec::with_capacity(beam * v);
@@ -1467,6 +1507,10 @@ mod tests {
             .expect("canary fixture loads");
         let mels = m.config.encoder.num_mel_bins;
         let prompt = [m.config.decoder_start, 4, 5];
+        // a long decode moves from the step chain to host steps at this many positions
+        let mut small = Canary::new(CpuBackend::new(2).expect("cpu"), &fixture(), Lane::F32)
+            .expect("canary fixture loads");
+        small.step_positions = 6;
         for (i, frames) in [(0, 200), (1, 200), (2, 120)] {
             let f = HostTensor::random(vec![frames, mels], 40 + i, 2.0);
             let enc = m.encode_host(&f).expect("encode");
@@ -1478,7 +1522,24 @@ mod tests {
                 let beam = m.generate_beam(&enc, &prompt, 12, 4, 1.0).expect("beam");
                 runs.push((ids, logits, beam));
             }
+            small.set_device_steps(Some(true));
+            let (ids, logits) = small
+                .generate_with_logits(&enc, &prompt, 12)
+                .expect("greedy");
+            let beam = small
+                .generate_beam(&enc, &prompt, 12, 4, 1.0)
+                .expect("beam");
+            runs.push((ids, logits, beam));
             let (host, dev) = (&runs[0], &runs[1]);
+            assert!(
+                host.0.len() + prompt.len() > small.step_positions,
+                "clip {i}: {:?} does not reach the small step cache's end",
+                host.0
+            );
+            for other in &runs[2..] {
+                assert_eq!(host.0, other.0, "clip {i}: greedy ids, growing cache");
+                assert_eq!(host.2, other.2, "clip {i}: beam ids, growing cache");
+            }
             assert!(
                 host.0.len() > 1,
                 "clip {i}: {:?} too short to test steps",
