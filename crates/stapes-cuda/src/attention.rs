@@ -192,11 +192,15 @@ impl CudaBackend {
         if want < 2 || tiles == 0 {
             return 1;
         }
-        // no split left without keys
-        let tps = tiles.div_ceil(want);
-        tiles.div_ceil(tps).max(1)
+        if split_forced() != SPLIT_AUTO {
+            // as asked, even where some splits get no keys (tests cover that path)
+            return want;
+        }
+        // auto: no split left without keys
+        tiles.div_ceil(tiles.div_ceil(want))
     }
 
+    /// Whether `attention` of this shape runs a `flash64_*` kernel.
     fn flash64_applies(d: usize, tq: usize) -> bool {
         d == D && tq >= MIN_TQ && forced() != LEGACY
     }
