@@ -172,3 +172,99 @@ fn canary_graph_equals_eager_and_cache_equals_prefix_on_the_gpu() {
         assert_eq!(cached, again, "{lane}: cached vs re-run prefix");
     }
 }
+
+/// The decoder's step chain (ids and position in a device step tensor, the step captured once
+/// per cache and replayed) gives the ids of the host-parameter steps and of CPU f32, greedy and
+/// beam 4, on every clip (f16); it is what runs by default with graphs on; its logits replayed
+/// from the graph equal the same chain run eagerly (graphs off) bitwise.
+#[test]
+fn canary_step_chain_equals_host_steps_cpu_f32_and_eager() {
+    let Some(_g) = gpu("canary_step_chain_equals_host_steps_cpu_f32_and_eager") else {
+        return;
+    };
+    let exp = expected();
+    let prompt = ids(&exp["prompt"]);
+    let max_new = exp["max_new_tokens"].as_u64().expect("max_new_tokens") as usize;
+    let inputs = read("inputs.safetensors");
+    let cpu = canary(CpuBackend::new(2).expect("cpu"), Lane::F32);
+    let m = canary(cuda(), Lane::F16);
+    assert!(m.device_steps(), "graphs on: the step chain is the default");
+    std::env::set_var("STAPES_CUDA_GRAPHS", "0");
+    let eager = canary(cuda(), Lane::F16);
+    std::env::remove_var("STAPES_CUDA_GRAPHS");
+    assert!(!eager.device_steps(), "graphs off: host steps by default");
+    eager.set_device_steps(Some(true));
+    let mut failures = Vec::new();
+    for clip in CLIPS {
+        let f = &inputs[&format!("features.{clip}")];
+        let enc_cpu = cpu.encode_host(f).expect("cpu encode");
+        let want = cpu
+            .generate(&enc_cpu, &prompt, max_new)
+            .expect("cpu greedy");
+        let want_beam = cpu
+            .generate_beam(&enc_cpu, &prompt, max_new, 4, 1.0)
+            .expect("cpu beam");
+        let enc = m.encode_host(f).expect("gpu encode");
+        m.set_device_steps(Some(false));
+        let host = m.generate(&enc, &prompt, max_new).expect("host greedy");
+        let host_beam = m
+            .generate_beam(&enc, &prompt, max_new, 4, 1.0)
+            .expect("host beam");
+        m.set_device_steps(None);
+        let before = m.backend().counters().snapshot();
+        let dev = m.generate(&enc, &prompt, max_new).expect("chain greedy");
+        let dev_beam = m
+            .generate_beam(&enc, &prompt, max_new, 4, 1.0)
+            .expect("chain beam");
+        // again: the chains captured above are replayed from the first step
+        let dev2 = m.generate(&enc, &prompt, max_new).expect("chain greedy");
+        let dev2_beam = m
+            .generate_beam(&enc, &prompt, max_new, 4, 1.0)
+            .expect("chain beam");
+        let after = m.backend().counters().snapshot();
+        eprintln!(
+            "f16 canary/{clip}: chain greedy {dev:?} / host {host:?} / cpu f32 {want:?}; beam \
+             {dev_beam:?} / {host_beam:?} / {want_beam:?}; captures {} replays {}",
+            after.graph_captures - before.graph_captures,
+            after.graph_replays - before.graph_replays
+        );
+        for (what, got, exp) in [
+            ("chain greedy vs cpu f32", &dev, &want),
+            ("chain greedy (replayed) vs cpu f32", &dev2, &want),
+            ("host greedy vs cpu f32", &host, &want),
+            ("chain beam vs cpu f32", &dev_beam, &want_beam),
+            ("chain beam (replayed) vs cpu f32", &dev2_beam, &want_beam),
+            ("host beam vs cpu f32", &host_beam, &want_beam),
+        ] {
+            if got != exp {
+                failures.push(format!("{clip}: {what}: {got:?} vs {exp:?}"));
+            }
+        }
+        if after.graph_replays <= before.graph_replays {
+            failures.push(format!("{clip}: no step replayed: {before:?} -> {after:?}"));
+        }
+        // the same encoder output into the eager model
+        let host_enc = m.backend().download(&enc).expect("download");
+        let enc_e = eager.backend().upload(&host_enc).expect("upload");
+        let (ids_g, lg) = m
+            .generate_with_logits(&enc, &prompt, max_new)
+            .expect("replayed logits");
+        let (ids_e, le) = eager
+            .generate_with_logits(&enc_e, &prompt, max_new)
+            .expect("eager logits");
+        if ids_g != ids_e || lg.len() != le.len() {
+            failures.push(format!("{clip}: replayed ids {ids_g:?} vs eager {ids_e:?}"));
+        }
+        for (s, (a, b)) in lg.iter().zip(&le).enumerate() {
+            if a.data != b.data {
+                failures.push(format!(
+                    "{clip}: step {s}: replayed logits differ from eager (rel L2 {:.2e})",
+                    rel_l2(&a.data, &b.data)
+                ));
+            }
+        }
+    }
+    let c = eager.backend().counters().snapshot();
+    assert_eq!(c.graph_captures, 0, "graphs off captured: {c:?}");
+    assert!(failures.is_empty(), "{failures:#?}");
+}
