@@ -1,8 +1,8 @@
 //! `Parakeet<B>`: a FastConformer with its head on a backend, and transcription from samples.
 
 use super::config::ParakeetConfig;
-use super::decoder::{Decoded, Head};
-use super::encoder::{Chunking, Encoder, Prepared, Tensors};
+use super::decoder::{ctc_collapse, Decoded, Head};
+use super::encoder::{Chunking, Encoder, Linear, Prepared, Tensors};
 use super::weights::{load, ParakeetCheckpoint};
 use crate::transcript::{Segment, Transcript, Word};
 use crate::{ModelError, Result};
@@ -340,11 +340,51 @@ impl<B: Backend> Parakeet<B> {
     }
 
     /// Greedy decode of every sequence of a padded batch `enc (B, T, d)` cut to its `lens`:
-    /// transducer label loops on the device decode the clips together (see
-    /// [`Parakeet::set_device_decode`]), else one at a time. The same decisions as
-    /// [`Parakeet::greedy_at`] of each.
+    /// CTC projects and argmaxes the whole batch at once (one download of `B·T` ids), each
+    /// clip collapsed over its own frames; transducer label loops on the device decode the
+    /// clips together (see [`Parakeet::set_device_decode`]), else one at a time. The same
+    /// decisions as [`Parakeet::greedy_at`] of each.
     pub fn greedy_batch(&self, enc: &B::Tensor, lens: &[usize]) -> Result<Vec<Decoded>> {
-        self.head.greedy_batch(&self.backend, enc, lens)
+        match &self.head {
+            Head::Ctc { proj, blank } => self.ctc_greedy_batch(proj, *blank, enc, lens),
+            Head::Transducer(_) => self.head.greedy_batch(&self.backend, enc, lens),
+        }
+    }
+
+    /// CTC over a padded batch: the projection and argmax see padded frames too (each frame's
+    /// logits depend on that frame alone), which are dropped before collapsing.
+    fn ctc_greedy_batch(
+        &self,
+        proj: &Linear<B>,
+        blank: u32,
+        enc: &B::Tensor,
+        lens: &[usize],
+    ) -> Result<Vec<Decoded>> {
+        let s = enc.shape();
+        if s.len() != 3 || s[0] != lens.len() || lens.iter().any(|&n| n > s[1]) {
+            return Err(ModelError::BadInput(format!(
+                "greedy batch: encoder output {s:?} with lengths {lens:?}"
+            )));
+        }
+        let t = s[1];
+        if t == 0 {
+            return Ok(lens.iter().map(|_| ctc_collapse(&[], blank)).collect());
+        }
+        let b = &self.backend;
+        // (B, T, V) → B·T frame ids, row-major by clip then frame.
+        let ids = b.argmax(&proj.forward(b, enc)?)?;
+        if ids.len() != lens.len() * t {
+            return Err(ModelError::BadInput(format!(
+                "CTC argmax gave {} ids for a batch of {} × {t} frames",
+                ids.len(),
+                lens.len()
+            )));
+        }
+        Ok(ids
+            .chunks(t)
+            .zip(lens)
+            .map(|(clip, &n)| ctc_collapse(&clip[..n], blank))
+            .collect())
     }
 
     /// Where RNNT/TDT label loops run: `None` = on the device where the backend captures chains
