@@ -1,10 +1,12 @@
 //! `Engine::transcribe_batch`: several independent inputs at once, their encoder work batched
 //! (Whisper: every live input's 30 s window in one encoder call per round; see
-//! `stapes_models::whisper::batch`). Results are what [`Engine::transcribe`] returns for each input
+//! `stapes_models::whisper::batch`; Parakeet: clips of similar length padded into one encoder pass
+//! and one batched greedy decode, see [`PARAKEET_BATCH_SAMPLES`]). Results are what [`Engine::transcribe`] returns for each input
 //! alone; one input's failure is its own result and does not touch the others.
 
 use crate::engine::{whisper_options, Engine, Inner, TranscribeOptions};
 use crate::error::StapesError;
+use stapes_models::fastconformer::Parakeet;
 use stapes_models::transcript::Transcript;
 use stapes_models::whisper::batch::{BatchInput, BatchStats};
 use stapes_models::whisper::WhisperOptions;
@@ -20,8 +22,8 @@ pub struct EngineInput<'a> {
     pub options: &'a TranscribeOptions,
 }
 
-/// Results in input order, and the encoder batch sizes (windows per encoder call; empty for
-/// families that run their inputs one by one).
+/// Results in input order, and the encoder batch sizes (windows per encoder call — Parakeet:
+/// clips per call; empty for families that run their inputs one by one).
 #[derive(Debug)]
 pub struct BatchOutcome {
     pub results: Vec<Result<Transcript, StapesError>>,
@@ -85,8 +87,12 @@ impl Engine {
                 let _turn = self.gpu_turn();
                 whisper_batch(m, inputs, max_batch, deliver)
             }
-            // Other families (Parakeet, …) one input at a time: the Parakeet encoder takes
-            // batches too, but there is no batched entry point for it yet.
+            Inner::ParakeetCpu(m) => parakeet_batch(m, inputs, max_batch, deliver),
+            Inner::ParakeetCuda(m) => {
+                let _turn = self.gpu_turn();
+                parakeet_batch(m, inputs, max_batch, deliver)
+            }
+            // Other families (Canary, …) one input at a time.
             _ => {
                 for (i, input) in inputs.iter().enumerate() {
                     deliver(i, self.transcribe(input.samples, input.options, None));
@@ -128,4 +134,71 @@ fn whisper_batch<B: stapes_core::Backend>(
             deliver(i, r.map_err(StapesError::from));
         }
     })
+}
+
+/// Padded audio one Parakeet batch may hold (clips × longest clip, 16 kHz samples): 16 clips of
+/// 30 s. The encoder's activations grow with it; a single longer clip still runs, alone.
+pub const PARAKEET_BATCH_SAMPLES: usize = 16 * 30 * 16_000;
+
+/// Parakeet inputs as padded batches: sorted by length so each batch pads little (and short
+/// inputs are delivered first), cut at `max_batch` clips and [`PARAKEET_BATCH_SAMPLES`]. A batch
+/// that fails is rerun one input at a time, so an error stays with the input that caused it.
+fn parakeet_batch<B: stapes_core::Backend>(
+    m: &Parakeet<B>,
+    inputs: &[EngineInput<'_>],
+    max_batch: usize,
+    deliver: &(dyn Fn(usize, Result<Transcript, StapesError>) + Sync),
+) -> BatchStats {
+    let mut stats = BatchStats::default();
+    let mut runnable: Vec<usize> = Vec::with_capacity(inputs.len());
+    for (i, input) in inputs.iter().enumerate() {
+        if input.samples.is_empty() {
+            deliver(
+                i,
+                Err(StapesError::BadInput("the audio holds no samples".into())),
+            );
+        } else {
+            runnable.push(i);
+        }
+    }
+    // Stable: equal lengths keep input order.
+    runnable.sort_by_key(|&i| inputs[i].samples.len());
+    let one = |i: usize| m.transcribe(inputs[i].samples).map_err(StapesError::from);
+    let mut rest = &runnable[..];
+    while !rest.is_empty() {
+        let mut n = 1;
+        while n < rest.len()
+            && n < max_batch
+            && (n + 1) * inputs[rest[n]].samples.len() <= PARAKEET_BATCH_SAMPLES
+        {
+            n += 1;
+        }
+        let (group, tail) = rest.split_at(n);
+        rest = tail;
+        if let [i] = group {
+            stats.encoder_batches.push(1);
+            deliver(*i, one(*i));
+            continue;
+        }
+        let clips: Vec<&[f32]> = group.iter().map(|&i| inputs[i].samples).collect();
+        match m.transcribe_batch(&clips) {
+            Ok(ts) if ts.len() == group.len() => {
+                stats.encoder_batches.push(group.len());
+                for (&i, t) in group.iter().zip(ts) {
+                    deliver(i, Ok(t));
+                }
+            }
+            _ => {
+                tracing::warn!(
+                    clips = group.len(),
+                    "a Parakeet batch failed; its inputs run one at a time"
+                );
+                for &i in group {
+                    stats.encoder_batches.push(1);
+                    deliver(i, one(i));
+                }
+            }
+        }
+    }
+    stats
 }

@@ -1,0 +1,239 @@
+//! Parakeet inputs batched through the Engine (`Engine::transcribe_batch_each`, what the server's
+//! cross-request batching calls) on the CPU, with the tiny CTC, RNNT and TDT fixtures of
+//! tools/reference/fastconformer_hf.py: every result equals `Engine::transcribe` of that input
+//! alone, in input order, the inputs really share encoder calls (the batch sizes say so), an
+//! empty input in the middle gets its own error while the others succeed, and the TDT model's
+//! first 3 s of jfk still give transformers' ids. The CTC batched greedy decode (one argmax over
+//! the padded batch) is checked against one clip at a time and against transformers' ids.
+
+#[allow(dead_code)]
+mod clips_common;
+#[allow(dead_code)]
+mod fc_common;
+
+use serde_json::Value;
+use stapes::batch::EngineInput;
+use stapes::runtime::DeviceRequest;
+use stapes::{Engine, EngineOptions, StapesError, TranscribeOptions, Transcript};
+use stapes_core::Lane;
+use stapes_cpu::CpuBackend;
+use stapes_models::fastconformer::Parakeet;
+
+const MODELS: [&str; 3] = ["ctc", "rnnt", "tdt"];
+
+fn engine(model: &str) -> Engine {
+    let dir = fc_common::fixtures().join(model);
+    Engine::load(
+        &dir,
+        &EngineOptions {
+            device: DeviceRequest::Cpu,
+            lane: None,
+            threads: Some(2),
+        },
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+}
+
+fn expected() -> Value {
+    let p = fc_common::fixtures().join("expected.json");
+    serde_json::from_str(&std::fs::read_to_string(&p).expect("expected.json")).expect("json")
+}
+
+/// Three clips of different lengths (3 s, 2 s, 1.23 s), so two are padded in a batch of three;
+/// the first is the 3 s of jfk transformers' end-to-end ids were made from.
+fn clips() -> Vec<Vec<f32>> {
+    let exp = expected();
+    let jfk_n = exp["clips"]["jfk"]["samples"]
+        .as_u64()
+        .expect("jfk samples") as usize;
+    let mut out = Vec::new();
+    for (name, n) in [
+        ("jfk", jfk_n),
+        ("beckett", 32_000),
+        ("librivox-0880", 19_680),
+    ] {
+        let mut s = clips_common::clip(name);
+        assert!(s.len() >= n, "{name}: {} samples, need {n}", s.len());
+        s.truncate(n);
+        out.push(s);
+    }
+    out
+}
+
+fn ids(t: &Transcript) -> Vec<u32> {
+    t.segments.iter().flat_map(|s| s.tokens.clone()).collect()
+}
+
+/// Same tokens, text, segment and word timings.
+fn assert_same(got: &Transcript, want: &Transcript, what: &str) {
+    assert_eq!(ids(got), ids(want), "{what}: ids");
+    assert_eq!(got.text(), want.text(), "{what}: text");
+    assert_eq!(got.segments.len(), want.segments.len(), "{what}: segments");
+    for (g, w) in got.segments.iter().zip(&want.segments) {
+        assert!(
+            (g.start - w.start).abs() < 1e-9 && (g.end - w.end).abs() < 1e-9,
+            "{what}: segment {:.3}-{:.3} vs {:.3}-{:.3}",
+            g.start,
+            g.end,
+            w.start,
+            w.end
+        );
+        let gw: Vec<(String, f64)> = g
+            .words
+            .iter()
+            .flatten()
+            .map(|x| (x.word.clone(), x.start))
+            .collect();
+        let ww: Vec<(String, f64)> = w
+            .words
+            .iter()
+            .flatten()
+            .map(|x| (x.word.clone(), x.start))
+            .collect();
+        assert_eq!(gw, ww, "{what}: words");
+    }
+    assert!(
+        (got.duration - want.duration).abs() < 1e-9,
+        "{what}: duration"
+    );
+}
+
+#[test]
+fn engine_batch_equals_one_at_a_time() {
+    let clips = clips();
+    let opts = TranscribeOptions::default();
+    let exp = expected();
+    for model in MODELS {
+        let e = engine(model);
+        let alone: Vec<Transcript> = clips
+            .iter()
+            .map(|c| e.transcribe(c, &opts, None).expect("alone"))
+            .collect();
+        assert!(
+            alone.iter().any(|t| !ids(t).is_empty()),
+            "{model}: nothing emitted, the comparison would be empty"
+        );
+        let each: Vec<EngineInput<'_>> = clips
+            .iter()
+            .map(|c| EngineInput {
+                samples: c,
+                options: &opts,
+            })
+            .collect();
+        let out = e.transcribe_batch_each(&each, 8);
+        // One encoder call for all three: the inputs were batched, not run one by one.
+        assert_eq!(out.stats.encoder_batches, vec![3], "{model}: batch sizes");
+        for (i, (got, want)) in out.results.iter().zip(&alone).enumerate() {
+            let got = got.as_ref().unwrap_or_else(|e| panic!("{model}/{i}: {e}"));
+            eprintln!("{model}/{i}: {:?}", ids(got));
+            assert_same(got, want, &format!("{model}/{i}"));
+        }
+        if model == "tdt" {
+            let want: Vec<u32> = exp["models"]["tdt"]["end_to_end_jfk"]["ids"]
+                .as_array()
+                .expect("end_to_end_jfk ids")
+                .iter()
+                .map(|v| v.as_u64().expect("id") as u32)
+                .collect();
+            let got = out.results[0].as_ref().expect("jfk");
+            assert_eq!(ids(got), want, "tdt/jfk batched vs transformers");
+        }
+    }
+}
+
+#[test]
+fn order_kept_and_a_bad_input_keeps_its_own_error() {
+    let clips = clips();
+    let opts = TranscribeOptions::default();
+    let empty: Vec<f32> = Vec::new();
+    // jfk (longest), nothing, 0880 (shortest), beckett: the batcher sorts by length inside, so
+    // order is only kept if results go back to their own slots.
+    let order: [Option<usize>; 4] = [Some(0), None, Some(2), Some(1)];
+    for model in ["ctc", "tdt"] {
+        let e = engine(model);
+        let alone: Vec<Transcript> = clips
+            .iter()
+            .map(|c| e.transcribe(c, &opts, None).expect("alone"))
+            .collect();
+        let each: Vec<EngineInput<'_>> = order
+            .iter()
+            .map(|o| EngineInput {
+                samples: o.map_or(&empty[..], |i| &clips[i][..]),
+                options: &opts,
+            })
+            .collect();
+        let delivered = std::sync::Mutex::new(vec![0usize; order.len()]);
+        let stats = e.transcribe_batch_with(&each, 2, &|i, _| {
+            delivered.lock().unwrap()[i] += 1;
+        });
+        assert_eq!(
+            *delivered.lock().unwrap(),
+            vec![1; 4],
+            "{model}: one result each"
+        );
+        // Sorted: (0880, beckett) share a call, jfk runs alone (max 2 a batch).
+        assert_eq!(stats.encoder_batches, vec![2, 1], "{model}: batch sizes");
+        let out = e.transcribe_batch_each(&each, 2);
+        for (slot, (got, o)) in out.results.iter().zip(order).enumerate() {
+            match o {
+                None => assert!(
+                    matches!(got, Err(StapesError::BadInput(_))),
+                    "{model}: slot {slot} should be refused, got {got:?}"
+                ),
+                Some(i) => {
+                    let got = got
+                        .as_ref()
+                        .unwrap_or_else(|e| panic!("{model}/{slot}: {e}"));
+                    assert_same(got, &alone[i], &format!("{model}/slot {slot}"));
+                }
+            }
+        }
+        // The clips differ, so a mix-up of slots would show.
+        assert_ne!(ids(&alone[0]), ids(&alone[2]), "{model}: clips alike");
+    }
+}
+
+#[test]
+fn ctc_greedy_batch_equals_one_clip_at_a_time() {
+    let inputs = fc_common::read("inputs.safetensors");
+    let exp = expected();
+    let m = Parakeet::new(
+        CpuBackend::new(2).expect("cpu"),
+        &fc_common::fixtures().join("ctc"),
+        Lane::F32,
+    )
+    .expect("ctc model");
+    // Cut to 300, 200 and 123 feature frames: two padded in the batch.
+    let feats: Vec<stapes_core::HostTensor> = fc_common::CLIPS
+        .iter()
+        .zip([300usize, 200, 123])
+        .map(|(c, k)| {
+            let f = &inputs[&format!("features.{c}")];
+            let (frames, mels) = (k.min(f.shape[0]), f.shape[1]);
+            stapes_core::HostTensor::new(vec![frames, mels], f.data[..frames * mels].to_vec())
+                .expect("cut")
+        })
+        .collect();
+    let (enc, lens) = m.encode_batch(&feats).expect("encode");
+    let batched = m.greedy_batch(&enc, &lens).expect("greedy batch");
+    assert_eq!(batched.len(), 3);
+    for (i, clip) in fc_common::CLIPS.iter().enumerate() {
+        let one = m.greedy_at(&enc, i, lens[i]).expect("greedy one");
+        assert_eq!(batched[i], one, "ctc/{clip}: batch vs one");
+        assert_eq!(batched[i].frames, lens[i], "ctc/{clip}: frames");
+        if i == 0 {
+            let want: Vec<u32> = exp["models"]["ctc"]["results"][clip]["frames"]
+                .as_array()
+                .expect("frame ids")
+                .iter()
+                .map(|v| v.as_u64().expect("id") as u32)
+                .collect();
+            let steps: Vec<u32> = batched[i].steps.iter().map(|s| s.token).collect();
+            assert_eq!(steps, want, "ctc/{clip}: frame argmax vs transformers");
+        }
+    }
+    assert!(
+        m.greedy_batch(&enc, &lens[..2]).is_err(),
+        "lengths must match the batch"
+    );
+}
