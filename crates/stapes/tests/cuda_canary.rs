@@ -268,3 +268,71 @@ fn canary_step_chain_equals_host_steps_cpu_f32_and_eager() {
     assert_eq!(c.graph_captures, 0, "graphs off captured: {c:?}");
     assert!(failures.is_empty(), "{failures:#?}");
 }
+
+/// The fused form of the step chain (`STAPES_CANARY_FUSED_STEPS=1`: norms, biases, ReLU and
+/// residuals inside the projections) gives CPU f32's ids, greedy and beam 4, on every clip
+/// (f16), and its replayed logits equal the same fused chain run eagerly bitwise.
+#[test]
+fn canary_fused_step_chain_equals_cpu_f32_and_eager() {
+    let Some(_g) = gpu("canary_fused_step_chain_equals_cpu_f32_and_eager") else {
+        return;
+    };
+    let exp = expected();
+    let prompt = ids(&exp["prompt"]);
+    let max_new = exp["max_new_tokens"].as_u64().expect("max_new_tokens") as usize;
+    let inputs = read("inputs.safetensors");
+    let cpu = canary(CpuBackend::new(2).expect("cpu"), Lane::F32);
+    let m = canary(cuda(), Lane::F16);
+    m.set_fused_steps(true);
+    std::env::set_var("STAPES_CUDA_GRAPHS", "0");
+    let eager = canary(cuda(), Lane::F16);
+    std::env::remove_var("STAPES_CUDA_GRAPHS");
+    eager.set_device_steps(Some(true));
+    eager.set_fused_steps(true);
+    let mut failures = Vec::new();
+    for clip in CLIPS {
+        let f = &inputs[&format!("features.{clip}")];
+        let enc_cpu = cpu.encode_host(f).expect("cpu encode");
+        let want = cpu
+            .generate(&enc_cpu, &prompt, max_new)
+            .expect("cpu greedy");
+        let want_beam = cpu
+            .generate_beam(&enc_cpu, &prompt, max_new, 4, 1.0)
+            .expect("cpu beam");
+        let enc = m.encode_host(f).expect("gpu encode");
+        let got = m.generate(&enc, &prompt, max_new).expect("fused greedy");
+        let got_beam = m
+            .generate_beam(&enc, &prompt, max_new, 4, 1.0)
+            .expect("fused beam");
+        let host_enc = m.backend().download(&enc).expect("download");
+        let enc_e = eager.backend().upload(&host_enc).expect("upload");
+        let (ids_g, lg) = m
+            .generate_with_logits(&enc, &prompt, max_new)
+            .expect("replayed logits");
+        let (ids_e, le) = eager
+            .generate_with_logits(&enc_e, &prompt, max_new)
+            .expect("eager logits");
+        eprintln!(
+            "f16 canary/{clip}: fused chain greedy {got:?} / cpu f32 {want:?}; beam {got_beam:?} \
+             / {want_beam:?}"
+        );
+        if got != want {
+            failures.push(format!("{clip}: fused greedy {got:?} vs {want:?}"));
+        }
+        if got_beam != want_beam {
+            failures.push(format!("{clip}: fused beam {got_beam:?} vs {want_beam:?}"));
+        }
+        if ids_g != ids_e || lg.len() != le.len() {
+            failures.push(format!("{clip}: replayed ids {ids_g:?} vs eager {ids_e:?}"));
+        }
+        for (s, (a, b)) in lg.iter().zip(&le).enumerate() {
+            if a.data != b.data {
+                failures.push(format!(
+                    "{clip}: step {s}: fused replayed logits differ from eager (rel L2 {:.2e})",
+                    rel_l2(&a.data, &b.data)
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}

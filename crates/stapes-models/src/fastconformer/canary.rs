@@ -14,7 +14,10 @@ use crate::transcript::{Segment, Transcript};
 use crate::{ModelError, Result};
 use serde_json::Value;
 use stapes_audio::features::nemo::{log_mel, NemoConfig};
-use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane, StepParams};
+use stapes_core::{
+    Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane, LinearFusion, NormRef,
+    StepParams,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -32,6 +35,13 @@ fn next_id() -> u64 {
 
 /// Free step buffers kept per model and kind (caches, cross K/V); more are dropped.
 const MAX_FREE: usize = 4;
+
+/// `STAPES_CANARY_FUSED_STEPS=1` at load: the step chain runs each layer norm, bias, ReLU and
+/// residual inside its projection ([`Backend::norm_linear`]); off by default (not yet measured
+/// on a GPU).
+fn fused_steps_from_env() -> bool {
+    std::env::var("STAPES_CANARY_FUSED_STEPS").is_ok_and(|v| v.trim() == "1")
+}
 
 /// Positions of a step-chain cache. The CUDA home's step attention reads at most 511 cached
 /// keys; a decode that goes past this many positions moves into a full-size cache and finishes
@@ -363,6 +373,8 @@ pub struct Canary<B: Backend> {
     concurrent: AtomicBool,
     /// Positions of a step-chain cache ([`STEP_CHAIN_POSITIONS`]; smaller in tests).
     step_positions: usize,
+    /// The step chain in its fused form (`STAPES_CANARY_FUSED_STEPS`, [`Self::set_fused_steps`]).
+    fused_steps: AtomicBool,
 }
 
 /// Counts a decode as live while it runs (see `Canary::live`).
@@ -371,6 +383,15 @@ struct LiveGuard<'a>(&'a AtomicUsize);
 impl Drop for LiveGuard<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A layer norm's `(gamma, beta)` as [`Backend::norm_linear`] takes it.
+fn norm_ref<T>(ln: &(T, T)) -> NormRef<'_, T> {
+    NormRef {
+        gamma: &ln.0,
+        beta: Some(&ln.1),
+        eps: LN_EPS,
     }
 }
 
@@ -594,6 +615,7 @@ impl<B: Backend> Canary<B> {
             live: AtomicUsize::new(0),
             concurrent: AtomicBool::new(false),
             step_positions: STEP_CHAIN_POSITIONS,
+            fused_steps: AtomicBool::new(fused_steps_from_env()),
         })
     }
 
@@ -1026,6 +1048,13 @@ impl<B: Backend> Canary<B> {
         self.device_steps.store(v, Ordering::Relaxed);
     }
 
+    /// The step chain's form: `true` = norms, biases, ReLU and residuals fused into the
+    /// projections ([`Backend::norm_linear`]), `false` = the ops of the host-parameter steps.
+    /// Overrides `STAPES_CANARY_FUSED_STEPS`.
+    pub fn set_fused_steps(&self, on: bool) {
+        self.fused_steps.store(on, Ordering::Relaxed);
+    }
+
     /// Whether the next decode runs its per-token steps as the step chain.
     pub fn device_steps(&self) -> bool {
         match self.device_steps.load(Ordering::Relaxed) {
@@ -1431,16 +1460,24 @@ impl<B: Backend> Canary<B> {
             None => cache.step = Some(b.upload(&params)?),
         }
         let rows = cache.rows;
+        let fused = self.fused_steps.load(Ordering::Relaxed);
         let key = format!(
-            "canary-step/m{}/kv{}/x{}/b{rows}",
-            self.id, cache.id, cross.id
+            "canary-step/m{}/kv{}/x{}/b{rows}/{}",
+            self.id,
+            cache.id,
+            cross.id,
+            if fused { "fused" } else { "plain" }
         );
         let KvCache { k, v, step, .. } = cache;
         let Some(step) = step.as_ref() else {
             return Err(ModelError::BadInput("decoder step tensor missing".into()));
         };
         let logits = crate::chain_one(b, &key, "canary decoder step", &mut |b| {
-            self.step_body(b, rows, (k, v), &cross.kv, step)
+            if fused {
+                self.step_body_fused(b, rows, (k, v), &cross.kv, step)
+            } else {
+                self.step_body(b, rows, (k, v), &cross.kv, step)
+            }
         })?;
         cache.len += 1;
         Ok(logits)
@@ -1487,6 +1524,68 @@ impl<B: Backend> Canary<B> {
         let x = b.layer_norm(&x, &self.ln_final.0, Some(&self.ln_final.1), LN_EPS)?;
         self.embed_out.forward(b, &x)
     }
+
+    /// [`Self::step_body`] with every layer norm riding in the projection after it and every
+    /// bias, ReLU and residual in the projection's epilogue ([`Backend::norm_linear`]; on a GPU
+    /// home one kernel each). The composed default computes exactly the ops of `step_body`.
+    fn step_body_fused(
+        &self,
+        b: &B,
+        rows: usize,
+        (cache_k, cache_v): (&mut [B::Tensor], &mut [B::Tensor]),
+        cross: &[(B::Tensor, B::Tensor)],
+        step: &B::Tensor,
+    ) -> Result<B::Tensor> {
+        let c = &self.config;
+        let hd = c.num_heads * c.head_dim;
+        let params = |kv_len, causal| AttnParams {
+            n_heads: c.num_heads,
+            scale: 1.0 / (c.head_dim as f32).sqrt(),
+            kv_len,
+            causal,
+        };
+        // `l(norm(x)) + residual`, with `act` after the bias
+        let lin = |x: &B::Tensor,
+                   l: &Linear<B>,
+                   ln: Option<&(B::Tensor, B::Tensor)>,
+                   act: Option<Activation>,
+                   residual: Option<&B::Tensor>|
+         -> Result<B::Tensor> {
+            let f = LinearFusion {
+                norm: ln.map(norm_ref),
+                bias: l.b.as_ref(),
+                act,
+                residual,
+            };
+            Ok(b.norm_linear(x, &l.w, &f)?)
+        };
+        let x = b.embed_step(&self.embed, &self.positions, step)?; // (rows, 1, d)
+        let mut x = b.layer_norm(&x, &self.ln_embed.0, Some(&self.ln_embed.1), LN_EPS)?;
+        let caches = cache_k.iter_mut().zip(cache_v.iter_mut());
+        for ((layer, (ck, cv)), (sk, sv)) in self.layers.iter().zip(cross).zip(caches) {
+            let [q, k, v, o] = &layer.self_attn;
+            let ln = Some(&layer.ln_self);
+            b.write_rows_step(sk, &lin(&x, k, ln, None, None)?, step)?; // (rows, 1, H·Dh)
+            b.write_rows_step(sv, &lin(&x, v, ln, None, None)?, step)?;
+            let q = lin(&x, q, ln, None, None)?;
+            let a = b.attention_step(&q, sk, sv, &params(None, true), step)?;
+            x = lin(&a, o, None, None, Some(&x))?;
+            let q = lin(&x, &layer.cross_attn[0], Some(&layer.ln_cross), None, None)?;
+            let q = b.reshape(&q, &[1, rows, hd])?;
+            let a = b.attention(&q, ck, cv, &params(None, false))?;
+            let a = b.reshape(&a, &[rows, 1, hd])?;
+            x = lin(&a, &layer.cross_attn[3], None, None, Some(&x))?;
+            let h = lin(
+                &x,
+                &layer.fc1,
+                Some(&layer.ln_mlp),
+                Some(c.activation),
+                None,
+            )?;
+            x = lin(&h, &layer.fc2, None, None, Some(&x))?;
+        }
+        lin(&x, &self.embed_out, Some(&self.ln_final), None, None)
+    }
 }
 
 #[cfg(test)]
@@ -1515,12 +1614,20 @@ mod tests {
             let f = HostTensor::random(vec![frames, mels], 40 + i, 2.0);
             let enc = m.encode_host(&f).expect("encode");
             let mut runs = Vec::new();
-            for device in [false, true] {
+            for (device, fused) in [(false, false), (true, false), (true, true)] {
                 m.set_device_steps(Some(device));
+                m.set_fused_steps(fused);
                 assert_eq!(m.device_steps(), device);
                 let (ids, logits) = m.generate_with_logits(&enc, &prompt, 12).expect("greedy");
                 let beam = m.generate_beam(&enc, &prompt, 12, 4, 1.0).expect("beam");
                 runs.push((ids, logits, beam));
+            }
+            m.set_fused_steps(false);
+            let fused = runs.pop().expect("the fused run");
+            assert_eq!(runs[0].0, fused.0, "clip {i}: fused greedy ids");
+            assert_eq!(runs[0].2, fused.2, "clip {i}: fused beam ids");
+            for (s, (a, b)) in runs[0].1.iter().zip(&fused.1).enumerate() {
+                assert!(a.data == b.data, "clip {i}: step {s}: fused logits differ");
             }
             small.set_device_steps(Some(true));
             let (ids, logits) = small
