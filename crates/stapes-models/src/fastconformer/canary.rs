@@ -37,8 +37,8 @@ fn next_id() -> u64 {
 const MAX_FREE: usize = 4;
 
 /// `STAPES_CANARY_FUSED_STEPS=1` at load: the step chain runs each layer norm, bias, ReLU and
-/// residual inside its projection ([`Backend::norm_linear`]); off by default (not yet measured
-/// on a GPU).
+/// residual inside its projection ([`Backend::norm_linear`]) and the cross-attention as
+/// `attention_decode`; off by default (not yet measured on a GPU).
 fn fused_steps_from_env() -> bool {
     std::env::var("STAPES_CANARY_FUSED_STEPS").is_ok_and(|v| v.trim() == "1")
 }
@@ -1527,7 +1527,8 @@ impl<B: Backend> Canary<B> {
 
     /// [`Self::step_body`] with every layer norm riding in the projection after it and every
     /// bias, ReLU and residual in the projection's epilogue ([`Backend::norm_linear`]; on a GPU
-    /// home one kernel each). The composed default computes exactly the ops of `step_body`.
+    /// home one kernel each), and the cross-attention as [`Backend::attention_decode`]. The
+    /// composed defaults compute exactly the ops of `step_body`.
     fn step_body_fused(
         &self,
         b: &B,
@@ -1572,7 +1573,8 @@ impl<B: Backend> Canary<B> {
             x = lin(&a, o, None, None, Some(&x))?;
             let q = lin(&x, &layer.cross_attn[0], Some(&layer.ln_cross), None, None)?;
             let q = b.reshape(&q, &[1, rows, hd])?;
-            let a = b.attention(&q, ck, cv, &params(None, false))?;
+            // a few query rows over the whole window: split across the keys on a device home
+            let a = b.attention_decode(&q, ck, cv, &params(None, false))?;
             let a = b.reshape(&a, &[rows, 1, hd])?;
             x = lin(&a, &layer.cross_attn[3], None, None, Some(&x))?;
             let h = lin(
