@@ -18,7 +18,7 @@ use stapes_core::{
     Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane, LinearFusion, NormRef,
     StepParams,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -42,6 +42,11 @@ const MAX_FREE: usize = 4;
 fn fused_steps_from_env() -> bool {
     std::env::var("STAPES_CANARY_FUSED_STEPS").is_ok_and(|v| v.trim() == "1")
 }
+
+/// Step chains a model records at most. Each is bound to one (cache, cross K/V) pair of
+/// buffers, and a cross copy has the encoded window's length, so windows of many lengths make
+/// many chains; past this many, decodes needing a new one run host-parameter steps.
+const MAX_STEP_CHAINS: usize = 32;
 
 /// Positions of a step-chain cache. The CUDA home's step attention reads at most 511 cached
 /// keys; a decode that goes past this many positions moves into a full-size cache and finishes
@@ -375,6 +380,8 @@ pub struct Canary<B: Backend> {
     step_positions: usize,
     /// The step chain in its fused form (`STAPES_CANARY_FUSED_STEPS`, [`Self::set_fused_steps`]).
     fused_steps: AtomicBool,
+    /// Keys of the step chains recorded so far (at most [`MAX_STEP_CHAINS`]).
+    step_chains: Mutex<BTreeSet<String>>,
 }
 
 /// Counts a decode as live while it runs (see `Canary::live`).
@@ -616,6 +623,7 @@ impl<B: Backend> Canary<B> {
             concurrent: AtomicBool::new(false),
             step_positions: STEP_CHAIN_POSITIONS,
             fused_steps: AtomicBool::new(fused_steps_from_env()),
+            step_chains: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -916,7 +924,8 @@ impl<B: Backend> Canary<B> {
         let c = &self.config;
         let mut cap = (prompt_len + max_new).min(c.max_positions).max(1);
         if pooled {
-            cap = cap.min(self.step_positions);
+            // one size for every step-chain cache, so any free one serves the next decode
+            cap = self.step_positions.min(c.max_positions).max(1);
         }
         self.cache_of(rows, cap, pooled)
     }
@@ -1171,7 +1180,10 @@ impl<B: Backend> Canary<B> {
             let logits = match (&slot, cached) {
                 // the prompt runs as one block with host parameters, each later token alone
                 (Some(slot), _) if cache.len > 0 && cache.cap <= self.step_positions => {
-                    self.step_device(&ids[cache.len..], &mut cache, slot)?
+                    match self.step_device(&ids[cache.len..], &mut cache, slot)? {
+                        Some(l) => l,
+                        None => self.step(&ids[cache.len..], 1, &mut cache, &cross)?,
+                    }
                 }
                 (_, true) => self.step(&ids[cache.len..], 1, &mut cache, &cross)?,
                 (_, false) => {
@@ -1265,7 +1277,10 @@ impl<B: Backend> Canary<B> {
                 match &slot {
                     // the chain's output is overwritten by its next replay: it comes back now
                     Some(slot) if cache.cap <= self.step_positions => {
-                        b.download_step(&self.step_device(&tokens, &mut cache, slot)?)?
+                        match self.step_device(&tokens, &mut cache, slot)? {
+                            Some(l) => b.download_step(&l)?,
+                            None => b.download(&self.step(&tokens, beam, &mut cache, &cross)?)?,
+                        }
                     }
                     _ => b.download(&self.step(&tokens, beam, &mut cache, &cross)?)?,
                 }
@@ -1421,13 +1436,14 @@ impl<B: Backend> Canary<B> {
     /// position, as [`Self::step`] computes it but with the ids and the position in the cache's
     /// step tensor ([`StepParams`]), so the whole step runs as one chain per (model, cache,
     /// cross slot, rows) that a GPU home captures once and replays for every later token.
-    /// Returns the logits `(rows, 1, V)`, which the next replay overwrites.
+    /// Returns the logits `(rows, 1, V)`, which the next replay overwrites; `None` (nothing
+    /// run) when this would be a new chain past [`MAX_STEP_CHAINS`].
     fn step_device(
         &self,
         tokens: &[u32],
         cache: &mut KvCache<B>,
         cross: &CrossSlot<B>,
-    ) -> Result<B::Tensor> {
+    ) -> Result<Option<B::Tensor>> {
         let b = &self.backend;
         let c = &self.config;
         if tokens.len() != cache.rows {
@@ -1449,6 +1465,24 @@ impl<B: Backend> Canary<B> {
                 c.vocab_size
             )));
         }
+        let rows = cache.rows;
+        let fused = self.fused_steps.load(Ordering::Relaxed);
+        let key = format!(
+            "canary-step/m{}/kv{}/x{}/b{rows}/{}",
+            self.id,
+            cache.id,
+            cross.id,
+            if fused { "fused" } else { "plain" }
+        );
+        {
+            let mut known = self.step_chains.lock().unwrap_or_else(|p| p.into_inner());
+            if !known.contains(&key) {
+                if known.len() >= MAX_STEP_CHAINS {
+                    return Ok(None);
+                }
+                known.insert(key.clone());
+            }
+        }
         let params = StepParams {
             position: cache.len,
             ids: tokens.to_vec(),
@@ -1459,15 +1493,6 @@ impl<B: Backend> Canary<B> {
             Some(t) => b.write_host(t, &params)?,
             None => cache.step = Some(b.upload(&params)?),
         }
-        let rows = cache.rows;
-        let fused = self.fused_steps.load(Ordering::Relaxed);
-        let key = format!(
-            "canary-step/m{}/kv{}/x{}/b{rows}/{}",
-            self.id,
-            cache.id,
-            cross.id,
-            if fused { "fused" } else { "plain" }
-        );
         let KvCache { k, v, step, .. } = cache;
         let Some(step) = step.as_ref() else {
             return Err(ModelError::BadInput("decoder step tensor missing".into()));
@@ -1480,7 +1505,7 @@ impl<B: Backend> Canary<B> {
             }
         })?;
         cache.len += 1;
-        Ok(logits)
+        Ok(Some(logits))
     }
 
     /// The ops of one [`Self::step_device`]: those of [`Self::step`] for one token per row,
@@ -1660,6 +1685,27 @@ mod tests {
                 assert!(a.data == b.data, "clip {i}: step {s} logits differ");
             }
         }
+        // past the chain limit a decode needing a new chain (a new window length) runs host steps
+        let full = {
+            let mut known = m.step_chains.lock().expect("chain keys");
+            assert!(!known.is_empty() && known.len() < MAX_STEP_CHAINS);
+            for i in 0..MAX_STEP_CHAINS {
+                known.insert(format!("full-{i}"));
+            }
+            known.len()
+        };
+        let enc = m
+            .encode_host(&HostTensor::random(vec![160, mels], 49, 2.0))
+            .expect("encode");
+        m.set_device_steps(Some(false));
+        let want = m.generate_beam(&enc, &prompt, 12, 4, 1.0).expect("beam");
+        m.set_device_steps(Some(true));
+        assert_eq!(
+            m.generate_beam(&enc, &prompt, 12, 4, 1.0).expect("beam"),
+            want
+        );
+        let known = m.step_chains.lock().expect("chain keys").len();
+        assert_eq!(known, full, "a chain was recorded past the limit");
         // the default follows the home: the CPU captures no chains
         m.set_device_steps(None);
         assert!(!m.device_steps());
