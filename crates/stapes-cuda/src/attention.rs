@@ -57,8 +57,9 @@ fn kernel_code(name: Option<&str>) -> Option<u8> {
 
 /// Split-keys choice: `SPLIT_AUTO` picks by shape and SM count, 1 never splits, n ≥ 2 always
 /// splits the keys n ways (where the default kernel runs). Starts from `STAPES_CUDA_ATTN_SPLIT`
-/// (`auto`, `0`/`1`/`off`, or a count up to `MAX_SPLIT`).
-static SPLIT: AtomicU8 = AtomicU8::new(SPLIT_AUTO);
+/// (`auto`, `0`/`1`/`off`, or a count up to `MAX_SPLIT`); off when unset, since the split form
+/// has not yet run on a GPU.
+static SPLIT: AtomicU8 = AtomicU8::new(1);
 static SPLIT_ENV: std::sync::Once = std::sync::Once::new();
 const SPLIT_AUTO: u8 = 0;
 /// More splits than this only add combine traffic: 4 already fills 2 waves at tiny's shape.

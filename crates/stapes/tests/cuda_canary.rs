@@ -188,11 +188,17 @@ fn canary_step_chain_equals_host_steps_cpu_f32_and_eager() {
     let inputs = read("inputs.safetensors");
     let cpu = canary(CpuBackend::new(2).expect("cpu"), Lane::F32);
     let m = canary(cuda(), Lane::F16);
-    assert!(m.device_steps(), "graphs on: the step chain is the default");
+    assert!(
+        !m.device_steps(),
+        "host steps are the default until the chain has run on a GPU"
+    );
+    m.set_device_steps(None);
+    assert!(m.device_steps(), "graphs on: `auto` picks the step chain");
     std::env::set_var("STAPES_CUDA_GRAPHS", "0");
     let eager = canary(cuda(), Lane::F16);
     std::env::remove_var("STAPES_CUDA_GRAPHS");
-    assert!(!eager.device_steps(), "graphs off: host steps by default");
+    eager.set_device_steps(None);
+    assert!(!eager.device_steps(), "graphs off: `auto` picks host steps");
     eager.set_device_steps(Some(true));
     let mut failures = Vec::new();
     for clip in CLIPS {
