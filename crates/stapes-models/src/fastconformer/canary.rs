@@ -53,14 +53,13 @@ const MAX_STEP_CHAINS: usize = 32;
 /// with host-parameter steps (see `Canary::grow_cache`).
 const STEP_CHAIN_POSITIONS: usize = 448;
 
-/// `STAPES_CANARY_DEVICE_STEPS` at load: `1` = the step chain everywhere, `auto` = the step
-/// chain where the home captures chains, unset or `0` = host-parameter steps (the chain has not
-/// yet run on a GPU, so it is opt-in until it has).
+/// `STAPES_CANARY_DEVICE_STEPS` at load: `0` = host-parameter steps, `1` = the step chain
+/// everywhere, unset = the step chain where the home captures chains.
 fn device_steps_from_env() -> u8 {
     match std::env::var("STAPES_CANARY_DEVICE_STEPS").map(|v| v.trim().to_string()) {
+        Ok(v) if v == "0" => 2,
         Ok(v) if v == "1" => 1,
-        Ok(v) if v == "auto" => 0,
-        _ => 2,
+        _ => 0,
     }
 }
 
@@ -1048,7 +1047,7 @@ impl<B: Backend> Canary<B> {
 
     /// Whether per-token steps run the step chain (device-side parameters, captured and
     /// replayed) or the host-parameter forward pass: `None` = the chain where the home captures
-    /// chains, `Some(on)` = forced (host steps are the default). Overrides `STAPES_CANARY_DEVICE_STEPS`.
+    /// chains (the default), `Some(on)` = forced. Overrides `STAPES_CANARY_DEVICE_STEPS`.
     pub fn set_device_steps(&self, on: Option<bool>) {
         let v = match on {
             None => 0,
