@@ -162,40 +162,69 @@ pub(crate) fn attention(
             ),
         ));
     }
-    let (bs, tk, hd, h) = (qs[0], ks[1], qs[2], p.n_heads);
+    let query = StepQuery {
+        name: "q",
+        t: q,
+        kernel: "attn_step_f32",
+    };
+    launch_step_attention(b, OP, query, k, v, p, step, alloc)
+}
+
+/// Where a step attention's query rows come from: their tensor and the kernel that reads them.
+struct StepQuery<'a> {
+    name: &'static str,
+    t: &'a CudaTensor,
+    kernel: &'static str,
+}
+
+/// The checks and launch both step-attention forms share once their shapes are known: one block
+/// per (row, head) over the `T` cached keys of `k, v (B, T, H·Dh)`; output `(B, 1, H·Dh)`.
+#[allow(clippy::too_many_arguments)]
+fn launch_step_attention(
+    b: &CudaBackend,
+    op: &'static str,
+    q: StepQuery<'_>,
+    k: &CudaTensor,
+    v: &CudaTensor,
+    p: &AttnParams,
+    step: &CudaTensor,
+    alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+) -> Result<CudaTensor> {
+    let ks = k.shape();
+    let (bs, tk, hd, h) = (ks[0], ks[1], ks[2], p.n_heads);
     if tk > MAX_KEYS {
         return Err(Error::shape(
-            OP,
+            op,
             format!("a cache of {tk} rows; the step kernel takes at most {MAX_KEYS}"),
         ));
     }
-    check_step(OP, step, bs)?;
-    for (name, t) in [("q", q), ("k", k), ("v", v)] {
-        check_f32(OP, name, t)?;
+    check_step(op, step, bs)?;
+    for (name, t) in [(q.name, q.t), ("k", k), ("v", v)] {
+        check_f32(op, name, t)?;
     }
     let d = hd / h;
     let threads = 128usize;
     let smem = (d.div_ceil(4) * 4 + (threads / 32) * d + tk) * 4;
     if smem > 48 * 1024 {
         return Err(Error::shape(
-            OP,
+            op,
             format!("head size {d} with {tk} cache rows needs {smem} bytes of shared memory"),
         ));
     }
-    let out = alloc(qs)?;
+    let out = alloc(&[bs, 1, hd])?;
     if bs * h == 0 {
         return Ok(out);
     }
     let (o, qp, kp, vp, sp) = (
         b.p(&out.buf),
-        b.p(&q.buf),
+        b.p(&q.t.buf),
         b.p(&k.buf),
         b.p(&v.buf),
         b.p(&step.buf),
     );
     let (tki, hi, di, scale) = (tk as i32, h as i32, d as i32, p.scale);
     b.launch(
-        "attn_step_f32",
+        q.kernel,
         (1, h as u32, bs as u32),
         (threads as u32, 1, 1),
         smem as u32,
@@ -497,46 +526,12 @@ pub(crate) fn attention_packed(
             ),
         ));
     }
-    let (bs, tk, h) = (qs[0], ks[1], p.n_heads);
-    if tk > MAX_KEYS {
-        return Err(Error::shape(
-            OP,
-            format!("a cache of {tk} rows; the step kernel takes at most {MAX_KEYS}"),
-        ));
-    }
-    check_step(OP, step, bs)?;
-    for (name, t) in [("qkv", qkv), ("k", k), ("v", v)] {
-        check_f32(OP, name, t)?;
-    }
-    let d = c / h;
-    let threads = 128usize;
-    let smem = (d.div_ceil(4) * 4 + (threads / 32) * d + tk) * 4;
-    if smem > 48 * 1024 {
-        return Err(Error::shape(
-            OP,
-            format!("head size {d} with {tk} cache rows needs {smem} bytes of shared memory"),
-        ));
-    }
-    let out = alloc(&[bs, 1, c])?;
-    if bs * h == 0 {
-        return Ok(out);
-    }
-    let (o, qp, kp, vp, sp) = (
-        b.p(&out.buf),
-        b.p(&qkv.buf),
-        b.p(&k.buf),
-        b.p(&v.buf),
-        b.p(&step.buf),
-    );
-    let (tki, hi, di, scale) = (tk as i32, h as i32, d as i32, p.scale);
-    b.launch(
-        "attn_step_packed_f32",
-        (1, h as u32, bs as u32),
-        (threads as u32, 1, 1),
-        smem as u32,
-        args![o, qp, kp, vp, sp, tki, hi, di, scale],
-    )?;
-    Ok(out)
+    let query = StepQuery {
+        name: "qkv",
+        t: qkv,
+        kernel: "attn_step_packed_f32",
+    };
+    launch_step_attention(b, OP, query, k, v, p, step, alloc)
 }
 
 /// [`Backend::norm_linear`]: the fused kernel where it applies, else the composed default.
