@@ -22,6 +22,17 @@ const GDW_CH: usize = 64;
 /// `(GDW_ROWS + K − 1) · GDW_CH` floats (K = 255: 69 KB would exceed the 48 KB default).
 const GDW_MAX_K: usize = 128;
 
+/// A frame mask the fused kernels read: `keep (B, T)` or `(B, T, 1)`.
+fn check_keep(op: &'static str, keep: Option<&CudaTensor>, bs: usize, t: usize) -> Result<()> {
+    match keep.map(|k| k.shape()) {
+        Some(ks) if !(ks == [bs, t] || ks == [bs, t, 1]) => Err(Error::shape(
+            op,
+            format!("keep {ks:?} for a batch of {bs} × {t} frames"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// `STAPES_CUDA_REL_ATTN=0` runs `rel_attention` composed (rel_attention_inputs, cuBLAS score
 /// products, rel_shift_softmax, merge_heads) instead of the fused kernel: for comparisons.
 fn rel_attn_fused_on() -> bool {
@@ -60,15 +71,7 @@ impl CudaBackend {
                 ));
             }
         }
-        if let Some(k) = keep {
-            let ks = k.shape();
-            if !(ks == [bs, t] || ks == [bs, t, 1]) {
-                return Err(Error::shape(
-                    OP,
-                    format!("keep {:?} for a batch of {bs} × {t} frames", k.shape()),
-                ));
-            }
-        }
+        check_keep(OP, keep, bs, t)?;
         let out = self.alloc(&[bs, t, c], self.out_dt())?;
         if out.numel() == 0 {
             return Ok(out);
@@ -121,15 +124,7 @@ impl CudaBackend {
                 ));
             }
         }
-        if let Some(k) = keep {
-            let ks = k.shape();
-            if !(ks == [bs, t] || ks == [bs, t, 1]) {
-                return Err(Error::shape(
-                    OP,
-                    format!("keep {:?} for a batch of {bs} × {t} frames", k.shape()),
-                ));
-            }
-        }
+        check_keep(OP, keep, bs, t)?;
         if kw > GDW_MAX_K {
             // rare (conformers use K ≤ 31): the four separate ops
             let mut h = self.glu(x)?;
