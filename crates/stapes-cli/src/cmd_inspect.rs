@@ -16,6 +16,10 @@ pub struct ConvertArgs {
     /// ggml | hf | ct2
     #[arg(long)]
     to: String,
+    /// Weight type of the matrices: f16 (default), f32, or q8_0 (ggml only, as whisper.cpp's
+    /// `quantize` writes it).
+    #[arg(long = "type", default_value = "f16")]
+    ty: String,
 }
 
 pub fn run(a: Args) -> Result<(), StapesError> {
@@ -26,7 +30,7 @@ pub fn run(a: Args) -> Result<(), StapesError> {
 
 pub fn convert(a: ConvertArgs) -> Result<(), StapesError> {
     let input = stapes::models::resolve(&a.input)?;
-    stapes::inspect::convert(&input, &a.output, &a.to)?;
+    stapes::inspect::convert(&input, &a.output, &a.to, &a.ty)?;
     eprintln!("stapes: wrote {}", a.output.display());
     Ok(())
 }

@@ -300,3 +300,38 @@ fn inspect_names_the_family_of_nemo_archives() {
         assert!(out.contains("format:  nemo"), "{file}: {out}");
     }
 }
+
+/// `stapes convert --type q8_0` writes a ggml file whisper.cpp's `quantize` would (q8_0 matrices)
+/// that transcribes jfk like the source weights; bad types exit 2 before anything is written.
+#[test]
+fn convert_to_ggml_q8_0_transcribes_jfk() {
+    let m = model("whisper-tiny.en");
+    let out = write_tmp("tiny-q8_0.bin", b"");
+    let path = out.display().to_string();
+    let o = stapes(&["convert", "--to", "ggml", "--type", "q8_0", &m, &path]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    // ggml header: magic, ten hyper-parameters, then ftype = MOSTLY_Q8_0 (7) + 1000 x version 2
+    let bytes = std::fs::read(&out).expect("converted file");
+    let ftype = i32::from_le_bytes([bytes[44], bytes[45], bytes[46], bytes[47]]);
+    assert_eq!(ftype, 2007, "ggml ftype");
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &path,
+        "--beam-size",
+        "1",
+        &sample("jfk.wav"),
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    assert_eq!(
+        normalise(&String::from_utf8_lossy(&o.stdout)),
+        normalise(JFK)
+    );
+    for args in [
+        vec!["convert", "--to", "ggml", "--type", "q4_0", &m, &path],
+        vec!["convert", "--to", "hf", "--type", "q8_0", &m, &path],
+    ] {
+        let o = stapes(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: stderr: {}", stderr(&o));
+    }
+}

@@ -86,11 +86,28 @@ pub fn describe(path: &Path) -> Result<String, StapesError> {
     Ok(out)
 }
 
-/// Convert Whisper weights at `input` into `to` (ggml file or HF safetensors directory).
-pub fn convert(input: &Path, output: &Path, to: &str) -> Result<(), StapesError> {
+/// Convert Whisper weights at `input` into `to` (ggml file or HF safetensors directory), the
+/// matrices as `ty` (`f16`, `f32`, or `q8_0` for ggml).
+pub fn convert(input: &Path, output: &Path, to: &str, ty: &str) -> Result<(), StapesError> {
+    use stapes_models::whisper::weights::WeightType;
     let format = Format::parse(to)
         .filter(|f| matches!(f, Format::Ggml | Format::Safetensors | Format::Ct2))
         .ok_or_else(|| StapesError::Usage(format!("--to {to}: expected ggml, hf or ct2")))?;
-    stapes_models::whisper::weights::convert(input, output, format)?;
+    let ty = match ty {
+        "f16" => WeightType::F16,
+        "f32" => WeightType::F32,
+        "q8_0" | "q8" => WeightType::Q8_0,
+        other => {
+            return Err(StapesError::Usage(format!(
+                "--type {other}: expected f16, f32 or q8_0"
+            )))
+        }
+    };
+    if ty == WeightType::Q8_0 && format != Format::Ggml {
+        return Err(StapesError::Usage(format!(
+            "--type q8_0 is written only with --to ggml (not {to})"
+        )));
+    }
+    stapes_models::whisper::weights::convert_with(input, output, format, ty)?;
     Ok(())
 }
