@@ -746,6 +746,27 @@ pub trait Backend: Send + Sync {
         self.write_rows(dst, &self.upload(&d)?, 0)
     }
 
+    // ---- token selection (section owned by device token selection, see `crate::select`) ----
+
+    /// Per row of `logits (.., V)`: the masked log-softmax top-k of [`crate::select`] (the
+    /// module doc says exactly what). The default downloads the logits and computes it on the
+    /// host ([`crate::select::select_host`], the reference); a device home sends back only the
+    /// `k` candidates per row.
+    fn select_tokens(
+        &self,
+        logits: &Self::Tensor,
+        req: &crate::select::SelectRequest<'_>,
+    ) -> Result<crate::select::Selected> {
+        crate::select::select_dims(logits.shape(), req)?;
+        crate::select::select_host(&self.download_step(logits)?, req)
+    }
+
+    /// Whether [`Backend::select_tokens`] runs on the device here (callers keep their own host
+    /// path where it does not: same values, and their host code is tuned for it).
+    fn selects_on_device(&self) -> bool {
+        false
+    }
+
     /// Whether [`Backend::chain`] records chains and replays them (a GPU home with graphs on).
     /// Callers use it to pick the device-parameter form of a loop only where it pays.
     fn captures_chains(&self) -> bool {

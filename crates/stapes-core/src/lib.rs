@@ -8,6 +8,7 @@ pub mod counters;
 pub mod error;
 pub mod lane;
 pub mod reference;
+pub mod select;
 pub mod shapes;
 pub mod tensor;
 pub mod tolerance;
