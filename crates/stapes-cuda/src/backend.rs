@@ -2171,6 +2171,19 @@ impl Backend for CudaBackend {
         crate::step::download_pinned(self, t)?.map_or_else(|| self.download(t), Ok)
     }
 
+    // token selection: crate::select
+    fn select_tokens(
+        &self,
+        logits: &CudaTensor,
+        req: &stapes_core::select::SelectRequest<'_>,
+    ) -> Result<stapes_core::select::Selected> {
+        self.select_tokens_k(logits, req)
+    }
+
+    fn selects_on_device(&self) -> bool {
+        crate::select::select_on()
+    }
+
     fn write_host(&self, dst: &mut CudaTensor, src: &HostTensor) -> Result<()> {
         if !crate::step::write_host(self, dst, src)? {
             self.write_rows(dst, &self.upload(src)?, 0)?;

@@ -139,6 +139,11 @@ pub const FILES: &[KernelFile] = &[
             "transducer_joint_input",
         ],
     },
+    KernelFile {
+        name: "select",
+        source: include_str!("../kernels/select.cu"),
+        entries: &["select_topk"],
+    },
 ];
 
 const OPTIONS: &[&str] = &["--std=c++17"];

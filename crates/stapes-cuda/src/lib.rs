@@ -44,6 +44,7 @@ mod graph;
 pub mod kernels;
 pub mod loader;
 mod pool;
+mod select;
 mod step;
 mod transducer;
 

@@ -1,0 +1,202 @@
+// Token selection (stapes_core::select): per row of logits (rows, V), disable ids (a shared list
+// and the row's own ranges), optionally the mass rule ("if logsumexp(y[B]) - lse > max(y[A]) -
+// lse then disable A"), log-softmax, and the k best (log-prob + offset) with ties to the lowest
+// id; optionally the raw softmax probability of one id. One block per row.
+//
+// Reductions follow the host's: maxima in f32, f32 exponentials summed in f64, lse = m +
+// (float)log(sum); log-probs are (y - lse) in f32 so the ranking sees the host's values.
+//
+// params (u32 words): [V, rows, k, n_disabled, a0, a1, b0, b1, has_mass, prob_id (~0 = none)],
+// then n_disabled ids, then per row SEL_ROW words: [n_ranges, mass_on, offset (f32 bits),
+// lo0, hi0, lo1, hi1, ...]. out (u32 words), per row 2k+1: k ids, k scores (f32 bits), the
+// probability (f32 bits).
+
+#define SEL_MAXK 32
+#define SEL_MAXR 8
+#define SEL_HDR 10
+#define SEL_ROW (3 + 2 * SEL_MAXR)
+#define SEL_LOWEST (-3.40282347e+38f)
+
+__device__ __forceinline__ double sel_warp_sum_d(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+// Every thread gets the sum; `scratch` holds 32 doubles.
+__device__ __forceinline__ double sel_block_sum_d(double v, double* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = sel_warp_sum_d(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    double r = lane < nw ? scratch[lane] : 0.0;
+    return sel_warp_sum_d(r);
+}
+
+// (value desc, id asc): whether a ranks before b. Empty slots are (-inf, ~0).
+__device__ __forceinline__ bool sel_before(float av, u32 ai, float bv, u32 bi) {
+    return av > bv || (av == bv && ai < bi);
+}
+
+struct SelShared {
+    u32 lo[SEL_MAXR], hi[SEL_MAXR];
+    int nr;
+    float wv[32];
+    u32 wi[32];
+    float scratch[32];
+    double dscratch[32];
+};
+
+template <class X>
+__device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32* __restrict__ params,
+                                         u32* __restrict__ out) {
+    extern __shared__ u32 sel_bits[];  // (V + 31) / 32 words: the shared disabled list
+    __shared__ SelShared sh;
+    const u32 V = params[0], k = params[2], nd = params[3];
+    const u32 a0 = params[4], a1 = params[5], b0 = params[6], b1 = params[7];
+    const int has_mass = params[8] != 0;
+    const u32 prob_id = params[9];
+    const int r = blockIdx.x;
+    const u32* rec = params + SEL_HDR + nd + (long long)r * SEL_ROW;
+    const X* x = logits + (long long)r * V;
+    const u32 words = (V + 31) >> 5;
+    const int tid = threadIdx.x, nt = blockDim.x;
+
+    for (u32 w = tid; w < words; w += nt) sel_bits[w] = 0;
+    if (tid == 0) sh.nr = min((int)rec[0], SEL_MAXR);
+    if (tid < SEL_MAXR) {
+        sh.lo[tid] = min(rec[3 + 2 * tid], V);
+        sh.hi[tid] = min(rec[4 + 2 * tid], V);
+    }
+    __syncthreads();
+    for (u32 j = tid; j < nd; j += nt) {
+        const u32 id = params[SEL_HDR + j];
+        if (id < V) atomicOr(&sel_bits[id >> 5], 1u << (id & 31));
+    }
+    __syncthreads();
+    const int nr = sh.nr;
+    const int mass_on = has_mass && rec[1] != 0;
+    const float off = __uint_as_float(rec[2]);
+
+    // y: the logit, or SEL_LOWEST where disabled (dis_a: the mass rule fired)
+    auto y_at = [&](u32 i, int dis_a) -> float {
+        if ((sel_bits[i >> 5] >> (i & 31)) & 1u) return SEL_LOWEST;
+        for (int q = 0; q < nr; ++q)
+            if (i >= sh.lo[q] && i < sh.hi[q]) return SEL_LOWEST;
+        if (dis_a && i >= a0 && i < a1) return SEL_LOWEST;
+        return ldf(x, i);
+    };
+    auto lse_of = [](float m, double s) -> float { return isfinite(m) ? m + (float)log(s) : m; };
+
+    // pass 1: maxima of y, y[A], y[B] and the raw row
+    float m_all = F_NEG_INF, m_a = F_NEG_INF, m_b = F_NEG_INF, m_raw = F_NEG_INF;
+    for (u32 i = tid; i < V; i += nt) {
+        const float y = y_at(i, 0);
+        m_all = fmaxf(m_all, y);
+        if (i >= a0 && i < a1) m_a = fmaxf(m_a, y);
+        if (i >= b0 && i < b1) m_b = fmaxf(m_b, y);
+        if (prob_id != 0xffffffffu) m_raw = fmaxf(m_raw, ldf(x, i));
+    }
+    m_all = block_max(m_all, sh.scratch);
+    if (mass_on) {
+        m_a = block_max(m_a, sh.scratch);
+        m_b = block_max(m_b, sh.scratch);
+    }
+    if (prob_id != 0xffffffffu) m_raw = block_max(m_raw, sh.scratch);
+
+    // pass 2: the sums
+    double s_all = 0.0, s_b = 0.0, s_raw = 0.0;
+    for (u32 i = tid; i < V; i += nt) {
+        const float y = y_at(i, 0);
+        s_all += (double)expf(y - m_all);
+        if (mass_on && i >= b0 && i < b1) s_b += (double)expf(y - m_b);
+        if (prob_id != 0xffffffffu) s_raw += (double)expf(ldf(x, i) - m_raw);
+    }
+    s_all = sel_block_sum_d(s_all, sh.dscratch);
+    float lse = lse_of(m_all, s_all);
+    int fired = 0;
+    if (mass_on) {
+        s_b = sel_block_sum_d(s_b, sh.dscratch);
+        fired = (lse_of(m_b, s_b) - lse) > (m_a - lse);
+    }
+    float prob = 0.f;
+    if (prob_id != 0xffffffffu) {
+        s_raw = sel_block_sum_d(s_raw, sh.dscratch);
+        if (prob_id < V) prob = expf(ldf(x, prob_id) - lse_of(m_raw, s_raw));
+    }
+    if (fired) {
+        // A disabled: the log-softmax over what remains
+        float m2 = F_NEG_INF;
+        for (u32 i = tid; i < V; i += nt) m2 = fmaxf(m2, y_at(i, 1));
+        m2 = block_max(m2, sh.scratch);
+        double s2 = 0.0;
+        for (u32 i = tid; i < V; i += nt) s2 += (double)expf(y_at(i, 1) - m2);
+        s2 = sel_block_sum_d(s2, sh.dscratch);
+        lse = lse_of(m2, s2);
+    }
+
+    // pass 3: each thread's own top k, in increasing id order (equal keys keep the lower id)
+    float tv[SEL_MAXK];
+    u32 ti[SEL_MAXK];
+    u32 cnt = 0;
+    for (u32 i = tid; i < V; i += nt) {
+        const float key = (y_at(i, fired) - lse) + off;
+        if (cnt == k && !(key > tv[k - 1])) continue;
+        u32 pos = cnt < k ? cnt : k - 1;
+        while (pos > 0 && key > tv[pos - 1]) {
+            tv[pos] = tv[pos - 1];
+            ti[pos] = ti[pos - 1];
+            --pos;
+        }
+        tv[pos] = key;
+        ti[pos] = i;
+        if (cnt < k) ++cnt;
+    }
+
+    // k rounds of a block arg-best over the threads' heads; the owner of the winner pops it
+    u32 head = 0;
+    u32* o = out + (long long)r * (2 * k + 1);
+    const int lane = tid & 31, warp = tid >> 5, nw = (nt + 31) >> 5;
+    for (u32 j = 0; j < k; ++j) {
+        float bv = head < cnt ? tv[head] : F_NEG_INF;
+        u32 bi = head < cnt ? ti[head] : 0xffffffffu;
+#pragma unroll
+        for (int s = 16; s > 0; s >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, s);
+            const u32 oi = __shfl_xor_sync(0xffffffffu, bi, s);
+            if (sel_before(ov, oi, bv, bi)) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        __syncthreads();
+        if (lane == 0) {
+            sh.wv[warp] = bv;
+            sh.wi[warp] = bi;
+        }
+        __syncthreads();
+        bv = lane < nw ? sh.wv[lane] : F_NEG_INF;
+        bi = lane < nw ? sh.wi[lane] : 0xffffffffu;
+#pragma unroll
+        for (int s = 16; s > 0; s >>= 1) {
+            const float ov = __shfl_xor_sync(0xffffffffu, bv, s);
+            const u32 oi = __shfl_xor_sync(0xffffffffu, bi, s);
+            if (sel_before(ov, oi, bv, bi)) {
+                bv = ov;
+                bi = oi;
+            }
+        }
+        // every warp computed the same winner from the same shared words
+        if (bi != 0xffffffffu && bi % (u32)nt == (u32)tid) ++head;
+        if (tid == 0) {
+            o[j] = bi;
+            o[k + j] = __float_as_uint(bv);
+        }
+    }
+    if (tid == 0) o[2 * k] = __float_as_uint(prob);
+}
+
+extern "C" __global__ void select_topk(const void* logits, const u32* params, u32* out, int dt) {
+    if (dt & 2) select_k<h16>((const h16*)logits, params, out);
+    else select_k<float>((const float*)logits, params, out);
+}

@@ -1,0 +1,169 @@
+//! [`Backend::select_tokens`](stapes_core::Backend::select_tokens) on this home: one launch of
+//! `kernels/select.cu` (a block per row) over the logits where they lie; the request goes up and
+//! the `k` candidates per row come back through one small pinned buffer, instead of the whole
+//! `(rows, V)` row block and a host pass over it.
+//!
+//! `STAPES_CUDA_SELECT=1` turns it on (off by default until it has passed on a GPU); off, the op
+//! takes the composed default (download, host selection).
+
+use std::ffi::c_void;
+use std::sync::{Mutex, OnceLock};
+
+use cudarc::driver::result;
+use stapes_core::select::{select_dims, select_host, SelectRequest, Selected, MAX_K, MAX_RANGES};
+use stapes_core::{Backend, DeviceTensor, Error, Result};
+
+use crate::backend::{CudaBackend, CudaTensor};
+use crate::CudaError;
+
+macro_rules! args {
+    ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
+}
+
+/// Words of the request header and of one row's record (select.cu's SEL_HDR / SEL_ROW).
+const HDR: usize = 10;
+const ROW: usize = 3 + 2 * MAX_RANGES;
+/// The shared disabled list lives in a shared-memory bitmap of V bits (48 KiB at most).
+const MAX_V: usize = 48 * 1024 * 8;
+const THREADS: u32 = 1024;
+
+/// Whether the device selection is on (`STAPES_CUDA_SELECT`, read once).
+pub(crate) fn select_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("STAPES_CUDA_SELECT").is_ok_and(|v| matches!(v.trim(), "1" | "on" | "true"))
+    })
+}
+
+/// Pinned words: the request, then the answer.
+struct Pinned {
+    ptr: *mut u32,
+    len: usize,
+}
+
+// SAFETY: the pointer is only dereferenced under `PINNED`'s lock.
+unsafe impl Send for Pinned {}
+
+static PINNED: Mutex<Option<Pinned>> = Mutex::new(None);
+
+/// The request as select.cu reads it.
+fn encode(req: &SelectRequest<'_>, v: usize) -> Vec<u32> {
+    let mut p = Vec::with_capacity(HDR + req.disabled.len() + req.rows.len() * ROW);
+    let (a, b) = req.mass.map_or(((0, 0), (0, 0)), |m| (m.a, m.b));
+    p.extend_from_slice(&[
+        v as u32,
+        req.rows.len() as u32,
+        req.k as u32,
+        req.disabled.len() as u32,
+        a.0,
+        a.1,
+        b.0,
+        b.1,
+        req.mass.is_some() as u32,
+        req.prob_of.unwrap_or(u32::MAX),
+    ]);
+    p.extend_from_slice(req.disabled);
+    for r in req.rows {
+        let mut rec = [0u32; ROW];
+        rec[0] = r.ranges.len() as u32;
+        rec[1] = r.mass_rule as u32;
+        rec[2] = r.offset.to_bits();
+        for (q, &(lo, hi)) in r.ranges.iter().enumerate() {
+            rec[3 + 2 * q] = lo;
+            rec[4 + 2 * q] = hi;
+        }
+        p.extend_from_slice(&rec);
+    }
+    p
+}
+
+impl CudaBackend {
+    /// [`Backend::select_tokens`]: the kernel where it is on and the request fits it, else the
+    /// composed default (download, host selection).
+    pub(crate) fn select_tokens_k(
+        &self,
+        logits: &CudaTensor,
+        req: &SelectRequest<'_>,
+    ) -> Result<Selected> {
+        let (rows, v) = select_dims(logits.shape(), req)?;
+        let fits = req.k <= MAX_K && v <= MAX_V && rows <= u32::MAX as usize;
+        if !select_on() || !fits || self.capturing.load(std::sync::atomic::Ordering::Relaxed) {
+            return select_host(&self.download_step(logits)?, req);
+        }
+        let params = encode(req, v);
+        let out_words = rows * (2 * req.k + 1);
+        let err = |what| move |e| Error::from(CudaError::driver(what, e));
+        self.bind()?;
+        let dev_params = self.pool.alloc(params.len() * 4)?;
+        let dev_out = self.pool.alloc(out_words * 4)?;
+        let mut guard = PINNED.lock().unwrap_or_else(|p| p.into_inner());
+        let need = params.len() + out_words;
+        if guard.as_ref().is_none_or(|s| s.len < need) {
+            if let Some(old) = guard.take() {
+                // SAFETY: allocated below by malloc_host; no copy is in flight (every call
+                // synchronizes before the lock is released)
+                unsafe { result::free_host(old.ptr.cast()) }
+                    .map_err(err("free pinned host memory"))?;
+            }
+            let len = need.max(16 * 1024);
+            // SAFETY: a plain allocation; CU_MEMHOSTALLOC_PORTABLE = 1
+            let ptr = unsafe { result::malloc_host(len * 4, 1) }
+                .map_err(err("allocate pinned host memory"))?;
+            *guard = Some(Pinned {
+                ptr: ptr.cast(),
+                len,
+            });
+        }
+        let Some(pin) = guard.as_ref() else {
+            return select_host(&self.download_step(logits)?, req);
+        };
+        // SAFETY: `pin.ptr` holds `pin.len ≥ need` words, only touched under the lock; the
+        // stream is synchronized before the lock is released and before `answer` is read
+        let (up, answer) = unsafe {
+            let all = std::slice::from_raw_parts_mut(pin.ptr, need);
+            all.split_at_mut(params.len())
+        };
+        up.copy_from_slice(&params);
+        // SAFETY: `dev_params` holds params.len() words; the source stays untouched until the
+        // synchronize below
+        unsafe { result::memcpy_htod_async(dev_params.ptr, &*up, self.stream.cu_stream()) }
+            .map_err(err("memcpy HtoD (select request)"))?;
+        let (lp, pp, op) = (self.p(&logits.buf), dev_params.ptr, dev_out.ptr);
+        let dt = (logits.is_f16() as i32) << 1;
+        let smem = (v.div_ceil(32) * 4) as u32;
+        self.launch(
+            "select_topk",
+            (rows as u32, 1, 1),
+            (THREADS, 1, 1),
+            smem,
+            args![lp, pp, op, dt],
+        )?;
+        // SAFETY: `dev_out` holds out_words words written by the kernel on this stream
+        unsafe { result::memcpy_dtoh_async(&mut *answer, dev_out.ptr, self.stream.cu_stream()) }
+            .map_err(err("memcpy DtoH (select answer)"))?;
+        self.stream
+            .synchronize()
+            .map_err(err("stream synchronize"))?;
+        let k = req.k;
+        let mut sel = Selected {
+            k,
+            ids: Vec::with_capacity(rows * k),
+            scores: Vec::with_capacity(rows * k),
+            probs: req.prob_of.map(|_| Vec::with_capacity(rows)),
+        };
+        for rec in answer.chunks(2 * k + 1) {
+            sel.ids.extend_from_slice(&rec[..k]);
+            sel.scores
+                .extend(rec[k..2 * k].iter().map(|&b| f32::from_bits(b)));
+            if let Some(p) = sel.probs.as_mut() {
+                p.push(f32::from_bits(rec[2 * k]));
+            }
+        }
+        if let Some(&bad) = sel.ids.iter().find(|&&id| id as usize >= v) {
+            return Err(Error::Device(format!(
+                "select_topk returned id {bad} for a vocabulary of {v}"
+            )));
+        }
+        Ok(sel)
+    }
+}
