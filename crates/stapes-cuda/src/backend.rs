@@ -214,6 +214,9 @@ mod conformer;
 // it uses this module's internals and the macro)
 #[path = "linear_add.rs"]
 mod linear_add;
+// the q8 lane's own int8 tensor-core GEMM with the scaling epilogue in registers (i8gemm.rs)
+#[path = "i8gemm.rs"]
+mod i8gemm;
 // head size 64 attention (`flash64_*`) and `attention_packed`; a child module like `linear_add`
 #[path = "attention.rs"]
 mod attention;
@@ -759,6 +762,10 @@ impl CudaBackend {
                         args![y, x, wp, sp, bias, mi, ni, ki, kp, dt],
                     )?;
                     self.add_in_place(y, resid, m * n, y_dt)?;
+                } else if self
+                    .i8gemm_linear(y, y_dt, xb, x, x_dt, m, n, k, wp, sp, *k_pad, bias, resid)?
+                {
+                    // our int8 GEMM, epilogue in registers (i8gemm.rs, STAPES_CUDA_I8GEMM)
                 } else {
                     let (acc, sx) = self.q8_accumulate(xb, x, x_dt, m, k, wp, *n_pad, *k_pad)?;
                     let (sxp, accp) = (sx.ptr, acc.ptr);

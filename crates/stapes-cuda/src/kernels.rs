@@ -73,6 +73,11 @@ pub const FILES: &[KernelFile] = &[
         ],
     },
     KernelFile {
+        name: "i8gemm",
+        source: include_str!("../kernels/i8gemm.cu"),
+        entries: &["i8gemm_bm128", "i8gemm_bm64"],
+    },
+    KernelFile {
         name: "conv",
         source: include_str!("../kernels/conv.cu"),
         entries: &["im2col_1d", "depthwise_conv1d", "conv2d_direct"],

@@ -118,25 +118,7 @@ impl CudaBackend {
         k_pad: usize,
     ) -> Result<(Arc<Block>, Arc<Block>)> {
         let m_pad = round_up(m, 16);
-        let kind = PrepKind::I8 { k_pad };
-        let (q, sx) = match self.prepared(xb, m, k, kind) {
-            Some(b) => (b[0].clone(), b[1].clone()),
-            None => {
-                let q = self.pool.alloc(m_pad * k_pad)?;
-                let sx = self.pool.alloc(m_pad * 4)?;
-                let (qp, sxp, xdt) = (q.ptr, sx.ptr, x_dt.bit() << 1);
-                let (mi, ki, kp) = (m as i32, k as i32, k_pad as i32);
-                self.launch(
-                    "quantize_rows_i8",
-                    ((m_pad / 8) as u32, 1, 1),
-                    (256, 1, 1),
-                    0,
-                    args![qp, sxp, x, mi, ki, kp, xdt],
-                )?;
-                self.remember(xb, m, k, kind, vec![q.clone(), sx.clone()]);
-                (q, sx)
-            }
-        };
+        let (q, sx) = self.q8_quantize(xb, x, x_dt, m, k, k_pad)?;
         let acc = self.pool.alloc(m_pad * n_pad * 4)?;
         let tune = !self.capturing.load(Ordering::Relaxed);
         // SAFETY: shapes padded to multiples of 16 as the plan requires; buffers sized above.
@@ -196,6 +178,16 @@ impl CudaBackend {
         let bias32 = self.param(bias)?;
         let bp = self.opt(bias32.as_ref());
         let (xp, wp, sp) = (self.t(x), self.p(w8), self.p(scales));
+        if let Some(cap) = self.i8gemm() {
+            // our int8 GEMM writes act(…) only; the next q8 GEMM quantizes this output as it
+            // reads it (from the values rounded to the output type: see i8gemm.rs)
+            let (q, sx) = self.q8_quantize(&x.buf, xp, x.dtype, m, k, *k_pad)?;
+            let epi = super::i8gemm::Epilogue::Act(act_code(act));
+            let (y, ydt) = (out.buf.ptr, out.dtype);
+            self.i8gemm_launch(cap, y, ydt, q.ptr, sx.ptr, wp, sp, bp, m, n, *k_pad, epi)?;
+            Counters::bump(&self.counters.gemm_q8);
+            return Ok(out);
+        }
         let (acc, sx) = self.q8_accumulate(&x.buf, xp, x.dtype, m, k, wp, *n_pad, *k_pad)?;
         // the next GEMM's input layout: K = this n, padded as its weight's k_pad will be
         let (m_pad, nk_pad) = (round_up(m, 16), round_up(n, 16));

@@ -1,0 +1,208 @@
+// int8 tensor-core GEMM with the q8 lane's scaling epilogue in registers (issue 4).
+//
+// y (m, n) = epi(acc[r][c] * sx[r] * sw[c] (+ bias[c]) (+ resid[r][c]) | act(...)), where
+// acc = A (m, k_pad) int8 row-major · B (n, k_pad) int8 row-major ᵀ, summed exactly in int32.
+// A: activations quantized per row (quantize_rows_i8), B: the re-laid q8 weight, both
+// K-contiguous, so both fragments come from ldmatrix without .trans. The epilogue arithmetic is
+// the one NVRTC emits for dequant_epilogue / dequant_act_quant in gemm_aux.cu (read from its
+// PTX): t = acc·sx; with a bias fma(t, sw, bias), else t·sw; then + resid as a separate add;
+// act(fma(t, sw, bias or 0)) for the activation form. Spelled with _rn intrinsics so no
+// contraction choice of the compiler can change the bits.
+//
+// Tiles: BM x 128 x 64 (BM = 64 or 128), 8 warps as 2 (M) x 4 (N), each warp WM x 4 mma tiles of
+// m16n8k32; 3-stage cp.async pipeline; shared rows of 64 bytes (4 chunks of 16) with chunk
+// c stored at c ^ ((row >> 1) & 3), which makes every ldmatrix phase (8 rows, one chunk column)
+// hit 8 distinct 16-byte bank groups. Rows >= m, columns >= n and K chunks >= k_pad are
+// zero-filled by cp.async's src-size operand, so any m, n and k_pad % 16 == 0 work.
+
+#define I8_BN 128
+#define I8_BK 64
+#define I8_STAGES 3
+#define I8_THREADS 256
+
+__device__ __forceinline__ u32 i8_smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void i8_cp16(u32 dst, const void* src, int bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+__device__ __forceinline__ void i8_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void i8_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void i8_ldsm4(u32& r0, u32& r1, u32& r2, u32& r3, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void i8_mma(int* c, const u32* a, u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Byte offset of (row, 16-byte chunk) in a 64-byte-row tile.
+__device__ __forceinline__ int i8_swz(int row, int chunk) { return row * I8_BK + ((chunk ^ ((row >> 1) & 3)) << 4); }
+
+// Activation codes as in gemm_aux.cu's epi_act (each .cu is compiled alone): 0 gelu(erf),
+// 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh.
+__device__ __noinline__ float i8_act(float v, int act) {
+    switch (act) {
+    case 0: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case 1: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    case 2: return v / (1.f + expf(-v));
+    case 3: return fmaxf(v, 0.f);
+    case 4: return 1.f / (1.f + expf(-v));
+    default: return tanhf(v);
+    }
+}
+
+// mode: 0 scale (+ bias), 1 scale (+ bias) + resid, 2 act(scale + bias).
+template <class Y>
+__device__ __forceinline__ float i8_epi(int acc, float s, float w, const float* bias, int c, const Y* rr, long long ri, int mode,
+                                        int act) {
+    float t = __fmul_rn((float)acc, s);
+    if (mode == 2) return i8_act(__fmaf_rn(t, w, bias ? bias[c] : 0.f), act);
+    float v = bias ? __fmaf_rn(t, w, bias[c]) : __fmul_rn(t, w);
+    if (mode == 1) v = __fadd_rn(v, ldf(rr, ri));
+    return v;
+}
+
+template <class Y, int WM>
+__device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict__ A, const signed char* __restrict__ B,
+                                         const float* __restrict__ sx, const float* __restrict__ sw,
+                                         const float* __restrict__ bias, const void* resid_, int m, int n, int k_pad, int mode,
+                                         int act) {
+    constexpr int BM = 2 * 16 * WM;
+    extern __shared__ __align__(128) unsigned char i8_sm[];
+    unsigned char* sA = i8_sm;                          // STAGES x BM x 64
+    unsigned char* sB = i8_sm + I8_STAGES * BM * I8_BK;  // STAGES x 128 x 64
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * I8_BN;
+    const int KT = (k_pad + I8_BK - 1) / I8_BK;
+
+    auto load = [&](int stage, int kt) {
+        const int kb = kt * I8_BK;
+        u32 a_base = i8_smem_addr(sA + stage * BM * I8_BK);
+        u32 b_base = i8_smem_addr(sB + stage * I8_BN * I8_BK);
+#pragma unroll
+        for (int i = tid; i < BM * 4; i += I8_THREADS) {
+            int r = i >> 2, ch = i & 3;
+            int gr = m0 + r, gk = kb + ch * 16;
+            bool ok = gr < m && gk < k_pad;
+            const signed char* src = ok ? A + (long long)gr * k_pad + gk : A;
+            i8_cp16(a_base + i8_swz(r, ch), src, ok ? 16 : 0);
+        }
+#pragma unroll
+        for (int i = tid; i < I8_BN * 4; i += I8_THREADS) {
+            int r = i >> 2, ch = i & 3;
+            int gr = n0 + r, gk = kb + ch * 16;
+            bool ok = gr < n && gk < k_pad;
+            const signed char* src = ok ? B + (long long)gr * k_pad + gk : B;
+            i8_cp16(b_base + i8_swz(r, ch), src, ok ? 16 : 0);
+        }
+    };
+
+    int acc[WM][4][4];
+#pragma unroll
+    for (int i = 0; i < WM; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
+
+#pragma unroll
+    for (int s = 0; s < I8_STAGES - 1; ++s) {
+        if (s < KT) load(s, s);
+        i8_commit();
+    }
+
+    // ldmatrix lane roles: A x4 = (rows 0-7, k 0-15), (rows 8-15, k 0-15), (rows 0-7, k 16-31),
+    // (rows 8-15, k 16-31); B x4 = two n8 tiles, each (k 0-15), (k 16-31).
+    const int lm = lane >> 3, lr = lane & 7;
+    const int a_row = wm * 16 * WM + lr + (lm & 1) * 8, a_ch = lm >> 1;
+    const int b_row = wn * 32 + lr + (lm >> 1) * 8, b_ch = lm & 1;
+
+    for (int kt = 0; kt < KT; ++kt) {
+        i8_wait<I8_STAGES - 2>();
+        __syncthreads();
+        {
+            int nk = kt + I8_STAGES - 1;
+            if (nk < KT) load(nk % I8_STAGES, nk);
+            i8_commit();
+        }
+        const int stage = kt % I8_STAGES;
+        u32 a_base = i8_smem_addr(sA + stage * BM * I8_BK);
+        u32 b_base = i8_smem_addr(sB + stage * I8_BN * I8_BK);
+#pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+            u32 af[WM][4], bf[4][2];
+#pragma unroll
+            for (int i = 0; i < WM; ++i)
+                i8_ldsm4(af[i][0], af[i][1], af[i][2], af[i][3], a_base + i8_swz(a_row + i * 16, a_ch + kk * 2));
+#pragma unroll
+            for (int j = 0; j < 2; ++j)
+                i8_ldsm4(bf[2 * j][0], bf[2 * j][1], bf[2 * j + 1][0], bf[2 * j + 1][1],
+                         b_base + i8_swz(b_row + j * 16, b_ch + kk * 2));
+#pragma unroll
+            for (int i = 0; i < WM; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) i8_mma(acc[i][j], af[i], bf[j][0], bf[j][1]);
+        }
+    }
+    i8_wait<0>();
+
+    // epilogue straight from the accumulators: each thread holds (row g, cols 2t, 2t+1) and
+    // (row g + 8, same cols) of every m16n8 tile
+    Y* y = (Y*)y_;
+    const Y* rr = (const Y*)resid_;
+    const int g = lane >> 2, t4 = lane & 3;
+    const bool pairs = (n & 1) == 0;
+#pragma unroll
+    for (int i = 0; i < WM; ++i) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int r = m0 + wm * 16 * WM + i * 16 + g + h * 8;
+            if (r >= m) continue;
+            float s = sx[r];
+            long long rb = (long long)r * n;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                int c = n0 + wn * 32 + j * 8 + t4 * 2;
+                if (c >= n) continue;
+                int a0 = acc[i][j][h * 2], a1 = acc[i][j][h * 2 + 1];
+                if (pairs) {
+                    float2 w2 = *(const float2*)(sw + c);
+                    float v0 = i8_epi(a0, s, w2.x, bias, c, rr, rb + c, mode, act);
+                    float v1 = i8_epi(a1, s, w2.y, bias, c + 1, rr, rb + c + 1, mode, act);
+                    st2(y, (rb + c) >> 1, make_float2(v0, v1));
+                } else {
+                    stf(y, rb + c, i8_epi(a0, s, sw[c], bias, c, rr, rb + c, mode, act));
+                    if (c + 1 < n) stf(y, rb + c + 1, i8_epi(a1, s, sw[c + 1], bias, c + 1, rr, rb + c + 1, mode, act));
+                }
+            }
+        }
+    }
+}
+
+// Entry points per block height; dt bit 0: y (and resid) f16. Dynamic shared memory:
+// 3 * (BM + 128) * 64 bytes (48 KiB for BM = 128, 36 KiB for BM = 64).
+extern "C" __global__ void __launch_bounds__(I8_THREADS) i8gemm_bm128(void* y, const signed char* A, const signed char* B,
+                                                                      const float* sx, const float* sw, const float* bias,
+                                                                      const void* resid, int m, int n, int k_pad, int mode,
+                                                                      int act, int dt) {
+    if (dt & 1) i8gemm_k<h16, 4>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);
+    else i8gemm_k<float, 4>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);
+}
+extern "C" __global__ void __launch_bounds__(I8_THREADS) i8gemm_bm64(void* y, const signed char* A, const signed char* B,
+                                                                     const float* sx, const float* sw, const float* bias,
+                                                                     const void* resid, int m, int n, int k_pad, int mode,
+                                                                     int act, int dt) {
+    if (dt & 1) i8gemm_k<h16, 2>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);
+    else i8gemm_k<float, 2>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);
+}

@@ -1,0 +1,240 @@
+//! Our own int8 tensor-core GEMM for the q8 lane (`kernels/i8gemm.cu`): the activations'
+//! per-row int8 quantization (as before), then one kernel that runs `mma.sync` m16n8k32 over
+//! the int8 activations and the re-laid int8 weight and applies the scaling epilogue (row scale
+//! × column scale, bias, residual or activation) to the int32 accumulators in registers. It
+//! replaces cuBLASLt int8 → i32 in memory → `dequant_epilogue*` / `dequant_act_quant`, whose
+//! i32 round trip and extra launch cost more than int8 saved (ledger, "CUDA home: encoder GEMM
+//! epilogues").
+//!
+//! Same outputs as the library path: int32 sums are exact either way and the epilogue uses the
+//! same float operations in the same order (see the .cu header), so `linear` / `linear_add` are
+//! bit-identical. `linear_act` differs in one place: the library path quantizes the next GEMM's
+//! input from the f32 activation values, this path writes the output only and the next GEMM
+//! quantizes it as it reads it, i.e. from the values rounded to the output type (identical with
+//! f32 activations; with f16 activations the int8 codes can move by one step).
+//!
+//! Switch: `STAPES_CUDA_I8GEMM=1` turns it on (off by default until measured on the H200);
+//! `STAPES_CUDA_I8GEMM_TILE=64|128` forces the block height (default: by shape).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use stapes_core::Result;
+
+use super::{round_up, CudaBackend, Dtype, PrepKind};
+use crate::pool::Block;
+
+/// 0: not read yet, 1 off, 2 on.
+static SWITCH: AtomicU8 = AtomicU8::new(0);
+/// 0: by shape, else the forced block height.
+static TILE: AtomicU8 = AtomicU8::new(255);
+
+fn switch_on() -> bool {
+    match SWITCH.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("STAPES_CUDA_I8GEMM").is_ok_and(|v| v.trim() == "1");
+            SWITCH.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+        v => v == 2,
+    }
+}
+
+fn forced_tile() -> u8 {
+    match TILE.load(Ordering::Relaxed) {
+        255 => {
+            let t = match std::env::var("STAPES_CUDA_I8GEMM_TILE").as_deref() {
+                Ok("64") => 64,
+                Ok("128") => 128,
+                _ => 0,
+            };
+            TILE.store(t, Ordering::Relaxed);
+            t
+        }
+        t => t,
+    }
+}
+
+/// Launches of the kernel in this process (tests check the path was really taken).
+static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// What the kernel does with `acc · sx · sw (+ bias)` (its `mode` argument).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Epilogue {
+    /// `+ bias`, written as is.
+    Scale,
+    /// `+ bias + resid`, `resid` (m, n) of the output's type.
+    Add(u64),
+    /// `act(… + bias)`, the activation code of `act_code`.
+    Act(i32),
+}
+
+/// The capability: the kernel needs `mma.sync` m16n8k32 s8 and `cp.async` (sm_80+).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct I8Gemm(());
+
+impl I8Gemm {
+    /// `arch` as NVRTC names it (`compute_90`); `None` below sm_80.
+    fn new(arch: &str) -> Option<Self> {
+        let v: u32 = arch.strip_prefix("compute_")?.parse().ok()?;
+        (v >= 80).then_some(Self(()))
+    }
+}
+
+/// Rows per block: 128-row tiles where they still give every SM two blocks, else 64.
+fn block_rows(m: usize, n: usize) -> usize {
+    match forced_tile() {
+        64 => 64,
+        128 => 128,
+        _ => {
+            let tiles128 = m.div_ceil(128) * n.div_ceil(128);
+            if tiles128 >= 2 * 132 {
+                128
+            } else {
+                64
+            }
+        }
+    }
+}
+
+impl CudaBackend {
+    /// Our int8 GEMM where it can run and is switched on.
+    pub(crate) fn i8gemm(&self) -> Option<I8Gemm> {
+        if !switch_on() {
+            return None;
+        }
+        I8Gemm::new(self.arch)
+    }
+
+    /// Turn the int8 GEMM on or off for every backend of this process (same-binary A/B runs and
+    /// tests; the default comes from `STAPES_CUDA_I8GEMM`).
+    #[doc(hidden)]
+    pub fn set_i8gemm(&self, on: bool) {
+        SWITCH.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+    }
+
+    /// How many times this process launched the int8 GEMM kernel (for tests).
+    #[doc(hidden)]
+    pub fn i8gemm_launches(&self) -> u64 {
+        LAUNCHES.load(Ordering::Relaxed)
+    }
+
+    /// Force the block height (64 or 128; anything else: by shape), for the benchmark.
+    #[doc(hidden)]
+    pub fn set_i8gemm_tile(&self, rows: u8) {
+        TILE.store(
+            if rows == 64 || rows == 128 { rows } else { 0 },
+            Ordering::Relaxed,
+        );
+    }
+
+    /// `x (m, k)` quantized per row to int8 `(m_pad, k_pad)` with f32 row scales `(m_pad)`, or
+    /// the prepared quantization of the same tensor reused.
+    pub(super) fn q8_quantize(
+        &self,
+        xb: &Arc<Block>,
+        x: u64,
+        x_dt: Dtype,
+        m: usize,
+        k: usize,
+        k_pad: usize,
+    ) -> Result<(Arc<Block>, Arc<Block>)> {
+        let m_pad = round_up(m, 16);
+        let kind = PrepKind::I8 { k_pad };
+        if let Some(b) = self.prepared(xb, m, k, kind) {
+            return Ok((b[0].clone(), b[1].clone()));
+        }
+        let q = self.pool.alloc(m_pad * k_pad)?;
+        let sx = self.pool.alloc(m_pad * 4)?;
+        let (qp, sxp, xdt) = (q.ptr, sx.ptr, x_dt.bit() << 1);
+        let (mi, ki, kp) = (m as i32, k as i32, k_pad as i32);
+        self.launch(
+            "quantize_rows_i8",
+            ((m_pad / 8) as u32, 1, 1),
+            (256, 1, 1),
+            0,
+            args![qp, sxp, x, mi, ki, kp, xdt],
+        )?;
+        self.remember(xb, m, k, kind, vec![q.clone(), sx.clone()]);
+        Ok((q, sx))
+    }
+
+    /// `y (m, n) = epilogue(q (m, k_pad) · w8 (n, k_pad)ᵀ · sx[row] · sw[col])` in one launch.
+    /// `q`, `w8` int8 with zero padding up to `k_pad` (a multiple of 16); `sx` (≥ m) and `sw`
+    /// (≥ n) f32; `bias` (n) f32 or 0; `y` (m, n) of `y_dt`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn i8gemm_launch(
+        &self,
+        _cap: I8Gemm,
+        y: u64,
+        y_dt: Dtype,
+        q: u64,
+        sx: u64,
+        w8: u64,
+        sw: u64,
+        bias: u64,
+        m: usize,
+        n: usize,
+        k_pad: usize,
+        epi: Epilogue,
+    ) -> Result<()> {
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let (mode, resid, act) = match epi {
+            Epilogue::Scale => (0i32, 0u64, 0i32),
+            Epilogue::Add(r) => (1, r, 0),
+            Epilogue::Act(a) => (2, 0, a),
+        };
+        let bm = block_rows(m, n);
+        let (name, smem) = if bm == 128 {
+            ("i8gemm_bm128", 3 * (128 + 128) * 64)
+        } else {
+            ("i8gemm_bm64", 3 * (64 + 128) * 64)
+        };
+        let grid = (n.div_ceil(128) as u32, m.div_ceil(bm) as u32, 1);
+        let (mi, ni, kp, dt) = (m as i32, n as i32, k_pad as i32, y_dt.bit());
+        self.launch(
+            name,
+            grid,
+            (256, 1, 1),
+            smem,
+            args![y, q, w8, sx, sw, bias, resid, mi, ni, kp, mode, act, dt],
+        )?;
+        LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The q8 `linear` / `linear_add` at more than GEMV rows through [`CudaBackend::i8gemm_launch`]
+    /// when it is on; `Ok(false)`: not taken, the caller runs the library path.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn i8gemm_linear(
+        &self,
+        y: u64,
+        y_dt: Dtype,
+        xb: &Arc<Block>,
+        x: u64,
+        x_dt: Dtype,
+        m: usize,
+        n: usize,
+        k: usize,
+        w8: u64,
+        sw: u64,
+        k_pad: usize,
+        bias: u64,
+        resid: u64,
+    ) -> Result<bool> {
+        let Some(cap) = self.i8gemm() else {
+            return Ok(false);
+        };
+        let (q, sx) = self.q8_quantize(xb, x, x_dt, m, k, k_pad)?;
+        let epi = if resid == 0 {
+            Epilogue::Scale
+        } else {
+            Epilogue::Add(resid)
+        };
+        self.i8gemm_launch(cap, y, y_dt, q.ptr, sx.ptr, w8, sw, bias, m, n, k_pad, epi)?;
+        Ok(true)
+    }
+}
