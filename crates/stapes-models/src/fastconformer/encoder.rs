@@ -13,6 +13,25 @@ use std::path::Path;
 /// PyTorch's LayerNorm / BatchNorm default epsilon, which every Parakeet norm uses.
 const NORM_EPS: f32 = 1e-5;
 
+/// Largest `layers × (2T'−1) × d` of position projections [`Encoder::prepare`] keeps per pass
+/// (64 MiB in f16): every chain bucket up to `CHAIN_MAX_FRAMES` of a 24- or 32-layer
+/// d = 1024 model fits; longer (eager) passes project per layer as they go.
+const POS_ONCE_MAX_ELEMS: usize = 32 << 20;
+
+/// `STAPES_FC_POS_ONCE` at load: `0` = every layer projects the position sinusoids inside the
+/// pass (one GEMM per layer per pass), `1` = in [`Encoder::prepare`] on every home, unset = in
+/// `prepare` where the home captures chains.
+fn pos_once_default() -> Option<bool> {
+    match std::env::var("STAPES_FC_POS_ONCE")
+        .as_deref()
+        .map(str::trim)
+    {
+        Ok("0") => Some(false),
+        Ok("1") => Some(true),
+        _ => None,
+    }
+}
+
 /// Named host tensors of one checkpoint, with errors that name the file and the tensor.
 pub(crate) struct Tensors<'a> {
     pub map: &'a BTreeMap<String, HostTensor>,
@@ -208,6 +227,10 @@ pub(crate) struct Encoder<B: Backend> {
     sub_linear: Linear<B>,
     blocks: Vec<Block<B>>,
     pub chunking: Chunking,
+    /// Project the position sinusoids for every layer in [`Encoder::prepare`] (they do not
+    /// depend on the input, so a captured chain replays without those GEMMs) where they fit
+    /// [`POS_ONCE_MAX_ELEMS`]: `None` = where the home captures chains, `Some` = forced.
+    pub(crate) pos_once: Option<bool>,
 }
 
 /// How long inputs are cut so memory stays bounded; results do not depend on it (each chunk
@@ -280,6 +303,7 @@ impl<B: Backend> Encoder<B> {
             sub_linear,
             blocks,
             chunking: Chunking::default(),
+            pos_once: pos_once_default(),
         })
     }
 
@@ -298,8 +322,23 @@ impl<B: Backend> Encoder<B> {
         let masks = lengths
             .map(|lens| self.masks(b, batch, t_in, lens))
             .transpose()?;
+        let pos = b.upload(&rel_positions(t, self.cfg.hidden_size))?;
+        // Only a home that replays captured chains gains: elsewhere every pass prepares anew.
+        let elems = self.blocks.len() * (2 * t).saturating_sub(1) * self.cfg.hidden_size;
+        let once = self.pos_once.unwrap_or_else(|| b.captures_chains());
+        let pos_proj = if once && elems <= POS_ONCE_MAX_ELEMS {
+            let proj = self
+                .blocks
+                .iter()
+                .map(|blk| Ok(b.linear(&pos, &blk.attn.pos, None)?))
+                .collect::<Result<Vec<_>>>()?;
+            Some(proj)
+        } else {
+            None
+        };
         Ok(Prepared {
-            pos: b.upload(&rel_positions(t, self.cfg.hidden_size))?,
+            pos,
+            pos_proj,
             chunk,
             masks,
             batch,
@@ -360,15 +399,16 @@ impl<B: Backend> Encoder<B> {
         } else {
             x
         };
-        let ctx = AttnCtx {
-            chunk: prep.chunk,
-            heads: self.cfg.num_heads,
-            scale: 1.0 / (self.cfg.head_dim() as f32).sqrt(),
-            pos: &prep.pos,
-            keep: prep.masks.as_ref().map(|m| &m.frames),
-        };
         let mut x = x;
-        for blk in &self.blocks {
+        for (l, blk) in self.blocks.iter().enumerate() {
+            let ctx = AttnCtx {
+                chunk: prep.chunk,
+                heads: self.cfg.num_heads,
+                scale: 1.0 / (self.cfg.head_dim() as f32).sqrt(),
+                pos: &prep.pos,
+                pos_proj: prep.pos_proj.as_ref().and_then(|p| p.get(l)),
+                keep: prep.masks.as_ref().map(|m| &m.frames),
+            };
             x = blk.forward(b, &x, &ctx, self.cfg.activation)?;
         }
         Ok(x)
@@ -518,6 +558,8 @@ pub(crate) fn rel_positions(t: usize, d: usize) -> HostTensor {
 pub(crate) struct Prepared<B: Backend> {
     /// Relative-position sinusoids `(1, 2T'-1, d)`.
     pos: B::Tensor,
+    /// Per layer, `pos` through that layer's `W_{k,R}` `(1, 2T'-1, d)`, when made up front.
+    pos_proj: Option<Vec<B::Tensor>>,
     /// Query rows per attention block.
     chunk: usize,
     masks: Option<Masks<B>>,
@@ -554,6 +596,8 @@ struct AttnCtx<'a, B: Backend> {
     heads: usize,
     scale: f32,
     pos: &'a B::Tensor,
+    /// This layer's projection of `pos`, when [`Encoder::prepare`] made it.
+    pos_proj: Option<&'a B::Tensor>,
     /// `(B, T')` key mask of a padded batch.
     keep: Option<&'a B::Tensor>,
 }
@@ -583,13 +627,20 @@ impl<B: Backend> RelAttention<B> {
         x: &B::Tensor,
     ) -> Result<B::Tensor> {
         let qkv = self.qkv.forward(b, h)?; // (B, T, 3d)
-        let p = b.linear(cx.pos, &self.pos, None)?; // (1, 2T-1, d)
+        let projected;
+        let p = match cx.pos_proj {
+            Some(p) => p,
+            None => {
+                projected = b.linear(cx.pos, &self.pos, None)?;
+                &projected
+            }
+        }; // (1, 2T-1, d)
         let params = RelAttnParams {
             heads: cx.heads,
             scale: cx.scale,
             query_block: cx.chunk,
         };
-        let out = b.rel_attention(&qkv, &p, &self.bias_u, &self.bias_v, cx.keep, &params)?;
+        let out = b.rel_attention(&qkv, p, &self.bias_u, &self.bias_v, cx.keep, &params)?;
         self.o.forward_add(b, &out, x) // (B, T, d)
     }
 }

@@ -201,6 +201,14 @@ impl<B: Backend> Parakeet<B> {
         self.encoder.chunking = c;
     }
 
+    /// Where the attention layers' position projections run: `Some(true)` = once per prepared
+    /// shape, before the pass; `Some(false)` = one GEMM per layer inside every pass; `None` (the
+    /// default, or `STAPES_FC_POS_ONCE=1|0` at load) = once where the backend captures chains.
+    /// Results do not depend on it.
+    pub fn set_positions_once(&mut self, on: Option<bool>) {
+        self.encoder.pos_once = on;
+    }
+
     pub fn backend(&self) -> &B {
         &self.backend
     }
