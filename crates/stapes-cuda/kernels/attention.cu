@@ -221,15 +221,18 @@ __device__ __forceinline__ void flash_attn(void* O_, const void* Q_, const h16* 
     }
 extern "C" __global__ void __launch_bounds__(128) flash_attn_d64(void* O, const void* Q, const h16* K, const h16* V, int Tq,
                                                                  int Tk, int H, int kv_len, float scale, int causal, int dt) {
+    PDL_ENTER();
     FA_DISPATCH(64, 2)
 }
 extern "C" __global__ void __launch_bounds__(128, 4) flash_attn_d64_b4(void* O, const void* Q, const h16* K, const h16* V,
                                                                        int Tq, int Tk, int H, int kv_len, float scale,
                                                                        int causal, int dt) {
+    PDL_ENTER();
     FA_DISPATCH(64, 2)
 }
 extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(void* O, const void* Q, const h16* K, const h16* V, int Tq,
                                                                   int Tk, int H, int kv_len, float scale, int causal, int dt) {
+    PDL_ENTER();
     FA_DISPATCH(128, 1)
 }
 
@@ -237,6 +240,7 @@ extern "C" __global__ void __launch_bounds__(128) flash_attn_d128(void* O, const
 // General kernel: attn_rows_k (common.cuh, shared with the decoder-step kernel in step.cu).
 extern "C" __global__ void attn_rows(void* O, float* P, const void* Q, const void* K, const void* V, int Tq, int Tk, int H, int D,
                                      int kv_len, float scale, int causal, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, attn_rows_k, O, P, Q, K, V, Tq, Tk, H, D, kv_len, scale, causal);
 }
 
@@ -561,6 +565,7 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
     extern "C" __global__ void __launch_bounds__(NW * 32, MINB)                                                         \
         NAME(void* O, const void* Q, const h16* K, const h16* V, int Tq, int Tk, int H, int kv_len, int ldq, int ldkv, \
              float scale, int causal, int dt) {                                                                          \
+        PDL_ENTER();                                                                                                     \
         flash64<NW, MT, ST, false>(SM, O, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt, nullptr, nullptr, 1, 0); \
     }
 // name: warps, 16-row m-tiles per warp, stages (min blocks per SM for the register budget)
@@ -581,6 +586,7 @@ F64_ENTRY(flash64_w8m2s3, 8, 2, 3, f64_smem3, 1)
 extern "C" __global__ void __launch_bounds__(128, 2)
     flash64s_w4m2s2(float* PO, float* PML, const void* Q, const h16* K, const h16* V, int Tq, int Tk, int H, int kv_len,
                     int ldq, int ldkv, float scale, int causal, int dt, int nsplit, int tps) {
+    PDL_ENTER();
     // dt bit 1: Q is f16 (the output here is always the f32 partials)
     flash64<4, 2, 2, true>(f64_smem2, nullptr, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt & 2, PO, PML, nsplit,
                            tps);
@@ -591,6 +597,7 @@ extern "C" __global__ void __launch_bounds__(128, 2)
 // dt bit 0: O is f16. O is (B, Tq, H·64).
 extern "C" __global__ void flash64_combine(void* O, const float* __restrict__ PO, const float* __restrict__ PML, int B, int Tq,
                                            int H, int nsplit, int dt) {
+    PDL_ENTER();
     const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
     const long long per_b = (long long)H * Tq;

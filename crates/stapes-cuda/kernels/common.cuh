@@ -53,6 +53,34 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
     return warp_max(r);
 }
 
+// ---- programmatic dependent launch (Hopper, sm_90+) [pdl: src/pdl.rs] ----
+// A kernel in pdl.rs's PDL_SAFE list may be launched before the kernel ahead of it on the stream
+// has finished. It must run PDL_WAIT() (all threads, before any return) ahead of every global
+// read of data earlier work produced and ahead of every global write (WAR); only reads of
+// weights/constants and index math may come before. PDL_WAIT blocks until the grids it depends
+// on have completed and their writes are visible; launched without the attribute it returns at
+// once. PDL_LAUNCH_DEPENDENTS lets the next kernel's blocks be scheduled (they still wait for
+// this grid's completion before touching its data). Both compile to nothing below sm_90.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+#define PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define PDL_LAUNCH_DEPENDENTS() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define PDL_WAIT() \
+    do {           \
+    } while (0)
+#define PDL_LAUNCH_DEPENDENTS() \
+    do {                        \
+    } while (0)
+#endif
+// The usual entry of a PDL-safe kernel: wait for the work ahead, then let the next kernel's
+// blocks come on (all of this grid's blocks are resident or done by then, so they take no slot
+// this grid needs).
+#define PDL_ENTER()              \
+    do {                         \
+        PDL_WAIT();              \
+        PDL_LAUNCH_DEPENDENTS(); \
+    } while (0)
+
 // ---- activation element types ----
 // Activations are f32 or f16 (raw h16); kernels are templates over them, computing in f32.
 // An entry point takes `dt`, a bit mask of which of its tensors are f16 (bit 0 the output,

@@ -21,6 +21,7 @@ __device__ __forceinline__ void im2col_1d_k(void* cols_, const void* x_, int b, 
 }
 extern "C" __global__ void im2col_1d(void* cols, const void* x, int b, int t, int c, int kw, int stride, int pad, int t_out,
                                      int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, im2col_1d_k, cols, x, b, t, c, kw, stride, pad, t_out);
 }
 
@@ -46,6 +47,7 @@ __device__ __forceinline__ void depthwise_conv1d_k(void* y_, const void* x_, con
 }
 extern "C" __global__ void depthwise_conv1d(void* y, const void* x, const float* w, const float* bias, int b, int t, int c,
                                             int kw, int stride, int pad, int t_out, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, depthwise_conv1d_k, y, x, w, bias, b, t, c, kw, stride, pad, t_out);
 }
 
@@ -85,5 +87,6 @@ __device__ __forceinline__ void conv2d_direct_k(void* y_, const void* x_, const 
 extern "C" __global__ void conv2d_direct(void* y, const void* x, const float* wt, const float* bias, int b, int ci, int h,
                                          int w, int co, int kh, int kw, int sh, int sw, int ph, int pw, int groups, int ho,
                                          int wo, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, conv2d_direct_k, y, x, wt, bias, b, ci, h, w, co, kh, kw, sh, sw, ph, pw, groups, ho, wo);
 }

@@ -30,7 +30,7 @@ __device__ __forceinline__ void act_k(void* y_, const void* x_, long long n, int
     }
     GRID_STRIDE(i, n) stf(y, i, apply_act(ldf(x, i), act));
 }
-extern "C" __global__ void act(void* y, const void* x, long long n, int act, int dt) { DISPATCH_YX(dt, act_k, y, x, n, act); }
+extern "C" __global__ void act(void* y, const void* x, long long n, int act, int dt) { PDL_ENTER(); DISPATCH_YX(dt, act_k, y, x, n, act); }
 
 // op: 0 add, 1 mul. b is broadcast as a suffix of a: b index = i % nb.
 template <class Y, class A, class B>
@@ -55,6 +55,7 @@ __device__ __forceinline__ void binary_k(void* y_, const void* a_, const void* b
     }
 }
 extern "C" __global__ void binary(void* y, const void* a, const void* b, long long n, long long nb, int op, int dt) {
+    PDL_ENTER();
     DISPATCH_YAB(dt, binary_k, y, a, b, n, nb, op);
 }
 
@@ -72,6 +73,7 @@ __device__ __forceinline__ void affine_k(void* y_, const void* x_, long long n, 
     GRID_STRIDE(i, n) stf(y, i, ldf(x, i) * s + t);
 }
 extern "C" __global__ void affine(void* y, const void* x, long long n, float s, float t, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, affine_k, y, x, n, s, t);
 }
 
@@ -88,7 +90,7 @@ __device__ __forceinline__ void glu_k(void* y_, const void* x_, long long rows, 
         stf(y, i, a / (1.f + expf(-g)));
     }
 }
-extern "C" __global__ void glu(void* y, const void* x, long long rows, int h, int dt) { DISPATCH_YX(dt, glu_k, y, x, rows, h); }
+extern "C" __global__ void glu(void* y, const void* x, long long rows, int h, int dt) { PDL_ENTER(); DISPATCH_YX(dt, glu_k, y, x, rows, h); }
 
 // y (rows, n) += bias (n, f32), in place; the epilogue of GEMMs cuBLASLt has no fused plan for.
 template <class Y>
@@ -97,6 +99,7 @@ __device__ __forceinline__ void bias_rows_k(void* y_, const float* __restrict__ 
     GRID_STRIDE(i, rows * n) stf(y, i, ldf(y, i) + bias[i % n]);
 }
 extern "C" __global__ void bias_rows(void* y, const float* bias, long long rows, int n, int dt) {
+    PDL_ENTER();
     DISPATCH_Y(dt, bias_rows_k, y, bias, rows, n);
 }
 
@@ -114,6 +117,7 @@ __device__ __forceinline__ void mask_fill_k(void* y_, const void* x_, const floa
 }
 extern "C" __global__ void mask_fill(void* y, const void* x, const float* keep, long long n, long long per_batch, int s,
                                      int inner, float fill, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, mask_fill_k, y, x, keep, n, per_batch, s, inner, fill);
 }
 
@@ -129,5 +133,6 @@ __device__ __forceinline__ void convert2d_k(void* dst_, const void* src_, long l
 }
 extern "C" __global__ void convert2d(void* dst, const void* src, long long rows, long long cols, long long dst_ld,
                                      long long src_ld, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, convert2d_k, dst, src, rows, cols, dst_ld, src_ld);
 }

@@ -2,6 +2,7 @@
 
 // f32 -> f16 for the activations fed to the f16 tensor-core GEMM.
 extern "C" __global__ void cast_f32_f16(h16* __restrict__ y, const float* __restrict__ x, long long n) {
+    PDL_ENTER();
     if ((n & 3) == 0) {
         for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n >> 2); i += (long long)gridDim.x * blockDim.x) {
             float4 v = ((const float4*)x)[i];
@@ -95,6 +96,7 @@ __device__ __forceinline__ void quantize_rows_k(signed char* __restrict__ q, flo
     if (lane == 0) sx[r] = a / 127.f;
 }
 extern "C" __global__ void quantize_rows_i8(signed char* q, float* sx, const void* x, int m, int k, int k_pad, int dt) {
+    PDL_ENTER();
     if (dt & 2) quantize_rows_k<h16>(q, sx, x, m, k, k_pad);
     else quantize_rows_k<float>(q, sx, x, m, k, k_pad);
 }
@@ -139,11 +141,13 @@ __device__ __forceinline__ void dequant_k(void* y_, const int* __restrict__ acc,
 }
 extern "C" __global__ void dequant_epilogue(void* y, const int* acc, const float* sx, const float* sw, const float* bias, int m,
                                             int n, int ldc, int dt) {
+    PDL_ENTER();
     DISPATCH_Y(dt, dequant_k, y, acc, sx, sw, bias, nullptr, m, n, ldc);
 }
 // The same with a residual `resid` (m, n) of y's type added after the bias (Backend::linear_add).
 extern "C" __global__ void dequant_epilogue_add(void* y, const int* acc, const float* sx, const float* sw, const float* bias,
                                                 const void* resid, int m, int n, int ldc, int dt) {
+    PDL_ENTER();
     DISPATCH_Y(dt, dequant_k, y, acc, sx, sw, bias, resid, m, n, ldc);
 }
 
@@ -219,6 +223,7 @@ __device__ __forceinline__ void dequant_act_quant_k(void* y_, signed char* __res
 }
 extern "C" __global__ void dequant_act_quant(void* y, signed char* q, float* sq, const int* acc, const float* sx, const float* sw,
                                              const float* bias, int m, int n, int ldc, int k_pad, int act, int dt) {
+    PDL_ENTER();
     DISPATCH_Y(dt, dequant_act_quant_k, y, q, sq, acc, sx, sw, bias, m, n, ldc, k_pad, act);
 }
 
@@ -276,6 +281,7 @@ __device__ __forceinline__ void gemv_f16_k(void* y_, const void* x_, const h16* 
     }
 }
 extern "C" __global__ void gemv_f16(void* y, const void* x, const h16* w, const float* bias, int m, int n, int k, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, gemv_f16_k, y, x, w, bias, m, n, k);
 }
 
@@ -349,5 +355,6 @@ __device__ __forceinline__ void gemv_i8_k(void* y_, const void* x_, const signed
 }
 extern "C" __global__ void gemv_i8(void* y, const void* x, const signed char* w, const float* sw, const float* bias, int m, int n,
                                    int k, int k_pad, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, gemv_i8_k, y, x, w, sw, bias, m, n, k, k_pad);
 }

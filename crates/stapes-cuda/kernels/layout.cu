@@ -15,13 +15,16 @@ __device__ __forceinline__ void copy2d_k(T* __restrict__ dst, const T* __restric
     }
 }
 extern "C" __global__ void copy2d_b16(h16* dst, const h16* src, long long rows, long long cols, long long dst_ld, long long src_ld) {
+    PDL_ENTER();
     copy2d_k(dst, src, rows, cols, dst_ld, src_ld);
 }
 extern "C" __global__ void copy2d_b32(u32* dst, const u32* src, long long rows, long long cols, long long dst_ld, long long src_ld) {
+    PDL_ENTER();
     copy2d_k(dst, src, rows, cols, dst_ld, src_ld);
 }
 extern "C" __global__ void copy2d_b128(uint4* dst, const uint4* src, long long rows, long long cols, long long dst_ld,
                                        long long src_ld) {
+    PDL_ENTER();
     copy2d_k(dst, src, rows, cols, dst_ld, src_ld);
 }
 
@@ -41,8 +44,8 @@ __device__ __forceinline__ void transpose_k(T* __restrict__ dst, const T* __rest
         if (r < b && c < a) dst[base + (long long)r * a + c] = tile[threadIdx.x][j];
     }
 }
-extern "C" __global__ void transpose_b16(h16* dst, const h16* src, int a, int b) { transpose_k(dst, src, a, b); }
-extern "C" __global__ void transpose_b32(u32* dst, const u32* src, int a, int b) { transpose_k(dst, src, a, b); }
+extern "C" __global__ void transpose_b16(h16* dst, const h16* src, int a, int b) { PDL_ENTER(); transpose_k(dst, src, a, b); }
+extern "C" __global__ void transpose_b32(u32* dst, const u32* src, int a, int b) { PDL_ENTER(); transpose_k(dst, src, a, b); }
 
 // Attention heads: split (dir 0): y (B·H, T, Dh) = x (B, T, H·Dh) + bias (H·Dh, f32, optional);
 // merge (dir 1): y (B, T, H·Dh) = x (B·H, T, Dh). Indexed by the (B, T, H·Dh) side, so the
@@ -65,5 +68,6 @@ __device__ __forceinline__ void heads_k(void* y_, const void* x_, const float* _
     }
 }
 extern "C" __global__ void heads(void* y, const void* x, const float* bias, int t, int h, int dh, long long n, int dir, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, heads_k, y, x, bias, t, h, dh, n, dir);
 }

@@ -22,6 +22,7 @@ __device__ __forceinline__ void layer_norm_k(void* y_, const void* x_, const flo
 }
 extern "C" __global__ void layer_norm(void* y, const void* x, const float* g, const float* b, int n, float eps, int has_beta,
                                       int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, layer_norm_k, y, x, g, b, n, eps, has_beta);
 }
 
@@ -72,6 +73,7 @@ __device__ __forceinline__ void layer_norm_rows_k(void* y_, const void* x_, cons
 }
 extern "C" __global__ void layer_norm_rows(void* y, const void* x, const float* g, const float* b, int rows, int n, float eps,
                                            int has_beta, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, layer_norm_rows_k, y, x, g, b, rows, n, eps, has_beta);
 }
 
@@ -86,6 +88,7 @@ __device__ __forceinline__ void rms_norm_k(void* y_, const void* x_, const float
     for (int i = threadIdx.x; i < n; i += blockDim.x) stf(yr, i, ldf(xr, i) * inv * g[i]);
 }
 extern "C" __global__ void rms_norm(void* y, const void* x, const float* g, int n, float eps, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, rms_norm_k, y, x, g, n, eps);
 }
 
@@ -110,7 +113,7 @@ __device__ __forceinline__ void softmax_k(void* y_, const void* x_, int n, int l
         for (int i = threadIdx.x; i < n; i += blockDim.x) stf(yr, i, expf(ldf(xr, i) - ms) * inv);
     }
 }
-extern "C" __global__ void softmax(void* y, const void* x, int n, int log, int dt) { DISPATCH_YX(dt, softmax_k, y, x, n, log); }
+extern "C" __global__ void softmax(void* y, const void* x, int n, int log, int dt) { PDL_ENTER(); DISPATCH_YX(dt, softmax_k, y, x, n, log); }
 
 // Row-wise argmax (first index of the maximum), so only ids leave the device. dt bit 1: x is f16.
 template <class X>
@@ -146,6 +149,7 @@ __device__ __forceinline__ void argmax_k(u32* __restrict__ out, const void* x_, 
     }
 }
 extern "C" __global__ void argmax(u32* out, const void* x, int n, int dt) {
+    PDL_ENTER();
     if (dt & 2) argmax_k<h16>(out, x, n);
     else argmax_k<float>(out, x, n);
 }
@@ -178,6 +182,7 @@ __device__ __forceinline__ void rel_shift_softmax_k(void* y_, const void* ac_, c
 }
 extern "C" __global__ void rel_shift_softmax(void* y, const void* ac, const void* bd, const float* keep, int c, int t,
                                              int rows_per_batch, float scale, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, rel_shift_softmax_k, y, ac, bd, keep, c, t, rows_per_batch, scale);
 }
 
@@ -229,5 +234,6 @@ __device__ __forceinline__ void rel_shift_softmax_rows_k(void* y_, const void* a
 }
 extern "C" __global__ void rel_shift_softmax_rows(void* y, const void* ac, const void* bd, const float* keep, long long rows,
                                                   int c, int t, int rows_per_batch, float scale, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, rel_shift_softmax_rows_k, y, ac, bd, keep, rows, c, t, rows_per_batch, scale);
 }

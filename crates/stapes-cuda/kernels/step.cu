@@ -15,6 +15,7 @@ extern "C" __global__ void embed_step_f32(float* __restrict__ out, const float* 
                                           const float* __restrict__ positions,
                                           const float* __restrict__ step, int B, int D, int V,
                                           int P) {
+    PDL_ENTER();
     const int pos = step_int(step[0]);
     const long long n = (long long)B * D;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
@@ -32,6 +33,7 @@ extern "C" __global__ void embed_step_f32(float* __restrict__ out, const float* 
 extern "C" __global__ void write_rows_step_f32(float* __restrict__ dst, const float* __restrict__ src,
                                                const float* __restrict__ step, int B, int T, int C,
                                                int n) {
+    PDL_ENTER();
     const int pos = step_int(step[0]);
     const long long total = (long long)B * n * C;
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
@@ -51,6 +53,7 @@ extern "C" __global__ void attn_step_f32(float* __restrict__ O, const float* __r
                                          const float* __restrict__ K, const float* __restrict__ V,
                                          const float* __restrict__ step, int Tk, int H, int D,
                                          float scale) {
+    PDL_ENTER();
     const int pos = step_int(step[0]);
     const int kv_len = (pos < 0 || pos >= Tk) ? 0 : pos + 1;
     attn_rows_k<float, float>(O, nullptr, Q, K, V, 1, Tk, H, D, kv_len, scale, 0);
@@ -65,6 +68,7 @@ extern "C" __global__ void attn_split_f32(float* __restrict__ part, const float*
                                           const float* __restrict__ K, const float* __restrict__ V,
                                           int Tq, int Tk, int H, int D, int kv_len, int chunk,
                                           float scale) {
+    PDL_ENTER();
     extern __shared__ __align__(16) float sm[];
     const int nw = blockDim.x >> 5;
     float* qv = sm;            // D
@@ -137,6 +141,7 @@ extern "C" __global__ void attn_split_f32(float* __restrict__ part, const float*
 // rounded up to a warp.
 extern "C" __global__ void attn_combine_f32(float* __restrict__ O, const float* __restrict__ part,
                                             int H, int D, int n_split) {
+    PDL_ENTER();
     const int h = blockIdx.x, r = blockIdx.y;
     const float* p = part + ((long long)r * H + h) * n_split * (D + 2);
     float M = F_NEG_INF;
@@ -207,6 +212,15 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
 #pragma unroll
         for (int c = 0; c < COLS; ++c) first[c] = ld_stream16(wr[c] + i0);
     }
+    // [pdl] only the weight (written at load, never by the work ahead) is read before the wait:
+    // its first chunk into registers, the rest of this thread's share towards L2
+    if (live) {
+        for (int i = i0 + stride; i < k; i += stride) {
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr[c] + i));
+        }
+    }
+    PDL_ENTER();
     const int k4 = k >> 2;
     for (int e = threadIdx.x; e < MG * k4; e += blockDim.x) {
         const int r = e / k4;
@@ -328,6 +342,7 @@ STEP_GEMV(step_gemv_8_c1, 8, 1)
 extern "C" __global__ void attn_step_packed_f32(float* __restrict__ O, const float* __restrict__ QKV,
                                                 const float* __restrict__ K, const float* __restrict__ V,
                                                 const float* __restrict__ step, int Tk, int H, int D, float scale) {
+    PDL_ENTER();
     const int pos = step_int(step[0]);
     const int kv_len = (pos < 0 || pos >= Tk) ? 0 : pos + 1;
     const float* q = QKV + (long long)blockIdx.z * 2 * H * D;

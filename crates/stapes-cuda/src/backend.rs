@@ -505,14 +505,26 @@ impl CudaBackend {
         // SAFETY: every kernel's parameter list matches the `args!` built at its call site
         // (pointers as u64, `int` as i32, `long long` as i64, `float` as f32).
         unsafe {
-            result::launch_kernel(
-                f.cu_function(),
-                grid,
-                block,
-                smem,
-                self.stream.cu_stream(),
-                params,
-            )
+            // [pdl] PDL-safe kernels on sm_90+ may start before the kernel ahead finishes
+            if self.pdl_for(name) {
+                crate::pdl::launch(
+                    f.cu_function(),
+                    grid,
+                    block,
+                    smem,
+                    self.stream.cu_stream(),
+                    params,
+                )
+            } else {
+                result::launch_kernel(
+                    f.cu_function(),
+                    grid,
+                    block,
+                    smem,
+                    self.stream.cu_stream(),
+                    params,
+                )
+            }
         }
         .map_err(|e| CudaError::Driver {
             what: name,

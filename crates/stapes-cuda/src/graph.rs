@@ -268,6 +268,59 @@ impl CudaBackend {
         Ok(g.outputs.clone())
     }
 
+    /// `(edges, programmatic edges)` of the graph stored under `key`: a capture with
+    /// programmatic dependent launch on (crate::pdl) records its kernel-to-kernel dependencies
+    /// as programmatic edges, where replays keep the early launch.
+    pub fn graph_edges(&self, key: &str) -> Result<(usize, usize)> {
+        let map = self.graphs.map.lock().unwrap_or_else(|p| p.into_inner());
+        let g = map
+            .get(key)
+            .ok_or_else(|| CudaError::Graph(format!("no graph captured under `{key}`")))?;
+        let graph = g.graph;
+        // cuGraphGetEdges_v2 is CUDA 12.3+; cudarc panics where the driver lacks the symbol
+        catch_unwind(AssertUnwindSafe(|| -> Result<(usize, usize)> {
+            let mut n = 0usize;
+            // SAFETY: a live graph; a first call with null arrays only reports the count.
+            unsafe {
+                sys::cuGraphGetEdges_v2(
+                    graph,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    &mut n,
+                )
+            }
+            .result()
+            .map_err(|e| graph_err("cuGraphGetEdges_v2", e))?;
+            let mut from = vec![std::ptr::null_mut(); n];
+            let mut to = vec![std::ptr::null_mut(); n];
+            // SAFETY: plain-old-data, all zero is a valid value
+            let mut data: Vec<sys::CUgraphEdgeData> = vec![unsafe { std::mem::zeroed() }; n];
+            let mut got = n;
+            // SAFETY: the three arrays hold `n` entries each
+            unsafe {
+                sys::cuGraphGetEdges_v2(
+                    graph,
+                    from.as_mut_ptr(),
+                    to.as_mut_ptr(),
+                    data.as_mut_ptr(),
+                    &mut got,
+                )
+            }
+            .result()
+            .map_err(|e| graph_err("cuGraphGetEdges_v2", e))?;
+            let programmatic = data[..got.min(n)]
+                .iter()
+                .filter(|d| {
+                    d.type_
+                        == sys::CUgraphDependencyType::CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC as u8
+                })
+                .count();
+            Ok((got.min(n), programmatic))
+        }))
+        .unwrap_or_else(|_| Err(CudaError::Graph("cuGraphGetEdges_v2 missing".into()).into()))
+    }
+
     fn counters_ref(&self) -> &Counters {
         stapes_core::Backend::counters(self)
     }

@@ -43,6 +43,7 @@ mod gemm;
 mod graph;
 pub mod kernels;
 pub mod loader;
+pub mod pdl;
 mod pool;
 mod select;
 mod step;

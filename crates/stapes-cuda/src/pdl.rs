@@ -1,0 +1,193 @@
+//! Programmatic dependent launch (PDL, Hopper sm_90+): a kernel launched with
+//! `CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION` may start while the kernel ahead of it
+//! on the stream is still running; it blocks in `griddepcontrol.wait` (`PDL_WAIT` in
+//! kernels/common.cuh) until that grid has completed and its writes are visible. What it gains is
+//! the launch latency and the previous grid's tail: the next kernel's blocks are resident and
+//! may already stream their weights (the decoder-step GEMVs) when the wait returns. Stream
+//! capture turns the attribute into programmatic graph edges (CUDA 12.3+), so replays keep it.
+//!
+//! Only kernels in [`PDL_SAFE`] get the attribute. Each of them runs `PDL_WAIT()` in every thread
+//! before any global read of data earlier work produced, before any global write (the kernel
+//! ahead may still read what it would overwrite) and before any return, so every grid completes
+//! only after the grids it depends on (the chain of waits is what makes the ordering transitive).
+//! Kernels not listed (cuBLASLt's, other files' until they adopt the macros) launch as before;
+//! a listed kernel after them still waits for them correctly.
+//!
+//! `STAPES_CUDA_PDL=1` turns it on, `0` off; unset: [`DEFAULT_ON`]. Below sm_90 it is always off
+//! (the device helpers compile to nothing there).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use cudarc::driver::{sys, DriverError};
+
+use crate::backend::CudaBackend;
+
+/// Whether PDL is on when `STAPES_CUDA_PDL` is unset.
+pub const DEFAULT_ON: bool = false;
+
+/// Kernels that follow the PDL rules above (sorted, for the binary search at each launch).
+/// Adding a name here is a promise about the kernel's code: `PDL_WAIT()` / `PDL_ENTER()` ahead of
+/// its first read of produced data and its first write. tests/pdl.rs checks that each name is a
+/// kernel entry whose sm_90 PTX holds `griddepcontrol.wait`.
+pub const PDL_SAFE: &[&str] = &[
+    "act",
+    "affine",
+    "argmax",
+    "attn_combine_f32",
+    "attn_rows",
+    "attn_split_f32",
+    "attn_step_f32",
+    "attn_step_packed_f32",
+    "bias_rows",
+    "binary",
+    "cast_f32_f16",
+    "conv2d_direct",
+    "convert2d",
+    "copy2d_b128",
+    "copy2d_b16",
+    "copy2d_b32",
+    "depthwise_conv1d",
+    "dequant_act_quant",
+    "dequant_epilogue",
+    "dequant_epilogue_add",
+    "embed_step_f32",
+    "flash64_combine",
+    "flash64_w4m1s2",
+    "flash64_w4m1s3",
+    "flash64_w4m2s2",
+    "flash64_w4m2s3",
+    "flash64_w8m1s2",
+    "flash64_w8m1s3",
+    "flash64_w8m2s2",
+    "flash64_w8m2s3",
+    "flash64s_w4m2s2",
+    "flash_attn_d128",
+    "flash_attn_d64",
+    "flash_attn_d64_b4",
+    "gemv_f16",
+    "gemv_i8",
+    "glu",
+    "heads",
+    "im2col_1d",
+    "layer_norm",
+    "layer_norm_rows",
+    "mask_fill",
+    "quantize_rows_i8",
+    "rel_shift_softmax",
+    "rel_shift_softmax_rows",
+    "rms_norm",
+    "softmax",
+    "step_gemv_1",
+    "step_gemv_1_c1",
+    "step_gemv_2",
+    "step_gemv_2_c1",
+    "step_gemv_4",
+    "step_gemv_4_c1",
+    "step_gemv_8",
+    "step_gemv_8_c1",
+    "transpose_b16",
+    "transpose_b32",
+    "write_rows_step_f32",
+];
+
+/// Whether `name` is in [`PDL_SAFE`].
+pub fn is_safe(name: &str) -> bool {
+    PDL_SAFE.binary_search(&name).is_ok()
+}
+
+/// 0: not read yet, 1: on, 2: off.
+static MODE: AtomicU8 = AtomicU8::new(0);
+
+/// Whether launches of [`PDL_SAFE`] kernels carry the attribute (on sm_90+ devices): the last
+/// [`set_enabled`], else `STAPES_CUDA_PDL`, else [`DEFAULT_ON`].
+pub fn enabled() -> bool {
+    match MODE.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            let on = match std::env::var("STAPES_CUDA_PDL") {
+                Ok(v) if v.trim() == "0" => false,
+                Ok(v) if !v.trim().is_empty() => true,
+                _ => DEFAULT_ON,
+            };
+            MODE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+            on
+        }
+    }
+}
+
+/// Turn PDL on or off for the process from the next launch on (same-binary A/B runs and tests).
+/// Graphs captured before keep the edges they were captured with.
+pub fn set_enabled(on: bool) {
+    MODE.store(if on { 1 } else { 2 }, Ordering::SeqCst);
+}
+
+/// `compute_XY` with XY ≥ 90: the device runs `griddepcontrol`.
+fn arch_has_pdl(arch: &str) -> bool {
+    arch.strip_prefix("compute_")
+        .and_then(|v| v.parse::<u32>().ok())
+        .is_some_and(|v| v >= 90)
+}
+
+impl CudaBackend {
+    /// Whether a launch of `name` now carries the PDL attribute.
+    pub(crate) fn pdl_for(&self, name: &str) -> bool {
+        enabled() && arch_has_pdl(self.device_info().1) && is_safe(name)
+    }
+
+    /// Whether this device runs PDL-safe kernels with programmatic dependent launch now.
+    pub fn pdl_active(&self) -> bool {
+        enabled() && arch_has_pdl(self.device_info().1)
+    }
+}
+
+/// `cuLaunchKernelEx` with programmatic stream serialization allowed.
+///
+/// # Safety
+/// As `cuLaunchKernel`: `params` matches the kernel's parameter list, `f` and `stream` are live
+/// in the current context.
+pub(crate) unsafe fn launch(
+    f: sys::CUfunction,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    smem: u32,
+    stream: sys::CUstream,
+    params: &mut [*mut c_void],
+) -> Result<(), DriverError> {
+    // SAFETY: a zeroed union is a valid value of every member; the one the id names is set below.
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block.0,
+        blockDimY: block.1,
+        blockDimZ: block.2,
+        sharedMemBytes: smem,
+        hStream: stream,
+        attrs: &mut attr,
+        numAttrs: 1,
+    };
+    // SAFETY: `config` and `attr` outlive the call; the rest is the caller's promise.
+    unsafe { sys::cuLaunchKernelEx(&config, f, params.as_mut_ptr(), std::ptr::null_mut()) }.result()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_is_sorted_and_unique() {
+        assert!(PDL_SAFE.windows(2).all(|w| w[0] < w[1]));
+        assert!(is_safe("step_gemv_1") && !is_safe("i8gemm_bm128"));
+    }
+
+    #[test]
+    fn arch_gate() {
+        assert!(arch_has_pdl("compute_90") && arch_has_pdl("compute_100"));
+        assert!(!arch_has_pdl("compute_89") && !arch_has_pdl("sm_90") && !arch_has_pdl(""));
+    }
+}

@@ -1,0 +1,182 @@
+//! Programmatic dependent launch (src/pdl.rs): every kernel in `PDL_SAFE` waits
+//! (`griddepcontrol.wait`) before it touches produced data (checked in its sm_90 PTX, no GPU
+//! needed), and on a GPU long chains of dependent small kernels give the same bits with PDL on
+//! (eager and graph replays) as with plain launches; captures record programmatic edges.
+
+mod common;
+
+use stapes_core::{Activation, Backend, HostTensor, Lane, LinearFusion, NormRef};
+use stapes_cuda::pdl;
+
+/// The PTX body of each `.entry` (from its name to the next entry).
+fn entry_bodies(ptx: &str) -> Vec<(String, &str)> {
+    let starts: Vec<usize> = ptx.match_indices(".entry ").map(|(i, _)| i).collect();
+    starts
+        .iter()
+        .enumerate()
+        .map(|(n, &s)| {
+            let end = starts.get(n + 1).copied().unwrap_or(ptx.len());
+            let body = &ptx[s..end];
+            let name = body[".entry ".len()..]
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()
+                .unwrap_or("")
+                .to_string();
+            (name, body)
+        })
+        .collect()
+}
+
+/// Kernels that may read their weight before the wait (ld.global.nc streaming loads and L2
+/// prefetches of the weight only: kernels/step.cu).
+fn prefetches_weight(name: &str) -> bool {
+    name.starts_with("step_gemv_")
+}
+
+#[test]
+fn pdl_kernels_wait_before_touching_memory() {
+    if let Err(e) = stapes_cuda::loader::ensure_nvrtc() {
+        eprintln!("SKIPPED (no libnvrtc): pdl_kernels_wait_before_touching_memory: {e}");
+        return;
+    }
+    let mut seen = 0;
+    for f in stapes_cuda::kernels::FILES {
+        let ptx90 = stapes_cuda::kernels::compile(f, "compute_90").expect("compute_90 PTX");
+        for (name, body) in entry_bodies(&ptx90) {
+            if !pdl::is_safe(&name) {
+                continue;
+            }
+            seen += 1;
+            let wait = body
+                .find("griddepcontrol.wait")
+                .unwrap_or_else(|| panic!("{}.cu: {name} is PDL-safe but never waits", f.name));
+            let before = &body[..wait];
+            for op in ["st.global", "atom.", "red.", "cp.async", "st.async"] {
+                assert!(
+                    !before.contains(op),
+                    "{}.cu: {name} has `{op}` before its griddepcontrol.wait",
+                    f.name
+                );
+            }
+            for line in before.lines().filter(|l| l.contains("ld.global")) {
+                assert!(
+                    prefetches_weight(&name) && line.contains("ld.global.nc"),
+                    "{}.cu: {name} reads global memory before its wait: {line}",
+                    f.name
+                );
+            }
+        }
+        // below sm_90 the helpers compile to nothing
+        let ptx80 = stapes_cuda::kernels::compile(f, "compute_80").expect("compute_80 PTX");
+        assert!(
+            !ptx80.contains("griddepcontrol"),
+            "{}.cu: griddepcontrol in compute_80 PTX",
+            f.name
+        );
+    }
+    assert_eq!(
+        seen,
+        pdl::PDL_SAFE.len(),
+        "every PDL_SAFE name is a kernel entry"
+    );
+}
+
+/// Dependent small ops, each reading the previous one's output (a read before the previous
+/// kernel finished would change the bits): layer norm, f16 step GEMVs with residual and GELU
+/// (the weight-prefetching kernels), affine, add, softmax.
+fn chain(
+    g: &stapes_cuda::CudaBackend,
+    x: &stapes_cuda::CudaTensor,
+    w: &[stapes_cuda::CudaWeight],
+    gamma: &stapes_cuda::CudaTensor,
+    rounds: usize,
+) -> stapes_core::Result<stapes_cuda::CudaTensor> {
+    let mut h = x.clone();
+    for r in 0..rounds {
+        let n = g.layer_norm(&h, gamma, None, 1e-5)?;
+        let f = LinearFusion {
+            norm: Some(NormRef {
+                gamma,
+                beta: None,
+                eps: 1e-5,
+            }),
+            act: Some(Activation::Gelu),
+            residual: Some(&n),
+            ..Default::default()
+        };
+        let y = g.norm_linear(&h, &w[r % w.len()], &f)?;
+        let y = g.affine(&y, 0.5, 0.25)?;
+        h = g.add(&y, &n)?;
+        if r % 4 == 3 {
+            h = g.add(&g.softmax(&h)?, &h)?;
+        }
+    }
+    Ok(h)
+}
+
+#[test]
+fn pdl_chains_match_plain_launches_bitwise() {
+    let (g, _serial) = require_gpu!("pdl_chains_match_plain_launches_bitwise");
+    let (rows, d, rounds) = (2, 512, 48);
+    let x = HostTensor::random(vec![rows, 1, d], 11, 1.0);
+    let gamma = g
+        .upload(&HostTensor::random(vec![d], 12, 1.0))
+        .expect("gamma");
+    let w: Vec<_> = (0..3)
+        .map(|i| {
+            g.weight(
+                &HostTensor::random(vec![d, d], 20 + i, 1.0 / (d as f32).sqrt()),
+                Lane::F16,
+            )
+            .expect("weight")
+        })
+        .collect();
+    let run = |on: bool, key: Option<&str>| {
+        pdl::set_enabled(on);
+        let input = g.upload(&x).expect("upload");
+        let out = match key {
+            Some(k) => g
+                .run_graph(k, |b| Ok(vec![chain(b, &input, &w, &gamma, rounds)?]))
+                .expect("graph")
+                .remove(0),
+            None => chain(g, &input, &w, &gamma, rounds).expect("eager"),
+        };
+        g.download(&out).expect("download").data
+    };
+    let plain = run(false, None);
+    assert!(plain.iter().all(|v| v.is_finite()), "plain run not finite");
+    for i in 0..3 {
+        assert_eq!(run(true, None), plain, "eager with PDL, pass {i}");
+    }
+    if g.graphs_enabled() {
+        let key = "test-pdl-chain";
+        assert_eq!(run(true, Some(key)), plain, "graph capture with PDL");
+        for i in 0..3 {
+            pdl::set_enabled(true);
+            let out = g.replay(key).expect("replay");
+            assert_eq!(
+                g.download(&out[0]).expect("download").data,
+                plain,
+                "replay {i} with PDL"
+            );
+        }
+        match g.graph_edges(key) {
+            Ok((edges, programmatic)) => {
+                eprintln!(
+                    "graph: {edges} edges, {programmatic} programmatic (PDL active: {})",
+                    g.pdl_active()
+                );
+                if g.pdl_active() {
+                    assert!(programmatic > 0, "no programmatic edge in a PDL capture");
+                } else {
+                    assert_eq!(programmatic, 0);
+                }
+            }
+            Err(e) => eprintln!("graph edges unreadable here: {e}"),
+        }
+        g.drop_graph(key);
+    }
+    pdl::set_enabled(false);
+    assert_eq!(run(false, None), plain, "plain again");
+    eprintln!("ok   {rounds} rounds, PDL active: {}", g.pdl_active());
+}
