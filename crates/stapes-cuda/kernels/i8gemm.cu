@@ -9,15 +9,14 @@
 // act(fma(t, sw, bias or 0)) for the activation form. Spelled with _rn intrinsics so no
 // contraction choice of the compiler can change the bits.
 //
-// Tiles: BM x 128 x 64 (BM = 64 or 128), 8 warps as 2 (M) x 4 (N), each warp WM x 4 mma tiles of
-// m16n8k32; 3-stage cp.async pipeline; shared rows of 64 bytes (4 chunks of 16) with chunk
-// c stored at c ^ ((row >> 1) & 3), which makes every ldmatrix phase (8 rows, one chunk column)
-// hit 8 distinct 16-byte bank groups. Rows >= m, columns >= n and K chunks >= k_pad are
-// zero-filled by cp.async's src-size operand, so any m, n and k_pad % 16 == 0 work.
+// Tiles: BM x 128 x BK (BM = 64 or 128, BK = 64 or 128 bytes of K), 8 warps as 2 (M) x 4 (N),
+// each warp WM x 4 mma tiles of m16n8k32; a STAGES-deep cp.async pipeline; shared rows of BK
+// bytes in 16-byte chunks, chunk c of row r stored at c ^ ((r >> 1) & 3) (BK 64) or c ^ (r & 7)
+// (BK 128), which puts every ldmatrix phase (8 rows, one chunk column) on 8 distinct 16-byte
+// bank groups. Rows >= m, columns >= n and K chunks >= k_pad are zero-filled by cp.async's
+// src-size operand, so any m, n and k_pad % 16 == 0 work.
 
 #define I8_BN 128
-#define I8_BK 64
-#define I8_STAGES 3
 #define I8_THREADS 256
 
 __device__ __forceinline__ u32 i8_smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
@@ -45,8 +44,12 @@ __device__ __forceinline__ void i8_mma(int* c, const u32* a, u32 b0, u32 b1) {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Byte offset of (row, 16-byte chunk) in a 64-byte-row tile.
-__device__ __forceinline__ int i8_swz(int row, int chunk) { return row * I8_BK + ((chunk ^ ((row >> 1) & 3)) << 4); }
+// Byte offset of (row, 16-byte chunk) in a tile of BK-byte rows.
+template <int BK>
+__device__ __forceinline__ int i8_swz(int row, int chunk) {
+    if (BK == 64) return row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4);
+    return row * BK + ((chunk ^ (row & 7)) << 4);
+}
 
 // Activation codes as in gemm_aux.cu's epi_act (each .cu is compiled alone): 0 gelu(erf),
 // 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh.
@@ -72,39 +75,40 @@ __device__ __forceinline__ float i8_epi(int acc, float s, float w, const float* 
     return v;
 }
 
-template <class Y, int WM>
+template <class Y, int WM, int BK, int STAGES>
 __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict__ A, const signed char* __restrict__ B,
                                          const float* __restrict__ sx, const float* __restrict__ sw,
                                          const float* __restrict__ bias, const void* resid_, int m, int n, int k_pad, int mode,
                                          int act) {
     constexpr int BM = 2 * 16 * WM;
+    constexpr int CH = BK / 16;  // 16-byte chunks per row
     extern __shared__ __align__(128) unsigned char i8_sm[];
-    unsigned char* sA = i8_sm;                          // STAGES x BM x 64
-    unsigned char* sB = i8_sm + I8_STAGES * BM * I8_BK;  // STAGES x 128 x 64
+    unsigned char* sA = i8_sm;                     // STAGES x BM x BK
+    unsigned char* sB = i8_sm + STAGES * BM * BK;  // STAGES x 128 x BK
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * I8_BN;
-    const int KT = (k_pad + I8_BK - 1) / I8_BK;
+    const int KT = (k_pad + BK - 1) / BK;
 
     auto load = [&](int stage, int kt) {
-        const int kb = kt * I8_BK;
-        u32 a_base = i8_smem_addr(sA + stage * BM * I8_BK);
-        u32 b_base = i8_smem_addr(sB + stage * I8_BN * I8_BK);
+        const int kb = kt * BK;
+        u32 a_base = i8_smem_addr(sA + stage * BM * BK);
+        u32 b_base = i8_smem_addr(sB + stage * I8_BN * BK);
 #pragma unroll
-        for (int i = tid; i < BM * 4; i += I8_THREADS) {
-            int r = i >> 2, ch = i & 3;
+        for (int i = tid; i < BM * CH; i += I8_THREADS) {
+            int r = i / CH, ch = i % CH;
             int gr = m0 + r, gk = kb + ch * 16;
             bool ok = gr < m && gk < k_pad;
             const signed char* src = ok ? A + (long long)gr * k_pad + gk : A;
-            i8_cp16(a_base + i8_swz(r, ch), src, ok ? 16 : 0);
+            i8_cp16(a_base + i8_swz<BK>(r, ch), src, ok ? 16 : 0);
         }
 #pragma unroll
-        for (int i = tid; i < I8_BN * 4; i += I8_THREADS) {
-            int r = i >> 2, ch = i & 3;
+        for (int i = tid; i < I8_BN * CH; i += I8_THREADS) {
+            int r = i / CH, ch = i % CH;
             int gr = n0 + r, gk = kb + ch * 16;
             bool ok = gr < n && gk < k_pad;
             const signed char* src = ok ? B + (long long)gr * k_pad + gk : B;
-            i8_cp16(b_base + i8_swz(r, ch), src, ok ? 16 : 0);
+            i8_cp16(b_base + i8_swz<BK>(r, ch), src, ok ? 16 : 0);
         }
     };
 
@@ -117,7 +121,7 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
 
 #pragma unroll
-    for (int s = 0; s < I8_STAGES - 1; ++s) {
+    for (int s = 0; s < STAGES - 1; ++s) {
         if (s < KT) load(s, s);
         i8_commit();
     }
@@ -129,26 +133,26 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     const int b_row = wn * 32 + lr + (lm >> 1) * 8, b_ch = lm & 1;
 
     for (int kt = 0; kt < KT; ++kt) {
-        i8_wait<I8_STAGES - 2>();
+        i8_wait<STAGES - 2>();
         __syncthreads();
         {
-            int nk = kt + I8_STAGES - 1;
-            if (nk < KT) load(nk % I8_STAGES, nk);
+            int nk = kt + STAGES - 1;
+            if (nk < KT) load(nk % STAGES, nk);
             i8_commit();
         }
-        const int stage = kt % I8_STAGES;
-        u32 a_base = i8_smem_addr(sA + stage * BM * I8_BK);
-        u32 b_base = i8_smem_addr(sB + stage * I8_BN * I8_BK);
+        const int stage = kt % STAGES;
+        u32 a_base = i8_smem_addr(sA + stage * BM * BK);
+        u32 b_base = i8_smem_addr(sB + stage * I8_BN * BK);
 #pragma unroll
-        for (int kk = 0; kk < 2; ++kk) {
+        for (int kk = 0; kk < BK / 32; ++kk) {
             u32 af[WM][4], bf[4][2];
 #pragma unroll
             for (int i = 0; i < WM; ++i)
-                i8_ldsm4(af[i][0], af[i][1], af[i][2], af[i][3], a_base + i8_swz(a_row + i * 16, a_ch + kk * 2));
+                i8_ldsm4(af[i][0], af[i][1], af[i][2], af[i][3], a_base + i8_swz<BK>(a_row + i * 16, a_ch + kk * 2));
 #pragma unroll
             for (int j = 0; j < 2; ++j)
                 i8_ldsm4(bf[2 * j][0], bf[2 * j][1], bf[2 * j + 1][0], bf[2 * j + 1][1],
-                         b_base + i8_swz(b_row + j * 16, b_ch + kk * 2));
+                         b_base + i8_swz<BK>(b_row + j * 16, b_ch + kk * 2));
 #pragma unroll
             for (int i = 0; i < WM; ++i)
 #pragma unroll
@@ -190,19 +194,18 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     }
 }
 
-// Entry points per block height; dt bit 0: y (and resid) f16. Dynamic shared memory:
-// 3 * (BM + 128) * 64 bytes (48 KiB for BM = 128, 36 KiB for BM = 64).
-extern "C" __global__ void __launch_bounds__(I8_THREADS) i8gemm_bm128(void* y, const signed char* A, const signed char* B,
-                                                                      const float* sx, const float* sw, const float* bias,
-                                                                      const void* resid, int m, int n, int k_pad, int mode,
-                                                                      int act, int dt) {
-    if (dt & 1) i8gemm_k<h16, 4>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);
-    else i8gemm_k<float, 4>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);
-}
-extern "C" __global__ void __launch_bounds__(I8_THREADS) i8gemm_bm64(void* y, const signed char* A, const signed char* B,
-                                                                     const float* sx, const float* sw, const float* bias,
-                                                                     const void* resid, int m, int n, int k_pad, int mode,
-                                                                     int act, int dt) {
-    if (dt & 1) i8gemm_k<h16, 2>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);
-    else i8gemm_k<float, 2>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);
-}
+// Entry points i8gemm_bm<BM>_k<BK>s<STAGES>; dt bit 0: y (and resid) f16. Dynamic shared
+// memory: STAGES * (BM + 128) * BK bytes (above 48 KiB the launcher raises the function's limit).
+// Two blocks per SM (<= 128 registers): one block's epilogue and prologue overlap the other's
+// main loop.
+#define I8GEMM_ENTRY(NAME, WM, BK, ST)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(I8_THREADS, 2)                                                              \
+        NAME(void* y, const signed char* A, const signed char* B, const float* sx, const float* sw, const float* bias,      \
+             const void* resid, int m, int n, int k_pad, int mode, int act, int dt) {                                         \
+        if (dt & 1) i8gemm_k<h16, WM, BK, ST>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                        \
+        else i8gemm_k<float, WM, BK, ST>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                              \
+    }
+I8GEMM_ENTRY(i8gemm_bm64_k64s3, 2, 64, 3)
+I8GEMM_ENTRY(i8gemm_bm128_k64s3, 4, 64, 3)
+I8GEMM_ENTRY(i8gemm_bm64_k128s4, 2, 128, 4)
+I8GEMM_ENTRY(i8gemm_bm128_k128s3, 4, 128, 3)

@@ -14,11 +14,12 @@
 //! f32 activations; with f16 activations the int8 codes can move by one step).
 //!
 //! Switch: `STAPES_CUDA_I8GEMM=1` turns it on (off by default until measured on the H200);
-//! `STAPES_CUDA_I8GEMM_TILE=64|128` forces the block height (default: by shape).
+//! `STAPES_CUDA_I8GEMM_TILE=bm64_k64s3|bm128_k64s3|bm64_k128s4|bm128_k128s3` forces a tile
+//! variant (default: by shape).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use stapes_core::Result;
 
@@ -27,8 +28,25 @@ use crate::pool::Block;
 
 /// 0: not read yet, 1 off, 2 on.
 static SWITCH: AtomicU8 = AtomicU8::new(0);
-/// 0: by shape, else the forced block height.
-static TILE: AtomicU8 = AtomicU8::new(255);
+/// 0: by shape, else 1 + the forced index into [`VARIANTS`]; 255: not read yet.
+static VARIANT: AtomicU8 = AtomicU8::new(255);
+
+/// The kernel's compiled forms: (entry point, block rows, K bytes per stage, stages). All give
+/// the same bits (the int32 sums are exact and the epilogue is per element).
+const VARIANTS: [(&str, usize, usize, usize); 4] = [
+    ("i8gemm_bm64_k64s3", 64, 64, 3),
+    ("i8gemm_bm128_k64s3", 128, 64, 3),
+    ("i8gemm_bm64_k128s4", 64, 128, 4),
+    ("i8gemm_bm128_k128s3", 128, 128, 3),
+];
+
+/// Names for `STAPES_CUDA_I8GEMM_TILE` and the benchmark: the entry point without `i8gemm_`.
+fn variant_names() -> Vec<&'static str> {
+    VARIANTS
+        .iter()
+        .map(|v| v.0.trim_start_matches("i8gemm_"))
+        .collect()
+}
 
 fn switch_on() -> bool {
     match SWITCH.load(Ordering::Relaxed) {
@@ -41,18 +59,18 @@ fn switch_on() -> bool {
     }
 }
 
-fn forced_tile() -> u8 {
-    match TILE.load(Ordering::Relaxed) {
+fn forced_variant() -> u8 {
+    match VARIANT.load(Ordering::Relaxed) {
         255 => {
-            let t = match std::env::var("STAPES_CUDA_I8GEMM_TILE").as_deref() {
-                Ok("64") => 64,
-                Ok("128") => 128,
-                _ => 0,
-            };
-            TILE.store(t, Ordering::Relaxed);
-            t
+            let want = std::env::var("STAPES_CUDA_I8GEMM_TILE").unwrap_or_default();
+            let v = variant_names()
+                .iter()
+                .position(|n| *n == want.trim())
+                .map_or(0, |i| i as u8 + 1);
+            VARIANT.store(v, Ordering::Relaxed);
+            v
         }
-        t => t,
+        v => v,
     }
 }
 
@@ -82,21 +100,24 @@ impl I8Gemm {
     }
 }
 
-/// Rows per block: 128-row tiles where they still give every SM two blocks, else 64.
-fn block_rows(m: usize, n: usize) -> usize {
-    match forced_tile() {
-        64 => 64,
-        128 => 128,
-        _ => {
+/// The variant for a shape: 128-row tiles where they still give every SM two blocks, else 64
+/// (to be tuned from the H200 bench).
+fn variant_for(m: usize, n: usize) -> usize {
+    match forced_variant() {
+        0 => {
             let tiles128 = m.div_ceil(128) * n.div_ceil(128);
             if tiles128 >= 2 * 132 {
-                128
+                1
             } else {
-                64
+                0
             }
         }
+        v => (v as usize - 1).min(VARIANTS.len() - 1),
     }
 }
+
+/// Functions (by `CUfunction` address) whose dynamic shared-memory limit was raised.
+static SMEM_RAISED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 impl CudaBackend {
     /// Our int8 GEMM where it can run and is switched on.
@@ -120,13 +141,18 @@ impl CudaBackend {
         LAUNCHES.load(Ordering::Relaxed)
     }
 
-    /// Force the block height (64 or 128; anything else: by shape), for the benchmark.
+    /// The kernel's tile variants, by the names `STAPES_CUDA_I8GEMM_TILE` takes.
     #[doc(hidden)]
-    pub fn set_i8gemm_tile(&self, rows: u8) {
-        TILE.store(
-            if rows == 64 || rows == 128 { rows } else { 0 },
-            Ordering::Relaxed,
-        );
+    pub fn i8gemm_variants(&self) -> Vec<&'static str> {
+        variant_names()
+    }
+
+    /// Force a kernel variant (1 + its index in [`CudaBackend::i8gemm_variants`]; 0: by shape),
+    /// for the benchmark and tests.
+    #[doc(hidden)]
+    pub fn set_i8gemm_variant(&self, v: u8) {
+        let v = if (v as usize) <= VARIANTS.len() { v } else { 0 };
+        VARIANT.store(v, Ordering::Relaxed);
     }
 
     /// `x (m, k)` quantized per row to int8 `(m_pad, k_pad)` with f32 row scales `(m_pad)`, or
@@ -187,12 +213,24 @@ impl CudaBackend {
             Epilogue::Add(r) => (1, r, 0),
             Epilogue::Act(a) => (2, 0, a),
         };
-        let bm = block_rows(m, n);
-        let (name, smem) = if bm == 128 {
-            ("i8gemm_bm128", 3 * (128 + 128) * 64)
-        } else {
-            ("i8gemm_bm64", 3 * (64 + 128) * 64)
-        };
+        let vi = variant_for(m, n);
+        let (name, bm, bk, stages) = VARIANTS[vi];
+        let smem = stages * (bm + 128) * bk;
+        let f = self.kernels.get(name)?;
+        let key = f.cu_function() as usize;
+        let mut raised = SMEM_RAISED.lock().unwrap_or_else(|p| p.into_inner());
+        if smem > 48 * 1024 && !raised.contains(&key) {
+            // above 48 KiB of dynamic shared memory a kernel must opt in (once per function)
+            self.bind()?;
+            f.set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    smem as i32,
+                )
+                .map_err(|e| crate::CudaError::driver("cuFuncSetAttribute", e))?;
+            raised.push(key);
+        }
+        drop(raised);
+        let smem = smem as u32;
         let grid = (n.div_ceil(128) as u32, m.div_ceil(bm) as u32, 1);
         let (mi, ni, kp, dt) = (m as i32, n as i32, k_pad as i32, y_dt.bit());
         self.launch(

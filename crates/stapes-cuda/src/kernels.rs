@@ -75,7 +75,12 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "i8gemm",
         source: include_str!("../kernels/i8gemm.cu"),
-        entries: &["i8gemm_bm128", "i8gemm_bm64"],
+        entries: &[
+            "i8gemm_bm64_k64s3",
+            "i8gemm_bm128_k64s3",
+            "i8gemm_bm64_k128s4",
+            "i8gemm_bm128_k128s3",
+        ],
     },
     KernelFile {
         name: "conv",

@@ -33,8 +33,8 @@ const SHAPES: [(usize, usize, usize); 8] = [
     (140, 1024, 520),
 ];
 
-/// Block heights: forced 64, forced 128, and the shape rule.
-const TILES: [u8; 3] = [64, 128, 0];
+/// Tile variants: each forced (1..=4), and the shape rule (0).
+const TILES: [u8; 5] = [1, 2, 3, 4, 0];
 
 struct Case {
     x: HostTensor,
@@ -122,7 +122,7 @@ fn i8gemm_equals_library_path_f32_activations() {
         let want = variants(g, &c, false, "");
         for tile in TILES {
             g.set_i8gemm(true);
-            g.set_i8gemm_tile(tile);
+            g.set_i8gemm_variant(tile);
             let l0 = g.i8gemm_launches();
             let got = variants(g, &c, false, "");
             let launched = g.i8gemm_launches() - l0;
@@ -138,7 +138,7 @@ fn i8gemm_equals_library_path_f32_activations() {
             eprintln!("ok   {what}: 6 variants bitwise (f32 activations)");
         }
     }
-    g.set_i8gemm_tile(0);
+    g.set_i8gemm_variant(0);
 }
 
 /// Every variant inside an encoder chain (f16 activations): eager == library path bitwise, and
@@ -155,7 +155,7 @@ fn i8gemm_equals_library_path_f16_chain_and_replay() {
         let want = variants(g, &c, true, &key());
         for tile in TILES {
             g.set_i8gemm(true);
-            g.set_i8gemm_tile(tile);
+            g.set_i8gemm_variant(tile);
             let kk = key();
             let l0 = g.i8gemm_launches();
             let eager = variants(g, &c, true, &kk);
@@ -178,7 +178,7 @@ fn i8gemm_equals_library_path_f16_chain_and_replay() {
             eprintln!("ok   {what}: 6 variants bitwise (f16 chain), replay == eager");
         }
     }
-    g.set_i8gemm_tile(0);
+    g.set_i8gemm_variant(0);
 }
 
 /// fc1 → GELU → fc2 (`linear_act` then `linear_add`), the encoder MLP: f32 activations bitwise
@@ -274,7 +274,7 @@ fn i8gemm_mlp_against_library_and_reference() {
 }
 
 /// Micro-benchmark at the encoder shapes (ignored; the device rounds run it with
-/// `--ignored --nocapture`): int8 kernel (both tile heights) vs cuBLASLt int8 + scaling
+/// `--ignored --nocapture`): int8 kernel (every tile variant) vs cuBLASLt int8 + scaling
 /// epilogue vs cuBLASLt f16, each as `reps` back-to-back `linear`s (with bias, f16 out) inside
 /// one captured encoder chain, so launch gaps are the graph's.
 #[test]
@@ -298,7 +298,11 @@ fn i8gemm_bench() {
     ];
     let (name, arch) = g.device_info();
     println!("device {name} {arch}; {reps} linears per graph, {iters} replays timed");
-    println!("| shape (M x K -> N) | what | f16 TFLOP/s | lt-i8 TOP/s | i8 bm64 | i8 bm128 | i8 auto | best i8 / lt-i8 | best i8 / f16 |");
+    let variants = g.i8gemm_variants();
+    println!(
+        "| shape | f16 TFLOP/s (ms) | cuBLASLt i8+epi TOP/s (ms) | {} | auto | best | lt/best | f16/best |",
+        variants.join(" | ")
+    );
     static N: AtomicUsize = AtomicUsize::new(0);
     for (m, k, n, what) in shapes {
         let x = g.upload(&rnd(&[1, m, k], 1, 1.0)).unwrap();
@@ -308,7 +312,7 @@ fn i8gemm_bench() {
         let w8 = g.weight(&wh, Lane::Q8).unwrap();
         let time = |w: &stapes_cuda::CudaWeight, on: bool, tile: u8| -> f64 {
             g.set_i8gemm(on);
-            g.set_i8gemm_tile(tile);
+            g.set_i8gemm_variant(tile);
             let key = format!("bench-encoder/i8-{}", N.fetch_add(1, Ordering::Relaxed));
             let mut body = |be: &CudaBackend| -> stapes_core::Result<Vec<CudaTensor>> {
                 let x16 = be.affine(&x, 1.0, 0.0)?;
@@ -330,24 +334,33 @@ fn i8gemm_bench() {
             g.synchronize().unwrap();
             let ms = t0.elapsed().as_secs_f64() * 1e3 / (iters * reps) as f64;
             g.set_i8gemm(false);
-            g.set_i8gemm_tile(0);
+            g.set_i8gemm_variant(0);
             ms
         };
         let f16 = time(&w16, false, 0);
         let lt = time(&w8, false, 0);
-        let i64_ = time(&w8, true, 64);
-        let i128_ = time(&w8, true, 128);
+        let ours: Vec<f64> = (1..=variants.len() as u8)
+            .map(|v| time(&w8, true, v))
+            .collect();
         let auto = time(&w8, true, 0);
         let fl = 2.0 * (m * k * n) as f64;
         let tf = |ms: f64| fl / ms / 1e9;
-        let best = i64_.min(i128_);
+        let (bi, best) = ours
+            .iter()
+            .copied()
+            .enumerate()
+            .fold((0, f64::MAX), |a, (i, t)| if t < a.1 { (i, t) } else { a });
+        let cells: Vec<String> = ours
+            .iter()
+            .map(|&t| format!("{:.0} ({t:.4})", tf(t)))
+            .collect();
         println!(
-            "| {m} x {k} -> {n} | {what} | {:.0} ({f16:.4} ms) | {:.0} ({lt:.4} ms) | {:.0} ({i64_:.4} ms) | {:.0} ({i128_:.4} ms) | {:.0} ({auto:.4} ms) | {:.2}x | {:.2}x |",
+            "| {m}x{k}->{n} {what} | {:.0} ({f16:.4}) | {:.0} ({lt:.4}) | {} | {:.0} ({auto:.4}) | {} | {:.2}x | {:.2}x |",
             tf(f16),
             tf(lt),
-            tf(i64_),
-            tf(i128_),
+            cells.join(" | "),
             tf(auto),
+            variants[bi],
             lt / best,
             f16 / best
         );
