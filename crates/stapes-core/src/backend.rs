@@ -447,6 +447,45 @@ pub trait Backend: Send + Sync {
         rel_attention_composed(self, qkv, pos, bias_u, bias_v, keep, p)
     }
 
+    // ---- FastConformer subsampling, channel-last (section owned by helper fcenc2) ----
+
+    /// The first two convs of depthwise-striding subsampling: `x (B, T, F)` (features, one
+    /// input channel) with frames whose `keep0 (B, T)` is 0 set to zero → conv `w0 (C, 1, k, k)`
+    /// + `b0 (C)` → ReLU → frames whose `keep1 (B, T1)` is 0 set to zero → depthwise conv
+    /// `w1 (C, 1, k, k)` + `b1 (C)`; both with `p`'s stride and zero padding on T and F. Output
+    /// channel-last `(B, T2, F2, C)`. A GPU home runs it as one kernel that never stores the
+    /// `(B, C, T1, F1)` map between the convs; the default is [`subsample_stem_composed`].
+    #[allow(clippy::too_many_arguments)]
+    fn subsample_stem(
+        &self,
+        x: &Self::Tensor,
+        keep0: Option<&Self::Tensor>,
+        w0: &Self::Tensor,
+        b0: &Self::Tensor,
+        keep1: Option<&Self::Tensor>,
+        w1: &Self::Tensor,
+        b1: &Self::Tensor,
+        p: &StridingParams,
+    ) -> Result<Self::Tensor> {
+        subsample_stem_composed(self, x, keep0, w0, b0, keep1, w1, b1, p)
+    }
+
+    /// A depthwise conv `w (C, 1, k, k)` + `bias (C)` over channel-last `x (B, T, F, C)`, with
+    /// `p`'s stride and zero padding on T and F; its input is `relu(x)` when `relu_input`, with
+    /// frames whose `keep (B, T)` is 0 set to zero. Output `(B, T', F', C)`. The default is
+    /// [`depthwise_conv2d_cl_composed`] (transposes around `conv2d`).
+    fn depthwise_conv2d_cl(
+        &self,
+        x: &Self::Tensor,
+        keep: Option<&Self::Tensor>,
+        relu_input: bool,
+        w: &Self::Tensor,
+        bias: &Self::Tensor,
+        p: &StridingParams,
+    ) -> Result<Self::Tensor> {
+        depthwise_conv2d_cl_composed(self, x, keep, relu_input, w, bias, p)
+    }
+
     // ---- decoder steps with their parameters on the device ----
     //
     // A per-token decoder step differs from the previous one only in its token ids and its
@@ -1110,6 +1149,161 @@ pub fn rel_attention_dims(
         ));
     }
     Ok((qkv[0], qkv[1], c, pos[1]))
+}
+
+// ---- FastConformer subsampling, channel-last (section owned by helper fcenc2) ----
+
+/// Square kernel, stride and zero padding of a subsampling conv (the same on T and F).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StridingParams {
+    pub kernel: usize,
+    pub stride: usize,
+    pub padding: usize,
+}
+
+impl StridingParams {
+    /// Output length of `n` frames (0 when the kernel does not fit).
+    pub fn out_len(&self, n: usize) -> usize {
+        if self.stride == 0 || n + 2 * self.padding < self.kernel {
+            return 0;
+        }
+        (n + 2 * self.padding - self.kernel) / self.stride + 1
+    }
+    fn conv2d(&self, groups: usize) -> Conv2dParams {
+        Conv2dParams {
+            kernel: (self.kernel, self.kernel),
+            stride: (self.stride, self.stride),
+            padding: (self.padding, self.padding),
+            groups,
+        }
+    }
+}
+
+/// A `(B, C, H, W)` map as channel-last `(B, H, W, C)`.
+fn channel_last<B: Backend + ?Sized>(b: &B, x: &B::Tensor) -> Result<B::Tensor> {
+    let s = x.shape().to_vec();
+    let y = b.transpose_last2(&b.reshape(x, &[s[0], s[1], s[2] * s[3]])?)?;
+    b.reshape(&y, &[s[0], s[2], s[3], s[1]])
+}
+
+/// `C` of a depthwise-striding weight `(C, 1, k, k)` and its bias `(C)`, checked.
+fn striding_weight(
+    op: &'static str,
+    w: &[usize],
+    bias: &[usize],
+    p: &StridingParams,
+) -> Result<usize> {
+    let c = w.first().copied().unwrap_or(0);
+    if w != [c, 1, p.kernel, p.kernel] || bias != [c] || c == 0 || p.stride == 0 {
+        return Err(crate::Error::shape(
+            op,
+            format!("w {w:?}, bias {bias:?} for {p:?}: want w (C, 1, k, k), bias (C)"),
+        ));
+    }
+    Ok(c)
+}
+
+/// `(B, T, F, C, T2, F2)` of a [`Backend::subsample_stem`], checked.
+pub fn subsample_stem_dims(
+    x: &[usize],
+    w0: &[usize],
+    b0: &[usize],
+    w1: &[usize],
+    b1: &[usize],
+    p: &StridingParams,
+) -> Result<(usize, usize, usize, usize, usize, usize)> {
+    const OP: &str = "subsample_stem";
+    let c = striding_weight(OP, w0, b0, p)?;
+    if striding_weight(OP, w1, b1, p)? != c || x.len() != 3 {
+        return Err(crate::Error::shape(
+            OP,
+            format!("x {x:?}, w0 {w0:?}, w1 {w1:?}: want x (B, T, F) and both convs of C channels"),
+        ));
+    }
+    let (t2, f2) = (p.out_len(p.out_len(x[1])), p.out_len(p.out_len(x[2])));
+    if t2 == 0 || f2 == 0 {
+        return Err(crate::Error::shape(
+            OP,
+            format!("x {x:?} too short for two {p:?} convs"),
+        ));
+    }
+    Ok((x[0], x[1], x[2], c, t2, f2))
+}
+
+/// `(B, T, F, C, T', F')` of a [`Backend::depthwise_conv2d_cl`], checked.
+pub fn depthwise_conv2d_cl_dims(
+    x: &[usize],
+    w: &[usize],
+    bias: &[usize],
+    p: &StridingParams,
+) -> Result<(usize, usize, usize, usize, usize, usize)> {
+    const OP: &str = "depthwise_conv2d_cl";
+    let c = striding_weight(OP, w, bias, p)?;
+    if x.len() != 4 || x[3] != c {
+        return Err(crate::Error::shape(
+            OP,
+            format!("x {x:?} with w {w:?}: want x (B, T, F, C)"),
+        ));
+    }
+    let (t2, f2) = (p.out_len(x[1]), p.out_len(x[2]));
+    if t2 == 0 || f2 == 0 {
+        return Err(crate::Error::shape(
+            OP,
+            format!("x {x:?} too short for {p:?}"),
+        ));
+    }
+    Ok((x[0], x[1], x[2], c, t2, f2))
+}
+
+/// [`Backend::subsample_stem`] from `mask_fill`, `conv2d`, `activation` and a transpose.
+#[allow(clippy::too_many_arguments)]
+pub fn subsample_stem_composed<B: Backend + ?Sized>(
+    b: &B,
+    x: &B::Tensor,
+    keep0: Option<&B::Tensor>,
+    w0: &B::Tensor,
+    b0: &B::Tensor,
+    keep1: Option<&B::Tensor>,
+    w1: &B::Tensor,
+    b1: &B::Tensor,
+    p: &StridingParams,
+) -> Result<B::Tensor> {
+    let (bs, t, f, c, _, _) =
+        subsample_stem_dims(x.shape(), w0.shape(), b0.shape(), w1.shape(), b1.shape(), p)?;
+    let mut h = b.reshape(x, &[bs, 1, t, f])?; // time is H
+    if let Some(k) = keep0 {
+        h = b.mask_fill(&h, k, f, 0.0)?;
+    }
+    let h = b.conv2d(&h, w0, Some(b0), p.conv2d(1))?;
+    let mut h = b.activation(&h, Activation::Relu)?; // (B, C, T1, F1)
+    if let Some(k) = keep1 {
+        let inner = h.shape()[3];
+        h = b.mask_fill(&h, k, inner, 0.0)?;
+    }
+    channel_last(b, &b.conv2d(&h, w1, Some(b1), p.conv2d(c))?)
+}
+
+/// [`Backend::depthwise_conv2d_cl`] from transposes around `activation`, `mask_fill` and
+/// `conv2d`.
+pub fn depthwise_conv2d_cl_composed<B: Backend + ?Sized>(
+    b: &B,
+    x: &B::Tensor,
+    keep: Option<&B::Tensor>,
+    relu_input: bool,
+    w: &B::Tensor,
+    bias: &B::Tensor,
+    p: &StridingParams,
+) -> Result<B::Tensor> {
+    let (bs, t, f, c, _, _) = depthwise_conv2d_cl_dims(x.shape(), w.shape(), bias.shape(), p)?;
+    let h = b.transpose_last2(&b.reshape(x, &[bs, t * f, c])?)?;
+    let mut h = b.reshape(&h, &[bs, c, t, f])?;
+    if relu_input {
+        h = b.activation(&h, Activation::Relu)?;
+    }
+    if let Some(k) = keep {
+        h = b.mask_fill(&h, k, f, 0.0)?;
+    }
+    channel_last(b, &b.conv2d(&h, w, Some(bias), p.conv2d(c))?)
 }
 
 #[cfg(test)]

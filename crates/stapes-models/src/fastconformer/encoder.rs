@@ -5,7 +5,7 @@
 use super::config::{conv_out, EncoderConfig};
 use super::weights::{subsampling_conv, LayerNames, SUB_CONV0, SUB_LINEAR};
 use crate::{ModelError, Result};
-use stapes_core::backend::RelAttnParams;
+use stapes_core::backend::{RelAttnParams, StridingParams};
 use stapes_core::{Activation, Backend, Conv2dParams, DeviceTensor, HostTensor, Lane};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -473,59 +473,61 @@ impl<B: Backend> Encoder<B> {
         features: &B::Tensor,
         keep: Option<&[B::Tensor]>,
     ) -> Result<B::Tensor> {
-        let s = features.shape().to_vec();
-        let (bs, t, mels) = (s[0], s[1], s[2]);
-        let k = self.cfg.subsampling_kernel;
-        let conv = |groups| Conv2dParams {
-            kernel: (k, k),
-            stride: (self.cfg.subsampling_stride, self.cfg.subsampling_stride),
-            padding: ((k - 1) / 2, (k - 1) / 2),
-            groups,
+        let bs = features.shape()[0];
+        let p = StridingParams {
+            kernel: self.cfg.subsampling_kernel,
+            stride: self.cfg.subsampling_stride,
+            padding: (self.cfg.subsampling_kernel - 1) / 2,
         };
-        // The input of conv l, (B, C, T_l, F_l), zeroed past each sequence's T_l.
-        let masked = |x: B::Tensor, l: usize| -> Result<B::Tensor> {
-            match keep.and_then(|k| k.get(l)) {
-                Some(k) => {
-                    let inner = x.shape()[3];
-                    Ok(b.mask_fill(&x, k, inner, 0.0)?)
-                }
-                None => Ok(x),
+        let keep_of = |l: usize| keep.and_then(|k| k.get(l));
+        let Some(first) = self.stages.first() else {
+            // a single strided conv (factor 2): conv, ReLU, flattened per frame
+            let s = features.shape().to_vec();
+            let mut x = b.reshape(features, &[s[0], 1, s[1], s[2]])?;
+            if let Some(k) = keep_of(0) {
+                x = b.mask_fill(&x, k, s[2], 0.0)?;
             }
+            let conv = Conv2dParams {
+                kernel: (p.kernel, p.kernel),
+                stride: (p.stride, p.stride),
+                padding: (p.padding, p.padding),
+                groups: 1,
+            };
+            let x = b.conv2d(&x, &self.conv0_w, Some(&self.conv0_b), conv)?;
+            let x = b.activation(&x, Activation::Relu)?; // (B, C, T', F')
+            let xs = x.shape().to_vec();
+            let x = b.reshape(&x, &[xs[0], xs[1], xs[2] * xs[3]])?;
+            let x = b.transpose_last2(&x)?; // (B, T'·F', C)
+            let x = b.reshape(&x, &[xs[0], xs[2], xs[3] * xs[1]])?;
+            return self.sub_linear.forward(b, &x);
         };
-        let x = b.reshape(features, &[bs, 1, t, mels])?; // (B, 1, T, F): time is H
-        let x = masked(x, 0)?;
-        let x = b.conv2d(&x, &self.conv0_w, Some(&self.conv0_b), conv(1))?;
-        let mut x = b.activation(&x, Activation::Relu)?;
-        // (B, C, T, F) → (B, T·F, C): channel-last for the pointwise GEMMs, and per frame
-        // frequency-major, as the permuted `sub_linear` reads it.
-        let channel_last = |x: &B::Tensor| -> Result<B::Tensor> {
-            let s = x.shape().to_vec();
-            let x = b.reshape(x, &[s[0], s[1], s[2] * s[3]])?;
-            Ok(b.transpose_last2(&x)?)
-        };
-        let mut last = None; // (B, T·F, C) after the final pointwise conv
+        // Channel-last throughout, (B, T_l, F_l, C): the pointwise convs are GEMMs over
+        // (B, T_l·F_l, C) and the permuted `sub_linear` reads each frame frequency-major.
+        // conv0 → ReLU → mask → stage 0's depthwise conv
+        let mut x = b.subsample_stem(
+            features,
+            keep_of(0),
+            &self.conv0_w,
+            &self.conv0_b,
+            keep_of(1),
+            &first.dw_w,
+            &first.dw_b,
+            &p,
+        )?;
         for (i, st) in self.stages.iter().enumerate() {
-            x = masked(x, i + 1)?;
-            let ch = x.shape()[1];
-            x = b.conv2d(&x, &st.dw_w, Some(&st.dw_b), conv(ch))?;
-            let s = x.shape().to_vec(); // (B, C, T_l, F_l)
-            let y = st.pw.forward(b, &channel_last(&x)?)?;
-            let y = b.activation(&y, Activation::Relu)?; // (B, T_l·F_l, C)
-            if i + 1 == self.stages.len() {
-                last = Some((y, s));
-                break;
+            if i > 0 {
+                // the previous stage's ReLU is applied as this conv reads its input
+                x = b.depthwise_conv2d_cl(&x, keep_of(i + 1), true, &st.dw_w, &st.dw_b, &p)?;
             }
-            x = b.reshape(&b.transpose_last2(&y)?, &s)?;
+            let s = x.shape().to_vec(); // (B, T_l, F_l, C)
+            let y = st
+                .pw
+                .forward(b, &b.reshape(&x, &[s[0], s[1] * s[2], s[3]])?)?;
+            x = b.reshape(&y, &s)?;
         }
-        let (y, s) = match last {
-            Some(v) => v,
-            None => {
-                let s = x.shape().to_vec();
-                (channel_last(&x)?, s)
-            }
-        };
-        let (ch, t2, f2) = (s[1], s[2], s[3]);
-        let y = b.reshape(&y, &[bs, t2, f2 * ch])?;
+        let s = x.shape().to_vec();
+        let y = b.activation(&x, Activation::Relu)?;
+        let y = b.reshape(&y, &[bs, s[1], s[2] * s[3]])?;
         self.sub_linear.forward(b, &y)
     }
 }
