@@ -808,12 +808,25 @@ impl<B: Backend> Decoder<B> {
         st: &mut DecoderState<'_, B>,
         tokens: &[u32],
     ) -> Result<HostTensor> {
+        let batch = st.batch;
+        let l = b.download_step(&self.step_logits_device(b, st, tokens)?)?; // (batch, 1, V)
+        Ok(l.reshape(vec![batch, self.vocab])?)
+    }
+
+    /// [`Self::step_logits`] without the download: the logits `(batch, 1, V)` where the step
+    /// ran, for a caller that chooses tokens there (`Backend::select_tokens`). Read them before
+    /// the next step: a replayed chain writes its output in place.
+    pub fn step_logits_device(
+        &self,
+        b: &B,
+        st: &mut DecoderState<'_, B>,
+        tokens: &[u32],
+    ) -> Result<B::Tensor> {
         self.check_tokens(st, tokens, 1)?;
         let batch = st.batch;
         if !self.device_steps(b) {
             let (x, _) = self.forward_inner(b, st, tokens, 1, &[])?; // (batch, 1, d)
-            let l = b.download_step(&self.logits_of_stream(b, &x)?)?; // (batch, 1, V)
-            return Ok(l.reshape(vec![batch, self.vocab])?);
+            return self.logits_of_stream(b, &x); // (batch, 1, V)
         }
         if st.cross_slot.is_none() {
             st.cross_slot = Some(self.lease_cross(b, st.cross)?);
@@ -848,10 +861,8 @@ impl<B: Backend> Decoder<B> {
             )?;
             self.logits_of_stream(b, &x) // (batch, 1, V)
         })?;
-        // the next replay overwrites the chain's output, so it comes back now
-        let l = b.download_step(&logits)?;
         st.len += 1;
-        Ok(l.reshape(vec![batch, self.vocab])?)
+        Ok(logits)
     }
 
     /// Logits of the residual stream before the final norm `(.., d)` → `(.., V)`: the norm

@@ -27,7 +27,8 @@ use super::decoder::{CrossKv, DecoderState};
 use super::model::Whisper;
 use crate::transcript::{Segment, Transcript};
 use crate::{ModelError, Result};
-use stapes_core::{Backend, HostTensor};
+use stapes_core::select::{MassRule, RowSelect, SelectRequest, Selected};
+use stapes_core::{Backend, DeviceTensor, HostTensor};
 
 /// Sample rate every Whisper front end consumes.
 pub const SAMPLE_RATE: usize = 16_000;
@@ -233,6 +234,86 @@ impl LogitRules {
     }
 }
 
+impl LogitRules {
+    /// Ids [`Self::apply`] disables in every row at `step` (the shared list of a
+    /// `Backend::select_tokens` request).
+    pub fn disabled_ids(&self, step: usize, sample_begin: usize) -> Vec<u32> {
+        let mut ids = self.suppress.clone();
+        if step == sample_begin {
+            ids.extend_from_slice(&self.suppress_begin);
+        }
+        if let Some(ts) = &self.timestamps {
+            ids.push(ts.no_timestamps);
+        }
+        ids
+    }
+
+    /// The timestamp rule "timestamps together outweigh every text token" as a mass rule over
+    /// a vocabulary of `v`: A = the text ids, B = the timestamps.
+    pub fn mass_rule(&self, v: usize) -> Option<MassRule> {
+        let ts = self.timestamps.as_ref()?;
+        let (tb, te1) = ts_bounds(ts, v);
+        Some(MassRule {
+            a: (0, tb),
+            b: (tb, te1),
+        })
+    }
+
+    /// One row's part of [`Self::apply`] at `step` as ranges (the timestamp rules' fills) and
+    /// whether the mass rule is checked there; the same cases as `apply_lse`.
+    pub fn row_select(&self, step: usize, sample_begin: usize, seq: &[u32], v: usize) -> RowSelect {
+        let mut rs = RowSelect::default();
+        let Some(ts) = &self.timestamps else {
+            return rs;
+        };
+        let (tb, te1) = ts_bounds(ts, v);
+        let clip = |x: u32| x.min(v as u32);
+        if step == sample_begin && step == 0 {
+            rs.ranges.push((0, tb));
+            let lo = clip(ts.max_initial_timestamp.saturating_add(1));
+            if lo < te1 {
+                rs.ranges.push((lo, te1));
+            }
+        } else if step > sample_begin {
+            let last = seq.get(step - 1).copied().unwrap_or(0);
+            if last >= ts.timestamp_begin {
+                let penultimate = if step - 1 > sample_begin {
+                    seq.get(step - 2).copied().unwrap_or(0)
+                } else {
+                    last
+                };
+                if penultimate >= ts.timestamp_begin {
+                    if tb < te1 {
+                        rs.ranges.push((tb, te1));
+                    }
+                } else {
+                    rs.ranges.push((0, clip(ts.eot)));
+                    rs.ranges.push((tb, clip(last).max(tb)));
+                    rs.mass_rule = true;
+                }
+            } else {
+                rs.mass_rule = true;
+                if let Some(&t) = seq[sample_begin.min(seq.len())..step.min(seq.len())]
+                    .iter()
+                    .rev()
+                    .find(|&&t| t >= ts.timestamp_begin)
+                {
+                    rs.ranges
+                        .push((tb, (t.min(te1.saturating_sub(1)) + 1).max(tb)));
+                }
+            }
+        }
+        rs
+    }
+}
+
+/// `(timestamp_begin, timestamp_end + 1)` within a vocabulary of `v`, as `apply_lse` clips them.
+fn ts_bounds(ts: &TimestampRules, v: usize) -> (u32, u32) {
+    let tb = (ts.timestamp_begin as usize).min(v);
+    let te = (ts.timestamp_end as usize).min(v.saturating_sub(1));
+    (tb as u32, (te + 1).max(tb) as u32)
+}
+
 fn log_sum_exp(x: &[f32]) -> f32 {
     let m = x.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     if !m.is_finite() {
@@ -432,6 +513,67 @@ impl<B: Backend> Whisper<B> {
         self.decoder.device_steps(&self.backend)
     }
 
+    /// Where greedy (temperature 0) and beam search choose tokens: `Some(true)` on the device
+    /// (`Backend::select_tokens`: only the candidates come back), `Some(false)` on the host
+    /// (the whole logits row comes back); `None` (the default) = the device where the backend
+    /// selects there ([`Backend::selects_on_device`]). Both give the same ids and scores.
+    pub fn set_device_select(&self, on: Option<bool>) {
+        let v = match on {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.select.store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether greedy and beam steps choose tokens on the device now.
+    pub fn device_select(&self) -> bool {
+        match self.select.load(std::sync::atomic::Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => self.backend.selects_on_device(),
+        }
+    }
+
+    /// One decoding step with the tokens chosen where the logits are: `rules` at `step` for
+    /// rows continuing `seqs`, each row's log-probs plus `offsets[r]` (none: 0), the best `k`
+    /// per row; with `prob_of`, the raw softmax probability of that id per row.
+    #[allow(clippy::too_many_arguments)]
+    pub fn decode_step_select(
+        &self,
+        state: &mut DecoderState<'_, B>,
+        tokens: &[u32],
+        rules: &LogitRules,
+        step: usize,
+        sample_begin: usize,
+        seqs: &[&[u32]],
+        offsets: Option<&[f32]>,
+        k: usize,
+        prob_of: Option<u32>,
+    ) -> Result<Selected> {
+        let logits = self
+            .decoder
+            .step_logits_device(&self.backend, state, tokens)?; // (rows, 1, V)
+        let v = logits.shape().last().copied().unwrap_or(0);
+        let rows: Vec<RowSelect> = seqs
+            .iter()
+            .enumerate()
+            .map(|(r, seq)| RowSelect {
+                offset: offsets.and_then(|o| o.get(r)).copied().unwrap_or(0.0),
+                ..rules.row_select(step, sample_begin, seq, v)
+            })
+            .collect();
+        let disabled = rules.disabled_ids(step, sample_begin);
+        let req = SelectRequest {
+            disabled: &disabled,
+            rows: &rows,
+            mass: rules.mass_rule(v),
+            k,
+            prob_of,
+        };
+        Ok(self.backend.select_tokens(&logits, &req)?)
+    }
+
     /// Reorder (and possibly resize) a state's batch: row `i` continues row `idx[i]` (what beam
     /// search and sampling do between steps).
     pub fn reorder_state(&self, state: &mut DecoderState<'_, B>, idx: &[usize]) -> Result<()> {
@@ -580,30 +722,67 @@ impl<B: Backend> Whisper<B> {
         let mut alive: Vec<usize> = (0..n).collect();
         let mut input = vec![start_id; n];
         let mut no_speech = None;
+        let on_device = o.temperature <= 0.0 && self.device_select();
         for step in 0..max_len {
-            let mut logits = self.decode_step(state, &input)?; // (rows, V)
-            let v = logits.last_dim();
             let mut keep = Vec::with_capacity(alive.len());
-            if step == 0 {
-                if let (Some(id), Some(row)) = (no_speech_id, logits.data.get(..v)) {
-                    no_speech = Some(softmax_at(row, id));
+            // each row's (id, log-prob)
+            let picks: Vec<(usize, f32)> = if on_device {
+                let seqs: Vec<&[u32]> = alive.iter().map(|&h| hyps[h].tokens.as_slice()).collect();
+                let prob_of = no_speech_id.filter(|_| step == 0).map(|id| id as u32);
+                let sel = self.decode_step_select(
+                    state,
+                    &input,
+                    rules,
+                    step,
+                    prefix.len(),
+                    &seqs,
+                    None,
+                    1,
+                    prob_of,
+                )?;
+                if let Some(&p) = sel.probs.as_ref().and_then(|p| p.first()) {
+                    no_speech = Some(p);
                 }
-            }
-            per_row(&mut logits.data, v, |r, row| {
-                let lse = rules.apply_lse(row, step, prefix.len(), &hyps[alive[r]].tokens);
-                log_softmax_with(row, lse);
-            });
-            for (r, row) in logits.data.chunks_mut(v).enumerate() {
+                (0..seqs.len())
+                    .map(|r| {
+                        let (id, lp) = sel.row(r).next().unwrap_or((eot, 0.0));
+                        if step < prefix.len() {
+                            (prefix[step] as usize, 0.0)
+                        } else {
+                            (id as usize, lp)
+                        }
+                    })
+                    .collect()
+            } else {
+                let mut logits = self.decode_step(state, &input)?; // (rows, V)
+                let v = logits.last_dim();
+                if step == 0 {
+                    if let (Some(id), Some(row)) = (no_speech_id, logits.data.get(..v)) {
+                        no_speech = Some(softmax_at(row, id));
+                    }
+                }
+                per_row(&mut logits.data, v, |r, row| {
+                    let lse = rules.apply_lse(row, step, prefix.len(), &hyps[alive[r]].tokens);
+                    log_softmax_with(row, lse);
+                });
+                logits
+                    .data
+                    .chunks_mut(v)
+                    .map(|row| {
+                        if step < prefix.len() {
+                            (prefix[step] as usize, 0.0)
+                        } else if o.temperature > 0.0 {
+                            let id = rng.sample(row, o.temperature);
+                            (id, row[id])
+                        } else {
+                            let id = argmax(row);
+                            (id, row[id])
+                        }
+                    })
+                    .collect()
+            };
+            for (r, (id, lp)) in picks.into_iter().enumerate() {
                 let h = &mut hyps[alive[r]];
-                let (id, lp) = if step < prefix.len() {
-                    (prefix[step] as usize, 0.0)
-                } else if o.temperature > 0.0 {
-                    let id = rng.sample(row, o.temperature);
-                    (id, row[id])
-                } else {
-                    let id = argmax(row);
-                    (id, row[id])
-                };
                 let id = id as u32;
                 h.score += lp;
                 if id != eot {
@@ -654,27 +833,54 @@ impl<B: Backend> Whisper<B> {
         let mut input = vec![start_id];
         let mut no_speech = None;
         let mut top: Vec<(f32, usize)> = Vec::with_capacity(n_cand + 1);
+        let on_device = self.device_select();
         for step in 0..max_len {
-            let mut logits = self.decode_step(state, &input)?; // (rows, V)
-            let v = logits.last_dim();
             top.clear();
-            if step == 0 {
-                if let (Some(id), Some(row)) = (no_speech_id, logits.data.get(..v)) {
-                    no_speech = Some(softmax_at(row, id));
+            // per row: rules, log-softmax and the row's own top-n_cand of (score, flat index);
+            // the global top-n_cand lies within their union
+            let (v, row_tops) = if on_device {
+                let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
+                let prob_of = no_speech_id.filter(|_| step == 0).map(|id| id as u32);
+                let sel = self.decode_step_select(
+                    state,
+                    &input,
+                    rules,
+                    step,
+                    prefix.len(),
+                    &refs,
+                    Some(&scores),
+                    n_cand,
+                    prob_of,
+                )?;
+                if let Some(&p) = sel.probs.as_ref().and_then(|p| p.first()) {
+                    no_speech = Some(p);
                 }
-            }
-            // per row (threads for several rows): rules, log-softmax and the row's own
-            // top-n_cand of (score, flat index); the global top-n_cand lies within their union
-            let row_tops = per_row(&mut logits.data, v, |r, row| {
-                let lse = rules.apply_lse(row, step, prefix.len(), &seqs[r]);
-                log_softmax_with(row, lse);
-                let base = scores[r];
-                let mut t = Vec::with_capacity(n_cand + 1);
-                for (i, &lp) in row.iter().enumerate() {
-                    push_top(&mut t, n_cand, lp + base, r * v + i);
+                let v = self.config.vocab_size;
+                let tops: Vec<Vec<(f32, usize)>> = (0..refs.len())
+                    .map(|r| sel.row(r).map(|(id, s)| (s, r * v + id as usize)).collect())
+                    .collect();
+                (v, tops)
+            } else {
+                let mut logits = self.decode_step(state, &input)?; // (rows, V)
+                let v = logits.last_dim();
+                if step == 0 {
+                    if let (Some(id), Some(row)) = (no_speech_id, logits.data.get(..v)) {
+                        no_speech = Some(softmax_at(row, id));
+                    }
                 }
-                t
-            });
+                // threads for several rows
+                let tops = per_row(&mut logits.data, v, |r, row| {
+                    let lse = rules.apply_lse(row, step, prefix.len(), &seqs[r]);
+                    log_softmax_with(row, lse);
+                    let base = scores[r];
+                    let mut t = Vec::with_capacity(n_cand + 1);
+                    for (i, &lp) in row.iter().enumerate() {
+                        push_top(&mut t, n_cand, lp + base, r * v + i);
+                    }
+                    t
+                });
+                (v, tops)
+            };
             // fed in flat order, as one running list over every row would see them: equal
             // scores rank by flat index
             for mut t in row_tops {
@@ -1440,5 +1646,107 @@ mod host_cost {
             handed < 6,
             "every case handed it over (the fill path never ran)"
         );
+    }
+}
+
+/// The logit rules as a `Backend::select_tokens` request ([`LogitRules::disabled_ids`],
+/// [`LogitRules::row_select`], [`LogitRules::mass_rule`]) through the host composed default
+/// give what `apply_lse`, `log_softmax` and `argmax` / `push_top` give, in every rule branch.
+#[cfg(test)]
+mod select_request {
+    use super::*;
+    use stapes_core::select::select_host;
+
+    const V: usize = 2000;
+
+    fn rules() -> LogitRules {
+        LogitRules {
+            suppress: vec![3, 7, 1501],
+            suppress_begin: vec![220, 1500],
+            timestamps: Some(TimestampRules {
+                eot: 1500,
+                no_timestamps: 1502,
+                timestamp_begin: 1504,
+                timestamp_end: V as u32 - 1,
+                max_initial_timestamp: 1554,
+            }),
+        }
+    }
+
+    /// Values on a 1/16 grid (ties common); `boost` raises the timestamps.
+    fn row(seed: u32, boost: f32) -> Vec<f32> {
+        (0..V)
+            .map(|i| ((((i as u32) ^ seed).wrapping_mul(2654435761) >> 20) % 160) as f32 / 16.0)
+            .enumerate()
+            .map(|(i, x)| if i >= 1504 { x - 5.0 + boost } else { x - 5.0 })
+            .collect()
+    }
+
+    /// (step, sample_begin, seq) of every branch of `apply_lse`.
+    fn branches() -> Vec<(&'static str, usize, usize, Vec<u32>)> {
+        vec![
+            ("first step", 0, 0, vec![]),
+            ("first sampled step after a prefix", 2, 2, vec![40, 41]),
+            ("closed pair", 3, 0, vec![1504, 1510, 1520]),
+            ("open timestamp", 2, 0, vec![10, 1530]),
+            ("open timestamp, first after the prefix", 1, 0, vec![1530]),
+            ("text after a timestamp", 3, 0, vec![1504, 10, 11]),
+            ("text, no timestamp yet", 2, 1, vec![1504, 10]),
+        ]
+    }
+
+    #[test]
+    fn request_equals_logit_rules_in_every_branch() {
+        let mut fired = 0;
+        let mut checked = 0;
+        for rules in [
+            rules(),
+            LogitRules {
+                timestamps: None,
+                ..rules()
+            },
+        ] {
+            for (name, step, sb, seq) in branches() {
+                for (seed, boost) in [(1u32, -20.0f32), (2, 6.0), (3, 0.0)] {
+                    let x = row(seed, boost);
+                    let mut want = x.clone();
+                    let lse = rules.apply_lse(&mut want, step, sb, &seq);
+                    log_softmax_with(&mut want, lse);
+                    let disabled = rules.disabled_ids(step, sb);
+                    let mut rs = rules.row_select(step, sb, &seq, V);
+                    rs.offset = -0.75;
+                    let rows = [rs];
+                    let logits = HostTensor::new(vec![1, V], x.clone()).expect("row");
+                    for k in [1usize, 10] {
+                        let req = SelectRequest {
+                            disabled: &disabled,
+                            rows: &rows,
+                            mass: rules.mass_rule(V),
+                            k,
+                            prob_of: Some(1503),
+                        };
+                        let got = select_host(&logits, &req).expect("select");
+                        let mut top = Vec::new();
+                        for (i, &lp) in want.iter().enumerate() {
+                            push_top(&mut top, k, lp - 0.75, i);
+                        }
+                        let top: Vec<(u32, f32)> =
+                            top.into_iter().map(|(s, i)| (i as u32, s)).collect();
+                        let got_row: Vec<(u32, f32)> = got.row(0).collect();
+                        assert_eq!(got_row, top, "{name}, seed {seed}, k {k}");
+                        let am = argmax(&want);
+                        assert_eq!(got_row[0].0 as usize, am, "{name}: argmax");
+                        let p = got.probs.as_ref().expect("probability")[0];
+                        assert_eq!(p.to_bits(), softmax_at(&x, 1503).to_bits(), "{name}");
+                        let plain = select_host(&logits, &SelectRequest { mass: None, ..req })
+                            .expect("select without the mass rule");
+                        fired += usize::from(plain.ids != got.ids);
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(fired > 0, "the mass rule never fired");
+        assert!(fired < checked, "the mass rule always fired");
     }
 }

@@ -358,6 +358,9 @@ pub struct Whisper<B: Backend> {
     pub(crate) decoder: Decoder<B>,
     /// Encoder chain inputs by batch size `(B, n_frames, n_mels)` (see [`Whisper::encode`]).
     chain_inputs: std::sync::Mutex<BTreeMap<usize, B::Tensor>>,
+    /// Token choice on the device: 0 where the backend selects there, 1 on, 2 off
+    /// (`Whisper::set_device_select`).
+    pub(crate) select: std::sync::atomic::AtomicU8,
 }
 
 impl<B: Backend> Whisper<B> {
@@ -494,6 +497,7 @@ impl<B: Backend> Whisper<B> {
             encoder,
             decoder,
             chain_inputs: std::sync::Mutex::new(BTreeMap::new()),
+            select: std::sync::atomic::AtomicU8::new(0),
         })
     }
 
