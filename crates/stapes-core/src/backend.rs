@@ -785,6 +785,19 @@ pub trait Backend: Send + Sync {
         self.write_rows(dst, &self.upload(&d)?, 0)
     }
 
+    /// The label loop's linear, `x (.., K)` → `(.., N)`: every row comes out exactly as it
+    /// would alone, whatever the row count, so a batch of clips makes each clip's decisions as
+    /// its single decode does. A home whose `linear` picks its kernel (and rounding) by the row
+    /// count overrides this with one form for all counts. The default is `linear`.
+    fn transducer_linear(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+    ) -> Result<Self::Tensor> {
+        self.linear(x, w, bias)
+    }
+
     // ---- token selection (section owned by device token selection, see `crate::select`) ----
 
     /// Per row of `logits (.., V)`: the masked log-softmax top-k of [`crate::select`] (the

@@ -277,3 +277,139 @@ extern "C" __global__ void lstm_pointwise(void* h2, void* c2, const void* gx, co
         }
     }
 }
+
+// The label loop's linear (Backend::transducer_linear): y (m, n) = x (m, k) . W^T + bias for any
+// m, grid (ceil(n / 8), ceil(m / TG_ROWS)), 256 threads, one warp per output column. Each row's
+// value is computed exactly as gemm_aux.cu's gemv_f16 / gemv_i8 compute it (same lane split of
+// k, same per-lane order, same warp_sum, no activation quantization), whatever m is: the library
+// path those leave to above 8 rows rounds differently, so a batch of clips would decide
+// differently from each clip alone. Rows beyond a block's group of TG_ROWS go to other blocks.
+#define TG_ROWS 8
+template <class Y, class X>
+__device__ __forceinline__ void tgemv_f16_k(void* y_, const void* x_, const h16* __restrict__ w,
+                                            const float* __restrict__ bias, int m, int n, int k) {
+    const int r0 = blockIdx.y * TG_ROWS;
+    const int rows = min(m - r0, TG_ROWS);
+    Y* y = (Y*)y_ + (long long)r0 * n;
+    const X* x = (const X*)x_ + (long long)r0 * k;
+    const int col = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (col >= n || rows <= 0) return;
+    const h16* wr = w + (long long)col * k;
+    float acc[TG_ROWS];
+#pragma unroll
+    for (int r = 0; r < TG_ROWS; ++r) acc[r] = 0.f;
+    if ((k & 7) == 0) {
+#pragma unroll 4
+        for (int i = lane * 8; i < k; i += 256) {
+            uint4 raw = *(const uint4*)(wr + i);
+            float wv[8];
+            wv[0] = h2f((h16)(raw.x & 0xffff)); wv[1] = h2f((h16)(raw.x >> 16));
+            wv[2] = h2f((h16)(raw.y & 0xffff)); wv[3] = h2f((h16)(raw.y >> 16));
+            wv[4] = h2f((h16)(raw.z & 0xffff)); wv[5] = h2f((h16)(raw.z >> 16));
+            wv[6] = h2f((h16)(raw.w & 0xffff)); wv[7] = h2f((h16)(raw.w >> 16));
+#pragma unroll
+            for (int r = 0; r < TG_ROWS; ++r) {
+                if (r < rows) {
+                    const X* xr = x + (long long)r * k + i;
+                    float4 a = ld4(xr, 0), b = ld4(xr, 1);
+                    acc[r] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
+                }
+            }
+        }
+    } else {
+        for (int i = lane; i < k; i += 32) {
+            float wv = h2f(wr[i]);
+#pragma unroll
+            for (int r = 0; r < TG_ROWS; ++r)
+                if (r < rows) acc[r] += wv * ldf(x, (long long)r * k + i);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < TG_ROWS; ++r) {
+        if (r < rows) {
+            float v = warp_sum(acc[r]);
+            if (lane == 0) stf(y, (long long)r * n + col, bias ? v + bias[col] : v);
+        }
+    }
+}
+// dt bit 0: y is f16, bit 1: x is f16.
+extern "C" __global__ void transducer_gemv_f16(void* y, const void* x, const h16* w, const float* bias, int m,
+                                               int n, int k, int dt) {
+    DISPATCH_YX(dt, tgemv_f16_k, y, x, w, bias, m, n, k);
+}
+
+// int8 weights (row stride k_pad, a multiple of 4) with one f32 scale per output row:
+// y = sw[col] * (x . w8[col]) + bias; the activations stay as they are.
+template <class Y, class X>
+__device__ __forceinline__ void tgemv_i8_k(void* y_, const void* x_, const signed char* __restrict__ w,
+                                           const float* __restrict__ sw, const float* __restrict__ bias, int m,
+                                           int n, int k, int k_pad) {
+    const int r0 = blockIdx.y * TG_ROWS;
+    const int rows = min(m - r0, TG_ROWS);
+    Y* y = (Y*)y_ + (long long)r0 * n;
+    const X* x = (const X*)x_ + (long long)r0 * k;
+    const int col = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (col >= n || rows <= 0) return;
+    const signed char* wr = w + (long long)col * k_pad;
+    float acc[TG_ROWS];
+#pragma unroll
+    for (int r = 0; r < TG_ROWS; ++r) acc[r] = 0.f;
+    int k4 = k & ~3;
+    int start = 0;
+    if ((k & 15) == 0) {
+#pragma unroll 4
+        for (int i = lane * 16; i < k; i += 512) {
+            int4 raw = *(const int4*)(wr + i);
+            int wq[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+            for (int r = 0; r < TG_ROWS; ++r) {
+                if (r < rows) {
+                    const X* xr = x + (long long)r * k + i;
+                    float sum = 0.f;
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        float4 a = ld4(xr, e);
+                        int v = wq[e];
+                        sum += (float)(signed char)(v & 0xff) * a.x + (float)(signed char)((v >> 8) & 0xff) * a.y +
+                               (float)(signed char)((v >> 16) & 0xff) * a.z + (float)(signed char)(v >> 24) * a.w;
+                    }
+                    acc[r] += sum;
+                }
+            }
+        }
+        start = k;
+    }
+    for (int i = start + lane * 4; i < k4; i += 128) {
+        int raw = *(const int*)(wr + i);
+        float w0 = (float)(signed char)(raw & 0xff), w1 = (float)(signed char)((raw >> 8) & 0xff);
+        float w2 = (float)(signed char)((raw >> 16) & 0xff), w3 = (float)(signed char)((raw >> 24) & 0xff);
+#pragma unroll
+        for (int r = 0; r < TG_ROWS; ++r) {
+            if (r < rows) {
+                const X* xr = x + (long long)r * k + i;
+                acc[r] += w0 * ldf(xr, 0) + w1 * ldf(xr, 1) + w2 * ldf(xr, 2) + w3 * ldf(xr, 3);
+            }
+        }
+    }
+    for (int i = (start > k4 ? start : k4) + lane; i < k; i += 32) {
+        float wv = (float)wr[i];
+#pragma unroll
+        for (int r = 0; r < TG_ROWS; ++r)
+            if (r < rows) acc[r] += wv * ldf(x, (long long)r * k + i);
+    }
+    float s = sw[col];
+#pragma unroll
+    for (int r = 0; r < TG_ROWS; ++r) {
+        if (r < rows) {
+            float v = warp_sum(acc[r]) * s;
+            if (lane == 0) stf(y, (long long)r * n + col, bias ? v + bias[col] : v);
+        }
+    }
+}
+// dt bit 0: y is f16, bit 1: x is f16.
+extern "C" __global__ void transducer_gemv_i8(void* y, const void* x, const signed char* w, const float* sw,
+                                              const float* bias, int m, int n, int k, int k_pad, int dt) {
+    DISPATCH_YX(dt, tgemv_i8_k, y, x, w, sw, bias, m, n, k, k_pad);
+}

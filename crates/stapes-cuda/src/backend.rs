@@ -2284,7 +2284,18 @@ impl Backend for CudaBackend {
         bias: Option<&CudaTensor>,
         state: &CudaTensor,
     ) -> Result<()> {
-        self.transducer_lstm_k(x, h, c, w_ih, w_hh, bias, state)
+        self.transducer_lstm_k(x, h, c, w_ih, w_hh, bias, state, &|s| {
+            self.alloc(s, self.out_dt())
+        })
+    }
+
+    fn transducer_linear(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor> {
+        self.transducer_linear_k(x, w, bias, &|s| self.alloc(s, self.out_dt()))
     }
 
     fn chain(

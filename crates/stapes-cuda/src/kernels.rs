@@ -147,6 +147,8 @@ pub const FILES: &[KernelFile] = &[
             "transducer_keep",
             "lstm_pointwise",
             "transducer_joint_input",
+            "transducer_gemv_f16",
+            "transducer_gemv_i8",
         ],
     },
     KernelFile {

@@ -11,7 +11,7 @@ use stapes_core::transducer::{
 };
 use stapes_core::{DeviceTensor, Error, Result};
 
-use crate::backend::{CudaBackend, CudaTensor, CudaWeight, Dtype};
+use crate::backend::{CudaBackend, CudaTensor, CudaWeight, Dtype, WeightData};
 
 macro_rules! args {
     ($($a:expr),* $(,)?) => { &mut [$(&$a as *const _ as *mut c_void),*] };
@@ -281,8 +281,10 @@ impl CudaBackend {
         )
     }
 
-    /// [`stapes_core::Backend::transducer_lstm`]: the two GEMMs, then the element-wise kernel
-    /// writing `h`, `c` in place for the clips that emitted.
+    /// [`stapes_core::Backend::transducer_lstm`]: the two GEMVs of
+    /// [`CudaBackend::transducer_linear_k`] (a clip's gates round alike at every batch size),
+    /// then the element-wise kernel writing `h`, `c` in place for the clips that emitted.
+    /// `alloc` gives the gates in `linear`'s output type.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn transducer_lstm_k(
         &self,
@@ -293,6 +295,7 @@ impl CudaBackend {
         w_hh: &CudaWeight,
         bias: Option<&CudaTensor>,
         state: &CudaTensor,
+        alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
     ) -> Result<()> {
         const OP: &str = "transducer_lstm";
         let bs = state_batch(OP, state.shape())?;
@@ -300,8 +303,8 @@ impl CudaBackend {
         let hs = h.shape().to_vec();
         let hid = hs.last().copied().unwrap_or(0);
         let rows = h.numel() / hid.max(1);
-        let gx = stapes_core::Backend::linear(self, x, w_ih, bias)?;
-        let gh = stapes_core::Backend::linear(self, h, w_hh, None)?;
+        let gx = self.transducer_linear_k(x, w_ih, bias, alloc)?;
+        let gh = self.transducer_linear_k(h, w_hh, None, alloc)?;
         if hid == 0
             || hs.len() != 3
             || hs[0] != bs
@@ -367,6 +370,81 @@ impl CudaBackend {
             0,
             args![o, xp, pp, sp, bi, ti, ci, act, dt],
         )?;
+        Ok(out)
+    }
+}
+
+impl CudaBackend {
+    /// [`stapes_core::Backend::transducer_linear`]: `x (.., K)` → `(.., N)` by the GEMV form at
+    /// every row count (`transducer_gemv_*`, 8 rows a block), so each row rounds as it does
+    /// alone (as `linear` rounds one row). `alloc` gives the output in `linear`'s output type.
+    pub(crate) fn transducer_linear_k(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "transducer_linear";
+        let (n, k) = stapes_core::Backend::weight_shape(self, w);
+        let xs = x.shape();
+        if xs.is_empty() || xs[xs.len() - 1] != k || k == 0 {
+            return Err(Error::shape(OP, format!("x {xs:?} with W ({n}, {k})")));
+        }
+        if let Some(b) = bias {
+            if b.numel() != n {
+                return Err(Error::shape(
+                    OP,
+                    format!("bias {:?} for N = {n}", b.shape()),
+                ));
+            }
+        }
+        let m = x.numel() / k;
+        let mut shape = xs.to_vec();
+        if let Some(last) = shape.last_mut() {
+            *last = n;
+        }
+        let out = alloc(&shape)?;
+        if m * n == 0 {
+            return Ok(out);
+        }
+        let groups = m.div_ceil(8);
+        if groups > 65535 || m > i32::MAX as usize || n > i32::MAX as usize {
+            return Err(Error::shape(
+                OP,
+                format!("{m} rows × {n}: beyond one launch's grid"),
+            ));
+        }
+        let bias32 = bias.map(|b| self.as_dtype(b, Dtype::F32)).transpose()?;
+        let bp = bias32.as_ref().map(|b| self.p(&b.buf)).unwrap_or(0);
+        let (yp, xp) = (self.p(&out.buf), self.p(&x.buf));
+        let (mi, ni, ki) = (m as i32, n as i32, k as i32);
+        let dt = (out.is_f16() as i32) | in_bit(x);
+        let grid = (n.div_ceil(8) as u32, groups as u32, 1);
+        match &w.data {
+            WeightData::F16(wb) => {
+                let wp = self.p(wb);
+                self.launch(
+                    "transducer_gemv_f16",
+                    grid,
+                    (256, 1, 1),
+                    0,
+                    args![yp, xp, wp, bp, mi, ni, ki, dt],
+                )?;
+            }
+            WeightData::Q8 {
+                w8, scales, k_pad, ..
+            } => {
+                let (wp, sp, kp) = (self.p(w8), self.p(scales), *k_pad as i32);
+                self.launch(
+                    "transducer_gemv_i8",
+                    grid,
+                    (256, 1, 1),
+                    0,
+                    args![yp, xp, wp, sp, bp, mi, ni, ki, kp, dt],
+                )?;
+            }
+        }
         Ok(out)
     }
 }

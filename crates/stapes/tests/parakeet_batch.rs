@@ -237,3 +237,69 @@ fn ctc_greedy_batch_equals_one_clip_at_a_time() {
         "lengths must match the batch"
     );
 }
+
+/// A batch that fails as a whole (here: two inputs hold non-finite samples, which the front end
+/// refuses) is rerun one input at a time: each bad input gets its own error (naming its own
+/// sample), each good one the transcript it gets alone, in its own slot.
+#[test]
+fn a_failed_batch_reruns_alone_and_each_bad_input_keeps_its_own_error() {
+    let clips = clips();
+    let opts = TranscribeOptions::default();
+    let mut nan = clips[1].clone();
+    nan[100] = f32::NAN;
+    let mut inf = clips[2].clone();
+    inf[7] = f32::INFINITY;
+    // jfk, beckett with a NaN, 0880, 0880 with +inf, beckett: five lengths under one batch's
+    // cap, so the batcher puts all five into one call, which fails.
+    let inputs: [&[f32]; 5] = [&clips[0], &nan, &clips[2], &inf, &clips[1]];
+    let good: [Option<usize>; 5] = [Some(0), None, Some(2), None, Some(1)];
+    for model in ["ctc", "tdt"] {
+        let e = engine(model);
+        let alone: Vec<Transcript> = clips
+            .iter()
+            .map(|c| e.transcribe(c, &opts, None).expect("alone"))
+            .collect();
+        let each: Vec<EngineInput<'_>> = inputs
+            .iter()
+            .map(|s| EngineInput {
+                samples: s,
+                options: &opts,
+            })
+            .collect();
+        let out = e.transcribe_batch_each(&each, 8);
+        // the failed call is not counted; its five inputs then ran one by one
+        assert_eq!(
+            out.stats.encoder_batches,
+            vec![1; 5],
+            "{model}: batch sizes after the fallback"
+        );
+        for (slot, (got, g)) in out.results.iter().zip(good).enumerate() {
+            match g {
+                Some(i) => {
+                    let got = got
+                        .as_ref()
+                        .unwrap_or_else(|e| panic!("{model}/slot {slot}: {e}"));
+                    assert_same(got, &alone[i], &format!("{model}/slot {slot}"));
+                }
+                None => {
+                    let Err(StapesError::BadInput(msg)) = got else {
+                        panic!("{model}/slot {slot}: want a BadInput error, got {got:?}");
+                    };
+                    let (index, value) = if slot == 1 { (100, "NaN") } else { (7, "inf") };
+                    assert!(
+                        msg.contains(&format!("sample {index} ")) && msg.contains(value),
+                        "{model}/slot {slot}: error names another sample: {msg}"
+                    );
+                    // the same error as the input gets alone
+                    match e.transcribe(inputs[slot], &opts, None) {
+                        Err(StapesError::BadInput(alone_msg)) => {
+                            assert_eq!(&alone_msg, msg, "{model}/slot {slot}: alone vs batch")
+                        }
+                        other => panic!("{model}/slot {slot}: alone gave {other:?}"),
+                    }
+                }
+            }
+        }
+        assert_ne!(ids(&alone[0]), ids(&alone[1]), "{model}: clips alike");
+    }
+}

@@ -109,13 +109,14 @@ impl<B: Backend> Transducer<B> {
     }
 
     /// The prediction network fed `start_token` from a zero state, for `batch` clips: per layer
-    /// `h`, `c (batch, 1, H)` and the projected output `(batch, 1, J)`.
+    /// `h`, `c (batch, 1, H)` and the projected output `(batch, 1, J)`. Every clip starts alike,
+    /// so one row is computed (as a clip alone computes it) and repeated.
     fn start_state(&self, b: &B, batch: usize) -> Result<StartState<B::Tensor>> {
         let hid = self.cfg.decoder_hidden_size;
-        let x = b.gather_rows(&self.embedding, &vec![self.cfg.start_token; batch])?;
+        let x = b.gather_rows(&self.embedding, &[self.cfg.start_token])?;
         let e = *x.shape().last().unwrap_or(&0);
-        let x = b.reshape(&x, &[batch, 1, e])?;
-        let zeros = b.upload(&HostTensor::zeros(vec![batch, 1, hid]))?;
+        let x = b.reshape(&x, &[1, 1, e])?;
+        let zeros = b.upload(&HostTensor::zeros(vec![1, 1, hid]))?;
         let (mut hs, mut cs): (Vec<B::Tensor>, Vec<B::Tensor>) = (Vec::new(), Vec::new());
         for (l, (w_ih, w_hh, bias)) in self.lstm.iter().enumerate() {
             let input = if l == 0 { &x } else { &hs[l - 1] };
@@ -124,12 +125,50 @@ impl<B: Backend> Transducer<B> {
             cs.push(c);
         }
         let out = self.dec_proj.forward(b, hs.last().unwrap_or(&x))?;
-        Ok((hs, cs, out))
+        let every = vec![0; batch];
+        let rep = |t: &B::Tensor| b.gather_batch(t, &every);
+        Ok((
+            hs.iter().map(rep).collect::<std::result::Result<_, _>>()?,
+            cs.iter().map(rep).collect::<std::result::Result<_, _>>()?,
+            rep(&out)?,
+        ))
+    }
+
+    /// The joint's encoder projection of every clip over its own frames alone, padded to
+    /// `enc`'s `T` (padding rows are never read): `(B, T, J)`. One GEMM per clip rather than one
+    /// for the batch, because a GEMM's rounding of a row may depend on how many rows it has
+    /// (library algorithm choice), and a clip must decode in a batch as it does alone.
+    fn project_clips(&self, b: &B, enc: &B::Tensor, lens: &[usize]) -> Result<B::Tensor> {
+        let t = enc.shape()[1];
+        if lens.len() == 1 && lens[0] == t {
+            return self.enc_proj.forward(b, enc);
+        }
+        let (j, _) = b.weight_shape(&self.enc_proj.w);
+        let zeros = b.upload(&HostTensor::zeros(vec![1, t, j]))?;
+        let mut rows = Vec::with_capacity(lens.len());
+        for (i, &n) in lens.iter().enumerate() {
+            let mut parts = Vec::with_capacity(2);
+            if n > 0 {
+                let one = b.slice(enc, 0, i, 1)?;
+                parts.push(self.enc_proj.forward(b, &b.slice(&one, 1, 0, n)?)?);
+            }
+            if n < t {
+                parts.push(b.slice(&zeros, 1, 0, t - n)?);
+            }
+            let row = if parts.len() == 1 {
+                parts.remove(0)
+            } else {
+                b.concat(&parts.iter().collect::<Vec<_>>(), 1)?
+            };
+            rows.push(row);
+        }
+        Ok(b.concat(&rows.iter().collect::<Vec<_>>(), 0)?)
     }
 
     /// Greedy label looping of every sequence of `enc (B, T, d)` (sequence `i` cut to `lens[i]`
     /// frames) with the loop on the device; the same decisions as [`Transducer::greedy`] of each
-    /// sequence alone (up to the rounding of batched GEMMs).
+    /// sequence alone: the encoder projection runs per clip, the joint and prediction network
+    /// through [`Backend::transducer_linear`], so a clip's values do not depend on the batch.
     pub(super) fn greedy_device(
         &self,
         b: &B,
@@ -160,7 +199,7 @@ impl<B: Backend> Transducer<B> {
                 .collect();
         }
         let (bs, t) = (s[0], s[1]);
-        let proj = self.enc_proj.forward(b, enc)?; // (B, T, J)
+        let proj = self.project_clips(b, enc, lens)?; // (B, T, J)
         let j = *proj.shape().last().unwrap_or(&0);
         let hid = self.cfg.decoder_hidden_size;
         let cap = t.div_ceil(FRAME_BUCKET) * FRAME_BUCKET;
@@ -230,8 +269,9 @@ impl<B: Backend> Transducer<B> {
             }
             let records = crate::chain_one(b, &key, "parakeet label loop", &mut |b| {
                 for i in 0..k {
-                    let x = b.transducer_joint_input(sproj, state, out, act)?; // (B, 1, J)
-                    let logits = self.joint.forward(b, &x)?; // (B, 1, V + durations)
+                    let x = b.transducer_joint_input(sproj, state, out, act)?;
+                    // x (B, 1, J) → (B, 1, V + durations), each row as the clip alone gets it
+                    let logits = b.transducer_linear(&x, &self.joint.w, self.joint.b.as_ref())?;
                     b.transducer_advance(state, &logits, &rule, log, i)?;
                     // (B, 1, H): each clip's new label into the prediction network
                     let x = b.transducer_embed(&self.embedding, state)?;
@@ -251,7 +291,11 @@ impl<B: Backend> Transducer<B> {
                             state,
                         )?;
                     }
-                    let o = self.dec_proj.forward(b, h.last().unwrap_or(&x))?;
+                    let o = b.transducer_linear(
+                        h.last().unwrap_or(&x),
+                        &self.dec_proj.w,
+                        self.dec_proj.b.as_ref(),
+                    )?;
                     b.transducer_keep(out, &o, state)?;
                 }
                 Ok(b.reshape(log, &[bs, k, RECORD_FIELDS])?)
