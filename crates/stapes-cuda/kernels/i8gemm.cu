@@ -75,7 +75,14 @@ __device__ __forceinline__ float i8_epi(int acc, float s, float w, const float* 
     return v;
 }
 
-template <class Y, int WM, int BK, int STAGES>
+// mode 1 with the residual value already loaded (the staged epilogue's vector loads).
+__device__ __forceinline__ float i8_epi_r(int acc, float s, float w, const float* bias, int c, float rv) {
+    float t = __fmul_rn((float)acc, s);
+    float v = bias ? __fmaf_rn(t, w, bias[c]) : __fmul_rn(t, w);
+    return __fadd_rn(v, rv);
+}
+
+template <class Y, int WM, int BK, int STAGES, bool SE>
 __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict__ A, const signed char* __restrict__ B,
                                          const float* __restrict__ sx, const float* __restrict__ sw,
                                          const float* __restrict__ bias, const void* resid_, int m, int n, int k_pad, int mode,
@@ -161,11 +168,68 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     }
     i8_wait<0>();
 
-    // epilogue straight from the accumulators: each thread holds (row g, cols 2t, 2t+1) and
-    // (row g + 8, same cols) of every m16n8 tile
     Y* y = (Y*)y_;
     const Y* rr = (const Y*)resid_;
     const int g = lane >> 2, t4 = lane & 3;
+    if (SE) {
+        // staged epilogue: 64 rows of int32 accumulators at a time through shared memory (the
+        // pipeline's buffers, free now), then each warp finishes whole rows, 4 columns a thread:
+        // 16-byte sw/bias loads, and output (and residual) accesses a warp row wide
+        constexpr int LD = I8_BN + 4;  // int32 row stride: 528 bytes, 16-byte aligned
+        int* st = (int*)i8_sm;          // 64 x LD
+        const int wr0 = wm * 16 * WM;
+        const bool vec = (n & 3) == 0;
+#pragma unroll
+        for (int pass = 0; pass < BM / 64; ++pass) {
+            __syncthreads();  // the pipeline (or the previous pass) is done with shared memory
+            if (wr0 >= pass * 64 && wr0 < pass * 64 + 64) {
+#pragma unroll
+                for (int i = 0; i < WM; ++i)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            int lr = wr0 - pass * 64 + i * 16 + g + h * 8;
+                            int lc = wn * 32 + j * 8 + t4 * 2;
+                            *(int2*)(st + lr * LD + lc) = make_int2(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
+                        }
+            }
+            __syncthreads();
+            for (int e = tid; e < 64 * (I8_BN / 4); e += I8_THREADS) {
+                int lr = e / (I8_BN / 4), lc = (e % (I8_BN / 4)) * 4;
+                int r = m0 + pass * 64 + lr, c = n0 + lc;
+                if (r >= m || c >= n) continue;
+                float s = sx[r];
+                long long rb = (long long)r * n;
+                int4 a = *(const int4*)(st + lr * LD + lc);
+                if (vec) {
+                    float4 w = *(const float4*)(sw + c);
+                    float4 o;
+                    if (mode == 1) {
+                        float4 rv = ld4(rr, (rb + c) >> 2);
+                        o.x = i8_epi_r(a.x, s, w.x, bias, c, rv.x);
+                        o.y = i8_epi_r(a.y, s, w.y, bias, c + 1, rv.y);
+                        o.z = i8_epi_r(a.z, s, w.z, bias, c + 2, rv.z);
+                        o.w = i8_epi_r(a.w, s, w.w, bias, c + 3, rv.w);
+                    } else {
+                        o.x = i8_epi(a.x, s, w.x, bias, c, rr, 0, mode, act);
+                        o.y = i8_epi(a.y, s, w.y, bias, c + 1, rr, 0, mode, act);
+                        o.z = i8_epi(a.z, s, w.z, bias, c + 2, rr, 0, mode, act);
+                        o.w = i8_epi(a.w, s, w.w, bias, c + 3, rr, 0, mode, act);
+                    }
+                    st4(y, (rb + c) >> 2, o);
+                } else {
+                    int av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+                    for (int q = 0; q < 4; ++q)
+                        if (c + q < n) stf(y, rb + c + q, i8_epi(av[q], s, sw[c + q], bias, c + q, rr, rb + c + q, mode, act));
+                }
+            }
+        }
+        return;
+    }
+    // epilogue straight from the accumulators: each thread holds (row g, cols 2t, 2t+1) and
+    // (row g + 8, same cols) of every m16n8 tile
     const bool pairs = (n & 1) == 0;
 #pragma unroll
     for (int i = 0; i < WM; ++i) {
@@ -198,14 +262,19 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
 // memory: STAGES * (BM + 128) * BK bytes (above 48 KiB the launcher raises the function's limit).
 // Two blocks per SM (<= 128 registers): one block's epilogue and prologue overlap the other's
 // main loop.
-#define I8GEMM_ENTRY(NAME, WM, BK, ST)                                                                                       \
+#define I8GEMM_ENTRY(NAME, WM, BK, ST, SE)                                                                                   \
     extern "C" __global__ void __launch_bounds__(I8_THREADS, 2)                                                              \
         NAME(void* y, const signed char* A, const signed char* B, const float* sx, const float* sw, const float* bias,      \
              const void* resid, int m, int n, int k_pad, int mode, int act, int dt) {                                         \
-        if (dt & 1) i8gemm_k<h16, WM, BK, ST>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                        \
-        else i8gemm_k<float, WM, BK, ST>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                              \
+        if (dt & 1) i8gemm_k<h16, WM, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                    \
+        else i8gemm_k<float, WM, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                          \
     }
-I8GEMM_ENTRY(i8gemm_bm64_k64s3, 2, 64, 3)
-I8GEMM_ENTRY(i8gemm_bm128_k64s3, 4, 64, 3)
-I8GEMM_ENTRY(i8gemm_bm64_k128s4, 2, 128, 4)
-I8GEMM_ENTRY(i8gemm_bm128_k128s3, 4, 128, 3)
+I8GEMM_ENTRY(i8gemm_bm64_k64s3, 2, 64, 3, false)
+I8GEMM_ENTRY(i8gemm_bm128_k64s3, 4, 64, 3, false)
+I8GEMM_ENTRY(i8gemm_bm64_k128s4, 2, 128, 4, false)
+I8GEMM_ENTRY(i8gemm_bm128_k128s3, 4, 128, 3, false)
+// the same with the staged epilogue (needs 64 x 132 x 4 = 33 KiB, within every form's buffers)
+I8GEMM_ENTRY(i8gemm_bm64_k64s3_se, 2, 64, 3, true)
+I8GEMM_ENTRY(i8gemm_bm128_k64s3_se, 4, 64, 3, true)
+I8GEMM_ENTRY(i8gemm_bm64_k128s4_se, 2, 128, 4, true)
+I8GEMM_ENTRY(i8gemm_bm128_k128s3_se, 4, 128, 3, true)

@@ -14,8 +14,8 @@
 //! f32 activations; with f16 activations the int8 codes can move by one step).
 //!
 //! Switch: `STAPES_CUDA_I8GEMM=1` turns it on (off by default until measured on the H200);
-//! `STAPES_CUDA_I8GEMM_TILE=bm64_k64s3|bm128_k64s3|bm64_k128s4|bm128_k128s3` forces a tile
-//! variant (default: by shape).
+//! `STAPES_CUDA_I8GEMM_TILE=bm64_k64s3|bm128_k64s3|bm64_k128s4|bm128_k128s3` (each also with
+//! `_se`: the epilogue staged through shared memory) forces a tile variant (default: by shape).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -31,13 +31,18 @@ static SWITCH: AtomicU8 = AtomicU8::new(0);
 /// 0: by shape, else 1 + the forced index into [`VARIANTS`]; 255: not read yet.
 static VARIANT: AtomicU8 = AtomicU8::new(255);
 
-/// The kernel's compiled forms: (entry point, block rows, K bytes per stage, stages). All give
-/// the same bits (the int32 sums are exact and the epilogue is per element).
-const VARIANTS: [(&str, usize, usize, usize); 4] = [
+/// The kernel's compiled forms: (entry point, block rows, K bytes per stage, stages); `_se`:
+/// the epilogue staged through shared memory for row-wide stores. All give the same bits (the
+/// int32 sums are exact and the epilogue is per element).
+const VARIANTS: [(&str, usize, usize, usize); 8] = [
     ("i8gemm_bm64_k64s3", 64, 64, 3),
     ("i8gemm_bm128_k64s3", 128, 64, 3),
     ("i8gemm_bm64_k128s4", 64, 128, 4),
     ("i8gemm_bm128_k128s3", 128, 128, 3),
+    ("i8gemm_bm64_k64s3_se", 64, 64, 3),
+    ("i8gemm_bm128_k64s3_se", 128, 64, 3),
+    ("i8gemm_bm64_k128s4_se", 64, 128, 4),
+    ("i8gemm_bm128_k128s3_se", 128, 128, 3),
 ];
 
 /// Names for `STAPES_CUDA_I8GEMM_TILE` and the benchmark: the entry point without `i8gemm_`.
