@@ -6,6 +6,7 @@ use crate::error::StapesError;
 use serde::Serialize;
 use stapes_core::{Backend, HostTensor};
 use stapes_models::fastconformer::Parakeet;
+use stapes_models::whisper::decoding::{LogitRules, TimestampRules};
 use stapes_models::whisper::Whisper;
 use std::time::Instant;
 
@@ -55,7 +56,8 @@ pub struct BenchReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encode_batched: Option<Stats>,
     pub batch: usize,
-    /// One decoder step (batch 1) including the logits and the argmax (AED families).
+    /// One decoder step (batch 1) including the logits and the token choice as greedy decoding
+    /// makes it (Whisper: logit rules, `select_tokens`; AED families).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decode_token: Option<Stats>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -118,37 +120,68 @@ pub(crate) fn whisper<B: Backend>(
     let tok = &m.tokenizer;
     let prompt = [tok.sot()];
     let steps = o.decode_tokens.clamp(1, cfg.n_text_ctx - prompt.len());
-    // The steps as decoding runs them (the step chain where the home captures chains) and, for
-    // comparison, the host-parameter pass, on the same window and token stream.
-    let mut per_token = Vec::new();
-    let mut per_token_host = Vec::new();
+    // The steps as greedy decoding runs them: the step chain where the home captures chains,
+    // the logit rules of timestamp mode, the token chosen through `select_tokens` (on the device
+    // where the home selects there, else downloaded and chosen on the host). For comparison, on
+    // the same window: the host-parameter pass, and the bare step with its whole logits row
+    // downloaded and argmaxed on the host (no rules: this figure's meaning before device
+    // selection).
+    let sp = tok.special();
+    let rules = LogitRules {
+        suppress: m.generation.suppress_tokens.clone(),
+        suppress_begin: m.generation.begin_suppress_tokens.clone(),
+        timestamps: Some(TimestampRules {
+            eot: sp.eot,
+            no_timestamps: sp.no_timestamps,
+            timestamp_begin: sp.timestamp_begin,
+            timestamp_end: (cfg.vocab_size - 1) as u32,
+            max_initial_timestamp: sp.timestamp_begin + 50,
+        }),
+    };
+    let (mut per_token, mut per_token_host, mut per_token_download) =
+        (Vec::new(), Vec::new(), Vec::new());
     let was = m.device_steps_setting();
-    for device in [true, false] {
-        // first what decoding runs by default, then the host-parameter steps
-        m.set_device_steps(if device { was } else { Some(false) });
+    for pass in 0..3 {
+        // first what decoding runs by default, then the host-parameter steps, then the bare
+        // download + argmax
+        m.set_device_steps(if pass == 1 { Some(false) } else { was });
         for rep in 0..o.iters.clamp(1, 10) + 1 {
             let mut st = m.decoder_state(&cross, 1)?;
             let h = m.decode(&mut st, &prompt, prompt.len())?;
             let last = be.slice(&h, 1, prompt.len() - 1, 1)?;
             let mut next = be.argmax(&be.reshape(&last, &[1, cfg.d_model])?)?;
+            let mut seq: Vec<u32> = Vec::with_capacity(steps);
             let t = Instant::now();
-            for _ in 0..steps {
-                let logits = m.decode_step(&mut st, &next)?; // (1, V)
-                next = vec![argmax(&logits.data)];
+            for step in 0..steps {
+                next = if pass == 2 {
+                    let logits = m.decode_step(&mut st, &next)?; // (1, V)
+                    vec![argmax(&logits.data)]
+                } else {
+                    let sel = m.decode_step_select(
+                        &mut st,
+                        &next,
+                        &rules,
+                        step,
+                        0,
+                        &[&seq],
+                        None,
+                        1,
+                        None,
+                    )?;
+                    sel.ids
+                };
+                seq.extend_from_slice(&next);
             }
             if rep > 0 {
                 let ms = t.elapsed().as_secs_f64() * 1e3 / steps as f64;
-                if device {
-                    per_token.push(ms);
-                } else {
-                    per_token_host.push(ms);
-                }
+                [&mut per_token, &mut per_token_host, &mut per_token_download][pass].push(ms);
             }
         }
     }
     m.set_device_steps(was);
     let decode_token = Some(Stats::of(per_token));
     let decode_token_host = Stats::of(per_token_host).median_ms;
+    let decode_token_download = Stats::of(per_token_download).median_ms;
 
     let (end_to_end, transcript, capped_ms) = match &o.audio {
         Some(samples) => {
@@ -181,8 +214,18 @@ pub(crate) fn whisper<B: Backend>(
         }
         None => (None, None, None),
     };
-    let mut extra: std::collections::BTreeMap<String, f64> =
-        [("decode_token_host_params_ms".to_string(), decode_token_host)].into();
+    let mut extra: std::collections::BTreeMap<String, f64> = [
+        ("decode_token_host_params_ms".to_string(), decode_token_host),
+        (
+            "decode_token_download_argmax_ms".to_string(),
+            decode_token_download,
+        ),
+        (
+            "decode_token_device_select".to_string(),
+            f64::from(u8::from(m.device_select())),
+        ),
+    ]
+    .into();
     if let Some((c, windows)) = capped_ms {
         extra.insert(format!("end_to_end_{JFK_GREEDY_TOKENS}_tokens_ms"), c);
         // random tokens can end a window early on a timestamp, and the seek loop then decodes
