@@ -451,9 +451,9 @@ pub trait Backend: Send + Sync {
 
     /// The first two convs of depthwise-striding subsampling: `x (B, T, F)` (features, one
     /// input channel) with frames whose `keep0 (B, T)` is 0 set to zero → conv `w0 (C, 1, k, k)`
-    /// + `b0 (C)` → ReLU → frames whose `keep1 (B, T1)` is 0 set to zero → depthwise conv
-    /// `w1 (C, 1, k, k)` + `b1 (C)`; both with `p`'s stride and zero padding on T and F. Output
-    /// channel-last `(B, T2, F2, C)`. A GPU home runs it as one kernel that never stores the
+    /// with bias `b0 (C)` → ReLU → frames whose `keep1 (B, T1)` is 0 set to zero → depthwise
+    /// conv `w1 (C, 1, k, k)` with bias `b1 (C)`; both with `p`'s stride and zero padding on T
+    /// and F. Output channel-last `(B, T2, F2, C)`. A GPU home runs it as one kernel that never stores the
     /// `(B, C, T1, F1)` map between the convs; the default is [`subsample_stem_composed`].
     #[allow(clippy::too_many_arguments)]
     fn subsample_stem(

@@ -72,6 +72,13 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
     do {                        \
     } while (0)
 #endif
+// Pull `bytes` from `p` towards L2 (the warp's lanes take 128-byte lines in turn): for a
+// weight before PDL_WAIT (weights are written at load, never by the work ahead).
+__device__ __forceinline__ void pdl_prefetch_l2(const void* p, long long bytes) {
+    const char* c = (const char*)p;
+    for (long long o = (long long)(threadIdx.x & 31) * 128; o < bytes; o += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(c + o));
+}
 // The usual entry of a PDL-safe kernel: wait for the work ahead, then let the next kernel's
 // blocks come on (all of this grid's blocks are resident or done by then, so they take no slot
 // this grid needs).

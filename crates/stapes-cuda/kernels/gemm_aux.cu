@@ -281,6 +281,9 @@ __device__ __forceinline__ void gemv_f16_k(void* y_, const void* x_, const h16* 
     }
 }
 extern "C" __global__ void gemv_f16(void* y, const void* x, const h16* w, const float* bias, int m, int n, int k, int dt) {
+    // [pdl] this warp's weight row towards L2 while the work ahead finishes
+    const int col = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (col < n) pdl_prefetch_l2(w + (long long)col * k, (long long)k * 2);
     PDL_ENTER();
     DISPATCH_YX(dt, gemv_f16_k, y, x, w, bias, m, n, k);
 }
@@ -355,6 +358,9 @@ __device__ __forceinline__ void gemv_i8_k(void* y_, const void* x_, const signed
 }
 extern "C" __global__ void gemv_i8(void* y, const void* x, const signed char* w, const float* sw, const float* bias, int m, int n,
                                    int k, int k_pad, int dt) {
+    // [pdl] as gemv_f16
+    const int col = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (col < n) pdl_prefetch_l2(w + (long long)col * k_pad, (long long)k);
     PDL_ENTER();
     DISPATCH_YX(dt, gemv_i8_k, y, x, w, sw, bias, m, n, k, k_pad);
 }

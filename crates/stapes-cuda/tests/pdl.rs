@@ -83,11 +83,12 @@ fn pdl_kernels_wait_before_touching_memory() {
 
 /// Dependent small ops, each reading the previous one's output (a read before the previous
 /// kernel finished would change the bits): layer norm, f16 step GEMVs with residual and GELU
-/// (the weight-prefetching kernels), affine, add, softmax.
+/// (the weight-prefetching kernels), f16 and q8 small-M linears, affine, add, softmax.
 fn chain(
     g: &stapes_cuda::CudaBackend,
     x: &stapes_cuda::CudaTensor,
     w: &[stapes_cuda::CudaWeight],
+    q: &[stapes_cuda::CudaWeight],
     gamma: &stapes_cuda::CudaTensor,
     rounds: usize,
 ) -> stapes_core::Result<stapes_cuda::CudaTensor> {
@@ -105,6 +106,9 @@ fn chain(
             ..Default::default()
         };
         let y = g.norm_linear(&h, &w[r % w.len()], &f)?;
+        // small-M linears: gemv_f16 and gemv_i8 (weight prefetch before the wait)
+        let y = g.add(&y, &g.linear(&h, &w[(r + 1) % w.len()], None)?)?;
+        let y = g.add(&y, &g.linear(&n, &q[r % q.len()], None)?)?;
         let y = g.affine(&y, 0.5, 0.25)?;
         h = g.add(&y, &n)?;
         if r % 4 == 3 {
@@ -131,15 +135,24 @@ fn pdl_chains_match_plain_launches_bitwise() {
             .expect("weight")
         })
         .collect();
+    let q: Vec<_> = (0..2)
+        .map(|i| {
+            g.weight(
+                &HostTensor::random(vec![d, d], 30 + i, 1.0 / (d as f32).sqrt()),
+                Lane::Q8,
+            )
+            .expect("q8 weight")
+        })
+        .collect();
     let run = |on: bool, key: Option<&str>| {
         pdl::set_enabled(on);
         let input = g.upload(&x).expect("upload");
         let out = match key {
             Some(k) => g
-                .run_graph(k, |b| Ok(vec![chain(b, &input, &w, &gamma, rounds)?]))
+                .run_graph(k, |b| Ok(vec![chain(b, &input, &w, &q, &gamma, rounds)?]))
                 .expect("graph")
                 .remove(0),
-            None => chain(g, &input, &w, &gamma, rounds).expect("eager"),
+            None => chain(g, &input, &w, &q, &gamma, rounds).expect("eager"),
         };
         g.download(&out).expect("download").data
     };
