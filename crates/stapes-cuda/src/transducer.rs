@@ -205,8 +205,10 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
-    /// [`stapes_core::Backend::lstm_cell`]: the two GEMMs, then one element-wise kernel for the
-    /// gates (the composed default runs about fifteen).
+    /// [`stapes_core::Backend::lstm_cell`]: the two GEMVs of [`CudaBackend::transducer_linear_k`]
+    /// (the prediction network steps a few rows; each row rounds as it does alone, so this and
+    /// [`CudaBackend::transducer_lstm_k`] agree at any row count), then one element-wise kernel
+    /// for the gates (the composed default runs about fifteen).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn lstm_cell_k(
         &self,
@@ -221,8 +223,8 @@ impl CudaBackend {
         const OP: &str = "lstm_cell";
         let hid = h.shape().last().copied().unwrap_or(0);
         let rows = h.numel() / hid.max(1);
-        let gx = stapes_core::Backend::linear(self, x, w_ih, bias)?;
-        let gh = stapes_core::Backend::linear(self, h, w_hh, None)?;
+        let gx = self.transducer_linear_k(x, w_ih, bias, alloc)?;
+        let gh = self.transducer_linear_k(h, w_hh, None, alloc)?;
         if hid == 0
             || c.shape() != h.shape()
             || gx.numel() != rows * 4 * hid
@@ -374,6 +376,13 @@ impl CudaBackend {
     }
 }
 
+/// `STAPES_PARAKEET_BATCH_EXACT=0` turns the GEMV form of [`CudaBackend::transducer_linear_k`]
+/// off (read at each call, so one process can compare both forms; only eager steps and chain
+/// captures call it).
+fn batch_exact() -> bool {
+    !std::env::var("STAPES_PARAKEET_BATCH_EXACT").is_ok_and(|v| v.trim() == "0")
+}
+
 impl CudaBackend {
     /// [`stapes_core::Backend::transducer_linear`]: `x (.., K)` → `(.., N)` by the GEMV form at
     /// every row count (`transducer_gemv_*`, 8 rows a block), so each row rounds as it does
@@ -386,6 +395,10 @@ impl CudaBackend {
         alloc: &dyn Fn(&[usize]) -> Result<CudaTensor>,
     ) -> Result<CudaTensor> {
         const OP: &str = "transducer_linear";
+        if !batch_exact() {
+            // the former form, for before/after comparisons: `linear`'s kernel by row count
+            return stapes_core::Backend::linear(self, x, w, bias);
+        }
         let (n, k) = stapes_core::Backend::weight_shape(self, w);
         let xs = x.shape();
         if xs.is_empty() || xs[xs.len() - 1] != k || k == 0 {

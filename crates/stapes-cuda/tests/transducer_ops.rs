@@ -159,11 +159,12 @@ fn fused_lstm_cell_matches_reference_and_composed_ops() {
                     be.upload(&bias).unwrap(),
                 );
                 let (h2, c2) = be.lstm_cell(&xt, &ht, &ct, &wit, &wht, Some(&bt)).unwrap();
-                // the composed form on the same home (what the trait's default runs)
+                // the composed form on the same home (what the trait's default runs, with the
+                // gates' GEMVs in the form the CUDA LSTM takes at any row count)
                 let gates = be
                     .add(
-                        &be.linear(&xt, &wit, Some(&bt)).unwrap(),
-                        &be.linear(&ht, &wht, None).unwrap(),
+                        &be.transducer_linear(&xt, &wit, Some(&bt)).unwrap(),
+                        &be.transducer_linear(&ht, &wht, None).unwrap(),
                     )
                     .unwrap();
                 let part = |q: usize, a: Activation| {
@@ -213,6 +214,65 @@ fn fused_lstm_cell_matches_reference_and_composed_ops() {
                 bits(&got[0], &got[2]) && bits(&got[1], &got[3]),
                 "{what}: fused differs from the composed ops on the GPU"
             );
+        }
+    }
+}
+
+/// `transducer_linear` (the label loop's joint, prediction-network projection and LSTM gates):
+/// every row of a 1-, 8-, 9-, 16- and 37-row call bit for bit the same row computed alone, so a
+/// clip decodes in a batch as it does by itself (`linear` switches to the tensor-core GEMMs
+/// above 8 rows and rounds differently there), and within the cuda Linear row of the reference,
+/// f16 and q8, with shapes of the fixtures and of parakeet-tdt-0.6b-v2 (K = 640, N = 1030 with
+/// odd K and N too).
+#[test]
+fn transducer_linear_rows_equal_alone_at_every_row_count() {
+    let (g, _serial) = require_gpu!("transducer_linear_rows_equal_alone_at_every_row_count");
+    let r = ReferenceBackend::new();
+    for lane in [Lane::F16, Lane::Q8] {
+        for (i, &(k, n)) in [(640usize, 1030usize), (640, 2560), (37, 29), (24, 8)]
+            .iter()
+            .enumerate()
+        {
+            let w = rnd(&[n, k], 70 + i as u64, 1.0 / (k as f32).sqrt());
+            let bias = rnd(&[n], 80 + i as u64, 0.5);
+            let x = rnd(&[37, 1, k], 90 + i as u64, 1.0);
+            let wg = g.weight(&w, lane).unwrap();
+            let bg = g.upload(&bias).unwrap();
+            let xg = g.upload(&x).unwrap();
+            let alone: Vec<HostTensor> = (0..37)
+                .map(|row| {
+                    let xr = g.slice(&xg, 0, row, 1).unwrap();
+                    g.download(&g.transducer_linear(&xr, &wg, Some(&bg)).unwrap())
+                        .unwrap()
+                })
+                .collect();
+            for rows in [1usize, 8, 9, 16, 37] {
+                let what = format!("{lane} transducer_linear {rows} rows, K {k}, N {n}");
+                let xs = g.slice(&xg, 0, 0, rows).unwrap();
+                let got = g
+                    .download(&g.transducer_linear(&xs, &wg, Some(&bg)).unwrap())
+                    .unwrap();
+                assert_eq!(got.shape, vec![rows, 1, n], "{what}: shape");
+                for (row, one) in alone.iter().take(rows).enumerate() {
+                    let same = got.data[row * n..(row + 1) * n]
+                        .iter()
+                        .zip(&one.data)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{what}: row {row} differs from the row alone");
+                }
+                let want = {
+                    let wr = r.weight(&w, lane).unwrap();
+                    let xr = r
+                        .upload(
+                            &HostTensor::new(vec![rows, 1, k], x.data[..rows * k].to_vec())
+                                .unwrap(),
+                        )
+                        .unwrap();
+                    let br = r.upload(&bias).unwrap();
+                    r.download(&r.linear(&xr, &wr, Some(&br)).unwrap()).unwrap()
+                };
+                check_with(&what, cuda_tol(Op::Linear, lane), &got, &want);
+            }
         }
     }
 }

@@ -26,13 +26,13 @@ fn cuda() -> CudaBackend {
     CudaBackend::new(0).expect("cuda opens")
 }
 
-/// Clip `i` cut by `40·i` feature frames, so a batch of them is padded with distinct lengths.
-fn cut(feats: &[HostTensor]) -> Vec<HostTensor> {
-    feats
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let (n, mels) = (f.shape[0] - 40 * i, f.shape[1]);
+/// `count` clips: clip `i` is fixture clip `i % 3` cut by `step·i` feature frames, so a batch
+/// of them is padded with distinct lengths.
+fn cut(feats: &[HostTensor], count: usize, step: usize) -> Vec<HostTensor> {
+    (0..count)
+        .map(|i| {
+            let f = &feats[i % feats.len()];
+            let (n, mels) = (f.shape[0] - step * i, f.shape[1]);
             HostTensor::new(vec![n, mels], f.data[..n * mels].to_vec()).expect("cut")
         })
         .collect()
@@ -142,44 +142,61 @@ fn label_loop_graph_equals_eager_host_loop_and_cpu_f32() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// A padded batch of 3 clips (the loop's linears one GEMV call, as a clip alone) and of 16
+/// (above 8 rows, where `linear` would switch to the tensor-core GEMMs and round differently):
+/// every clip's steps and margins bit for bit those of its single decode, and its decisions
+/// those of the host loop, f16 and q8, two calls each (the second replays the captured loop).
 #[test]
 fn batched_label_loop_equals_one_clip_at_a_time() {
     let Some(_g) = gpu("batched_label_loop_equals_one_clip_at_a_time") else {
         return;
     };
-    let clips = cut(&features());
+    let feats = features();
     let mut failures = Vec::new();
-    for model in ["tdt", "rnnt"] {
-        for lane in [Lane::F16, Lane::Q8] {
-            let m = Parakeet::new(cuda(), &fixtures().join(model), lane).expect("model");
-            let (enc, lens) = m.encode_batch(&clips).expect("batch");
-            // twice: the second call replays the batch's captured loop
-            for call in 0..2 {
-                let batched = m.greedy_batch(&enc, &lens).expect("batched loop");
-                for (i, b) in batched.iter().enumerate() {
-                    let one = m.greedy_at(&enc, i, lens[i]).expect("single loop");
-                    m.set_device_decode(Some(false));
-                    let host = m.greedy_at(&enc, i, lens[i]).expect("host loop");
-                    m.set_device_decode(None);
-                    let what = format!("{lane} {model}/{} call {call}", CLIPS[i]);
+    for (count, step) in [(3, 40), (16, 15)] {
+        let clips = cut(&feats, count, step);
+        for model in ["tdt", "rnnt"] {
+            for lane in [Lane::F16, Lane::Q8] {
+                let m = Parakeet::new(cuda(), &fixtures().join(model), lane).expect("model");
+                let (enc, lens) = m.encode_batch(&clips).expect("batch");
+                for call in 0..2 {
+                    let batched = m.greedy_batch(&enc, &lens).expect("batched loop");
+                    let mut worst = 0f32;
+                    for (i, b) in batched.iter().enumerate() {
+                        let what = format!("{lane} {model} batch {count} clip {i} call {call}");
+                        let one = m.greedy_at(&enc, i, lens[i]).expect("single loop");
+                        if !identical(b, &one) {
+                            failures.push(format!(
+                                "{what}: batched differs from single: {} (margins equal: {})",
+                                first_difference(b, &one),
+                                b.margins == one.margins
+                            ));
+                        }
+                        if call > 0 {
+                            continue;
+                        }
+                        m.set_device_decode(Some(false));
+                        let host = m.greedy_at(&enc, i, lens[i]).expect("host loop");
+                        m.set_device_decode(None);
+                        if *b != host {
+                            failures.push(format!(
+                                "{what}: batched differs from the host loop: {}",
+                                first_difference(b, &host)
+                            ));
+                        }
+                        worst = b
+                            .margins
+                            .iter()
+                            .zip(&host.margins)
+                            .map(|(x, y)| (x - y).abs())
+                            .fold(worst, f32::max);
+                    }
+                    let steps: usize = batched.iter().map(|d| d.steps.len()).sum();
+                    let tokens: usize = batched.iter().map(|d| d.tokens.len()).sum();
                     eprintln!(
-                        "{what}: {} frames, {} steps, {} tokens",
-                        lens[i],
-                        b.steps.len(),
-                        b.tokens.len()
+                        "{lane} {model} batch {count} call {call}: {steps} steps, {tokens} tokens; \
+                         margins vs host loop max |diff| {worst:.2e}"
                     );
-                    if *b != one {
-                        failures.push(format!(
-                            "{what}: batched differs from single: {}",
-                            first_difference(b, &one)
-                        ));
-                    }
-                    if *b != host {
-                        failures.push(format!(
-                            "{what}: batched differs from the host loop: {}",
-                            first_difference(b, &host)
-                        ));
-                    }
                 }
             }
         }
@@ -201,7 +218,10 @@ fn median_ms(mut f: impl FnMut(), iters: usize) -> f64 {
 
 /// Decode time of the label loops on parakeet-tdt-0.6b-v2 shapes (random weights, f16 and q8):
 /// 11 s of random features (1100 frames) one clip, host loop against device loop, and 16 clips
-/// of it decoded as one batch against 16 single device loops. Run by name with `--ignored`.
+/// of it decoded as one batch against 16 single device loops, the batch in its exact form (the
+/// default) and in the former one (`STAPES_PARAKEET_BATCH_EXACT=0`: a GEMM per linear above 8
+/// rows, one encoder-projection GEMM for the batch). Fails if an exact batch's clip differs
+/// from its single decode. Run by name with `--ignored`.
 #[test]
 #[ignore]
 fn label_loop_speed_on_parakeet_tdt_shapes() {
@@ -210,6 +230,7 @@ fn label_loop_speed_on_parakeet_tdt_shapes() {
     };
     let cfg = ParakeetConfig::published("parakeet-tdt-0.6b-v2").expect("shape");
     let ck = synthetic_checkpoint(&cfg, 5).expect("synthetic");
+    let mut failures = Vec::new();
     for lane in [Lane::F16, Lane::Q8] {
         let m = Parakeet::from_checkpoint(cuda(), &ck, lane).expect("model");
         let b = m.backend();
@@ -232,20 +253,38 @@ fn label_loop_speed_on_parakeet_tdt_shapes() {
                 .expect("up")
         };
         let lens = vec![t; batch];
-        let batched = m.greedy_batch(&enc16, &lens).expect("batch");
-        let _ = m.greedy_batch(&enc16, &lens).expect("capture");
-        let b16_ms = median_ms(|| drop(m.greedy_batch(&enc16, &lens).expect("b16")), 9);
-        let same_batch = batched.iter().filter(|d| **d == dev).count();
         eprintln!(
             "{lane} TDT 0.6b decode, {t} encoder frames: {} steps, {} tokens; host loop {host_ms:.2} ms, \
-             device loop {dev_ms:.2} ms ({:.1} µs/step); 16 clips batched {b16_ms:.2} ms \
-             ({:.2} ms per clip); device == host loop: {}; batched clips equal to single: {same_batch}/16",
+             device loop {dev_ms:.2} ms ({:.1} µs/step); device == host loop: {}",
             dev.steps.len(),
             dev.tokens.len(),
             dev_ms * 1e3 / dev.steps.len().max(1) as f64,
-            b16_ms / batch as f64,
             dev == host
         );
+        for exact in [false, true] {
+            std::env::set_var("STAPES_PARAKEET_BATCH_EXACT", if exact { "1" } else { "0" });
+            let batched = m.greedy_batch(&enc16, &lens).expect("batch");
+            let _ = m.greedy_batch(&enc16, &lens).expect("capture");
+            let b16_ms = median_ms(|| drop(m.greedy_batch(&enc16, &lens).expect("b16")), 9);
+            let same = batched.iter().filter(|d| **d == dev).count();
+            let bits = batched.iter().filter(|d| identical(d, &dev)).count();
+            let form = if exact {
+                "exact"
+            } else {
+                "former (BATCH_EXACT=0)"
+            };
+            eprintln!(
+                "{lane} 16 clips batched, {form}: {b16_ms:.2} ms ({:.2} ms per clip); \
+                 equal to single: {same}/16 decisions, {bits}/16 bit for bit",
+                b16_ms / batch as f64
+            );
+            if exact && bits != batch {
+                failures.push(format!(
+                    "{lane}: {bits}/16 clips of the exact batch equal their single decode"
+                ));
+            }
+        }
+        std::env::remove_var("STAPES_PARAKEET_BATCH_EXACT");
         if lane == Lane::F16 {
             for k in [4, 16] {
                 m.set_device_decode_steps(k);
@@ -262,4 +301,5 @@ fn label_loop_speed_on_parakeet_tdt_shapes() {
         let c = b.counters().snapshot();
         eprintln!("{lane}: counters {c:?}");
     }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -28,6 +28,13 @@ pub const STEPS_PER_CALL: usize = 8;
 /// shapes, so few captured graphs.
 const FRAME_BUCKET: usize = 128;
 
+/// `STAPES_PARAKEET_BATCH_EXACT=0`: the former batch forms (one encoder-projection GEMM for the
+/// batch; the home's `linear` in the loop), whose rounding of a clip may depend on the batch
+/// size; for before/after comparisons.
+fn batch_exact() -> bool {
+    !std::env::var("STAPES_PARAKEET_BATCH_EXACT").is_ok_and(|v| v.trim() == "0")
+}
+
 /// Names loops in chain keys: a captured chain is bound to one model's buffers.
 static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
 
@@ -140,7 +147,7 @@ impl<B: Backend> Transducer<B> {
     /// (library algorithm choice), and a clip must decode in a batch as it does alone.
     fn project_clips(&self, b: &B, enc: &B::Tensor, lens: &[usize]) -> Result<B::Tensor> {
         let t = enc.shape()[1];
-        if lens.len() == 1 && lens[0] == t {
+        if (lens.len() == 1 && lens[0] == t) || !batch_exact() {
             return self.enc_proj.forward(b, enc);
         }
         let (j, _) = b.weight_shape(&self.enc_proj.w);
@@ -204,9 +211,11 @@ impl<B: Backend> Transducer<B> {
         let hid = self.cfg.decoder_hidden_size;
         let cap = t.div_ceil(FRAME_BUCKET) * FRAME_BUCKET;
         let k = self.device_loop.steps.load(Ordering::Relaxed).max(1);
+        // the two forms capture different chains
         let key = format!(
-            "parakeet-label-loop/m{}/b{bs}/t{cap}/k{k}",
-            self.device_loop.id
+            "parakeet-label-loop/m{}/b{bs}/t{cap}/k{k}/x{}",
+            self.device_loop.id,
+            batch_exact() as u8
         );
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         let slot = match slots.entry(key.clone()) {
