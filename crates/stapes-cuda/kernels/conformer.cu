@@ -342,3 +342,116 @@ extern "C" __global__ void __launch_bounds__(128) rel_attn_d128(void* out, const
     if (dt & 1) rel_attn_k<128, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
     else rel_attn_k<128, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Depthwise-striding subsampling, channel-last (src/conformer.rs: Backend::subsample_stem and
+// depthwise_conv2d_cl). Square kernels k, stride s, zero padding p on both axes; parameters f32.
+
+// Channels per block of fc_sub_stem (the host sizes the grid and the dynamic shared memory,
+// ((k−1)·s + k)·F + k·F1·SUB_CG floats, from the same number).
+#define SUB_CG 32
+
+// x (B, T, F) -> y (B, T2, F2, C) = dw(mask1(relu(conv0(mask0(x))))), w0, w1 (C, k, k), b0, b1 (C),
+// keep0 (B, T), keep1 (B, T1) of 0/1 or null. Block = one output frame t2 of one batch entry ×
+// SUB_CG channels: it stages the (k−1)·s + k input rows that frame reads, computes the k conv0
+// rows it needs (ReLU, mask) for its channels in shared memory, then the depthwise outputs. The
+// (B, C, T1, F1) conv0 map never reaches global memory.
+template <class Y, class X>
+__device__ __forceinline__ void sub_stem_k(void* y_, const void* x_, const float* __restrict__ keep0,
+                                           const float* __restrict__ w0, const float* __restrict__ b0,
+                                           const float* __restrict__ keep1, const float* __restrict__ w1,
+                                           const float* __restrict__ b1, int T, int F, int C, int T1, int F1, int T2,
+                                           int F2, int k, int s, int p) {
+    Y* y = (Y*)y_;
+    const X* x = (const X*)x_;
+    extern __shared__ float sm[];
+    const int rows_in = (k - 1) * s + k;
+    float* xs = sm;                  // rows_in × F
+    float* hs = sm + rows_in * F;    // k × F1 × SUB_CG, [i][f1][c]
+    const int t2 = blockIdx.x, cg0 = blockIdx.y * SUB_CG, b = blockIdx.z;
+    const int t1_0 = t2 * s - p;     // first conv0 row the frame reads
+    const int ti_0 = t1_0 * s - p;   // first input row those read
+    for (int idx = threadIdx.x; idx < rows_in * F; idx += blockDim.x) {
+        int r = idx / F, f = idx - r * F, ti = ti_0 + r;
+        float v = 0.f;
+        if (ti >= 0 && ti < T && (!keep0 || keep0[(long long)b * T + ti] != 0.f)) v = ldf(x, ((long long)b * T + ti) * F + f);
+        xs[idx] = v;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < k * F1 * SUB_CG; idx += blockDim.x) {
+        int c = idx % SUB_CG, rest = idx / SUB_CG;
+        int f1 = rest % F1, i = rest / F1;
+        int t1 = t1_0 + i, ch = cg0 + c;
+        float v = 0.f;
+        if (ch < C && t1 >= 0 && t1 < T1 && (!keep1 || keep1[(long long)b * T1 + t1] != 0.f)) {
+            float acc = b0[ch];
+            const float* wc = w0 + (long long)ch * k * k;
+            for (int u = 0; u < k; ++u) {
+                const float* xr = xs + (i * s + u) * F;
+                for (int vv = 0; vv < k; ++vv) {
+                    int fi = f1 * s - p + vv;
+                    if (fi >= 0 && fi < F) acc += wc[u * k + vv] * xr[fi];
+                }
+            }
+            v = fmaxf(acc, 0.f);
+        }
+        hs[idx] = v;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < F2 * SUB_CG; idx += blockDim.x) {
+        int c = idx % SUB_CG, f2 = idx / SUB_CG, ch = cg0 + c;
+        if (ch >= C) continue;
+        float acc = b1[ch];
+        const float* wc = w1 + (long long)ch * k * k;
+        for (int i = 0; i < k; ++i) {
+            for (int j = 0; j < k; ++j) {
+                int f1 = f2 * s - p + j;
+                if (f1 >= 0 && f1 < F1) acc += wc[i * k + j] * hs[(i * F1 + f1) * SUB_CG + c];
+            }
+        }
+        stf(y, (((long long)b * T2 + t2) * F2 + f2) * C + ch, acc);
+    }
+}
+extern "C" __global__ void fc_sub_stem(void* y, const void* x, const float* keep0, const float* w0, const float* b0,
+                                       const float* keep1, const float* w1, const float* b1, int T, int F, int C, int T1,
+                                       int F1, int T2, int F2, int k, int s, int p, int dt) {
+    DISPATCH_YX(dt, sub_stem_k, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2, k, s, p);
+}
+
+// x (B, T, F, C) -> y (B, T2, F2, C): depthwise conv w (C, k, k) + bias (C) over relu(x) (when
+// `relu`) with frames whose keep (B, T) is 0 read as zero. One output per thread, channel
+// fastest, so a warp's taps read consecutive channels of one input pixel.
+template <class Y, class X>
+__device__ __forceinline__ void dw_cl_k(void* y_, const void* x_, const float* __restrict__ keep,
+                                        const float* __restrict__ w, const float* __restrict__ bias, int bs, int T, int F,
+                                        int C, int T2, int F2, int k, int s, int p, int relu) {
+    Y* y = (Y*)y_;
+    const X* x = (const X*)x_;
+    const long long n = (long long)bs * T2 * F2 * C;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        int c = (int)(i % C);
+        long long r = i / C;
+        int f2 = (int)(r % F2);
+        r /= F2;
+        int t2 = (int)(r % T2);
+        long long b = r / T2;
+        float acc = bias[c];
+        const float* wc = w + (long long)c * k * k;
+        for (int u = 0; u < k; ++u) {
+            int ti = t2 * s - p + u;
+            if (ti < 0 || ti >= T || (keep && keep[b * T + ti] == 0.f)) continue;
+            for (int v = 0; v < k; ++v) {
+                int fi = f2 * s - p + v;
+                if (fi < 0 || fi >= F) continue;
+                float xv = ldf(x, ((b * T + ti) * F + fi) * C + c);
+                if (relu) xv = fmaxf(xv, 0.f);
+                acc += wc[u * k + v] * xv;
+            }
+        }
+        stf(y, i, acc);
+    }
+}
+extern "C" __global__ void fc_dw_cl(void* y, const void* x, const float* keep, const float* w, const float* bias, int bs,
+                                    int T, int F, int C, int T2, int F2, int k, int s, int p, int relu, int dt) {
+    DISPATCH_YX(dt, dw_cl_k, y, x, keep, w, bias, bs, T, F, C, T2, F2, k, s, p, relu);
+}

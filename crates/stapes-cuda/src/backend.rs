@@ -1576,6 +1576,33 @@ impl Backend for CudaBackend {
         self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p)
     }
 
+    // subsampling channel-last [fcenc2: conformer.rs]
+    fn subsample_stem(
+        &self,
+        x: &CudaTensor,
+        keep0: Option<&CudaTensor>,
+        w0: &CudaTensor,
+        b0: &CudaTensor,
+        keep1: Option<&CudaTensor>,
+        w1: &CudaTensor,
+        b1: &CudaTensor,
+        p: &stapes_core::backend::StridingParams,
+    ) -> Result<CudaTensor> {
+        self.subsample_stem_fused(x, keep0, w0, b0, keep1, w1, b1, p)
+    }
+
+    fn depthwise_conv2d_cl(
+        &self,
+        x: &CudaTensor,
+        keep: Option<&CudaTensor>,
+        relu_input: bool,
+        w: &CudaTensor,
+        bias: &CudaTensor,
+        p: &stapes_core::backend::StridingParams,
+    ) -> Result<CudaTensor> {
+        self.depthwise_conv2d_cl_fused(x, keep, relu_input, w, bias, p)
+    }
+
     fn matmul(&self, a: &CudaTensor, b: &CudaTensor, trans_b: bool) -> Result<CudaTensor> {
         let r = a.shape.len();
         let bad = || {

@@ -9,7 +9,9 @@ use std::ffi::c_void;
 use std::sync::OnceLock;
 
 use stapes_core::backend::{
-    glu_depthwise_dims, rel_attention_composed, rel_attention_dims, RelAttnInputs, RelAttnParams,
+    depthwise_conv2d_cl_composed, depthwise_conv2d_cl_dims, glu_depthwise_dims,
+    rel_attention_composed, rel_attention_dims, subsample_stem_composed, subsample_stem_dims,
+    RelAttnInputs, RelAttnParams, StridingParams,
 };
 use stapes_core::{Activation, Backend, DeviceTensor, Error, Result};
 
@@ -21,6 +23,18 @@ const GDW_CH: usize = 64;
 /// Kernels longer than this take the composed path: the block's shared memory holds
 /// `(GDW_ROWS + K − 1) · GDW_CH` floats (K = 255: 69 KB would exceed the 48 KB default).
 const GDW_MAX_K: usize = 128;
+
+/// Channels per block of `fc_sub_stem` (`SUB_CG` in the kernel).
+const SUB_CG: usize = 32;
+/// Static plus dynamic shared memory a block may use without opting in to more.
+const SMEM_DEFAULT: usize = 48 * 1024;
+
+/// `STAPES_CUDA_FC_SUB=0` runs `subsample_stem` and `depthwise_conv2d_cl` composed (conv2d,
+/// ReLU, masks, transposes) instead of the fused kernels: for comparisons.
+fn sub_fused_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_FC_SUB").map_or(true, |v| v.trim() != "0"))
+}
 
 /// A frame mask the fused kernels read: `keep (B, T)` or `(B, T, 1)`.
 fn check_keep(op: &'static str, keep: Option<&CudaTensor>, bs: usize, t: usize) -> Result<()> {
@@ -225,6 +239,114 @@ impl CudaBackend {
             (256, 1, 1),
             0,
             args![qu, qv, k, v, p, xp, pp, bup, bvp, bi, ti, hi, di, ni, dt],
+        )?;
+        Ok(out)
+    }
+}
+
+impl CudaBackend {
+    /// `fc_sub_stem`: conv0, ReLU, mask and the first depthwise conv in one kernel; inputs whose
+    /// staged rows do not fit the default shared memory take the composed default.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn subsample_stem_fused(
+        &self,
+        x: &CudaTensor,
+        keep0: Option<&CudaTensor>,
+        w0: &CudaTensor,
+        b0: &CudaTensor,
+        keep1: Option<&CudaTensor>,
+        w1: &CudaTensor,
+        b1: &CudaTensor,
+        p: &StridingParams,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "subsample_stem";
+        let (bs, t, f, c, t2, f2) =
+            subsample_stem_dims(&x.shape, &w0.shape, &b0.shape, &w1.shape, &b1.shape, p)?;
+        let (t1, f1) = (p.out_len(t), p.out_len(f));
+        let (k, s) = (p.kernel, p.stride);
+        let smem = (((k - 1) * s + k) * f + k * f1 * SUB_CG) * 4;
+        if !sub_fused_on() || smem > SMEM_DEFAULT {
+            return subsample_stem_composed(self, x, keep0, w0, b0, keep1, w1, b1, p);
+        }
+        check_keep(OP, keep0, bs, t)?;
+        check_keep(OP, keep1, bs, t1)?;
+        let out = self.alloc(&[bs, t2, f2, c], self.out_dt())?;
+        if out.numel() == 0 {
+            return Ok(out);
+        }
+        let (w0, b0, w1, b1) = (
+            self.as_dtype(w0, Dtype::F32)?,
+            self.as_dtype(b0, Dtype::F32)?,
+            self.as_dtype(w1, Dtype::F32)?,
+            self.as_dtype(b1, Dtype::F32)?,
+        );
+        let (k0, k1) = (self.param(keep0)?, self.param(keep1)?);
+        let (y, xp, k0p, w0p, b0p, k1p, w1p, b1p) = (
+            out.buf.ptr,
+            self.t(x),
+            self.opt(k0.as_ref()),
+            self.t(&w0),
+            self.t(&b0),
+            self.opt(k1.as_ref()),
+            self.t(&w1),
+            self.t(&b1),
+        );
+        let [ti, fi, ci, t1i, f1i, t2i, f2i, ki, si, pi] =
+            [t, f, c, t1, f1, t2, f2, k, s, p.padding].map(|v| v as i32);
+        let dt = out.bit() | (x.bit() << 1);
+        self.launch(
+            "fc_sub_stem",
+            (t2 as u32, c.div_ceil(SUB_CG) as u32, bs as u32),
+            (256, 1, 1),
+            smem as u32,
+            args![
+                y, xp, k0p, w0p, b0p, k1p, w1p, b1p, ti, fi, ci, t1i, f1i, t2i, f2i, ki, si, pi, dt
+            ],
+        )?;
+        Ok(out)
+    }
+
+    /// `fc_dw_cl`: a channel-last depthwise conv, the input's ReLU and mask applied as it reads.
+    pub(super) fn depthwise_conv2d_cl_fused(
+        &self,
+        x: &CudaTensor,
+        keep: Option<&CudaTensor>,
+        relu_input: bool,
+        w: &CudaTensor,
+        bias: &CudaTensor,
+        p: &StridingParams,
+    ) -> Result<CudaTensor> {
+        const OP: &str = "depthwise_conv2d_cl";
+        let (bs, t, f, c, t2, f2) = depthwise_conv2d_cl_dims(&x.shape, &w.shape, &bias.shape, p)?;
+        if !sub_fused_on() {
+            return depthwise_conv2d_cl_composed(self, x, keep, relu_input, w, bias, p);
+        }
+        check_keep(OP, keep, bs, t)?;
+        let out = self.alloc(&[bs, t2, f2, c], self.out_dt())?;
+        if out.numel() == 0 {
+            return Ok(out);
+        }
+        let (w, bias, keep) = (
+            self.as_dtype(w, Dtype::F32)?,
+            self.as_dtype(bias, Dtype::F32)?,
+            self.param(keep)?,
+        );
+        let (y, xp, kp, wp, bp) = (
+            out.buf.ptr,
+            self.t(x),
+            self.opt(keep.as_ref()),
+            self.t(&w),
+            self.t(&bias),
+        );
+        let [bi, ti, fi, ci, t2i, f2i, ki, si, pi] =
+            [bs, t, f, c, t2, f2, p.kernel, p.stride, p.padding].map(|v| v as i32);
+        let (relu, dt) = (relu_input as i32, out.bit() | (x.bit() << 1));
+        self.launch(
+            "fc_dw_cl",
+            grid_1d(out.numel()),
+            (256, 1, 1),
+            0,
+            args![y, xp, kp, wp, bp, bi, ti, fi, ci, t2i, f2i, ki, si, pi, relu, dt],
         )?;
         Ok(out)
     }
