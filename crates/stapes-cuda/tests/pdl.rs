@@ -118,6 +118,23 @@ fn chain(
     Ok(h)
 }
 
+/// Bitwise equality, reported as a count and the first difference (not two long vectors).
+fn same(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let bad: Vec<usize> = (0..got.len())
+        .filter(|&i| got[i].to_bits() != want[i].to_bits())
+        .collect();
+    if let Some(&i) = bad.first() {
+        panic!(
+            "{what}: {} of {} values differ; first at {i}: {} vs {}",
+            bad.len(),
+            got.len(),
+            got[i],
+            want[i]
+        );
+    }
+}
+
 #[test]
 fn pdl_chains_match_plain_launches_bitwise() {
     let (g, _serial) = require_gpu!("pdl_chains_match_plain_launches_bitwise");
@@ -159,18 +176,22 @@ fn pdl_chains_match_plain_launches_bitwise() {
     let plain = run(false, None);
     assert!(plain.iter().all(|v| v.is_finite()), "plain run not finite");
     for i in 0..3 {
-        assert_eq!(run(true, None), plain, "eager with PDL, pass {i}");
+        same(
+            &run(true, None),
+            &plain,
+            &format!("eager with PDL, pass {i}"),
+        );
     }
     if g.graphs_enabled() {
         let key = "test-pdl-chain";
-        assert_eq!(run(true, Some(key)), plain, "graph capture with PDL");
+        same(&run(true, Some(key)), &plain, "graph capture with PDL");
         for i in 0..3 {
             pdl::set_enabled(true);
             let out = g.replay(key).expect("replay");
-            assert_eq!(
-                g.download(&out[0]).expect("download").data,
-                plain,
-                "replay {i} with PDL"
+            same(
+                &g.download(&out[0]).expect("download").data,
+                &plain,
+                &format!("replay {i} with PDL"),
             );
         }
         match g.graph_edges(key) {
@@ -188,8 +209,27 @@ fn pdl_chains_match_plain_launches_bitwise() {
             Err(e) => eprintln!("graph edges unreadable here: {e}"),
         }
         g.drop_graph(key);
+        // replay time of the same chain captured without and with PDL (information only)
+        let input = g.upload(&x).expect("upload");
+        for on in [false, true, false, true] {
+            pdl::set_enabled(on);
+            let k = format!("test-pdl-time-{on}");
+            g.run_graph(&k, |b| Ok(vec![chain(b, &input, &w, &q, &gamma, rounds)?]))
+                .expect("capture");
+            g.synchronize().expect("sync");
+            let reps = 50;
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                g.replay(&k).expect("replay");
+            }
+            g.synchronize().expect("sync");
+            let us = t.elapsed().as_secs_f64() * 1e6 / reps as f64;
+            let nodes = g.graph_edges(&k).map(|e| e.0 + 1).unwrap_or(0);
+            eprintln!("time: PDL {on}: {us:.1} us per replay (~{nodes} nodes)");
+            g.drop_graph(&k);
+        }
     }
     pdl::set_enabled(false);
-    assert_eq!(run(false, None), plain, "plain again");
+    same(&run(false, None), &plain, "plain again");
     eprintln!("ok   {rounds} rounds, PDL active: {}", g.pdl_active());
 }
