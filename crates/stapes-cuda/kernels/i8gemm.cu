@@ -17,7 +17,6 @@
 // src-size operand, so any m, n and k_pad % 16 == 0 work.
 
 #define I8_BN 128
-#define I8_THREADS 256
 
 __device__ __forceinline__ u32 i8_smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 
@@ -82,18 +81,22 @@ __device__ __forceinline__ float i8_epi_r(int acc, float s, float w, const float
     return __fadd_rn(v, rv);
 }
 
-template <class Y, int WM, int BK, int STAGES, bool SE>
+// WN: n8 tiles per warp (4: 2 x 4 warps of 16·WM x 32; 8: 2 x 2 warps of 16·WM x 64, the larger
+// warp tile doing 4 mma per ldmatrix instead of 2.7).
+template <class Y, int WM, int WN, int BK, int STAGES, bool SE>
 __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict__ A, const signed char* __restrict__ B,
                                          const float* __restrict__ sx, const float* __restrict__ sw,
                                          const float* __restrict__ bias, const void* resid_, int m, int n, int k_pad, int mode,
                                          int act) {
     constexpr int BM = 2 * 16 * WM;
+    constexpr int NWN = I8_BN / (8 * WN);  // warps along N
+    constexpr int THREADS = 64 * NWN;
     constexpr int CH = BK / 16;  // 16-byte chunks per row
     extern __shared__ __align__(128) unsigned char i8_sm[];
     unsigned char* sA = i8_sm;                     // STAGES x BM x BK
     unsigned char* sB = i8_sm + STAGES * BM * BK;  // STAGES x 128 x BK
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps
+    const int wm = warp / NWN, wn = warp % NWN;  // 2 x NWN warps
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * I8_BN;
     const int KT = (k_pad + BK - 1) / BK;
 
@@ -102,7 +105,7 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
         u32 a_base = i8_smem_addr(sA + stage * BM * BK);
         u32 b_base = i8_smem_addr(sB + stage * I8_BN * BK);
 #pragma unroll
-        for (int i = tid; i < BM * CH; i += I8_THREADS) {
+        for (int i = tid; i < BM * CH; i += THREADS) {
             int r = i / CH, ch = i % CH;
             int gr = m0 + r, gk = kb + ch * 16;
             bool ok = gr < m && gk < k_pad;
@@ -110,7 +113,7 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
             i8_cp16(a_base + i8_swz<BK>(r, ch), src, ok ? 16 : 0);
         }
 #pragma unroll
-        for (int i = tid; i < I8_BN * CH; i += I8_THREADS) {
+        for (int i = tid; i < I8_BN * CH; i += THREADS) {
             int r = i / CH, ch = i % CH;
             int gr = n0 + r, gk = kb + ch * 16;
             bool ok = gr < n && gk < k_pad;
@@ -119,11 +122,11 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
         }
     };
 
-    int acc[WM][4][4];
+    int acc[WM][WN][4];
 #pragma unroll
     for (int i = 0; i < WM; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < WN; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc[i][j][e] = 0;
 
@@ -137,7 +140,7 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     // (rows 8-15, k 16-31); B x4 = two n8 tiles, each (k 0-15), (k 16-31).
     const int lm = lane >> 3, lr = lane & 7;
     const int a_row = wm * 16 * WM + lr + (lm & 1) * 8, a_ch = lm >> 1;
-    const int b_row = wn * 32 + lr + (lm >> 1) * 8, b_ch = lm & 1;
+    const int b_row = wn * 8 * WN + lr + (lm >> 1) * 8, b_ch = lm & 1;
 
     for (int kt = 0; kt < KT; ++kt) {
         i8_wait<STAGES - 2>();
@@ -152,18 +155,18 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
         u32 b_base = i8_smem_addr(sB + stage * I8_BN * BK);
 #pragma unroll
         for (int kk = 0; kk < BK / 32; ++kk) {
-            u32 af[WM][4], bf[4][2];
+            u32 af[WM][4], bf[WN][2];
 #pragma unroll
             for (int i = 0; i < WM; ++i)
                 i8_ldsm4(af[i][0], af[i][1], af[i][2], af[i][3], a_base + i8_swz<BK>(a_row + i * 16, a_ch + kk * 2));
 #pragma unroll
-            for (int j = 0; j < 2; ++j)
+            for (int j = 0; j < WN / 2; ++j)
                 i8_ldsm4(bf[2 * j][0], bf[2 * j][1], bf[2 * j + 1][0], bf[2 * j + 1][1],
                          b_base + i8_swz<BK>(b_row + j * 16, b_ch + kk * 2));
 #pragma unroll
             for (int i = 0; i < WM; ++i)
 #pragma unroll
-                for (int j = 0; j < 4; ++j) i8_mma(acc[i][j], af[i], bf[j][0], bf[j][1]);
+                for (int j = 0; j < WN; ++j) i8_mma(acc[i][j], af[i], bf[j][0], bf[j][1]);
         }
     }
     i8_wait<0>();
@@ -188,14 +191,14 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
 #pragma unroll
                     for (int h = 0; h < 2; ++h)
 #pragma unroll
-                        for (int j = 0; j < 4; ++j) {
+                        for (int j = 0; j < WN; ++j) {
                             int lr = wr0 - pass * 64 + i * 16 + g + h * 8;
-                            int lc = wn * 32 + j * 8 + t4 * 2;
+                            int lc = wn * 8 * WN + j * 8 + t4 * 2;
                             *(int2*)(st + lr * LD + lc) = make_int2(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
                         }
             }
             __syncthreads();
-            for (int e = tid; e < 64 * (I8_BN / 4); e += I8_THREADS) {
+            for (int e = tid; e < 64 * (I8_BN / 4); e += THREADS) {
                 int lr = e / (I8_BN / 4), lc = (e % (I8_BN / 4)) * 4;
                 int r = m0 + pass * 64 + lr, c = n0 + lc;
                 if (r >= m || c >= n) continue;
@@ -240,8 +243,8 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
             float s = sx[r];
             long long rb = (long long)r * n;
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                int c = n0 + wn * 32 + j * 8 + t4 * 2;
+            for (int j = 0; j < WN; ++j) {
+                int c = n0 + wn * 8 * WN + j * 8 + t4 * 2;
                 if (c >= n) continue;
                 int a0 = acc[i][j][h * 2], a1 = acc[i][j][h * 2 + 1];
                 if (pairs) {
@@ -258,23 +261,26 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     }
 }
 
-// Entry points i8gemm_bm<BM>_k<BK>s<STAGES>; dt bit 0: y (and resid) f16. Dynamic shared
-// memory: STAGES * (BM + 128) * BK bytes (above 48 KiB the launcher raises the function's limit).
-// Two blocks per SM (<= 128 registers): one block's epilogue and prologue overlap the other's
-// main loop.
-#define I8GEMM_ENTRY(NAME, WM, BK, ST, SE)                                                                                   \
-    extern "C" __global__ void __launch_bounds__(I8_THREADS, 2)                                                              \
+// Entry points i8gemm_bm<BM>_k<BK>s<STAGES>[_w64][_se]; dt bit 0: y (and resid) f16. Dynamic
+// shared memory: STAGES * (BM + 128) * BK bytes (above 48 KiB the launcher raises the function's
+// limit). 256 threads (2 x 4 warps of 32 columns, two blocks per SM within 128 registers: one
+// block's epilogue and prologue overlap the other's main loop) or, _w64, 128 threads (2 x 2 warps
+// of 64 columns, 128 accumulators a thread, two blocks per SM).
+#define I8GEMM_ENTRY(NAME, WM, WN, BK, ST, SE)                                                                               \
+    extern "C" __global__ void __launch_bounds__(64 * (I8_BN / (8 * WN)), 2)                                                \
         NAME(void* y, const signed char* A, const signed char* B, const float* sx, const float* sw, const float* bias,      \
              const void* resid, int m, int n, int k_pad, int mode, int act, int dt) {                                         \
-        if (dt & 1) i8gemm_k<h16, WM, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                    \
-        else i8gemm_k<float, WM, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                          \
+        if (dt & 1) i8gemm_k<h16, WM, WN, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                \
+        else i8gemm_k<float, WM, WN, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                      \
     }
-I8GEMM_ENTRY(i8gemm_bm64_k64s3, 2, 64, 3, false)
-I8GEMM_ENTRY(i8gemm_bm128_k64s3, 4, 64, 3, false)
-I8GEMM_ENTRY(i8gemm_bm64_k128s4, 2, 128, 4, false)
-I8GEMM_ENTRY(i8gemm_bm128_k128s3, 4, 128, 3, false)
+I8GEMM_ENTRY(i8gemm_bm64_k64s3, 2, 4, 64, 3, false)
+I8GEMM_ENTRY(i8gemm_bm128_k64s3, 4, 4, 64, 3, false)
+I8GEMM_ENTRY(i8gemm_bm64_k128s4, 2, 4, 128, 4, false)
+I8GEMM_ENTRY(i8gemm_bm128_k128s3, 4, 4, 128, 3, false)
+I8GEMM_ENTRY(i8gemm_bm128_k64s3_w64, 4, 8, 64, 3, false)
 // the same with the staged epilogue (needs 64 x 132 x 4 = 33 KiB, within every form's buffers)
-I8GEMM_ENTRY(i8gemm_bm64_k64s3_se, 2, 64, 3, true)
-I8GEMM_ENTRY(i8gemm_bm128_k64s3_se, 4, 64, 3, true)
-I8GEMM_ENTRY(i8gemm_bm64_k128s4_se, 2, 128, 4, true)
-I8GEMM_ENTRY(i8gemm_bm128_k128s3_se, 4, 128, 3, true)
+I8GEMM_ENTRY(i8gemm_bm64_k64s3_se, 2, 4, 64, 3, true)
+I8GEMM_ENTRY(i8gemm_bm128_k64s3_se, 4, 4, 64, 3, true)
+I8GEMM_ENTRY(i8gemm_bm64_k128s4_se, 2, 4, 128, 4, true)
+I8GEMM_ENTRY(i8gemm_bm128_k128s3_se, 4, 4, 128, 3, true)
+I8GEMM_ENTRY(i8gemm_bm128_k64s3_w64_se, 4, 8, 64, 3, true)

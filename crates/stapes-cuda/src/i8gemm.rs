@@ -14,8 +14,9 @@
 //! f32 activations; with f16 activations the int8 codes can move by one step).
 //!
 //! Switch: `STAPES_CUDA_I8GEMM=1` turns it on (off by default until measured on the H200);
-//! `STAPES_CUDA_I8GEMM_TILE=bm64_k64s3|bm128_k64s3|bm64_k128s4|bm128_k128s3` (each also with
-//! `_se`: the epilogue staged through shared memory) forces a tile variant (default: by shape).
+//! `STAPES_CUDA_I8GEMM_TILE=bm64_k64s3|bm128_k64s3|bm64_k128s4|bm128_k128s3|bm128_k64s3_w64`
+//! (each also with `_se`: the epilogue staged through shared memory) forces a tile variant
+//! (default: by shape).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -31,18 +32,21 @@ static SWITCH: AtomicU8 = AtomicU8::new(0);
 /// 0: by shape, else 1 + the forced index into [`VARIANTS`]; 255: not read yet.
 static VARIANT: AtomicU8 = AtomicU8::new(255);
 
-/// The kernel's compiled forms: (entry point, block rows, K bytes per stage, stages); `_se`:
-/// the epilogue staged through shared memory for row-wide stores. All give the same bits (the
-/// int32 sums are exact and the epilogue is per element).
-const VARIANTS: [(&str, usize, usize, usize); 8] = [
-    ("i8gemm_bm64_k64s3", 64, 64, 3),
-    ("i8gemm_bm128_k64s3", 128, 64, 3),
-    ("i8gemm_bm64_k128s4", 64, 128, 4),
-    ("i8gemm_bm128_k128s3", 128, 128, 3),
-    ("i8gemm_bm64_k64s3_se", 64, 64, 3),
-    ("i8gemm_bm128_k64s3_se", 128, 64, 3),
-    ("i8gemm_bm64_k128s4_se", 64, 128, 4),
-    ("i8gemm_bm128_k128s3_se", 128, 128, 3),
+/// The kernel's compiled forms: (entry point, block rows, K bytes per stage, stages, threads);
+/// `_w64`: 2 x 2 warps of 64 columns (else 2 x 4 of 32); `_se`: the epilogue staged through
+/// shared memory for row-wide stores. All give the same bits (the int32 sums are exact and the
+/// epilogue is per element).
+const VARIANTS: [(&str, usize, usize, usize, u32); 10] = [
+    ("i8gemm_bm64_k64s3", 64, 64, 3, 256),
+    ("i8gemm_bm128_k64s3", 128, 64, 3, 256),
+    ("i8gemm_bm64_k128s4", 64, 128, 4, 256),
+    ("i8gemm_bm128_k128s3", 128, 128, 3, 256),
+    ("i8gemm_bm128_k64s3_w64", 128, 64, 3, 128),
+    ("i8gemm_bm64_k64s3_se", 64, 64, 3, 256),
+    ("i8gemm_bm128_k64s3_se", 128, 64, 3, 256),
+    ("i8gemm_bm64_k128s4_se", 64, 128, 4, 256),
+    ("i8gemm_bm128_k128s3_se", 128, 128, 3, 256),
+    ("i8gemm_bm128_k64s3_w64_se", 128, 64, 3, 128),
 ];
 
 /// Names for `STAPES_CUDA_I8GEMM_TILE` and the benchmark: the entry point without `i8gemm_`.
@@ -219,7 +223,7 @@ impl CudaBackend {
             Epilogue::Act(a) => (2, 0, a),
         };
         let vi = variant_for(m, n);
-        let (name, bm, bk, stages) = VARIANTS[vi];
+        let (name, bm, bk, stages, threads) = VARIANTS[vi];
         let smem = stages * (bm + 128) * bk;
         let f = self.kernels.get(name)?;
         let key = f.cu_function() as usize;
@@ -241,7 +245,7 @@ impl CudaBackend {
         self.launch(
             name,
             grid,
-            (256, 1, 1),
+            (threads, 1, 1),
             smem,
             args![y, q, w8, sx, sw, bias, resid, mi, ni, kp, mode, act, dt],
         )?;

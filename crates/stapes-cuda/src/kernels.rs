@@ -80,10 +80,12 @@ pub const FILES: &[KernelFile] = &[
             "i8gemm_bm128_k64s3",
             "i8gemm_bm64_k128s4",
             "i8gemm_bm128_k128s3",
+            "i8gemm_bm128_k64s3_w64",
             "i8gemm_bm64_k64s3_se",
             "i8gemm_bm128_k64s3_se",
             "i8gemm_bm64_k128s4_se",
             "i8gemm_bm128_k128s3_se",
+            "i8gemm_bm128_k64s3_w64_se",
         ],
     },
     KernelFile {
