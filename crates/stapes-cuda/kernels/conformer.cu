@@ -1,7 +1,8 @@
 // FastConformer block ops fused into single kernels (src/conformer.rs): the conv module's middle
 // (GLU + padding mask + depthwise conv + activation) and the Transformer-XL attention inputs
 // (q+u, q+v, k, v heads and the repeated position heads from one stacked projection).
-// Activations f32 or f16 (`dt`, common.cuh); parameters f32; math in f32.
+// Activations f32 or f16 (`dt`, common.cuh); parameters f32; math in f32. Every entry point
+// starts with PDL_ENTER() (common.cuh's PDL rules; the names are in src/pdl.rs's PDL_SAFE).
 
 // act: 0 gelu(erf), 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh (the backend's act codes)
 __device__ __forceinline__ float conformer_act(float v, int act) {
@@ -62,6 +63,7 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
 }
 extern "C" __global__ void glu_dw_act(void* y, const void* x, const float* keep, const float* w, const float* bias, int t,
                                       int c, int kw, int pad, int t_out, int act, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, glu_dw_act_k, y, x, keep, w, bias, t, c, kw, pad, t_out, act);
 }
 
@@ -110,6 +112,7 @@ __device__ __forceinline__ void rel_attn_inputs_k(void* qu_, void* qv_, void* k_
 }
 extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v, void* p, const void* qkv, const void* pos,
                                            const float* bu, const float* bv, int bs, int t, int h, int dh, int np, int dt) {
+    PDL_ENTER();
     DISPATCH_YAB(dt, rel_attn_inputs_k, qu, qv, k, v, p, qkv, pos, bu, bv, bs, t, h, dh, np);
 }
 
@@ -333,12 +336,14 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
 extern "C" __global__ void __launch_bounds__(128) rel_attn_d64(void* out, const h16* qkv, const h16* pos, const float* bu,
                                                                const float* bv, const float* keep, int T, int H, float scale,
                                                                int dt) {
+    PDL_ENTER();
     if (dt & 1) rel_attn_k<64, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
     else rel_attn_k<64, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
 }
 extern "C" __global__ void __launch_bounds__(128) rel_attn_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
                                                                 const float* bv, const float* keep, int T, int H, float scale,
                                                                 int dt) {
+    PDL_ENTER();
     if (dt & 1) rel_attn_k<128, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
     else rel_attn_k<128, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
 }
@@ -415,6 +420,7 @@ __device__ __forceinline__ void sub_stem_k(void* y_, const void* x_, const float
 extern "C" __global__ void fc_sub_stem(void* y, const void* x, const float* keep0, const float* w0, const float* b0,
                                        const float* keep1, const float* w1, const float* b1, int T, int F, int C, int T1,
                                        int F1, int T2, int F2, int k, int s, int p, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, sub_stem_k, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2, k, s, p);
 }
 
@@ -453,5 +459,6 @@ __device__ __forceinline__ void dw_cl_k(void* y_, const void* x_, const float* _
 }
 extern "C" __global__ void fc_dw_cl(void* y, const void* x, const float* keep, const float* w, const float* bias, int bs,
                                     int T, int F, int C, int T2, int F2, int k, int s, int p, int relu, int dt) {
+    PDL_ENTER();
     DISPATCH_YX(dt, dw_cl_k, y, x, keep, w, bias, bs, T, F, C, T2, F2, k, s, p, relu);
 }
