@@ -174,6 +174,7 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     Y* y = (Y*)y_;
     const Y* rr = (const Y*)resid_;
     const int g = lane >> 2, t4 = lane & 3;
+    static_assert(!SE || BM >= 64, "the staged epilogue works in 64-row passes");
     if (SE) {
         // staged epilogue: 64 rows of int32 accumulators at a time through shared memory (the
         // pipeline's buffers, free now), then each warp finishes whole rows, 4 columns a thread:
@@ -278,7 +279,10 @@ I8GEMM_ENTRY(i8gemm_bm128_k64s3, 4, 4, 64, 3, false)
 I8GEMM_ENTRY(i8gemm_bm64_k128s4, 2, 4, 128, 4, false)
 I8GEMM_ENTRY(i8gemm_bm128_k128s3, 4, 4, 128, 3, false)
 I8GEMM_ENTRY(i8gemm_bm128_k64s3_w64, 4, 8, 64, 3, false)
-// the same with the staged epilogue (needs 64 x 132 x 4 = 33 KiB, within every form's buffers)
+// 32-row blocks for few rows (Parakeet clips: M = 140 gives 5 x 32 blocks at N = 4096)
+I8GEMM_ENTRY(i8gemm_bm32_k64s4, 1, 4, 64, 4, false)
+// the same with the staged epilogue (needs 64 x 132 x 4 = 33 KiB, within every form's buffers;
+// it walks 64-row passes, so not for 32-row blocks)
 I8GEMM_ENTRY(i8gemm_bm64_k64s3_se, 2, 4, 64, 3, true)
 I8GEMM_ENTRY(i8gemm_bm128_k64s3_se, 4, 4, 64, 3, true)
 I8GEMM_ENTRY(i8gemm_bm64_k128s4_se, 2, 4, 128, 4, true)

@@ -15,8 +15,8 @@
 //!
 //! Switch: `STAPES_CUDA_I8GEMM=1` turns it on (off by default until measured on the H200);
 //! `STAPES_CUDA_I8GEMM_TILE=bm64_k64s3|bm128_k64s3|bm64_k128s4|bm128_k128s3|bm128_k64s3_w64`
-//! (each also with `_se`: the epilogue staged through shared memory) forces a tile variant
-//! (default: by shape).
+//! (each also with `_se`: the epilogue staged through shared memory) or `bm32_k64s4` forces a
+//! tile variant (default: by shape).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -36,7 +36,7 @@ static VARIANT: AtomicU8 = AtomicU8::new(255);
 /// `_w64`: 2 x 2 warps of 64 columns (else 2 x 4 of 32); `_se`: the epilogue staged through
 /// shared memory for row-wide stores. All give the same bits (the int32 sums are exact and the
 /// epilogue is per element).
-const VARIANTS: [(&str, usize, usize, usize, u32); 10] = [
+const VARIANTS: [(&str, usize, usize, usize, u32); 11] = [
     ("i8gemm_bm64_k64s3", 64, 64, 3, 256),
     ("i8gemm_bm128_k64s3", 128, 64, 3, 256),
     ("i8gemm_bm64_k128s4", 64, 128, 4, 256),
@@ -47,6 +47,7 @@ const VARIANTS: [(&str, usize, usize, usize, u32); 10] = [
     ("i8gemm_bm64_k128s4_se", 64, 128, 4, 256),
     ("i8gemm_bm128_k128s3_se", 128, 128, 3, 256),
     ("i8gemm_bm128_k64s3_w64_se", 128, 64, 3, 128),
+    ("i8gemm_bm32_k64s4", 32, 64, 4, 256),
 ];
 
 /// Names for `STAPES_CUDA_I8GEMM_TILE` and the benchmark: the entry point without `i8gemm_`.

@@ -86,6 +86,7 @@ pub const FILES: &[KernelFile] = &[
             "i8gemm_bm64_k128s4_se",
             "i8gemm_bm128_k128s3_se",
             "i8gemm_bm128_k64s3_w64_se",
+            "i8gemm_bm32_k64s4",
         ],
     },
     KernelFile {

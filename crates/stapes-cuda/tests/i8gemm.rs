@@ -33,8 +33,8 @@ const SHAPES: [(usize, usize, usize); 8] = [
     (140, 1024, 520),
 ];
 
-/// Tile variants: each forced (1..=10), and the shape rule (0).
-const TILES: [u8; 11] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0];
+/// Tile variants: each forced (1..=11), and the shape rule (0).
+const TILES: [u8; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0];
 
 struct Case {
     x: HostTensor,
