@@ -78,40 +78,58 @@ __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32
     const int mass_on = has_mass && rec[1] != 0;
     const float off = __uint_as_float(rec[2]);
 
-    // y: the logit, or SEL_LOWEST where disabled (dis_a: the mass rule fired)
-    auto y_at = [&](u32 i, int dis_a) -> float {
+    // y: the logit x, or SEL_LOWEST where disabled (dis_a: the mass rule fired)
+    auto mask = [&](u32 i, float xv, int dis_a) -> float {
         if ((sel_bits[i >> 5] >> (i & 31)) & 1u) return SEL_LOWEST;
         for (int q = 0; q < nr; ++q)
             if (i >= sh.lo[q] && i < sh.hi[q]) return SEL_LOWEST;
         if (dis_a && i >= a0 && i < a1) return SEL_LOWEST;
-        return ldf(x, i);
+        return xv;
+    };
+    // f(i, x[i]) over this thread's ids in increasing order (tid, tid + nt, ...), four loads
+    // in flight at a time
+    auto each = [&](auto&& f) {
+        for (u32 base = tid; base < V; base += 4u * nt) {
+            float xv[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const u32 i = base + u * nt;
+                xv[u] = i < V ? ldf(x, i) : 0.f;
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const u32 i = base + u * nt;
+                if (i < V) f(i, xv[u]);
+            }
+        }
     };
     auto lse_of = [](float m, double s) -> float { return isfinite(m) ? m + (float)log(s) : m; };
+    const int want_prob = prob_id != 0xffffffffu;
 
     // pass 1: maxima of y, y[A], y[B] and the raw row
     float m_all = F_NEG_INF, m_a = F_NEG_INF, m_b = F_NEG_INF, m_raw = F_NEG_INF;
-    for (u32 i = tid; i < V; i += nt) {
-        const float y = y_at(i, 0);
+    each([&](u32 i, float xv) {
+        const float y = mask(i, xv, 0);
         m_all = fmaxf(m_all, y);
         if (i >= a0 && i < a1) m_a = fmaxf(m_a, y);
         if (i >= b0 && i < b1) m_b = fmaxf(m_b, y);
-        if (prob_id != 0xffffffffu) m_raw = fmaxf(m_raw, ldf(x, i));
-    }
+        m_raw = fmaxf(m_raw, xv);
+    });
     m_all = block_max(m_all, sh.scratch);
     if (mass_on) {
         m_a = block_max(m_a, sh.scratch);
         m_b = block_max(m_b, sh.scratch);
     }
-    if (prob_id != 0xffffffffu) m_raw = block_max(m_raw, sh.scratch);
+    if (want_prob) m_raw = block_max(m_raw, sh.scratch);
 
     // pass 2: the sums
     double s_all = 0.0, s_b = 0.0, s_raw = 0.0;
-    for (u32 i = tid; i < V; i += nt) {
-        const float y = y_at(i, 0);
+    each([&](u32 i, float xv) {
+        const float y = mask(i, xv, 0);
         s_all += (double)expf(y - m_all);
         if (mass_on && i >= b0 && i < b1) s_b += (double)expf(y - m_b);
-        if (prob_id != 0xffffffffu) s_raw += (double)expf(ldf(x, i) - m_raw);
-    }
+        if (want_prob) s_raw += (double)expf(xv - m_raw);
+    });
     s_all = sel_block_sum_d(s_all, sh.dscratch);
     float lse = lse_of(m_all, s_all);
     int fired = 0;
@@ -120,17 +138,17 @@ __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32
         fired = (lse_of(m_b, s_b) - lse) > (m_a - lse);
     }
     float prob = 0.f;
-    if (prob_id != 0xffffffffu) {
+    if (want_prob) {
         s_raw = sel_block_sum_d(s_raw, sh.dscratch);
         if (prob_id < V) prob = expf(ldf(x, prob_id) - lse_of(m_raw, s_raw));
     }
     if (fired) {
         // A disabled: the log-softmax over what remains
         float m2 = F_NEG_INF;
-        for (u32 i = tid; i < V; i += nt) m2 = fmaxf(m2, y_at(i, 1));
+        each([&](u32 i, float xv) { m2 = fmaxf(m2, mask(i, xv, 1)); });
         m2 = block_max(m2, sh.scratch);
         double s2 = 0.0;
-        for (u32 i = tid; i < V; i += nt) s2 += (double)expf(y_at(i, 1) - m2);
+        each([&](u32 i, float xv) { s2 += (double)expf(mask(i, xv, 1) - m2); });
         s2 = sel_block_sum_d(s2, sh.dscratch);
         lse = lse_of(m2, s2);
     }
@@ -139,9 +157,9 @@ __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32
     float tv[SEL_MAXK];
     u32 ti[SEL_MAXK];
     u32 cnt = 0;
-    for (u32 i = tid; i < V; i += nt) {
-        const float key = (y_at(i, fired) - lse) + off;
-        if (cnt == k && !(key > tv[k - 1])) continue;
+    each([&](u32 i, float xv) {
+        const float key = (mask(i, xv, fired) - lse) + off;
+        if (cnt == k && !(key > tv[k - 1])) return;
         u32 pos = cnt < k ? cnt : k - 1;
         while (pos > 0 && key > tv[pos - 1]) {
             tv[pos] = tv[pos - 1];
@@ -151,7 +169,7 @@ __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32
         tv[pos] = key;
         ti[pos] = i;
         if (cnt < k) ++cnt;
-    }
+    });
 
     // k rounds of a block arg-best over the threads' heads; the owner of the winner pops it
     u32 head = 0;
@@ -196,7 +214,8 @@ __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32
     if (tid == 0) o[2 * k] = __float_as_uint(prob);
 }
 
-extern "C" __global__ void select_topk(const void* logits, const u32* params, u32* out, int dt) {
+// 1024 threads a block (select.rs launches that many): the bound caps registers to fit.
+extern "C" __global__ void __launch_bounds__(1024) select_topk(const void* logits, const u32* params, u32* out, int dt) {
     if (dt & 2) select_k<h16>((const h16*)logits, params, out);
     else select_k<float>((const float*)logits, params, out);
 }
