@@ -88,6 +88,37 @@ __device__ __forceinline__ void pdl_prefetch_l2(const void* p, long long bytes) 
         PDL_LAUNCH_DEPENDENTS(); \
     } while (0)
 
+// ---- f16 tensor-core fragments, cp.async, ldmatrix (sm_80+) [fcenc2: used by conformer.cu] ----
+// The operand plumbing of the flash-style kernels, named tc_* so they do not collide with the
+// copies older kernel files still define for themselves.
+// c (4 f32) += A (16×16 f16, row) · B (16×8 f16, col), the m16n8k16 register fragments.
+__device__ __forceinline__ void tc_mma16816(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+// A shared-memory pointer as the 32-bit address cp.async and ldmatrix take.
+__device__ __forceinline__ u32 tc_smem_u32(const void* p) {
+    u32 r;
+    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+    return r;
+}
+// 16 bytes global -> shared, bypassing L1; the bytes past src_bytes (0 or 16) are zero-filled.
+__device__ __forceinline__ void tc_cp_async16(void* smem, const void* gmem, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(tc_smem_u32(smem)), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void tc_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void tc_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// Four 8×8 b16 matrices from shared memory, transposed (a row-major V tile as a col operand).
+__device__ __forceinline__ void tc_ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
 // ---- activation element types ----
 // Activations are f32 or f16 (raw h16); kernels are templates over them, computing in f32.
 // An entry point takes `dt`, a bit mask of which of its tensors are f16 (bit 0 the output,

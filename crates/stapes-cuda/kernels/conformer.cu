@@ -133,20 +133,6 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 #define RA_PW 48  // position rows per warp and key tile: RA_BK + 16 - 1, rounded up to 8
 #define RA_PAD 8
 
-__device__ __forceinline__ void ra_mma(float* c, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ u32 ra_smem_addr(const void* p) {
-    u32 r;
-    asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
-    return r;
-}
-__device__ __forceinline__ void ra_cp16(void* smem, const void* gmem, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(ra_smem_addr(smem)), "l"(gmem), "r"(src_bytes));
-}
-
 // sized for D = 128 (D = 64 uses part of them)
 __shared__ __align__(16) h16 ra_ks[RA_BK * (128 + RA_PAD)];
 __shared__ __align__(16) h16 ra_vs[RA_BK * (128 + RA_PAD)];
@@ -216,10 +202,10 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             int j = k0 + key;
             bool in = j < T;
             long long off = in ? (long long)j * ld + c8 : 0;
-            ra_cp16(&Ks[key][c8], Kb + off, in ? 16 : 0);
-            ra_cp16(&Vs[key][c8], Vb + off, in ? 16 : 0);
+            tc_cp_async16(&Ks[key][c8], Kb + off, in ? 16 : 0);
+            tc_cp_async16(&Vs[key][c8], Vb + off, in ? 16 : 0);
         }
-        asm volatile("cp.async.commit_group;" ::: "memory");
+        tc_cp_commit();
 
         // position term while the tiles load: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c],
         // prow0 = T-16-rw+k0, so that row i, key k0+jj reads column 15-i+jj
@@ -235,7 +221,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             for (int kk = 0; kk < D / 16; ++kk) {
                 u32 b0 = in ? *(const u32*)(pr + kk * 16 + 2 * t) : 0u;
                 u32 b1 = in ? *(const u32*)(pr + kk * 16 + 2 * t + 8) : 0u;
-                ra_mma(bd[nt], qp[kk][0], qp[kk][1], qp[kk][2], qp[kk][3], b0, b1);
+                tc_mma16816(bd[nt], qp[kk][0], qp[kk][1], qp[kk][2], qp[kk][3], b0, b1);
             }
         }
 #pragma unroll
@@ -246,7 +232,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             sc[g + 8][c] = bd[nt][2];
             sc[g + 8][c + 1] = bd[nt][3];
         }
-        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        tc_cp_wait<0>();
         __syncthreads();  // tiles and every warp's scratch written
 
         float s[RA_BK / 8][4];
@@ -257,7 +243,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             for (int kk = 0; kk < D / 16; ++kk) {
                 u32 b0 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t];
                 u32 b1 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t + 8];
-                ra_mma(s[nt], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b0, b1);
+                tc_mma16816(s[nt], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b0, b1);
             }
         }
         float mx0 = F_NEG_INF, mx1 = F_NEG_INF;
@@ -311,12 +297,9 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
 #pragma unroll
             for (int dn = 0; dn < D / 8; dn += 2) {
                 u32 b0, b1, b2, b3;
-                u32 addr = ra_smem_addr(&Vs[ks * 16 + lm_key][dn * 8 + lm_col]);
-                asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                             : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3)
-                             : "r"(addr));
-                ra_mma(o[dn], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b0, b1);
-                ra_mma(o[dn + 1], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b2, b3);
+                tc_ldsm_x4_t(tc_smem_u32(&Vs[ks * 16 + lm_key][dn * 8 + lm_col]), b0, b1, b2, b3);
+                tc_mma16816(o[dn], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b0, b1);
+                tc_mma16816(o[dn + 1], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b2, b3);
             }
         }
         __syncthreads();  // the next tile's loads and scratch writes overwrite what was read

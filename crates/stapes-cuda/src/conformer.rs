@@ -29,11 +29,11 @@ const SUB_CG: usize = 32;
 /// Static plus dynamic shared memory a block may use without opting in to more.
 const SMEM_DEFAULT: usize = 48 * 1024;
 
-/// `STAPES_CUDA_FC_SUB=0` runs `subsample_stem` and `depthwise_conv2d_cl` composed (conv2d,
-/// ReLU, masks, transposes) instead of the fused kernels: for comparisons.
+/// `STAPES_CUDA_FC_SUB=1` runs `subsample_stem` and `depthwise_conv2d_cl` as the fused kernels,
+/// `0` (the default until they have run on a GPU) composed (conv2d, ReLU, masks, transposes).
 fn sub_fused_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STAPES_CUDA_FC_SUB").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_FC_SUB").is_ok_and(|v| v.trim() == "1"))
 }
 
 /// A frame mask the fused kernels read: `keep (B, T)` or `(B, T, 1)`.

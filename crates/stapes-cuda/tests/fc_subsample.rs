@@ -4,6 +4,8 @@
 //! with f32 activations (one launch each) and inside an encoder chain with f16 activations (first
 //! run eager, second a graph replay: bit-identical); the masks must show. Shapes: the
 //! parakeet-tdt-0.6b-v2 stem on 1120 frames, odd lengths, channels off the 32-channel group.
+//! The fused kernels are off by default until they have passed on a GPU: each test turns them on
+//! (`STAPES_CUDA_FC_SUB=1`, read once per process) before its first op.
 //! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
@@ -31,6 +33,10 @@ const STEM: [(usize, usize, usize, usize); 4] = [
     (2, 9, 80, 33),
     (1, 1, 5, 8),
 ];
+
+fn fused_on() {
+    std::env::set_var("STAPES_CUDA_FC_SUB", "1");
+}
 
 fn round16(t: &HostTensor) -> HostTensor {
     let data = t
@@ -123,6 +129,7 @@ fn stem_reference(c: &StemCase, round: bool, masked: bool) -> HostTensor {
 
 #[test]
 fn subsample_stem_f32_matches_the_composed_reference_in_one_launch() {
+    fused_on();
     let (g, _serial) =
         require_gpu!("subsample_stem_f32_matches_the_composed_reference_in_one_launch");
     for (i, shape) in STEM.iter().enumerate() {
@@ -193,6 +200,7 @@ fn dw_reference(c: &DwCase, round: bool, masked: bool) -> HostTensor {
 
 #[test]
 fn depthwise_conv2d_cl_f32_matches_the_composed_reference_in_one_launch() {
+    fused_on();
     let (g, _serial) =
         require_gpu!("depthwise_conv2d_cl_f32_matches_the_composed_reference_in_one_launch");
     let tol = tol_for(stapes_core::tolerance::Op::Conv2d, Lane::F32, "cuda");
@@ -259,6 +267,7 @@ fn with_f16_output(t: Tolerance) -> Tolerance {
 
 #[test]
 fn subsampling_ops_f16_chain_and_replay() {
+    fused_on();
     let (g, _serial) = require_gpu!("subsampling_ops_f16_chain_and_replay");
     for (i, shape) in STEM.iter().enumerate() {
         let c = stem_case(i);
@@ -289,6 +298,7 @@ fn subsampling_ops_f16_chain_and_replay() {
 
 #[test]
 fn subsampling_ops_reject_bad_shapes() {
+    fused_on();
     let (g, _serial) = require_gpu!("subsampling_ops_reject_bad_shapes");
     let up = |s: &[usize]| g.upload(&rnd(s, 1, 1.0)).unwrap();
     let (w, b) = (up(&[8, 1, 3, 3]), up(&[8]));
