@@ -128,28 +128,48 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 // global memory (L1/L2-resident: every block of head h reads the same rows) into a 16 × 48
 // product, parks it in its own shared scratch and reads it back along the diagonals.
 
+//
+// Split-keys form (rel_attn_ks_*, for grids too small to fill the GPU: one clip's 140 frames make
+// 3 × 8 blocks of the form above): a block owns 16 queries and its 4 warps take every 4th tile of
+// 16 keys each (own K/V tiles and scratch, warp-synchronous), then merge their (max, sum, output)
+// through shared memory. Same arithmetic per key; the merge adds one exp2 rescale per warp.
+
 #define RA_BQ 64
 #define RA_BK 32
 #define RA_PW 48  // position rows per warp and key tile: RA_BK + 16 - 1, rounded up to 8
 #define RA_PAD 8
+#define RK_BK 16  // split-keys form: keys per warp tile
+#define RK_PW 32  // its position rows per tile: RK_BK + 16 - 1, rounded up to 8
 
 // sized for D = 128 (D = 64 uses part of them)
 __shared__ __align__(16) h16 ra_ks[RA_BK * (128 + RA_PAD)];
 __shared__ __align__(16) h16 ra_vs[RA_BK * (128 + RA_PAD)];
 __shared__ float ra_sc[4][16][RA_PW + 1];
+// split-keys form: per warp a K and a V tile (the merge reuses them as 4 × 16 × D floats)
+__shared__ __align__(16) h16 rk_kv[4][2][RK_BK * (128 + RA_PAD)];
+__shared__ float rk_sc[4][16][RK_PW + 1];
 
-template <int D, class Y>
+template <int D, bool SPLIT, class Y>
 __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ qkv, const h16* __restrict__ pos,
                                            const float* __restrict__ bu, const float* __restrict__ bv,
                                            const float* __restrict__ keep, int T, int H, float scale) {
+    constexpr int BK = SPLIT ? RK_BK : RA_BK, PW = SPLIT ? RK_PW : RA_PW;
     Y* __restrict__ out = (Y*)out_;
     typedef h16 Tile[D + RA_PAD];
-    Tile* Ks = (Tile*)ra_ks;
-    Tile* Vs = (Tile*)ra_vs;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    Tile *Ks, *Vs;
+    float (*sc)[PW + 1];
+    if constexpr (SPLIT) {
+        Ks = (Tile*)rk_kv[warp][0];
+        Vs = (Tile*)rk_kv[warp][1];
+        sc = rk_sc[warp];
+    } else {
+        Ks = (Tile*)ra_ks;
+        Vs = (Tile*)ra_vs;
+        sc = ra_sc[warp];
+    }
     const int g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z;
-    const int q0 = blockIdx.x * RA_BQ;
     const long long C = (long long)H * D, ld = 3 * C;
     const h16* Qb = qkv + (long long)b * T * ld + h * D;
     const h16* Kb = Qb + C;
@@ -157,9 +177,11 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     const h16* Pb = pos + h * D;  // row stride C
     const float* kb = keep ? keep + (long long)b * T : nullptr;
     Y* Ob = out + (long long)b * T * C + h * D;
-    float (*sc)[RA_PW + 1] = ra_sc[warp];
 
-    const int rw = q0 + warp * 16;  // the warp's first query
+    // the warp's first query; its keys: tiles from k_first, every k_step
+    const int rw = SPLIT ? blockIdx.x * 16 : blockIdx.x * RA_BQ + warp * 16;
+    const int k_first = SPLIT ? warp * BK : 0, k_step = SPLIT ? 4 * BK : BK;
+    const int ld_first = SPLIT ? lane : tid, ld_step = SPLIT ? 32 : (int)blockDim.x;
     const int r0 = rw + g, r1 = r0 + 8;
     const float qs = scale * 1.4426950408889634f;  // exp2 softmax
     // (q+u)·qs and (q+v)·qs as mma A operands
@@ -196,8 +218,8 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     const int lm_key = (lane & 7) + ((lane >> 3) & 1) * 8, lm_col = (lane >> 4) * 8;
     const int np = 2 * T - 1;
 
-    for (int k0 = 0; k0 < T; k0 += RA_BK) {
-        for (int idx = tid; idx < RA_BK * (D / 8); idx += blockDim.x) {
+    for (int k0 = k_first; k0 < T; k0 += k_step) {
+        for (int idx = ld_first; idx < BK * (D / 8); idx += ld_step) {
             int key = idx / (D / 8), c8 = (idx - key * (D / 8)) * 8;
             int j = k0 + key;
             bool in = j < T;
@@ -210,9 +232,9 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
         // position term while the tiles load: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c],
         // prow0 = T-16-rw+k0, so that row i, key k0+jj reads column 15-i+jj
         const int prow0 = T - 16 - rw + k0;
-        float bd[RA_PW / 8][4];
+        float bd[PW / 8][4];
 #pragma unroll
-        for (int nt = 0; nt < RA_PW / 8; ++nt) {
+        for (int nt = 0; nt < PW / 8; ++nt) {
             bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
             int prow = prow0 + nt * 8 + g;
             bool in = prow >= 0 && prow < np;
@@ -225,7 +247,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             }
         }
 #pragma unroll
-        for (int nt = 0; nt < RA_PW / 8; ++nt) {
+        for (int nt = 0; nt < PW / 8; ++nt) {
             int c = nt * 8 + 2 * t;
             sc[g][c] = bd[nt][0];
             sc[g][c + 1] = bd[nt][1];
@@ -233,11 +255,13 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             sc[g + 8][c + 1] = bd[nt][3];
         }
         tc_cp_wait<0>();
-        __syncthreads();  // tiles and every warp's scratch written
+        // tiles and scratch written (split: the warp's own; else every warp's)
+        if constexpr (SPLIT) __syncwarp();
+        else __syncthreads();
 
-        float s[RA_BK / 8][4];
+        float s[BK / 8][4];
 #pragma unroll
-        for (int nt = 0; nt < RA_BK / 8; ++nt) {
+        for (int nt = 0; nt < BK / 8; ++nt) {
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
@@ -248,7 +272,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
         }
         float mx0 = F_NEG_INF, mx1 = F_NEG_INF;
 #pragma unroll
-        for (int nt = 0; nt < RA_BK / 8; ++nt) {
+        for (int nt = 0; nt < BK / 8; ++nt) {
             int jj = nt * 8 + 2 * t, j = k0 + jj;
             s[nt][0] += sc[g][15 - g + jj];
             s[nt][1] += sc[g][16 - g + jj];
@@ -276,9 +300,9 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             o[i][0] *= al0; o[i][1] *= al0;
             o[i][2] *= al1; o[i][3] *= al1;
         }
-        u32 pa[RA_BK / 16][4];
+        u32 pa[BK / 16][4];
 #pragma unroll
-        for (int nt = 0; nt < RA_BK / 8; ++nt) {
+        for (int nt = 0; nt < BK / 8; ++nt) {
             float p0 = exp2f(s[nt][0] - base0), p1 = exp2f(s[nt][1] - base0);
             float p2 = exp2f(s[nt][2] - base1), p3 = exp2f(s[nt][3] - base1);
             l0 += p0 + p1;
@@ -293,7 +317,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             }
         }
 #pragma unroll
-        for (int ks = 0; ks < RA_BK / 16; ++ks) {
+        for (int ks = 0; ks < BK / 16; ++ks) {
 #pragma unroll
             for (int dn = 0; dn < D / 8; dn += 2) {
                 u32 b0, b1, b2, b3;
@@ -302,12 +326,54 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
                 tc_mma16816(o[dn + 1], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b2, b3);
             }
         }
-        __syncthreads();  // the next tile's loads and scratch writes overwrite what was read
+        // the next tile's loads and scratch writes overwrite what was read
+        if constexpr (SPLIT) __syncwarp();
+        else __syncthreads();
     }
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if constexpr (SPLIT) {
+        // merge the 4 warps' partial rows: (max m, sum l, unnormalised o) each, over shared memory
+        __syncthreads();  // every warp is done with its tiles: they become the merge scratch
+        float* mo = (float*)&rk_kv[0][0][0];  // [warp][row 0..15][D]
+        float* ml = &rk_sc[0][0][0];          // [warp][row][2]: m, l
+#pragma unroll
+        for (int dn = 0; dn < D / 8; ++dn) {
+            int c = dn * 8 + 2 * t;
+            float* w0 = mo + ((long long)warp * 16 + g) * D + c;
+            w0[0] = o[dn][0];
+            w0[1] = o[dn][1];
+            w0[8 * D] = o[dn][2];
+            w0[8 * D + 1] = o[dn][3];
+        }
+        if (t == 0) {
+            ml[(warp * 16 + g) * 2] = m0;
+            ml[(warp * 16 + g) * 2 + 1] = l0;
+            ml[(warp * 16 + g + 8) * 2] = m1;
+            ml[(warp * 16 + g + 8) * 2 + 1] = l1;
+        }
+        __syncthreads();
+        for (int idx = tid; idx < 16 * D; idx += blockDim.x) {
+            int row = idx / D, c = idx - row * D;
+            if (rw + row >= T) break;  // rows ascend with idx
+            float mm = F_NEG_INF;
+#pragma unroll
+            for (int w = 0; w < 4; ++w) mm = fmaxf(mm, ml[(w * 16 + row) * 2]);
+            float sum = 0.f, acc = 0.f;
+            if (mm != F_NEG_INF) {
+#pragma unroll
+                for (int w = 0; w < 4; ++w) {
+                    float f = exp2f(ml[(w * 16 + row) * 2] - mm);
+                    sum += ml[(w * 16 + row) * 2 + 1] * f;
+                    acc += mo[((long long)w * 16 + row) * D + c] * f;
+                }
+            }
+            stf(Ob, (long long)(rw + row) * C + c, sum > 0.f ? acc / sum : 0.f);
+        }
+        return;
+    }
     float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
 #pragma unroll
     for (int dn = 0; dn < D / 8; ++dn) {
@@ -320,15 +386,29 @@ extern "C" __global__ void __launch_bounds__(128) rel_attn_d64(void* out, const 
                                                                const float* bv, const float* keep, int T, int H, float scale,
                                                                int dt) {
     PDL_ENTER();
-    if (dt & 1) rel_attn_k<64, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
-    else rel_attn_k<64, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
+    if (dt & 1) rel_attn_k<64, false, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
+    else rel_attn_k<64, false, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
 }
 extern "C" __global__ void __launch_bounds__(128) rel_attn_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
                                                                 const float* bv, const float* keep, int T, int H, float scale,
                                                                 int dt) {
     PDL_ENTER();
-    if (dt & 1) rel_attn_k<128, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
-    else rel_attn_k<128, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
+    if (dt & 1) rel_attn_k<128, false, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
+    else rel_attn_k<128, false, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
+}
+extern "C" __global__ void __launch_bounds__(128) rel_attn_ks_d64(void* out, const h16* qkv, const h16* pos, const float* bu,
+                                                                  const float* bv, const float* keep, int T, int H,
+                                                                  float scale, int dt) {
+    PDL_ENTER();
+    if (dt & 1) rel_attn_k<64, true, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
+    else rel_attn_k<64, true, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
+}
+extern "C" __global__ void __launch_bounds__(128) rel_attn_ks_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
+                                                                   const float* bv, const float* keep, int T, int H,
+                                                                   float scale, int dt) {
+    PDL_ENTER();
+    if (dt & 1) rel_attn_k<128, true, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
+    else rel_attn_k<128, true, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -36,6 +36,24 @@ fn sub_fused_on() -> bool {
     *ON.get_or_init(|| std::env::var("STAPES_CUDA_FC_SUB").is_ok_and(|v| v.trim() == "1"))
 }
 
+/// `STAPES_CUDA_REL_ATTN_KS`: `1` = `rel_attention` always as the split-keys kernel
+/// (`rel_attn_ks_*`: 16 queries per block, keys split over its 4 warps), `auto` = where the
+/// plain kernel's blocks would not fill the SMs twice, `0` or unset (until it has run on a GPU)
+/// = never.
+fn rel_attn_split_mode() -> u8 {
+    static MODE: OnceLock<u8> = OnceLock::new();
+    *MODE.get_or_init(|| {
+        match std::env::var("STAPES_CUDA_REL_ATTN_KS")
+            .as_deref()
+            .map(str::trim)
+        {
+            Ok("1") => 1,
+            Ok("auto") => 2,
+            _ => 0,
+        }
+    })
+}
+
 /// A frame mask the fused kernels read: `keep (B, T)` or `(B, T, 1)`.
 fn check_keep(op: &'static str, keep: Option<&CudaTensor>, bs: usize, t: usize) -> Result<()> {
     match keep.map(|k| k.shape()) {
@@ -55,8 +73,9 @@ fn rel_attn_fused_on() -> bool {
 }
 
 impl CudaBackend {
-    /// One kernel (`rel_attn_d64` / `rel_attn_d128`) for heads of 64 or 128 (f32 inputs cast to
-    /// f16 first); other head sizes take the composed default.
+    /// One kernel (`rel_attn_d64` / `rel_attn_d128`, or their split-keys forms for small grids)
+    /// for heads of 64 or 128 (f32 inputs cast to f16 first); other head sizes take the composed
+    /// default.
     pub(super) fn rel_attention_fused(
         &self,
         qkv: &CudaTensor,
@@ -69,9 +88,18 @@ impl CudaBackend {
         const OP: &str = "rel_attention";
         let (bs, t, c, np) = rel_attention_dims(&qkv.shape, &pos.shape, p.heads)?;
         let dh = c / p.heads;
-        let kernel = match dh {
-            64 => "rel_attn_d64",
-            128 => "rel_attn_d128",
+        // plain: 64 queries of one (b, h) per block; split-keys: 16
+        let plain_blocks = t.div_ceil(64) * p.heads * bs;
+        let split = match rel_attn_split_mode() {
+            1 => true,
+            2 => plain_blocks < 2 * self.sms(),
+            _ => false,
+        };
+        let kernel = match (dh, split) {
+            (64, false) => "rel_attn_d64",
+            (128, false) => "rel_attn_d128",
+            (64, true) => "rel_attn_ks_d64",
+            (128, true) => "rel_attn_ks_d128",
             _ => "",
         };
         if kernel.is_empty() || np + 1 != 2 * t || !rel_attn_fused_on() {
@@ -108,8 +136,9 @@ impl CudaBackend {
             self.opt(keep32.as_ref()),
         );
         let (ti, hi, scale, dt) = (t as i32, p.heads as i32, p.scale, out.bit());
-        // 64 queries of one (b, h) per block (the kernel's RA_BQ)
-        let grid = (t.div_ceil(64) as u32, p.heads as u32, bs as u32);
+        // queries of one (b, h) per block: the kernel's RA_BQ, or 16 in the split-keys form
+        let rows = if split { 16 } else { 64 };
+        let grid = (t.div_ceil(rows) as u32, p.heads as u32, bs as u32);
         self.launch(
             kernel,
             grid,
@@ -349,5 +378,16 @@ impl CudaBackend {
             args![y, xp, kp, wp, bp, bi, ti, fi, ci, t2i, f2i, ki, si, pi, relu, dt],
         )?;
         Ok(out)
+    }
+}
+
+impl CudaBackend {
+    /// Streaming multiprocessors of the device (132 on the H200, assumed if the query fails).
+    fn sms(&self) -> usize {
+        static SMS: OnceLock<usize> = OnceLock::new();
+        *SMS.get_or_init(|| {
+            use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as A;
+            self.context().attribute(A).map_or(132, |n| n.max(1) as usize)
+        })
     }
 }

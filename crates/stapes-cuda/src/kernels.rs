@@ -122,6 +122,8 @@ pub const FILES: &[KernelFile] = &[
             "rel_attn_inputs",
             "rel_attn_d64",
             "rel_attn_d128",
+            "rel_attn_ks_d64",
+            "rel_attn_ks_d128",
             "fc_sub_stem",
             "fc_dw_cl",
         ],

@@ -80,6 +80,8 @@ pub const PDL_SAFE: &[&str] = &[
     "rel_attn_d128",
     "rel_attn_d64",
     "rel_attn_inputs",
+    "rel_attn_ks_d128",
+    "rel_attn_ks_d64",
     "rel_shift_softmax",
     "rel_shift_softmax_rows",
     "rms_norm",
