@@ -486,6 +486,20 @@ pub trait Backend: Send + Sync {
         depthwise_conv2d_cl_composed(self, x, keep, relu_input, w, bias, p)
     }
 
+    /// Two layer norms in a row over the last dimension, both results: `y = LN(x; γ₁, β₁)` and
+    /// `z = LN(y; γ₂, β₂)`, the same `eps` (a conformer block's closing norm and the next block's
+    /// first). The default is two [`Backend::layer_norm`] calls.
+    fn layer_norm_pair(
+        &self,
+        x: &Self::Tensor,
+        norms: [(&Self::Tensor, Option<&Self::Tensor>); 2],
+        eps: f32,
+    ) -> Result<(Self::Tensor, Self::Tensor)> {
+        let y = self.layer_norm(x, norms[0].0, norms[0].1, eps)?;
+        let z = self.layer_norm(&y, norms[1].0, norms[1].1, eps)?;
+        Ok((y, z))
+    }
+
     // ---- decoder steps with their parameters on the device ----
     //
     // A per-token decoder step differs from the previous one only in its token ids and its

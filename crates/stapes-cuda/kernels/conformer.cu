@@ -525,3 +525,54 @@ extern "C" __global__ void fc_dw_cl(void* y, const void* x, const float* keep, c
     PDL_ENTER();
     DISPATCH_YX(dt, dw_cl_k, y, x, keep, w, bias, bs, T, F, C, T2, F2, k, s, p, relu);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Two layer norms in a row (src/conformer.rs: Backend::layer_norm_pair): x (R, d) ->
+// y = LN(x; g1, b1), z = LN(y; g2, b2), z computed from y as stored (rounded to Y), as two
+// separate norms would read it. Block = one row, staged in shared memory (d floats); each thread
+// owns columns tid, tid + blockDim.x, ...; two-pass mean and variance in f32.
+__device__ __forceinline__ float as_stored(const float*, float v) { return v; }
+__device__ __forceinline__ float as_stored(const h16*, float v) { return h2f(f2h(v)); }
+
+template <class Y, class X>
+__device__ __forceinline__ void ln_pair_k(void* y_, void* z_, const void* x_, const float* __restrict__ g1,
+                                          const float* __restrict__ b1, const float* __restrict__ g2,
+                                          const float* __restrict__ b2, int d, float eps) {
+    extern __shared__ float v[];
+    __shared__ float scratch[32];
+    const long long row = blockIdx.x;
+    const X* x = (const X*)x_ + row * d;
+    Y* y = (Y*)y_ + row * d;
+    Y* z = (Y*)z_ + row * d;
+    float s = 0.f;
+    for (int c = threadIdx.x; c < d; c += blockDim.x) {
+        v[c] = ldf(x, c);
+        s += v[c];
+    }
+#pragma unroll 1
+    for (int pass = 0; pass < 2; ++pass) {
+        const float* g = pass ? g2 : g1;
+        const float* bb = pass ? b2 : b1;
+        Y* out = pass ? z : y;
+        const float mean = block_sum(s, scratch) / d;
+        float q = 0.f;
+        for (int c = threadIdx.x; c < d; c += blockDim.x) {
+            float e = v[c] - mean;
+            q += e * e;
+        }
+        const float rstd = rsqrtf(block_sum(q, scratch) / d + eps);
+        s = 0.f;
+        for (int c = threadIdx.x; c < d; c += blockDim.x) {
+            float o = (v[c] - mean) * rstd * g[c] + (bb ? bb[c] : 0.f);
+            stf(out, c, o);
+            o = as_stored(out, o);
+            v[c] = o;
+            s += o;
+        }
+    }
+}
+extern "C" __global__ void ln_pair(void* y, void* z, const void* x, const float* g1, const float* b1, const float* g2,
+                                   const float* b2, int d, float eps, int dt) {
+    PDL_ENTER();
+    DISPATCH_YX(dt, ln_pair_k, y, z, x, g1, b1, g2, b2, d, eps);
+}

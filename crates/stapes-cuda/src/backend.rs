@@ -1576,6 +1576,16 @@ impl Backend for CudaBackend {
         self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p)
     }
 
+    // two layer norms in a row [fcenc2: conformer.rs]
+    fn layer_norm_pair(
+        &self,
+        x: &CudaTensor,
+        norms: [(&CudaTensor, Option<&CudaTensor>); 2],
+        eps: f32,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        self.layer_norm_pair_fused(x, norms, eps)
+    }
+
     // subsampling channel-last [fcenc2: conformer.rs]
     fn subsample_stem(
         &self,

@@ -54,6 +54,13 @@ fn rel_attn_split_mode() -> u8 {
     })
 }
 
+/// `STAPES_CUDA_LN_PAIR=1` runs `layer_norm_pair` as one kernel (`ln_pair`); `0` or unset (until
+/// it has run on a GPU): two `layer_norm` launches.
+fn ln_pair_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_LN_PAIR").is_ok_and(|v| v.trim() == "1"))
+}
+
 /// A frame mask the fused kernels read: `keep (B, T)` or `(B, T, 1)`.
 fn check_keep(op: &'static str, keep: Option<&CudaTensor>, bs: usize, t: usize) -> Result<()> {
     match keep.map(|k| k.shape()) {
@@ -389,5 +396,67 @@ impl CudaBackend {
             use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as A;
             self.context().attribute(A).map_or(132, |n| n.max(1) as usize)
         })
+    }
+}
+
+impl CudaBackend {
+    /// `ln_pair`: both norms of a row in one block; rows wider than the default shared memory
+    /// take two `layer_norm` launches.
+    pub(super) fn layer_norm_pair_fused(
+        &self,
+        x: &CudaTensor,
+        norms: [(&CudaTensor, Option<&CudaTensor>); 2],
+        eps: f32,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        const OP: &str = "layer_norm_pair";
+        let d = x.shape.last().copied().unwrap_or(0);
+        if !ln_pair_on() || d == 0 || d * 4 > SMEM_DEFAULT - 1024 {
+            let y = self.layer_norm(x, norms[0].0, norms[0].1, eps)?;
+            let z = self.layer_norm(&y, norms[1].0, norms[1].1, eps)?;
+            return Ok((y, z));
+        }
+        for (g, b) in norms {
+            if g.numel() != d || b.is_some_and(|b| b.numel() != d) {
+                return Err(Error::shape(
+                    OP,
+                    format!(
+                        "gamma {:?}, beta {:?} for rows of {d}",
+                        g.shape(),
+                        b.map(|b| b.shape().to_vec())
+                    ),
+                ));
+            }
+        }
+        let (y, z) = (
+            self.alloc(&x.shape, self.out_dt())?,
+            self.alloc(&x.shape, self.out_dt())?,
+        );
+        let rows = x.numel() / d;
+        if rows == 0 {
+            return Ok((y, z));
+        }
+        let (g1, g2) = (
+            self.as_dtype(norms[0].0, Dtype::F32)?,
+            self.as_dtype(norms[1].0, Dtype::F32)?,
+        );
+        let (b1, b2) = (self.param(norms[0].1)?, self.param(norms[1].1)?);
+        let (yp, zp, xp, g1p, b1p, g2p, b2p) = (
+            y.buf.ptr,
+            z.buf.ptr,
+            self.t(x),
+            self.t(&g1),
+            self.opt(b1.as_ref()),
+            self.t(&g2),
+            self.opt(b2.as_ref()),
+        );
+        let (di, dt) = (d as i32, y.bit() | (x.bit() << 1));
+        self.launch(
+            "ln_pair",
+            (rows as u32, 1, 1),
+            (256, 1, 1),
+            (d * 4) as u32,
+            args![yp, zp, xp, g1p, b1p, g2p, b2p, di, eps, dt],
+        )?;
+        Ok((y, z))
     }
 }

@@ -400,6 +400,8 @@ impl<B: Backend> Encoder<B> {
             x
         };
         let mut x = x;
+        // norm_ff1(x) of the next block, made together with this block's closing norm
+        let mut h = None;
         for (l, blk) in self.blocks.iter().enumerate() {
             let ctx = AttnCtx {
                 chunk: prep.chunk,
@@ -409,7 +411,8 @@ impl<B: Backend> Encoder<B> {
                 pos_proj: prep.pos_proj.as_ref().and_then(|p| p.get(l)),
                 keep: prep.masks.as_ref().map(|m| &m.frames),
             };
-            x = blk.forward(b, &x, &ctx, self.cfg.activation)?;
+            let next = self.blocks.get(l + 1).map(|n| &n.norm_ff1);
+            (x, h) = blk.forward(b, &x, h.take(), &ctx, self.cfg.activation, next)?;
         }
         Ok(x)
     }
@@ -725,16 +728,24 @@ impl<B: Backend> Block<B> {
         })
     }
 
+    /// Over the residual stream `x`, with `h = norm_ff1(x)` when the previous block made it;
+    /// returns the block's output and, given the next block's first norm, that norm of it.
     fn forward(
         &self,
         b: &B,
         x: &B::Tensor,
+        h: Option<B::Tensor>,
         cx: &AttnCtx<'_, B>,
         act: Activation,
-    ) -> Result<B::Tensor> {
+        next: Option<&Norm<B>>,
+    ) -> Result<(B::Tensor, Option<B::Tensor>)> {
         // Macaron: each feed-forward contributes half a step (the ½ is folded into its output
         // projection at load). Every sub-block's last GEMM adds the residual stream itself.
-        let x = self.ff1.forward(b, &self.norm_ff1.forward(b, x)?, act, x)?;
+        let h = match h {
+            Some(h) => h,
+            None => self.norm_ff1.forward(b, x)?,
+        };
+        let x = self.ff1.forward(b, &h, act, x)?;
         let x = self
             .attn
             .forward(b, &self.norm_att.forward(b, &x)?, cx, &x)?;
@@ -744,6 +755,14 @@ impl<B: Backend> Block<B> {
         let x = self
             .ff2
             .forward(b, &self.norm_ff2.forward(b, &x)?, act, &x)?;
-        self.norm_out.forward(b, &x)
+        match next {
+            Some(n) => {
+                let out = &self.norm_out;
+                let norms = [(&out.gamma, Some(&out.beta)), (&n.gamma, Some(&n.beta))];
+                let (y, z) = b.layer_norm_pair(&x, norms, NORM_EPS)?;
+                Ok((y, Some(z)))
+            }
+            None => Ok((self.norm_out.forward(b, &x)?, None)),
+        }
     }
 }
