@@ -37,9 +37,10 @@ fn sub_fused_on() -> bool {
 }
 
 /// `STAPES_CUDA_REL_ATTN_KS`: `1` = `rel_attention` always as the split-keys kernel
-/// (`rel_attn_ks_*`: 16 queries per block, keys split over its 4 warps), `auto` = where the
-/// plain kernel's blocks would not fill the SMs twice, `0` or unset (until it has run on a GPU)
-/// = never.
+/// (`rel_attn_ks_*`: 16 queries per block, keys split over its 4 warps), `auto` = where one
+/// sequence's blocks of the plain kernel would not fill the SMs (by T and heads only, never by
+/// batch size, so a clip's frames come out the same in any batch), `0` or unset (until it has
+/// run on a GPU) = never.
 fn rel_attn_split_mode() -> u8 {
     static MODE: OnceLock<u8> = OnceLock::new();
     *MODE.get_or_init(|| {
@@ -96,10 +97,9 @@ impl CudaBackend {
         let (bs, t, c, np) = rel_attention_dims(&qkv.shape, &pos.shape, p.heads)?;
         let dh = c / p.heads;
         // plain: 64 queries of one (b, h) per block; split-keys: 16
-        let plain_blocks = t.div_ceil(64) * p.heads * bs;
         let split = match rel_attn_split_mode() {
             1 => true,
-            2 => plain_blocks < 2 * self.sms(),
+            2 => t.div_ceil(64) * p.heads < self.sms(),
             _ => false,
         };
         let kernel = match (dh, split) {
