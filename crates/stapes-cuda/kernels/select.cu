@@ -47,6 +47,26 @@ struct SelShared {
     double dscratch[32];
 };
 
+// f(i, x[i]) over this thread's ids in increasing order (tid, tid + nt, ...), four loads in
+// flight at a time. A template function, not a generic lambda: CUDA 13's NVRTC takes a generic
+// lambda's call operator for a host function.
+template <class X, class F>
+__device__ __forceinline__ void sel_each(const X* __restrict__ x, u32 V, int tid, int nt, F&& f) {
+    for (u32 base = tid; base < V; base += 4u * nt) {
+        float xv[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const u32 i = base + u * nt;
+            xv[u] = i < V ? ldf(x, i) : 0.f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const u32 i = base + u * nt;
+            if (i < V) f(i, xv[u]);
+        }
+    }
+}
+
 template <class X>
 __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32* __restrict__ params,
                                          u32* __restrict__ out) {
@@ -86,29 +106,12 @@ __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32
         if (dis_a && i >= a0 && i < a1) return SEL_LOWEST;
         return xv;
     };
-    // f(i, x[i]) over this thread's ids in increasing order (tid, tid + nt, ...), four loads
-    // in flight at a time
-    auto each = [&](auto&& f) {
-        for (u32 base = tid; base < V; base += 4u * nt) {
-            float xv[4];
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const u32 i = base + u * nt;
-                xv[u] = i < V ? ldf(x, i) : 0.f;
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const u32 i = base + u * nt;
-                if (i < V) f(i, xv[u]);
-            }
-        }
-    };
     auto lse_of = [](float m, double s) -> float { return isfinite(m) ? m + (float)log(s) : m; };
     const int want_prob = prob_id != 0xffffffffu;
 
     // pass 1: maxima of y, y[A], y[B] and the raw row
     float m_all = F_NEG_INF, m_a = F_NEG_INF, m_b = F_NEG_INF, m_raw = F_NEG_INF;
-    each([&](u32 i, float xv) {
+    sel_each(x, V, tid, nt, [&](u32 i, float xv) {
         const float y = mask(i, xv, 0);
         m_all = fmaxf(m_all, y);
         if (i >= a0 && i < a1) m_a = fmaxf(m_a, y);
@@ -124,7 +127,7 @@ __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32
 
     // pass 2: the sums
     double s_all = 0.0, s_b = 0.0, s_raw = 0.0;
-    each([&](u32 i, float xv) {
+    sel_each(x, V, tid, nt, [&](u32 i, float xv) {
         const float y = mask(i, xv, 0);
         s_all += (double)expf(y - m_all);
         if (mass_on && i >= b0 && i < b1) s_b += (double)expf(y - m_b);
@@ -145,10 +148,10 @@ __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32
     if (fired) {
         // A disabled: the log-softmax over what remains
         float m2 = F_NEG_INF;
-        each([&](u32 i, float xv) { m2 = fmaxf(m2, mask(i, xv, 1)); });
+        sel_each(x, V, tid, nt, [&](u32 i, float xv) { m2 = fmaxf(m2, mask(i, xv, 1)); });
         m2 = block_max(m2, sh.scratch);
         double s2 = 0.0;
-        each([&](u32 i, float xv) { s2 += (double)expf(mask(i, xv, 1) - m2); });
+        sel_each(x, V, tid, nt, [&](u32 i, float xv) { s2 += (double)expf(mask(i, xv, 1) - m2); });
         s2 = sel_block_sum_d(s2, sh.dscratch);
         lse = lse_of(m2, s2);
     }
@@ -157,7 +160,7 @@ __device__ __forceinline__ void select_k(const X* __restrict__ logits, const u32
     float tv[SEL_MAXK];
     u32 ti[SEL_MAXK];
     u32 cnt = 0;
-    each([&](u32 i, float xv) {
+    sel_each(x, V, tid, nt, [&](u32 i, float xv) {
         const float key = (mask(i, xv, fired) - lse) + off;
         if (cnt == k && !(key > tv[k - 1])) return;
         u32 pos = cnt < k ? cnt : k - 1;
