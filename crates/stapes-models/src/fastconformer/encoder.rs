@@ -231,6 +231,9 @@ pub(crate) struct Encoder<B: Backend> {
     /// depend on the input, so a captured chain replays without those GEMMs) where they fit
     /// [`POS_ONCE_MAX_ELEMS`]: `None` = where the home captures chains, `Some` = forced.
     pub(crate) pos_once: Option<bool>,
+    /// `scale_input`'s `sqrt(d)` is folded into `sub_linear` (done when it is a power of two:
+    /// then exact in every lane, the same bits as scaling the output).
+    scale_folded: bool,
 }
 
 /// How long inputs are cut so memory stays bounded; results do not depend on it (each chunk
@@ -287,9 +290,25 @@ impl<B: Backend> Encoder<B> {
                 }
             }
         }
-        let sub_linear = Linear {
-            w: b.weight(&HostTensor::new(vec![rows, cols], perm)?, lane)?,
-            b: t.opt_tensor(b, &format!("{SUB_LINEAR}.bias"))?,
+        let xs = (cfg.hidden_size as f32).sqrt();
+        let scale_folded = cfg.scale_input && xs.fract() == 0.0 && (xs as u32).is_power_of_two();
+        let bias = t.map.get(&format!("{SUB_LINEAR}.bias"));
+        let sub_linear = if scale_folded {
+            perm.iter_mut().for_each(|v| *v *= xs);
+            Linear {
+                w: b.weight(&HostTensor::new(vec![rows, cols], perm)?, lane)?,
+                b: bias
+                    .map(|bt| {
+                        let data = bt.data.iter().map(|v| v * xs).collect();
+                        b.upload(&HostTensor::new(bt.shape.clone(), data)?)
+                    })
+                    .transpose()?,
+            }
+        } else {
+            Linear {
+                w: b.weight(&HostTensor::new(vec![rows, cols], perm)?, lane)?,
+                b: bias.map(|bt| b.upload(bt)).transpose()?,
+            }
         };
         let mut blocks = Vec::with_capacity(cfg.num_layers);
         for l in 0..cfg.num_layers {
@@ -304,6 +323,7 @@ impl<B: Backend> Encoder<B> {
             blocks,
             chunking: Chunking::default(),
             pos_once: pos_once_default(),
+            scale_folded,
         })
     }
 
@@ -394,7 +414,7 @@ impl<B: Backend> Encoder<B> {
             )));
         }
         let x = self.subsample(b, features, prep.masks.as_ref())?; // (B, T', d)
-        let x = if self.cfg.scale_input {
+        let x = if self.cfg.scale_input && !self.scale_folded {
             b.affine(&x, (self.cfg.hidden_size as f32).sqrt(), 0.0)?
         } else {
             x
