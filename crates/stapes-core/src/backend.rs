@@ -488,16 +488,35 @@ pub trait Backend: Send + Sync {
 
     /// Two layer norms in a row over the last dimension, both results: `y = LN(x; γ₁, β₁)` and
     /// `z = LN(y; γ₂, β₂)`, the same `eps` (a conformer block's closing norm and the next block's
-    /// first). The default is two [`Backend::layer_norm`] calls.
+    /// first); `z` feeds the linear of weight `next` when given (see
+    /// [`Backend::layer_norm_feeding`]). The default is two [`Backend::layer_norm`] calls.
     fn layer_norm_pair(
         &self,
         x: &Self::Tensor,
         norms: [(&Self::Tensor, Option<&Self::Tensor>); 2],
         eps: f32,
+        next: Option<&Self::Weight>,
     ) -> Result<(Self::Tensor, Self::Tensor)> {
+        let _ = next;
         let y = self.layer_norm(x, norms[0].0, norms[0].1, eps)?;
         let z = self.layer_norm(&y, norms[1].0, norms[1].1, eps)?;
         Ok((y, z))
+    }
+
+    /// [`Backend::layer_norm`] whose result is the input of the linear of weight `next` (its
+    /// next reader): a home may write that linear's input form in the same pass (CUDA: a q8
+    /// weight's per-row int8 quantization, which the linear then finds prepared). The result
+    /// is the same tensor either way. The default is `layer_norm`.
+    fn layer_norm_feeding(
+        &self,
+        x: &Self::Tensor,
+        gamma: &Self::Tensor,
+        beta: Option<&Self::Tensor>,
+        eps: f32,
+        next: &Self::Weight,
+    ) -> Result<Self::Tensor> {
+        let _ = next;
+        self.layer_norm(x, gamma, beta, eps)
     }
 
     // ---- decoder steps with their parameters on the device ----

@@ -527,40 +527,47 @@ extern "C" __global__ void fc_dw_cl(void* y, const void* x, const float* keep, c
 }
 
 // ---------------------------------------------------------------------------------------------
-// Two layer norms in a row (src/conformer.rs: Backend::layer_norm_pair): x (R, d) ->
-// y = LN(x; g1, b1), z = LN(y; g2, b2), z computed from y as stored (rounded to Y), as two
-// separate norms would read it. Block = one row, staged in shared memory (d floats); each thread
-// owns columns tid, tid + blockDim.x, ...; two-pass mean and variance in f32.
+// Layer norms feeding the next GEMM (src/conformer.rs: Backend::layer_norm_pair and
+// layer_norm_feeding): x (m, d) -> y = LN(x; g1, b1) and, with `pair`, z = LN(y; g2, b2) computed
+// from y as stored (rounded to Y), as two separate norms would read it. With q, the last result
+// is also quantized per row for a q8 GEMM exactly as quantize_rows_i8 does it from the stored
+// values: q (m_pad, k_pad) int8, sq (m_pad) scales, rows >= m and columns >= d zero (the grid
+// then covers m_pad rows). Block = one row, staged in shared memory (d floats); each thread owns
+// columns tid, tid + blockDim.x, ...; two-pass mean and variance in f32.
 __device__ __forceinline__ float as_stored(const float*, float v) { return v; }
 __device__ __forceinline__ float as_stored(const h16*, float v) { return h2f(f2h(v)); }
 
 template <class Y, class X>
-__device__ __forceinline__ void ln_pair_k(void* y_, void* z_, const void* x_, const float* __restrict__ g1,
-                                          const float* __restrict__ b1, const float* __restrict__ g2,
-                                          const float* __restrict__ b2, int d, float eps) {
+__device__ __forceinline__ void ln_fused_k(void* y_, void* z_, signed char* __restrict__ q, float* __restrict__ sq,
+                                           const void* x_, const float* __restrict__ g1, const float* __restrict__ b1,
+                                           const float* __restrict__ g2, const float* __restrict__ b2, int m, int d,
+                                           int k_pad, float eps, int pair) {
     extern __shared__ float v[];
     __shared__ float scratch[32];
     const long long row = blockIdx.x;
+    if (row >= m) {  // a padding row of the quantized form (block-uniform)
+        for (int c = threadIdx.x; c < k_pad; c += blockDim.x) q[row * k_pad + c] = 0;
+        if (threadIdx.x == 0) sq[row] = 0.f;
+        return;
+    }
     const X* x = (const X*)x_ + row * d;
-    Y* y = (Y*)y_ + row * d;
-    Y* z = (Y*)z_ + row * d;
     float s = 0.f;
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
         v[c] = ldf(x, c);
         s += v[c];
     }
 #pragma unroll 1
-    for (int pass = 0; pass < 2; ++pass) {
+    for (int pass = 0; pass <= pair; ++pass) {
         const float* g = pass ? g2 : g1;
         const float* bb = pass ? b2 : b1;
-        Y* out = pass ? z : y;
+        Y* out = (Y*)(pass ? z_ : y_) + row * d;
         const float mean = block_sum(s, scratch) / d;
-        float q = 0.f;
+        float var = 0.f;
         for (int c = threadIdx.x; c < d; c += blockDim.x) {
             float e = v[c] - mean;
-            q += e * e;
+            var += e * e;
         }
-        const float rstd = rsqrtf(block_sum(q, scratch) / d + eps);
+        const float rstd = rsqrtf(block_sum(var, scratch) / d + eps);
         s = 0.f;
         for (int c = threadIdx.x; c < d; c += blockDim.x) {
             float o = (v[c] - mean) * rstd * g[c] + (bb ? bb[c] : 0.f);
@@ -570,9 +577,18 @@ __device__ __forceinline__ void ln_pair_k(void* y_, void* z_, const void* x_, co
             s += o;
         }
     }
+    if (!q) return;
+    float a = 0.f;
+    for (int c = threadIdx.x; c < d; c += blockDim.x) a = fmaxf(a, fabsf(v[c]));
+    a = block_max(a, scratch);
+    const float inv = a > 0.f ? 127.f / a : 0.f;
+    signed char* qr = q + row * k_pad;
+    for (int c = threadIdx.x; c < k_pad; c += blockDim.x) qr[c] = c < d ? (signed char)__float2int_rn(v[c] * inv) : 0;
+    if (threadIdx.x == 0) sq[row] = a / 127.f;
 }
-extern "C" __global__ void ln_pair(void* y, void* z, const void* x, const float* g1, const float* b1, const float* g2,
-                                   const float* b2, int d, float eps, int dt) {
+extern "C" __global__ void ln_fused(void* y, void* z, signed char* q, float* sq, const void* x, const float* g1,
+                                    const float* b1, const float* g2, const float* b2, int m, int d, int k_pad, float eps,
+                                    int pair, int dt) {
     PDL_ENTER();
-    DISPATCH_YX(dt, ln_pair_k, y, z, x, g1, b1, g2, b2, d, eps);
+    DISPATCH_YX(dt, ln_fused_k, y, z, q, sq, x, g1, b1, g2, b2, m, d, k_pad, eps, pair);
 }

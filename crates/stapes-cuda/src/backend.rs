@@ -1576,14 +1576,26 @@ impl Backend for CudaBackend {
         self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p)
     }
 
-    // two layer norms in a row [fcenc2: conformer.rs]
+    // layer norms feeding the next GEMM [fcenc2: conformer.rs]
     fn layer_norm_pair(
         &self,
         x: &CudaTensor,
         norms: [(&CudaTensor, Option<&CudaTensor>); 2],
         eps: f32,
+        next: Option<&CudaWeight>,
     ) -> Result<(CudaTensor, CudaTensor)> {
-        self.layer_norm_pair_fused(x, norms, eps)
+        self.layer_norm_pair_fused(x, norms, eps, next)
+    }
+
+    fn layer_norm_feeding(
+        &self,
+        x: &CudaTensor,
+        gamma: &CudaTensor,
+        beta: Option<&CudaTensor>,
+        eps: f32,
+        next: &CudaWeight,
+    ) -> Result<CudaTensor> {
+        self.layer_norm_feeding_fused(x, gamma, beta, eps, next)
     }
 
     // subsampling channel-last [fcenc2: conformer.rs]

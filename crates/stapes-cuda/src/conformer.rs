@@ -15,7 +15,10 @@ use stapes_core::backend::{
 };
 use stapes_core::{Activation, Backend, DeviceTensor, Error, Result};
 
-use super::{act_code, grid_1d, CudaBackend, CudaTensor, Dtype};
+use super::{
+    act_code, grid_1d, round_up, CudaBackend, CudaTensor, CudaWeight, Dtype, PrepKind, WeightData,
+    GEMV_MAX_M,
+};
 
 /// Output frames × channels per block of `glu_dw_act` (`GDW_ROWS`, `GDW_CH` in the kernel).
 const GDW_ROWS: usize = 16;
@@ -55,11 +58,19 @@ fn rel_attn_split_mode() -> u8 {
     })
 }
 
-/// `STAPES_CUDA_LN_PAIR=1` runs `layer_norm_pair` as one kernel (`ln_pair`); `0` or unset (until
+/// `STAPES_CUDA_LN_PAIR=1` runs `layer_norm_pair` as one kernel (`ln_fused`); `0` or unset (until
 /// it has run on a GPU): two `layer_norm` launches.
 fn ln_pair_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("STAPES_CUDA_LN_PAIR").is_ok_and(|v| v.trim() == "1"))
+}
+
+/// `STAPES_CUDA_LN_Q8=1`: a layer norm feeding a q8 linear (`layer_norm_feeding`, the second
+/// result of `layer_norm_pair`) writes that linear's int8 input and row scales in the same kernel,
+/// so the linear skips its quantize launch; `0` or unset (until it has run on a GPU): off.
+fn ln_q8_on() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_LN_Q8").is_ok_and(|v| v.trim() == "1"))
 }
 
 /// A frame mask the fused kernels read: `keep (B, T)` or `(B, T, 1)`.
@@ -400,21 +411,32 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
-    /// `ln_pair`: both norms of a row in one block; rows wider than the default shared memory
-    /// take two `layer_norm` launches.
-    pub(super) fn layer_norm_pair_fused(
+    /// The int8 row length of the quantized form `ln_fused` writes for the linear of weight
+    /// `next` over `rows × d`, where that linear quantizes its input (q8 weight, not a GEMV)
+    /// and `STAPES_CUDA_LN_Q8` is on.
+    fn ln_q8_target(&self, next: Option<&CudaWeight>, rows: usize, d: usize) -> Option<usize> {
+        match next.map(|w| (&w.data, w.k)) {
+            Some((WeightData::Q8 { k_pad, .. }, k))
+                if k == d && rows > GEMV_MAX_M && ln_q8_on() =>
+            {
+                Some(*k_pad)
+            }
+            _ => None,
+        }
+    }
+
+    /// `ln_fused` over `x (.., d)`: one norm, or two in a row (`norms.len() == 2`), the last
+    /// result also quantized for a q8 linear when `k_pad` is given (remembered as that linear's
+    /// prepared input). Returns the norms' results.
+    fn ln_launch(
         &self,
         x: &CudaTensor,
-        norms: [(&CudaTensor, Option<&CudaTensor>); 2],
+        norms: &[(&CudaTensor, Option<&CudaTensor>)],
         eps: f32,
-    ) -> Result<(CudaTensor, CudaTensor)> {
+        k_pad: Option<usize>,
+    ) -> Result<Vec<CudaTensor>> {
         const OP: &str = "layer_norm_pair";
         let d = x.shape.last().copied().unwrap_or(0);
-        if !ln_pair_on() || d == 0 || d * 4 > SMEM_DEFAULT - 1024 {
-            let y = self.layer_norm(x, norms[0].0, norms[0].1, eps)?;
-            let z = self.layer_norm(&y, norms[1].0, norms[1].1, eps)?;
-            return Ok((y, z));
-        }
         for (g, b) in norms {
             if g.numel() != d || b.is_some_and(|b| b.numel() != d) {
                 return Err(Error::shape(
@@ -427,36 +449,114 @@ impl CudaBackend {
                 ));
             }
         }
-        let (y, z) = (
-            self.alloc(&x.shape, self.out_dt())?,
-            self.alloc(&x.shape, self.out_dt())?,
-        );
-        let rows = x.numel() / d;
+        let outs = norms
+            .iter()
+            .map(|_| self.alloc(&x.shape, self.out_dt()))
+            .collect::<Result<Vec<_>>>()?;
+        let rows = x.numel() / d.max(1);
         if rows == 0 {
-            return Ok((y, z));
+            return Ok(outs);
         }
-        let (g1, g2) = (
-            self.as_dtype(norms[0].0, Dtype::F32)?,
-            self.as_dtype(norms[1].0, Dtype::F32)?,
-        );
-        let (b1, b2) = (self.param(norms[0].1)?, self.param(norms[1].1)?);
-        let (yp, zp, xp, g1p, b1p, g2p, b2p) = (
-            y.buf.ptr,
-            z.buf.ptr,
+        let gs = norms
+            .iter()
+            .map(|(g, _)| self.as_dtype(g, Dtype::F32))
+            .collect::<Result<Vec<_>>>()?;
+        let bs = norms
+            .iter()
+            .map(|(_, b)| self.param(*b))
+            .collect::<Result<Vec<_>>>()?;
+        let m_pad = round_up(rows, 16);
+        let quant = match k_pad {
+            Some(kp) => Some((
+                self.pool.alloc(m_pad * kp)?,
+                self.pool.alloc(m_pad * 4)?,
+                kp,
+            )),
+            None => None,
+        };
+        let last = norms.len() - 1;
+        let (yp, zp) = (outs[0].buf.ptr, outs[last].buf.ptr);
+        let (qp, sqp, kp) = quant
+            .as_ref()
+            .map_or((0, 0, 0), |(q, s, k)| (q.ptr, s.ptr, *k));
+        let (xp, g1p, b1p, g2p, b2p) = (
             self.t(x),
-            self.t(&g1),
-            self.opt(b1.as_ref()),
-            self.t(&g2),
-            self.opt(b2.as_ref()),
+            self.t(&gs[0]),
+            self.opt(bs[0].as_ref()),
+            self.t(&gs[last]),
+            self.opt(bs[last].as_ref()),
         );
-        let (di, dt) = (d as i32, y.bit() | (x.bit() << 1));
+        let [mi, di, kpi] = [rows, d, kp].map(|v| v as i32);
+        let (pair, dt) = (last as i32, outs[0].bit() | (x.bit() << 1));
+        let grid = if quant.is_some() { m_pad } else { rows };
         self.launch(
-            "ln_pair",
-            (rows as u32, 1, 1),
+            "ln_fused",
+            (grid as u32, 1, 1),
             (256, 1, 1),
             (d * 4) as u32,
-            args![yp, zp, xp, g1p, b1p, g2p, b2p, di, eps, dt],
+            args![yp, zp, qp, sqp, xp, g1p, b1p, g2p, b2p, mi, di, kpi, eps, pair, dt],
         )?;
-        Ok((y, z))
+        if let Some((q, sq, kp)) = quant {
+            self.remember(
+                &outs[last].buf,
+                rows,
+                d,
+                PrepKind::I8 { k_pad: kp },
+                vec![q, sq],
+            );
+        }
+        Ok(outs)
+    }
+
+    /// Rows too wide for the kernel's shared-memory row (then the ops run separately).
+    fn ln_too_wide(d: usize) -> bool {
+        d == 0 || d * 4 > SMEM_DEFAULT - 1024
+    }
+
+    pub(super) fn layer_norm_pair_fused(
+        &self,
+        x: &CudaTensor,
+        norms: [(&CudaTensor, Option<&CudaTensor>); 2],
+        eps: f32,
+        next: Option<&CudaWeight>,
+    ) -> Result<(CudaTensor, CudaTensor)> {
+        let d = x.shape.last().copied().unwrap_or(0);
+        if !ln_pair_on() || Self::ln_too_wide(d) {
+            let y = self.layer_norm(x, norms[0].0, norms[0].1, eps)?;
+            let z = match next {
+                Some(w) => self.layer_norm_feeding_fused(&y, norms[1].0, norms[1].1, eps, w)?,
+                None => self.layer_norm(&y, norms[1].0, norms[1].1, eps)?,
+            };
+            return Ok((y, z));
+        }
+        let k_pad = self.ln_q8_target(next, x.numel() / d, d);
+        let mut outs = self.ln_launch(x, &norms, eps, k_pad)?;
+        let z = outs.pop();
+        match (outs.pop(), z) {
+            (Some(y), Some(z)) => Ok((y, z)),
+            _ => Err(Error::shape("layer_norm_pair", "two results expected")),
+        }
+    }
+
+    pub(super) fn layer_norm_feeding_fused(
+        &self,
+        x: &CudaTensor,
+        gamma: &CudaTensor,
+        beta: Option<&CudaTensor>,
+        eps: f32,
+        next: &CudaWeight,
+    ) -> Result<CudaTensor> {
+        let d = x.shape.last().copied().unwrap_or(0);
+        let k_pad = match Self::ln_too_wide(d) {
+            true => None,
+            false => self.ln_q8_target(Some(next), x.numel() / d, d),
+        };
+        match k_pad {
+            Some(kp) => self
+                .ln_launch(x, &[(gamma, beta)], eps, Some(kp))?
+                .pop()
+                .ok_or_else(|| Error::shape("layer_norm_feeding", "one result expected")),
+            None => self.layer_norm(x, gamma, beta, eps),
+        }
     }
 }

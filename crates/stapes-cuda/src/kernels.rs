@@ -126,7 +126,7 @@ pub const FILES: &[KernelFile] = &[
             "rel_attn_ks_d128",
             "fc_sub_stem",
             "fc_dw_cl",
-            "ln_pair",
+            "ln_fused",
         ],
     },
     KernelFile {

@@ -75,7 +75,7 @@ pub const PDL_SAFE: &[&str] = &[
     "im2col_1d",
     "layer_norm",
     "layer_norm_rows",
-    "ln_pair",
+    "ln_fused",
     "mask_fill",
     "quantize_rows_i8",
     "rel_attn_d128",

@@ -1,8 +1,10 @@
 //! `layer_norm_pair` (two layer norms in a row, both results) on the CUDA home against
 //! `ReferenceBackend`'s two `layer_norm` calls: eager with f32 activations (one launch), and inside
 //! an encoder chain with f16 activations (eager then replayed: bit-identical; the reference rounds
-//! x and y to f16 as the chain stores them). The fused kernel is off by default until it has run
-//! on a GPU: each test turns it on (`STAPES_CUDA_LN_PAIR=1`) before its first op.
+//! x and y to f16 as the chain stores them). `layer_norm_feeding` and the pair's `next`: the q8
+//! linear after them gives the same bits as on a copy of the norm's result (quantized afresh) with
+//! one launch fewer. The fused kernels are off by default until they have run on a GPU: each test
+//! turns them on (`STAPES_CUDA_LN_PAIR=1`, `STAPES_CUDA_LN_Q8=1`) before its first op.
 //! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
@@ -11,6 +13,7 @@ use common::{check_with, rnd, tol_for};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{Op, Tolerance};
 use stapes_core::{Backend, HostTensor, Lane};
+use stapes_cuda::{CudaBackend, CudaTensor};
 
 const EPS: f32 = 1e-5;
 /// (rows, d, with betas): the 0.6b-v2 block width over one clip's frames, odd sizes.
@@ -23,6 +26,7 @@ const SHAPES: [(usize, usize, bool); 4] = [
 
 fn ln_pair_on() {
     std::env::set_var("STAPES_CUDA_LN_PAIR", "1");
+    std::env::set_var("STAPES_CUDA_LN_Q8", "1");
 }
 
 fn round16(t: &HostTensor) -> HostTensor {
@@ -61,7 +65,7 @@ fn case(i: usize) -> Case {
 fn pair_on<B: Backend>(b: &B, c: &Case, x: &B::Tensor) -> (B::Tensor, B::Tensor) {
     let p: Vec<B::Tensor> = c.p.iter().map(|h| b.upload(h).unwrap()).collect();
     let beta = |i: usize| c.betas.then_some(&p[i]);
-    b.layer_norm_pair(x, [(&p[0], beta(1)), (&p[2], beta(3))], EPS)
+    b.layer_norm_pair(x, [(&p[0], beta(1)), (&p[2], beta(3))], EPS, None)
         .unwrap()
 }
 
@@ -161,5 +165,87 @@ fn layer_norm_pair_f16_chain_and_replay() {
             ..tol
         };
         check_with(&format!("{what} z"), tol_z, &first[1], &wz);
+    }
+}
+
+/// The q8 linear of `w` over `h` and over a copy of `h` (not prepared: quantized afresh), and the
+/// launches of each.
+fn linear_twice(
+    g: &CudaBackend,
+    h: &CudaTensor,
+    w: &<CudaBackend as Backend>::Weight,
+) -> stapes_core::Result<(CudaTensor, u64, CudaTensor, u64)> {
+    let copy = g.affine(h, 1.0, 0.0)?;
+    let s0 = g.counters().snapshot().ops;
+    let a = g.linear(h, w, None)?;
+    let s1 = g.counters().snapshot().ops;
+    let b = g.linear(&copy, w, None)?;
+    let s2 = g.counters().snapshot().ops;
+    Ok((a, s1 - s0, b, s2 - s1))
+}
+
+#[test]
+fn norms_feeding_a_q8_linear_prepare_its_input_exactly() {
+    ln_pair_on();
+    let (g, _serial) = require_gpu!("norms_feeding_a_q8_linear_prepare_its_input_exactly");
+    // (rows, d, n): one clip's frames × the 0.6b-v2 width; rows off the 16-row padding
+    for (rows, d, n) in [(140usize, 1024usize, 256usize), (37, 200, 96)] {
+        let host_p = [
+            rnd(&[d], 8, 1.5),
+            rnd(&[d], 9, 0.5),
+            rnd(&[d], 10, 1.5),
+            rnd(&[d], 11, 0.5),
+        ];
+        let x = g.upload(&rnd(&[rows, d], 7, 3.0)).unwrap();
+        let p: Vec<_> = host_p.iter().map(|h| g.upload(h).unwrap()).collect();
+        let w = g.weight(&rnd(&[n, d], 12, 0.05), Lane::Q8).unwrap();
+        for f16 in [false, true] {
+            // an encoder chain (run once, eagerly) so the activations take that chain's type
+            g.set_f16_activations(f16);
+            let what = format!("({rows}, {d}) -> {n}, f16 activations {f16}");
+            let mut launches = Vec::new();
+            let out = g
+                .chain(&format!("test-encoder/ln-q8-{rows}-{f16}"), &mut |be| {
+                    let x = be.affine(&x, 1.0, 0.0)?; // in the activation type
+                    let y = be.layer_norm_feeding(&x, &p[0], Some(&p[1]), EPS, &w)?;
+                    let plain = be.layer_norm(&x, &p[0], Some(&p[1]), EPS)?;
+                    let (a, na, b, nb) = linear_twice(be, &y, &w)?;
+                    let norms = [(&p[0], Some(&p[1])), (&p[2], Some(&p[3]))];
+                    let (_, z) = be.layer_norm_pair(&x, norms, EPS, Some(&w))?;
+                    let (a2, na2, b2, nb2) = linear_twice(be, &z, &w)?;
+                    launches = vec![na, nb, na2, nb2];
+                    Ok(vec![y, plain, a, b, a2, b2])
+                })
+                .unwrap();
+            let h: Vec<HostTensor> = out.iter().map(|t| g.download(t).unwrap()).collect();
+            assert_eq!(out[0].is_f16(), f16, "{what}: activation type");
+            let backend = if f16 { "cuda-f16act" } else { "cuda" };
+            check_with(
+                &format!("{what}: layer_norm_feeding vs layer_norm"),
+                tol_for(Op::LayerNorm, Lane::F32, backend),
+                &h[0],
+                &h[1],
+            );
+            assert_eq!(h[2].shape, vec![rows, n], "{what}");
+            assert_eq!(
+                h[2], h[3],
+                "{what}: feeding: prepared vs fresh quantization"
+            );
+            assert_eq!(h[4], h[5], "{what}: pair: prepared vs fresh quantization");
+            let [na, nb, na2, nb2] = launches[..] else {
+                panic!("{what}: the chain did not run")
+            };
+            assert_eq!(
+                na + 1,
+                nb,
+                "{what}: feeding: the linear skips its quantize launch"
+            );
+            assert_eq!(
+                na2 + 1,
+                nb2,
+                "{what}: pair: the linear skips its quantize launch"
+            );
+        }
+        g.set_f16_activations(true);
     }
 }

@@ -171,6 +171,10 @@ impl<B: Backend> Norm<B> {
     fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
         Ok(b.layer_norm(x, &self.gamma, Some(&self.beta), NORM_EPS)?)
     }
+    /// The norm whose result is the input of the linear of weight `next`.
+    fn feeding(&self, b: &B, x: &B::Tensor, next: &B::Weight) -> Result<B::Tensor> {
+        Ok(b.layer_norm_feeding(x, &self.gamma, Some(&self.beta), NORM_EPS, next)?)
+    }
 }
 
 struct FeedForward<B: Backend> {
@@ -431,7 +435,7 @@ impl<B: Backend> Encoder<B> {
                 pos_proj: prep.pos_proj.as_ref().and_then(|p| p.get(l)),
                 keep: prep.masks.as_ref().map(|m| &m.frames),
             };
-            let next = self.blocks.get(l + 1).map(|n| &n.norm_ff1);
+            let next = self.blocks.get(l + 1);
             (x, h) = blk.forward(b, &x, h.take(), &ctx, self.cfg.activation, next)?;
         }
         Ok(x)
@@ -757,29 +761,29 @@ impl<B: Backend> Block<B> {
         h: Option<B::Tensor>,
         cx: &AttnCtx<'_, B>,
         act: Activation,
-        next: Option<&Norm<B>>,
+        next: Option<&Block<B>>,
     ) -> Result<(B::Tensor, Option<B::Tensor>)> {
         // Macaron: each feed-forward contributes half a step (the ½ is folded into its output
         // projection at load). Every sub-block's last GEMM adds the residual stream itself.
         let h = match h {
             Some(h) => h,
-            None => self.norm_ff1.forward(b, x)?,
+            None => self.norm_ff1.feeding(b, x, &self.ff1.l1.w)?,
         };
         let x = self.ff1.forward(b, &h, act, x)?;
-        let x = self
-            .attn
-            .forward(b, &self.norm_att.forward(b, &x)?, cx, &x)?;
-        let x = self
-            .conv
-            .forward(b, &self.norm_conv.forward(b, &x)?, act, cx.keep, &x)?;
-        let x = self
-            .ff2
-            .forward(b, &self.norm_ff2.forward(b, &x)?, act, &x)?;
+        let h = self.norm_att.feeding(b, &x, &self.attn.qkv.w)?;
+        let x = self.attn.forward(b, &h, cx, &x)?;
+        let h = self.norm_conv.feeding(b, &x, &self.conv.pw1.w)?;
+        let x = self.conv.forward(b, &h, act, cx.keep, &x)?;
+        let h = self.norm_ff2.feeding(b, &x, &self.ff2.l1.w)?;
+        let x = self.ff2.forward(b, &h, act, &x)?;
         match next {
             Some(n) => {
-                let out = &self.norm_out;
-                let norms = [(&out.gamma, Some(&out.beta)), (&n.gamma, Some(&n.beta))];
-                let (y, z) = b.layer_norm_pair(&x, norms, NORM_EPS)?;
+                let (out, first) = (&self.norm_out, &n.norm_ff1);
+                let norms = [
+                    (&out.gamma, Some(&out.beta)),
+                    (&first.gamma, Some(&first.beta)),
+                ];
+                let (y, z) = b.layer_norm_pair(&x, norms, NORM_EPS, Some(&n.ff1.l1.w))?;
                 Ok((y, Some(z)))
             }
             None => Ok((self.norm_out.forward(b, &x)?, None)),
