@@ -16,7 +16,6 @@
 // bank groups. Rows >= m, columns >= n and K chunks >= k_pad are zero-filled by cp.async's
 // src-size operand, so any m, n and k_pad % 16 == 0 work.
 
-#define I8_BN 128
 
 __device__ __forceinline__ u32 i8_smem_addr(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 
@@ -63,14 +62,17 @@ __device__ __noinline__ float i8_act(float v, int act) {
     }
 }
 
-// mode: 0 scale (+ bias), 1 scale (+ bias) + resid, 2 act(scale + bias).
+// mode: 0 scale (+ bias), 1 scale (+ bias) + resid, 2 act(scale + bias), 3 as 1 for n % 4 != 0.
 template <class Y>
 __device__ __forceinline__ float i8_epi(int acc, float s, float w, const float* bias, int c, const Y* rr, long long ri, int mode,
                                         int act) {
     float t = __fmul_rn((float)acc, s);
     if (mode == 2) return i8_act(__fmaf_rn(t, w, bias ? bias[c] : 0.f), act);
+    // mode 3: the residual form where n % 4 != 0; dequant_epilogue_add's scalar loop compiles its
+    // bias-free case to fma(t, w, resid) (its vector loop, mode 1, to a rounded product + resid)
+    if (mode == 3 && !bias) return __fmaf_rn(t, w, ldf(rr, ri));
     float v = bias ? __fmaf_rn(t, w, bias[c]) : __fmul_rn(t, w);
-    if (mode == 1) v = __fadd_rn(v, ldf(rr, ri));
+    if (mode != 0) v = __fadd_rn(v, ldf(rr, ri));
     return v;
 }
 
@@ -83,13 +85,13 @@ __device__ __forceinline__ float i8_epi_r(int acc, float s, float w, const float
 
 // WN: n8 tiles per warp (4: 2 x 4 warps of 16·WM x 32; 8: 2 x 2 warps of 16·WM x 64, the larger
 // warp tile doing 4 mma per ldmatrix instead of 2.7).
-template <class Y, int WM, int WN, int BK, int STAGES, bool SE>
+template <class Y, int WM, int WN, int BN, int BK, int STAGES, bool SE>
 __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict__ A, const signed char* __restrict__ B,
                                          const float* __restrict__ sx, const float* __restrict__ sw,
                                          const float* __restrict__ bias, const void* resid_, int m, int n, int k_pad, int mode,
                                          int act) {
     constexpr int BM = 2 * 16 * WM;
-    constexpr int NWN = I8_BN / (8 * WN);  // warps along N
+    constexpr int NWN = BN / (8 * WN);  // warps along N
     constexpr int THREADS = 64 * NWN;
     constexpr int CH = BK / 16;  // 16-byte chunks per row
     extern __shared__ __align__(128) unsigned char i8_sm[];
@@ -97,13 +99,13 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     unsigned char* sB = i8_sm + STAGES * BM * BK;  // STAGES x 128 x BK
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp / NWN, wn = warp % NWN;  // 2 x NWN warps
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * I8_BN;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int KT = (k_pad + BK - 1) / BK;
 
     auto load = [&](int stage, int kt) {
         const int kb = kt * BK;
         u32 a_base = i8_smem_addr(sA + stage * BM * BK);
-        u32 b_base = i8_smem_addr(sB + stage * I8_BN * BK);
+        u32 b_base = i8_smem_addr(sB + stage * BN * BK);
 #pragma unroll
         for (int i = tid; i < BM * CH; i += THREADS) {
             int r = i / CH, ch = i % CH;
@@ -113,7 +115,7 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
             i8_cp16(a_base + i8_swz<BK>(r, ch), src, ok ? 16 : 0);
         }
 #pragma unroll
-        for (int i = tid; i < I8_BN * CH; i += THREADS) {
+        for (int i = tid; i < BN * CH; i += THREADS) {
             int r = i / CH, ch = i % CH;
             int gr = n0 + r, gk = kb + ch * 16;
             bool ok = gr < n && gk < k_pad;
@@ -152,7 +154,7 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
         }
         const int stage = kt % STAGES;
         u32 a_base = i8_smem_addr(sA + stage * BM * BK);
-        u32 b_base = i8_smem_addr(sB + stage * I8_BN * BK);
+        u32 b_base = i8_smem_addr(sB + stage * BN * BK);
 #pragma unroll
         for (int kk = 0; kk < BK / 32; ++kk) {
             u32 af[WM][4], bf[WN][2];
@@ -174,12 +176,13 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     Y* y = (Y*)y_;
     const Y* rr = (const Y*)resid_;
     const int g = lane >> 2, t4 = lane & 3;
+    if (mode == 1 && (n & 3)) mode = 3;
     static_assert(!SE || BM >= 64, "the staged epilogue works in 64-row passes");
     if (SE) {
         // staged epilogue: 64 rows of int32 accumulators at a time through shared memory (the
         // pipeline's buffers, free now), then each warp finishes whole rows, 4 columns a thread:
         // 16-byte sw/bias loads, and output (and residual) accesses a warp row wide
-        constexpr int LD = I8_BN + 4;  // int32 row stride: 528 bytes, 16-byte aligned
+        constexpr int LD = BN + 4;  // int32 row stride (528 or 1040 bytes), 16-byte aligned
         int* st = (int*)i8_sm;          // 64 x LD
         const int wr0 = wm * 16 * WM;
         const bool vec = (n & 3) == 0;
@@ -199,8 +202,8 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
                         }
             }
             __syncthreads();
-            for (int e = tid; e < 64 * (I8_BN / 4); e += THREADS) {
-                int lr = e / (I8_BN / 4), lc = (e % (I8_BN / 4)) * 4;
+            for (int e = tid; e < 64 * (BN / 4); e += THREADS) {
+                int lr = e / (BN / 4), lc = (e % (BN / 4)) * 4;
                 int r = m0 + pass * 64 + lr, c = n0 + lc;
                 if (r >= m || c >= n) continue;
                 float s = sx[r];
@@ -262,18 +265,19 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     }
 }
 
-// Entry points i8gemm_bm<BM>_k<BK>s<STAGES>[_w64][_se]; dt bit 0: y (and resid) f16. Dynamic
-// shared memory: STAGES * (BM + 128) * BK bytes (above 48 KiB the launcher raises the function's
-// limit). 256 threads (2 x 4 warps of 32 columns, two blocks per SM within 128 registers: one
+// Entry points i8gemm_bm<BM>[_n<BN>]_k<BK>s<STAGES>[_w64][_se] (BN 128 unless named); dt bit 0:
+// y (and resid) f16. Dynamic shared memory: STAGES * (BM + BN) * BK bytes (above 48 KiB the
+// launcher raises the function's limit). 256 threads (2 x 4 warps of 32 columns, two blocks per SM within 128 registers: one
 // block's epilogue and prologue overlap the other's main loop) or, _w64, 128 threads (2 x 2 warps
 // of 64 columns, 128 accumulators a thread, two blocks per SM).
-#define I8GEMM_ENTRY(NAME, WM, WN, BK, ST, SE)                                                                               \
-    extern "C" __global__ void __launch_bounds__(64 * (I8_BN / (8 * WN)), 2)                                                \
+#define I8GEMM_ENTRY_N(NAME, WM, WN, BN, BK, ST, SE, MINB)                                                                \
+    extern "C" __global__ void __launch_bounds__(64 * (BN / (8 * WN)), MINB)                                                \
         NAME(void* y, const signed char* A, const signed char* B, const float* sx, const float* sw, const float* bias,      \
              const void* resid, int m, int n, int k_pad, int mode, int act, int dt) {                                         \
-        if (dt & 1) i8gemm_k<h16, WM, WN, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                \
-        else i8gemm_k<float, WM, WN, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                      \
+        if (dt & 1) i8gemm_k<h16, WM, WN, BN, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);            \
+        else i8gemm_k<float, WM, WN, BN, BK, ST, SE>(y, A, B, sx, sw, bias, resid, m, n, k_pad, mode, act);                  \
     }
+#define I8GEMM_ENTRY(NAME, WM, WN, BK, ST, SE) I8GEMM_ENTRY_N(NAME, WM, WN, 128, BK, ST, SE, 2)
 I8GEMM_ENTRY(i8gemm_bm64_k64s3, 2, 4, 64, 3, false)
 I8GEMM_ENTRY(i8gemm_bm128_k64s3, 4, 4, 64, 3, false)
 I8GEMM_ENTRY(i8gemm_bm64_k128s4, 2, 4, 128, 4, false)
@@ -288,3 +292,7 @@ I8GEMM_ENTRY(i8gemm_bm128_k64s3_se, 4, 4, 64, 3, true)
 I8GEMM_ENTRY(i8gemm_bm64_k128s4_se, 2, 4, 128, 4, true)
 I8GEMM_ENTRY(i8gemm_bm128_k128s3_se, 4, 4, 128, 3, true)
 I8GEMM_ENTRY(i8gemm_bm128_k64s3_w64_se, 4, 8, 64, 3, true)
+// 128 x 256 blocks of 2 x 4 warps of 64 x 64 (CUTLASS's int8 shape for sm_80), one block per SM
+// (the staged epilogue needs 64 x 260 x 4 = 65 KiB, within their buffers)
+I8GEMM_ENTRY_N(i8gemm_bm128_n256_k64s3_se, 4, 8, 256, 64, 3, true, 1)
+I8GEMM_ENTRY_N(i8gemm_bm128_n256_k128s3_se, 4, 8, 256, 128, 3, true, 1)

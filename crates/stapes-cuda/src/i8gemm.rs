@@ -15,8 +15,8 @@
 //!
 //! Switch: `STAPES_CUDA_I8GEMM=1` turns it on (off by default until measured on the H200);
 //! `STAPES_CUDA_I8GEMM_TILE=bm64_k64s3|bm128_k64s3|bm64_k128s4|bm128_k128s3|bm128_k64s3_w64`
-//! (each also with `_se`: the epilogue staged through shared memory) or `bm32_k64s4` forces a
-//! tile variant (default: by shape).
+//! (each also with `_se`: the epilogue staged through shared memory), `bm32_k64s4`,
+//! `bm128_n256_k64s3_se` or `bm128_n256_k128s3_se` forces a tile variant (default: by shape).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -32,22 +32,24 @@ static SWITCH: AtomicU8 = AtomicU8::new(0);
 /// 0: by shape, else 1 + the forced index into [`VARIANTS`]; 255: not read yet.
 static VARIANT: AtomicU8 = AtomicU8::new(255);
 
-/// The kernel's compiled forms: (entry point, block rows, K bytes per stage, stages, threads);
-/// `_w64`: 2 x 2 warps of 64 columns (else 2 x 4 of 32); `_se`: the epilogue staged through
-/// shared memory for row-wide stores. All give the same bits (the int32 sums are exact and the
-/// epilogue is per element).
-const VARIANTS: [(&str, usize, usize, usize, u32); 11] = [
-    ("i8gemm_bm64_k64s3", 64, 64, 3, 256),
-    ("i8gemm_bm128_k64s3", 128, 64, 3, 256),
-    ("i8gemm_bm64_k128s4", 64, 128, 4, 256),
-    ("i8gemm_bm128_k128s3", 128, 128, 3, 256),
-    ("i8gemm_bm128_k64s3_w64", 128, 64, 3, 128),
-    ("i8gemm_bm64_k64s3_se", 64, 64, 3, 256),
-    ("i8gemm_bm128_k64s3_se", 128, 64, 3, 256),
-    ("i8gemm_bm64_k128s4_se", 64, 128, 4, 256),
-    ("i8gemm_bm128_k128s3_se", 128, 128, 3, 256),
-    ("i8gemm_bm128_k64s3_w64_se", 128, 64, 3, 128),
-    ("i8gemm_bm32_k64s4", 32, 64, 4, 256),
+/// The kernel's compiled forms: (entry point, block rows, block columns, K bytes per stage,
+/// stages, threads); `_w64`: 2 x 2 warps of 64 columns (else 2 x 4 of 32; `_n256`: 2 x 4 of
+/// 64); `_se`: the epilogue staged through shared memory for row-wide stores. All give the same
+/// bits (the int32 sums are exact and the epilogue is per element).
+const VARIANTS: [(&str, usize, usize, usize, usize, u32); 13] = [
+    ("i8gemm_bm64_k64s3", 64, 128, 64, 3, 256),
+    ("i8gemm_bm128_k64s3", 128, 128, 64, 3, 256),
+    ("i8gemm_bm64_k128s4", 64, 128, 128, 4, 256),
+    ("i8gemm_bm128_k128s3", 128, 128, 128, 3, 256),
+    ("i8gemm_bm128_k64s3_w64", 128, 128, 64, 3, 128),
+    ("i8gemm_bm64_k64s3_se", 64, 128, 64, 3, 256),
+    ("i8gemm_bm128_k64s3_se", 128, 128, 64, 3, 256),
+    ("i8gemm_bm64_k128s4_se", 64, 128, 128, 4, 256),
+    ("i8gemm_bm128_k128s3_se", 128, 128, 128, 3, 256),
+    ("i8gemm_bm128_k64s3_w64_se", 128, 128, 64, 3, 128),
+    ("i8gemm_bm32_k64s4", 32, 128, 64, 4, 256),
+    ("i8gemm_bm128_n256_k64s3_se", 128, 256, 64, 3, 256),
+    ("i8gemm_bm128_n256_k128s3_se", 128, 256, 128, 3, 256),
 ];
 
 /// Names for `STAPES_CUDA_I8GEMM_TILE` and the benchmark: the entry point without `i8gemm_`.
@@ -110,16 +112,15 @@ impl I8Gemm {
     }
 }
 
-/// The variant for a shape: 128-row tiles where they still give every SM two blocks, else 64
-/// (to be tuned from the H200 bench).
+/// The variant for a shape, from the H200 round-5 bench (ledger, "CUDA home: our int8 GEMM"):
+/// 128 x 128 blocks with 128 K bytes a stage where they fill the 132 SMs once, else 64-row blocks.
 fn variant_for(m: usize, n: usize) -> usize {
     match forced_variant() {
         0 => {
-            let tiles128 = m.div_ceil(128) * n.div_ceil(128);
-            if tiles128 >= 2 * 132 {
-                1
+            if m.div_ceil(128) * n.div_ceil(128) >= 132 {
+                8 // bm128_k128s3_se
             } else {
-                0
+                7 // bm64_k128s4_se
             }
         }
         v => (v as usize - 1).min(VARIANTS.len() - 1),
@@ -224,8 +225,8 @@ impl CudaBackend {
             Epilogue::Act(a) => (2, 0, a),
         };
         let vi = variant_for(m, n);
-        let (name, bm, bk, stages, threads) = VARIANTS[vi];
-        let smem = stages * (bm + 128) * bk;
+        let (name, bm, bn, bk, stages, threads) = VARIANTS[vi];
+        let smem = stages * (bm + bn) * bk;
         let f = self.kernels.get(name)?;
         let key = f.cu_function() as usize;
         let mut raised = SMEM_RAISED.lock().unwrap_or_else(|p| p.into_inner());
@@ -241,7 +242,7 @@ impl CudaBackend {
         }
         drop(raised);
         let smem = smem as u32;
-        let grid = (n.div_ceil(128) as u32, m.div_ceil(bm) as u32, 1);
+        let grid = (n.div_ceil(bn) as u32, m.div_ceil(bm) as u32, 1);
         let (mi, ni, kp, dt) = (m as i32, n as i32, k_pad as i32, y_dt.bit());
         self.launch(
             name,

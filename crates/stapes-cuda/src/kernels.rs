@@ -87,6 +87,8 @@ pub const FILES: &[KernelFile] = &[
             "i8gemm_bm128_k128s3_se",
             "i8gemm_bm128_k64s3_w64_se",
             "i8gemm_bm32_k64s4",
+            "i8gemm_bm128_n256_k64s3_se",
+            "i8gemm_bm128_n256_k128s3_se",
         ],
     },
     KernelFile {

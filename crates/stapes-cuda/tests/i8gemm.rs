@@ -33,8 +33,8 @@ const SHAPES: [(usize, usize, usize); 8] = [
     (140, 1024, 520),
 ];
 
-/// Tile variants: each forced (1..=11), and the shape rule (0).
-const TILES: [u8; 12] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 0];
+/// Tile variants: each forced (1..=13), and the shape rule (0).
+const TILES: [u8; 14] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0];
 
 struct Case {
     x: HostTensor,
@@ -366,4 +366,34 @@ fn i8gemm_bench() {
         );
     }
     g.set_f16_activations(false);
+}
+
+/// One shape for a profiler (ignored): `STAPES_I8_PROFILE=m,k,n` (default the turbo fc1
+/// 1500,1280,5120), the variant from `STAPES_CUDA_I8GEMM_TILE`; three eager q8 `linear`s with
+/// the int8 kernel on, e.g. under `ncu -k regex:i8gemm_bm --launch-count 1`.
+#[test]
+#[ignore]
+fn i8gemm_profile_one() {
+    let (g, _serial) = require_gpu!("i8gemm_profile_one");
+    let dims: Vec<usize> = std::env::var("STAPES_I8_PROFILE")
+        .unwrap_or_else(|_| "1500,1280,5120".into())
+        .split(',')
+        .filter_map(|v| v.trim().parse().ok())
+        .collect();
+    let [m, k, n] = dims[..] else {
+        panic!("STAPES_I8_PROFILE wants m,k,n, got {dims:?}");
+    };
+    let x = g.upload(&rnd(&[1, m, k], 1, 1.0)).unwrap();
+    let w = g
+        .weight(&rnd(&[n, k], 2, 1.0 / (k as f32).sqrt()), Lane::Q8)
+        .unwrap();
+    let b = g.upload(&rnd(&[n], 3, 0.5)).unwrap();
+    g.set_i8gemm(true);
+    let l0 = g.i8gemm_launches();
+    for _ in 0..3 {
+        g.linear(&x, &w, Some(&b)).unwrap();
+    }
+    g.synchronize().unwrap();
+    assert_eq!(g.i8gemm_launches() - l0, 3);
+    g.set_i8gemm(false);
 }
