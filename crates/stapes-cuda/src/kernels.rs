@@ -168,7 +168,7 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "select",
         source: include_str!("../kernels/select.cu"),
-        entries: &["select_topk"],
+        entries: &["select_topk", "select_stats", "select_split"],
     },
 ];
 

@@ -28,6 +28,19 @@ const ROW: usize = 3 + 2 * MAX_RANGES;
 /// the 48 KiB a launch gets without opting in, beside the kernel's static part).
 const MAX_V: usize = 40 * 1024 * 8;
 const THREADS: u32 = 1024;
+/// Split form: ids per slice (one block of `SPLIT_THREADS` each), at most `MAX_SLICES` slices
+/// (the final merge is one warp, a lane per slice).
+const SLICE_IDS: usize = 2048;
+const MAX_SLICES: usize = 32;
+const SPLIT_THREADS: u32 = 256;
+/// Doubles of one slice's statistics (select.cu's SEL_STATS).
+const STATS: usize = 9;
+
+/// Whether the split form runs (`STAPES_CUDA_SELECT_SPLIT=1`; read at every call, so a test can
+/// compare both forms in one process). Off by default until it has passed on a GPU.
+fn split_on() -> bool {
+    std::env::var("STAPES_CUDA_SELECT_SPLIT").is_ok_and(|v| v.trim() == "1")
+}
 
 /// Whether the device selection is on (`STAPES_CUDA_SELECT`, read once; on unless `0`).
 pub(crate) fn select_on() -> bool {
@@ -92,7 +105,15 @@ impl CudaBackend {
         if !select_on() || !fits || self.capturing.load(std::sync::atomic::Ordering::Relaxed) {
             return select_host(&self.download_step(logits)?, req);
         }
-        let params = encode(req, v);
+        let mut params = encode(req, v);
+        let slices = v.div_ceil(SLICE_IDS).clamp(1, MAX_SLICES);
+        // grid y is the row: at most 65535
+        let split = slices > 1 && rows <= 65_535 && split_on();
+        let counters_at = params.len();
+        if split {
+            // one arrival counter per row for the split form's last block, zeroed
+            params.resize(params.len() + rows, 0);
+        }
         let out_words = rows * (2 * req.k + 1);
         let err = |what| move |e| Error::from(CudaError::driver(what, e));
         self.bind()?;
@@ -132,20 +153,50 @@ impl CudaBackend {
             .map_err(err("memcpy HtoD (select request)"))?;
         let (lp, pp, op) = (self.p(&logits.buf), dev_params.ptr, dev_out.ptr);
         let dt = (logits.is_f16() as i32) << 1;
-        let smem = (v.div_ceil(32) * 4) as u32;
-        self.launch(
-            "select_topk",
-            (rows as u32, 1, 1),
-            (THREADS, 1, 1),
-            smem,
-            args![lp, pp, op, dt],
-        )?;
+        // the split form's scratch, kept until the stream is synchronized below
+        let mut scratch = Vec::new();
+        if split {
+            let per = v.div_ceil(slices);
+            let smem = (per.div_ceil(32) * 4) as u32;
+            let stats = self.pool.alloc(rows * slices * STATS * 8)?;
+            let cand_v = self.pool.alloc(rows * slices * req.k * 4)?;
+            let cand_i = self.pool.alloc(rows * slices * req.k * 4)?;
+            let (sp, cv, ci) = (stats.ptr, cand_v.ptr, cand_i.ptr);
+            scratch.extend([stats, cand_v, cand_i]);
+            let cp = dev_params.ptr + (counters_at * 4) as u64;
+            let si = slices as i32;
+            let grid = (slices as u32, rows as u32, 1);
+            self.launch(
+                "select_stats",
+                grid,
+                (SPLIT_THREADS, 1, 1),
+                smem,
+                args![lp, pp, sp, si, dt],
+            )?;
+            self.launch(
+                "select_split",
+                grid,
+                (SPLIT_THREADS, 1, 1),
+                smem,
+                args![lp, pp, sp, cv, ci, cp, op, si, dt],
+            )?;
+        } else {
+            let smem = (v.div_ceil(32) * 4) as u32;
+            self.launch(
+                "select_topk",
+                (rows as u32, 1, 1),
+                (THREADS, 1, 1),
+                smem,
+                args![lp, pp, op, dt],
+            )?;
+        }
         // SAFETY: `dev_out` holds out_words words written by the kernel on this stream
         unsafe { result::memcpy_dtoh_async(&mut *answer, dev_out.ptr, self.stream.cu_stream()) }
             .map_err(err("memcpy DtoH (select answer)"))?;
         self.stream
             .synchronize()
             .map_err(err("stream synchronize"))?;
+        drop(scratch);
         let k = req.k;
         let mut sel = Selected {
             k,

@@ -2,7 +2,8 @@
 //! (`stapes_core::select::select_host`, the host reference): Whisper-like requests in every rule
 //! state (no rules, first step, closed timestamp pair, open timestamp, text after a timestamp,
 //! begin suppression; the mass rule on rows where it fires and where it does not), k ∈ {1, 10},
-//! rows ∈ {1, 5}, V = 51866 and an awkward V. Ids must be equal, scores within 1e-5 (relative
+//! rows ∈ {1, 5}, V = 51866 and an awkward V, both kernel forms (block per row; split into
+//! slices, `STAPES_CUDA_SELECT_SPLIT=1`). Ids must be equal, scores within 1e-5 (relative
 //! beyond 1), probabilities within 1e-6. Without a GPU each test prints
 //! `SKIPPED (no CUDA device): <name>` and returns.
 
@@ -48,7 +49,17 @@ fn state(s: usize, r: usize, v: usize, tb: u32, eot: u32) -> RowSelect {
     }
 }
 
-fn check(g: &stapes_cuda::CudaBackend, v: usize, tb: u32, eot: u32) {
+/// Both kernel forms: one block per row, and the split form (slices of 2048 ids, launched as
+/// two kernels; `STAPES_CUDA_SELECT_SPLIT`, read at every call).
+fn check_forms(g: &stapes_cuda::CudaBackend, v: usize, tb: u32, eot: u32) {
+    for split in [false, true] {
+        std::env::set_var("STAPES_CUDA_SELECT_SPLIT", if split { "1" } else { "0" });
+        check(g, v, tb, eot, if split { 2 } else { 1 });
+    }
+    std::env::remove_var("STAPES_CUDA_SELECT_SPLIT");
+}
+
+fn check(g: &stapes_cuda::CudaBackend, v: usize, tb: u32, eot: u32, launches: u64) {
     let disabled: Vec<u32> = (0..90u32)
         .map(|i| (i * 577 + 13) % eot)
         .chain([tb - 1, v as u32 + 5])
@@ -76,12 +87,12 @@ fn check(g: &stapes_cuda::CudaBackend, v: usize, tb: u32, eot: u32) {
                 let dev = g.upload(&x).expect("upload");
                 let ops = g.counters().ops.load(Ordering::Relaxed);
                 let got = g.select_tokens(&dev, &req).expect("cuda select");
+                let what = format!("V {v} rows {rows} state {s} k {k} launches {launches}");
                 assert_eq!(
                     g.counters().ops.load(Ordering::Relaxed),
-                    ops + 1,
-                    "one kernel launch"
+                    ops + launches,
+                    "{what}: kernel launches"
                 );
-                let what = format!("V {v} rows {rows} state {s} k {k}");
                 assert_eq!(got.ids, want.ids, "{what}: ids");
                 for (a, b) in got.scores.iter().zip(&want.scores) {
                     assert!(
@@ -119,7 +130,7 @@ fn select_matches_host_whisper_vocabulary() {
     std::env::set_var("STAPES_CUDA_SELECT", "1");
     let (g, _l) = require_gpu!("select_matches_host_whisper_vocabulary");
     assert!(g.selects_on_device(), "STAPES_CUDA_SELECT=1 was read");
-    check(g, 51866, 50365, 50257);
+    check_forms(g, 51866, 50365, 50257);
 }
 
 #[test]
@@ -128,7 +139,7 @@ fn select_matches_host_awkward_vocabulary() {
     let (g, _l) = require_gpu!("select_matches_host_awkward_vocabulary");
     assert!(g.selects_on_device(), "STAPES_CUDA_SELECT=1 was read");
     // not a multiple of 32 or of the block; timestamps a short tail
-    check(g, 3001, 2900, 2800);
+    check_forms(g, 3001, 2900, 2800);
 }
 
 #[test]
