@@ -34,8 +34,10 @@ __device__ __forceinline__ void i8_ldsm4(u32& r0, u32& r1, u32& r2, u32& r3, u32
                  : "r"(addr));
 }
 
+// Not volatile: a pure function of registers, so the compiler may interleave it with the next
+// fragment loads (volatile asm keeps source order among volatile statements).
 __device__ __forceinline__ void i8_mma(int* c, const u32* a, u32 b0, u32 b1) {
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};\n"
         : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
