@@ -878,6 +878,16 @@ pub trait Backend: Send + Sync {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+
+    // ---- compact storage of read-mostly activations (section owned by helper pdl) ----
+
+    /// `t` in the home's compact storage, for values written once and read many times (a
+    /// window's cross-attention K/V, read at every decoder step): a device home may keep them
+    /// as f16, half the bytes per read. Ops read the result as `t`'s values rounded to that
+    /// storage. The default is `t` itself (a `reshape` to its own shape).
+    fn compact_copy(&self, t: &Self::Tensor) -> Result<Self::Tensor> {
+        self.reshape(t, &t.shape().to_vec())
+    }
 }
 
 /// The parameters of one decoder step, as the `(1, 1, 1 + B)` f32 tensor the `*_step` ops read:

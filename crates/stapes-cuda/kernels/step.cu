@@ -64,11 +64,10 @@ extern "C" __global__ void attn_step_f32(float* __restrict__ O, const float* __r
 // each (flash-decoding): grid (n_split, H, B*Tq), 128 threads. Each block writes its chunk's
 // unnormalised output, running max and sum to `part (B*Tq, H, n_split, D+2)`;
 // attn_combine_f32 rescales and merges them. Not causal; D % 4 == 0 and D <= 128.
-extern "C" __global__ void attn_split_f32(float* __restrict__ part, const float* __restrict__ Q,
-                                          const float* __restrict__ K, const float* __restrict__ V,
-                                          int Tq, int Tk, int H, int D, int kv_len, int chunk,
-                                          float scale) {
-    PDL_ENTER();
+template <class X>
+__device__ __forceinline__ void attn_split_k(float* __restrict__ part, const float* __restrict__ Q, const X* __restrict__ K,
+                                             const X* __restrict__ V, int Tq, int Tk, int H, int D, int kv_len, int chunk,
+                                             float scale) {
     extern __shared__ __align__(16) float sm[];
     const int nw = blockDim.x >> 5;
     float* qv = sm;            // D
@@ -86,12 +85,12 @@ extern "C" __global__ void attn_split_f32(float* __restrict__ part, const float*
     const int n = max(0, min(chunk, kv_len - j0));
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int t = threadIdx.x; t < n; t += blockDim.x) {
-        const float4* k4 = (const float4*)(K + ((long long)b * Tk + j0 + t) * ld + h * D);
+        const X* k = K + ((long long)b * Tk + j0 + t) * ld + h * D;
         const float4* q4 = (const float4*)qv;
         float acc = 0.f;
 #pragma unroll 4
         for (int e = 0; e < (D >> 2); ++e) {
-            float4 kk = k4[e], qq = q4[e];
+            float4 kk = ld4(k, e), qq = q4[e];
             acc += (kk.x * qq.x + kk.y * qq.y) + (kk.z * qq.z + kk.w * qq.w);
         }
         sc[t] = acc * scale;
@@ -112,11 +111,11 @@ extern "C" __global__ void attn_split_f32(float* __restrict__ part, const float*
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int t = warp; t < n; t += nw) {
         const float p = sc[t];
-        const float* v = V + ((long long)b * Tk + j0 + t) * ld + h * D;
+        const X* v = V + ((long long)b * Tk + j0 + t) * ld + h * D;
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
             int d = lane + 32 * c;
-            if (d < D) acc[c] += p * v[d];
+            if (d < D) acc[c] += p * ldf(v, d);
         }
     }
 #pragma unroll
@@ -135,6 +134,22 @@ extern "C" __global__ void attn_split_f32(float* __restrict__ part, const float*
         out[D] = m;
         out[D + 1] = l;
     }
+}
+extern "C" __global__ void attn_split_f32(float* __restrict__ part, const float* __restrict__ Q,
+                                          const float* __restrict__ K, const float* __restrict__ V,
+                                          int Tq, int Tk, int H, int D, int kv_len, int chunk,
+                                          float scale) {
+    PDL_ENTER();
+    attn_split_k<float>(part, Q, K, V, Tq, Tk, H, D, kv_len, chunk, scale);
+}
+// The same over f16 K/V (Backend::compact_copy of a window's cross K/V): half the bytes a step
+// reads; q, the partials and every sum stay f32.
+extern "C" __global__ void attn_split_kv16(float* __restrict__ part, const float* __restrict__ Q,
+                                           const h16* __restrict__ K, const h16* __restrict__ V,
+                                           int Tq, int Tk, int H, int D, int kv_len, int chunk,
+                                           float scale) {
+    PDL_ENTER();
+    attn_split_k<h16>(part, Q, K, V, Tq, Tk, H, D, kv_len, chunk, scale);
 }
 
 // O (B*Tq, H*D) = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; grid (H, B*Tq), D threads

@@ -2272,6 +2272,11 @@ impl Backend for CudaBackend {
         }
     }
 
+    // [pdl] f16 copies of read-mostly activations (cross K/V), STAPES_CUDA_CROSS_F16: step.rs
+    fn compact_copy(&self, t: &CudaTensor) -> Result<CudaTensor> {
+        crate::step::compact_copy(self, t)
+    }
+
     // transducer label loop with its state on the device: kernels in transducer.rs
     fn transducer_frames(&self, x: &CudaTensor, state: &CudaTensor) -> Result<CudaTensor> {
         self.transducer_frames_k(x, state, &|s| self.alloc_f32(s))

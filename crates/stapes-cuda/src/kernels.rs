@@ -139,6 +139,7 @@ pub const FILES: &[KernelFile] = &[
             "write_rows_step_f32",
             "attn_step_f32",
             "attn_split_f32",
+            "attn_split_kv16",
             "attn_combine_f32",
             "step_gemv_1",
             "step_gemv_2",

@@ -37,6 +37,7 @@ pub const PDL_SAFE: &[&str] = &[
     "attn_combine_f32",
     "attn_rows",
     "attn_split_f32",
+    "attn_split_kv16",
     "attn_step_f32",
     "attn_step_packed_f32",
     "bias_rows",

@@ -263,9 +263,13 @@ pub(crate) fn attention_split(
     if !fits {
         return Ok(None);
     }
-    for (name, t) in [("q", q), ("k", k), ("v", v)] {
-        check_f32(OP, name, t)?;
-    }
+    check_f32(OP, "q", q)?;
+    // K/V both f32, or both f16 (`compact_copy`)
+    let kernel = match (k.is_f16(), v.is_f16()) {
+        (false, false) => "attn_split_f32",
+        (true, true) => "attn_split_kv16",
+        _ => return Ok(None),
+    };
     let (bs, tq, tk, h) = (qs[0], qs[1], ks[1], p.n_heads);
     let d = qs[2] / h;
     let kv_len = p.kv_len.unwrap_or(tk);
@@ -295,7 +299,7 @@ pub(crate) fn attention_split(
         p.scale,
     );
     b.launch(
-        "attn_split_f32",
+        kernel,
         (n_split as u32, h as u32, rows as u32),
         (threads as u32, 1, 1),
         smem as u32,
@@ -310,6 +314,27 @@ pub(crate) fn attention_split(
         args![o, pp, hi, di, nsi],
     )?;
     Ok(Some(out))
+}
+
+/// `STAPES_CUDA_CROSS_F16=1`: [`compact_copy`] keeps f16 copies (a window's cross K/V, read by
+/// `attn_split_kv16` at every step); else the tensor itself.
+fn cross_f16_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("STAPES_CUDA_CROSS_F16").map_or(CROSS_F16_DEFAULT, |v| v.trim() != "0")
+    })
+}
+
+/// Whether [`compact_copy`] makes f16 copies when `STAPES_CUDA_CROSS_F16` is unset.
+const CROSS_F16_DEFAULT: bool = false;
+
+/// [`Backend::compact_copy`]: an f16 copy (values rounded to nearest even, as every f16
+/// activation here) where `STAPES_CUDA_CROSS_F16` is on, else `t` itself.
+pub(crate) fn compact_copy(b: &CudaBackend, t: &CudaTensor) -> Result<CudaTensor> {
+    if !cross_f16_on() {
+        return Ok(t.clone());
+    }
+    b.as_dtype(t, crate::backend::Dtype::F16)
 }
 
 /// Rows the fused step GEMV takes (batch × beams of a decoder step).

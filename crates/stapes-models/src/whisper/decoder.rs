@@ -433,9 +433,10 @@ impl<B: Backend> Decoder<B> {
                     k: Vec::with_capacity(self.layers.len()),
                     v: Vec::with_capacity(self.layers.len()),
                 };
+                // the cross K/V's storage (compact_copy), so the copies below keep it
                 for _ in &self.layers {
-                    s.k.push(b.upload(&zeros)?);
-                    s.v.push(b.upload(&zeros)?);
+                    s.k.push(b.compact_copy(&b.upload(&zeros)?)?);
+                    s.v.push(b.compact_copy(&b.upload(&zeros)?)?);
                 }
                 s
             }
@@ -493,9 +494,11 @@ impl<B: Backend> Decoder<B> {
             k: Vec::with_capacity(self.layers.len()),
             v: Vec::with_capacity(self.layers.len()),
         };
+        // in the home's compact storage (f16 where the home has it): every decoder step reads
+        // all of them
         for layer in &self.layers {
-            kv.k.push(layer.cross.k.forward(b, encoded)?); // (1, 1500, d)
-            kv.v.push(layer.cross.v.forward(b, encoded)?);
+            kv.k.push(b.compact_copy(&layer.cross.k.forward(b, encoded)?)?); // (1, 1500, d)
+            kv.v.push(b.compact_copy(&layer.cross.v.forward(b, encoded)?)?);
         }
         Ok(kv)
     }
