@@ -208,7 +208,7 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
                                             const float* __restrict__ bias, const float* __restrict__ resid,
                                             const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
                                             int m, int n, int k, int act, float* __restrict__ kc, float* __restrict__ vc,
-                                            const float* __restrict__ step, int kv_c, int T, int ks) {
+                                            const float* __restrict__ step, int kv_c, int T, int ks, int pf) {
     extern __shared__ __align__(16) float xs[];  // (MG, k)
     __shared__ float red[SG_WARPS * COLS * MG];
     const int m0 = blockIdx.y * MG;
@@ -228,8 +228,9 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
         for (int c = 0; c < COLS; ++c) first[c] = ld_stream16(wr[c] + i0);
     }
     // [pdl] only the weight (written at load, never by the work ahead) is read before the wait:
-    // its first chunk into registers, the rest of this thread's share towards L2
-    if (live) {
+    // its first chunk into registers, the rest of this thread's share towards L2 (pf != 0:
+// STAPES_CUDA_PDL_PREFETCH, for A/B timing)
+    if (live && pf) {
         for (int i = i0 + stride; i < k; i += stride) {
 #pragma unroll
             for (int c = 0; c < COLS; ++c) asm volatile("prefetch.global.L2 [%0];" ::"l"(wr[c] + i));
@@ -336,8 +337,8 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
 #define STEP_GEMV(NAME, MG, COLS)                                                                                    \
     extern "C" __global__ void NAME(float* y, const float* x, const h16* w, const float* bias, const float* resid,   \
                                     const float* gamma, const float* beta, float eps, int m, int n, int k, int act,  \
-                                    float* kc, float* vc, const float* step, int kv_c, int T, int ks) {             \
-        step_gemv_k<MG, COLS>(y, x, w, bias, resid, gamma, beta, eps, m, n, k, act, kc, vc, step, kv_c, T, ks);      \
+                                    float* kc, float* vc, const float* step, int kv_c, int T, int ks, int pf) {     \
+        step_gemv_k<MG, COLS>(y, x, w, bias, resid, gamma, beta, eps, m, n, k, act, kc, vc, step, kv_c, T, ks, pf);      \
     }
 // 4 features per warp, no K split: wide N (the logits)
 STEP_GEMV(step_gemv_1, 1, 4)

@@ -337,6 +337,13 @@ pub(crate) fn compact_copy(b: &CudaBackend, t: &CudaTensor) -> Result<CudaTensor
     b.as_dtype(t, crate::backend::Dtype::F16)
 }
 
+/// `STAPES_CUDA_PDL_PREFETCH=0`: the step GEMVs skip the L2 prefetch of their weight before
+/// the PDL wait (A/B timing; on by default).
+fn l2_prefetch_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_PDL_PREFETCH").map_or(true, |v| v.trim() != "0"))
+}
+
 /// Rows the fused step GEMV takes (batch × beams of a decoder step).
 const GEMV_MAX_ROWS: usize = 32;
 /// Warps per block of `step_gemv_*`.
@@ -510,12 +517,13 @@ pub(crate) fn norm_linear(
     };
     let per_block = GEMV_WARPS / ks * cols;
     let ksi = ks as i32;
+    let pf = i32::from(l2_prefetch_on());
     b.launch(
         name,
         (n.div_ceil(per_block) as u32, m.div_ceil(mg) as u32, 1),
         ((GEMV_WARPS * 32) as u32, 1, 1),
         (mg * k * 4) as u32,
-        args![y, xp, wp, bp, rp, gp, bt, eps, mi, ni, ki, act, kc, vc, sp, kv_c, t, ksi],
+        args![y, xp, wp, bp, rp, gp, bt, eps, mi, ni, ki, act, kc, vc, sp, kv_c, t, ksi, pf],
     )?;
     Ok(Some(out))
 }
