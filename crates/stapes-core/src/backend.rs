@@ -503,6 +503,14 @@ pub trait Backend: Send + Sync {
         Ok((y, z))
     }
 
+    /// A tensor made before an encoder chain and read by every pass of it (a shape bucket's
+    /// constants), in the form the chain's ops read it (CUDA: f16 where encoder chains keep
+    /// f16 activations; their kernels would otherwise convert it on every pass). The same
+    /// values to that form's precision. The default returns it unchanged.
+    fn encoder_constant(&self, x: Self::Tensor) -> Result<Self::Tensor> {
+        Ok(x)
+    }
+
     /// [`Backend::layer_norm`] whose result is the input of the linear of weight `next` (its
     /// next reader): a home may write that linear's input form in the same pass (CUDA: a q8
     /// weight's per-row int8 quantization, which the linear then finds prepared). The result
@@ -886,7 +894,7 @@ pub trait Backend: Send + Sync {
     /// as f16, half the bytes per read. Ops read the result as `t`'s values rounded to that
     /// storage. The default is `t` itself (a `reshape` to its own shape).
     fn compact_copy(&self, t: &Self::Tensor) -> Result<Self::Tensor> {
-        self.reshape(t, &t.shape().to_vec())
+        self.reshape(t, t.shape())
     }
 }
 

@@ -1576,7 +1576,11 @@ impl Backend for CudaBackend {
         self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p)
     }
 
-    // layer norms feeding the next GEMM [fcenc2: conformer.rs]
+    // constants of encoder chains, layer norms feeding the next GEMM [fcenc2: conformer.rs]
+    fn encoder_constant(&self, x: CudaTensor) -> Result<CudaTensor> {
+        self.encoder_constant_k(x)
+    }
+
     fn layer_norm_pair(
         &self,
         x: &CudaTensor,

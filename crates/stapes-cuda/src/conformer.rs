@@ -560,3 +560,13 @@ impl CudaBackend {
         }
     }
 }
+
+impl CudaBackend {
+    /// f16 where encoder chains keep f16 activations (what their kernels read), else as is.
+    pub(super) fn encoder_constant_k(&self, x: CudaTensor) -> Result<CudaTensor> {
+        match x.dtype {
+            Dtype::F32 if self.f16_activations() => self.as_dtype(&x, Dtype::F16),
+            _ => Ok(x),
+        }
+    }
+}

@@ -1,5 +1,5 @@
 //! The attention layers' position projections made once per prepared shape
-//! (`Parakeet::set_positions_once(Some(true))`) against one GEMM per layer inside the pass: the
+//! (`Parakeet::set_positions_once(true)`) against one GEMM per layer inside the pass: the
 //! same GEMMs on the same inputs, so the encoder output must be bit-identical, and still match
 //! transformers' encoder output (the bar of `fastconformer_parity.rs`), for a full clip and a
 //! padded batch. A layer given another layer's projection moves the output far past the bar.
@@ -50,7 +50,7 @@ fn positions_once_equal_positions_per_layer() {
     .expect("cut");
     let mut outs = Vec::new();
     for once in [false, true] {
-        m.set_positions_once(Some(once));
+        m.set_positions_once(once);
         let one = m.encode_host(jfk).expect("encode");
         let one = m.backend().download(&one).expect("download");
         let e = rel_l2(&one.data, &want["tdt.encoder.jfk"].data);

@@ -18,18 +18,10 @@ const NORM_EPS: f32 = 1e-5;
 /// d = 1024 model fits; longer (eager) passes project per layer as they go.
 const POS_ONCE_MAX_ELEMS: usize = 32 << 20;
 
-/// `STAPES_FC_POS_ONCE` at load: `0` = every layer projects the position sinusoids inside the
-/// pass (one GEMM per layer per pass), `1` = in [`Encoder::prepare`] on every home, unset = in
-/// `prepare` where the home captures chains.
-fn pos_once_default() -> Option<bool> {
-    match std::env::var("STAPES_FC_POS_ONCE")
-        .as_deref()
-        .map(str::trim)
-    {
-        Ok("0") => Some(false),
-        Ok("1") => Some(true),
-        _ => None,
-    }
+/// `STAPES_FC_POS_ONCE=0` at load: every layer projects the position sinusoids inside the pass
+/// (one GEMM per layer per pass) instead of once in [`Encoder::prepare`]; for comparisons.
+fn pos_once_default() -> bool {
+    std::env::var("STAPES_FC_POS_ONCE").map_or(true, |v| v.trim() != "0")
 }
 
 /// Named host tensors of one checkpoint, with errors that name the file and the tensor.
@@ -231,10 +223,10 @@ pub(crate) struct Encoder<B: Backend> {
     sub_linear: Linear<B>,
     blocks: Vec<Block<B>>,
     pub chunking: Chunking,
-    /// Project the position sinusoids for every layer in [`Encoder::prepare`] (they do not
-    /// depend on the input, so a captured chain replays without those GEMMs) where they fit
-    /// [`POS_ONCE_MAX_ELEMS`]: `None` = where the home captures chains, `Some` = forced.
-    pub(crate) pos_once: Option<bool>,
+    /// Project the position sinusoids for every layer in [`Encoder::prepare`] where they fit
+    /// [`POS_ONCE_MAX_ELEMS`]: they do not depend on the input, so a captured chain replays
+    /// without those GEMMs (on every home, so eager and captured passes compute them alike).
+    pub(crate) pos_once: bool,
     /// `scale_input`'s `sqrt(d)` is folded into `sub_linear` (done when it is a power of two:
     /// then exact in every lane, the same bits as scaling the output).
     scale_folded: bool,
@@ -347,14 +339,12 @@ impl<B: Backend> Encoder<B> {
             .map(|lens| self.masks(b, batch, t_in, lens))
             .transpose()?;
         let pos = b.upload(&rel_positions(t, self.cfg.hidden_size))?;
-        // Only a home that replays captured chains gains: elsewhere every pass prepares anew.
         let elems = self.blocks.len() * (2 * t).saturating_sub(1) * self.cfg.hidden_size;
-        let once = self.pos_once.unwrap_or_else(|| b.captures_chains());
-        let pos_proj = if once && elems <= POS_ONCE_MAX_ELEMS {
+        let pos_proj = if self.pos_once && elems <= POS_ONCE_MAX_ELEMS {
             let proj = self
                 .blocks
                 .iter()
-                .map(|blk| Ok(b.linear(&pos, &blk.attn.pos, None)?))
+                .map(|blk| Ok(b.encoder_constant(b.linear(&pos, &blk.attn.pos, None)?)?))
                 .collect::<Result<Vec<_>>>()?;
             Some(proj)
         } else {

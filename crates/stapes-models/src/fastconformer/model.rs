@@ -201,11 +201,11 @@ impl<B: Backend> Parakeet<B> {
         self.encoder.chunking = c;
     }
 
-    /// Where the attention layers' position projections run: `Some(true)` = once per prepared
-    /// shape, before the pass; `Some(false)` = one GEMM per layer inside every pass; `None` (the
-    /// default, or `STAPES_FC_POS_ONCE=1|0` at load) = once where the backend captures chains.
-    /// Results do not depend on it.
-    pub fn set_positions_once(&mut self, on: Option<bool>) {
+    /// Where the attention layers' position projections run: `true` (the default; set at load
+    /// from `STAPES_FC_POS_ONCE=0|1`) = once per prepared shape, before the pass (up to a
+    /// memory bound); `false` = one GEMM per layer inside every pass. Results do not depend on
+    /// it beyond the rounding of the form a home keeps them in.
+    pub fn set_positions_once(&mut self, on: bool) {
         self.encoder.pos_once = on;
     }
 
