@@ -279,137 +279,132 @@ extern "C" __global__ void lstm_pointwise(void* h2, void* c2, const void* gx, co
 }
 
 // The label loop's linear (Backend::transducer_linear): y (m, n) = x (m, k) . W^T + bias for any
-// m, grid (ceil(n / 8), ceil(m / TG_ROWS)), 256 threads, one warp per output column. Each row's
-// value is computed exactly as gemm_aux.cu's gemv_f16 / gemv_i8 compute it (same lane split of
-// k, same per-lane order, same warp_sum, no activation quantization), whatever m is: the library
-// path those leave to above 8 rows rounds differently, so a batch of clips would decide
-// differently from each clip alone. Rows beyond a block's group of TG_ROWS go to other blocks.
-#define TG_ROWS 8
-template <class Y, class X>
-__device__ __forceinline__ void tgemv_f16_k(void* y_, const void* x_, const h16* __restrict__ w,
-                                            const float* __restrict__ bias, int m, int n, int k) {
-    const int r0 = blockIdx.y * TG_ROWS;
-    const int rows = min(m - r0, TG_ROWS);
-    Y* y = (Y*)y_ + (long long)r0 * n;
-    const X* x = (const X*)x_ + (long long)r0 * k;
-    const int col = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    if (col >= n || rows <= 0) return;
-    const h16* wr = w + (long long)col * k;
-    float acc[TG_ROWS];
-#pragma unroll
-    for (int r = 0; r < TG_ROWS; ++r) acc[r] = 0.f;
-    if ((k & 7) == 0) {
-#pragma unroll 4
-        for (int i = lane * 8; i < k; i += 256) {
-            uint4 raw = *(const uint4*)(wr + i);
-            float wv[8];
-            wv[0] = h2f((h16)(raw.x & 0xffff)); wv[1] = h2f((h16)(raw.x >> 16));
-            wv[2] = h2f((h16)(raw.y & 0xffff)); wv[3] = h2f((h16)(raw.y >> 16));
-            wv[4] = h2f((h16)(raw.z & 0xffff)); wv[5] = h2f((h16)(raw.z >> 16));
-            wv[6] = h2f((h16)(raw.w & 0xffff)); wv[7] = h2f((h16)(raw.w >> 16));
-#pragma unroll
-            for (int r = 0; r < TG_ROWS; ++r) {
-                if (r < rows) {
-                    const X* xr = x + (long long)r * k + i;
-                    float4 a = ld4(xr, 0), b = ld4(xr, 1);
-                    acc[r] += wv[0] * a.x + wv[1] * a.y + wv[2] * a.z + wv[3] * a.w + wv[4] * b.x + wv[5] * b.y + wv[6] * b.z + wv[7] * b.w;
-                }
-            }
-        }
-    } else {
-        for (int i = lane; i < k; i += 32) {
-            float wv = h2f(wr[i]);
-#pragma unroll
-            for (int r = 0; r < TG_ROWS; ++r)
-                if (r < rows) acc[r] += wv * ldf(x, (long long)r * k + i);
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < TG_ROWS; ++r) {
-        if (r < rows) {
-            float v = warp_sum(acc[r]);
-            if (lane == 0) stf(y, (long long)r * n + col, bias ? v + bias[col] : v);
-        }
-    }
-}
-// dt bit 0: y is f16, bit 1: x is f16.
-extern "C" __global__ void transducer_gemv_f16(void* y, const void* x, const h16* w, const float* bias, int m,
-                                               int n, int k, int dt) {
-    DISPATCH_YX(dt, tgemv_f16_k, y, x, w, bias, m, n, k);
-}
+// m, each row's value the same whatever m is and wherever the row sits in the batch, so a clip
+// decodes in a batch exactly as alone. Every operation is spelled out (__fmaf_rn / __fmul_rn /
+// __fadd_rn: never contracted or split), so no unrolled copy of the row loop can round
+// differently (with plain `a * b + c` the q8 epilogue of the 8th row came out differently on the
+// H200); a row's arithmetic depends on k alone (lane split, chunk order, warp_sum). Only the
+// weights are quantized (q8: int8 rows with one scale each), not the activations.
+// Grid (ceil(n / TG_COLS), ceil(m / TG_ROWS)), 256 threads: 8 warps of TG_COLS / 8 columns each.
+// A block's TG_ROWS rows of x are staged in shared memory as f32 (`smem_floats` of them, 0 = not
+// staged: read from global memory; same values either way), so every warp reads them there.
+#define TG_ROWS 16
+#define TG_COLS 32
 
-// int8 weights (row stride k_pad, a multiple of 4) with one f32 scale per output row:
-// y = sw[col] * (x . w8[col]) + bias; the activations stay as they are.
-template <class Y, class X>
-__device__ __forceinline__ void tgemv_i8_k(void* y_, const void* x_, const signed char* __restrict__ w,
-                                           const float* __restrict__ sw, const float* __restrict__ bias, int m,
-                                           int n, int k, int k_pad) {
-    const int r0 = blockIdx.y * TG_ROWS;
-    const int rows = min(m - r0, TG_ROWS);
-    Y* y = (Y*)y_ + (long long)r0 * n;
-    const X* x = (const X*)x_ + (long long)r0 * k;
-    const int col = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+__device__ __forceinline__ void tg_w8(const h16* __restrict__ w, long long i, float* v) {
+    const uint4 raw = *(const uint4*)(w + i);
+    v[0] = h2f((h16)(raw.x & 0xffff)); v[1] = h2f((h16)(raw.x >> 16));
+    v[2] = h2f((h16)(raw.y & 0xffff)); v[3] = h2f((h16)(raw.y >> 16));
+    v[4] = h2f((h16)(raw.z & 0xffff)); v[5] = h2f((h16)(raw.z >> 16));
+    v[6] = h2f((h16)(raw.w & 0xffff)); v[7] = h2f((h16)(raw.w >> 16));
+}
+__device__ __forceinline__ void tg_w8(const signed char* __restrict__ w, long long i, float* v) {
+    const uint2 raw = *(const uint2*)(w + i);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        v[e] = (float)(signed char)((raw.x >> (8 * e)) & 0xff);
+        v[4 + e] = (float)(signed char)((raw.y >> (8 * e)) & 0xff);
+    }
+}
+__device__ __forceinline__ float tg_w1(const h16* w, long long i) { return h2f(w[i]); }
+__device__ __forceinline__ float tg_w1(const signed char* w, long long i) { return (float)w[i]; }
+
+// Rows of x from `src` (S: float when staged, else the tensor's type), `vec`: 8-wide chunks
+// (k and the weight stride multiples of 8).
+template <class Y, class S, class W>
+__device__ __forceinline__ void tg_body(Y* __restrict__ y, const S* __restrict__ src, const W* __restrict__ w,
+                                        const float* __restrict__ sw, const float* __restrict__ bias, int rows,
+                                        int n, int k, int ldw, bool vec) {
     const int lane = threadIdx.x & 31;
-    if (col >= n || rows <= 0) return;
-    const signed char* wr = w + (long long)col * k_pad;
-    float acc[TG_ROWS];
+    const int per_warp = TG_COLS / (blockDim.x >> 5);
+    for (int c = 0; c < per_warp; ++c) {
+        const int col = blockIdx.x * TG_COLS + (threadIdx.x >> 5) * per_warp + c;
+        if (col >= n) return;
+        const W* wr = w + (long long)col * ldw;
+        float acc[TG_ROWS];
 #pragma unroll
-    for (int r = 0; r < TG_ROWS; ++r) acc[r] = 0.f;
-    int k4 = k & ~3;
-    int start = 0;
-    if ((k & 15) == 0) {
-#pragma unroll 4
-        for (int i = lane * 16; i < k; i += 512) {
-            int4 raw = *(const int4*)(wr + i);
-            int wq[4] = {raw.x, raw.y, raw.z, raw.w};
+        for (int r = 0; r < TG_ROWS; ++r) acc[r] = 0.f;
+        if (vec) {
+#pragma unroll 2
+            for (int i = lane * 8; i < k; i += 256) {
+                float wv[8];
+                tg_w8(wr, i, wv);
 #pragma unroll
-            for (int r = 0; r < TG_ROWS; ++r) {
-                if (r < rows) {
-                    const X* xr = x + (long long)r * k + i;
-                    float sum = 0.f;
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        float4 a = ld4(xr, e);
-                        int v = wq[e];
-                        sum += (float)(signed char)(v & 0xff) * a.x + (float)(signed char)((v >> 8) & 0xff) * a.y +
-                               (float)(signed char)((v >> 16) & 0xff) * a.z + (float)(signed char)(v >> 24) * a.w;
+                for (int r = 0; r < TG_ROWS; ++r) {
+                    if (r < rows) {
+                        const long long o = (long long)r * k + i;
+                        const float4 a = ld4(src + o, 0), b = ld4(src + o, 1);
+                        float t = __fmul_rn(wv[0], a.x);
+                        t = __fmaf_rn(wv[1], a.y, t);
+                        t = __fmaf_rn(wv[2], a.z, t);
+                        t = __fmaf_rn(wv[3], a.w, t);
+                        t = __fmaf_rn(wv[4], b.x, t);
+                        t = __fmaf_rn(wv[5], b.y, t);
+                        t = __fmaf_rn(wv[6], b.z, t);
+                        t = __fmaf_rn(wv[7], b.w, t);
+                        acc[r] = __fadd_rn(acc[r], t);
                     }
-                    acc[r] += sum;
                 }
             }
+        } else {
+            for (int i = lane; i < k; i += 32) {
+                const float wv = tg_w1(wr, i);
+#pragma unroll
+                for (int r = 0; r < TG_ROWS; ++r)
+                    if (r < rows) acc[r] = __fmaf_rn(wv, ldf(src, (long long)r * k + i), acc[r]);
+            }
         }
-        start = k;
-    }
-    for (int i = start + lane * 4; i < k4; i += 128) {
-        int raw = *(const int*)(wr + i);
-        float w0 = (float)(signed char)(raw & 0xff), w1 = (float)(signed char)((raw >> 8) & 0xff);
-        float w2 = (float)(signed char)((raw >> 16) & 0xff), w3 = (float)(signed char)((raw >> 24) & 0xff);
+        const float s = sw ? sw[col] : 1.f;
+        const float b = bias ? bias[col] : 0.f;
 #pragma unroll
         for (int r = 0; r < TG_ROWS; ++r) {
             if (r < rows) {
-                const X* xr = x + (long long)r * k + i;
-                acc[r] += w0 * ldf(xr, 0) + w1 * ldf(xr, 1) + w2 * ldf(xr, 2) + w3 * ldf(xr, 3);
+                float v = warp_sum(acc[r]);
+                if (sw) v = __fmul_rn(v, s);
+                if (bias) v = __fadd_rn(v, b);
+                if (lane == 0) stf(y, (long long)r * n + col, v);
             }
         }
     }
-    for (int i = (start > k4 ? start : k4) + lane; i < k; i += 32) {
-        float wv = (float)wr[i];
-#pragma unroll
-        for (int r = 0; r < TG_ROWS; ++r)
-            if (r < rows) acc[r] += wv * ldf(x, (long long)r * k + i);
-    }
-    float s = sw[col];
-#pragma unroll
-    for (int r = 0; r < TG_ROWS; ++r) {
-        if (r < rows) {
-            float v = warp_sum(acc[r]) * s;
-            if (lane == 0) stf(y, (long long)r * n + col, bias ? v + bias[col] : v);
-        }
+}
+
+template <class Y, class X, class W>
+__device__ __forceinline__ void tgemv_k(void* y_, const void* x_, const W* w, const float* sw, const float* bias,
+                                        int m, int n, int k, int ldw, int smem_floats) {
+    extern __shared__ float tg_xs[];
+    const int r0 = blockIdx.y * TG_ROWS;
+    const int rows = min(m - r0, TG_ROWS);
+    if (rows <= 0) return;
+    Y* y = (Y*)y_ + (long long)r0 * n;
+    const X* x = (const X*)x_ + (long long)r0 * k;
+    const bool vec = (k & 7) == 0 && (ldw & 7) == 0;
+    if ((long long)rows * k <= smem_floats) {
+        for (int i = threadIdx.x; i < rows * k; i += blockDim.x) tg_xs[i] = ldf(x, i);
+        __syncthreads();
+        tg_body<Y, float, W>(y, tg_xs, w, sw, bias, rows, n, k, ldw, vec);
+    } else {
+        tg_body<Y, X, W>(y, x, w, sw, bias, rows, n, k, ldw, vec);
     }
 }
-// dt bit 0: y is f16, bit 1: x is f16.
+// dt bit 0: y is f16, bit 1: x is f16. W (n, k) f16, row stride k.
+extern "C" __global__ void transducer_gemv_f16(void* y, const void* x, const h16* w, const float* bias, int m,
+                                               int n, int k, int smem_floats, int dt) {
+    switch (dt & 3) {
+    case 0: tgemv_k<float, float, h16>(y, x, w, nullptr, bias, m, n, k, k, smem_floats); break;
+    case 1: tgemv_k<h16, float, h16>(y, x, w, nullptr, bias, m, n, k, k, smem_floats); break;
+    case 2: tgemv_k<float, h16, h16>(y, x, w, nullptr, bias, m, n, k, k, smem_floats); break;
+    default: tgemv_k<h16, h16, h16>(y, x, w, nullptr, bias, m, n, k, k, smem_floats); break;
+    }
+}
+// int8 weights (row stride k_pad) with one f32 scale per output row: y = sw[col] * (x . w8[col])
+// + bias.
 extern "C" __global__ void transducer_gemv_i8(void* y, const void* x, const signed char* w, const float* sw,
-                                              const float* bias, int m, int n, int k, int k_pad, int dt) {
-    DISPATCH_YX(dt, tgemv_i8_k, y, x, w, sw, bias, m, n, k, k_pad);
+                                              const float* bias, int m, int n, int k, int k_pad, int smem_floats,
+                                              int dt) {
+    switch (dt & 3) {
+    case 0: tgemv_k<float, float, signed char>(y, x, w, sw, bias, m, n, k, k_pad, smem_floats); break;
+    case 1: tgemv_k<h16, float, signed char>(y, x, w, sw, bias, m, n, k, k_pad, smem_floats); break;
+    case 2: tgemv_k<float, h16, signed char>(y, x, w, sw, bias, m, n, k, k_pad, smem_floats); break;
+    default: tgemv_k<h16, h16, signed char>(y, x, w, sw, bias, m, n, k, k_pad, smem_floats); break;
+    }
 }

@@ -376,6 +376,10 @@ impl CudaBackend {
     }
 }
 
+/// Rows and columns of one `transducer_gemv_*` block (`TG_ROWS`, `TG_COLS` in transducer.cu).
+const TG_ROWS: usize = 16;
+const TG_COLS: usize = 32;
+
 /// `STAPES_PARAKEET_BATCH_EXACT=0` turns the GEMV form of [`CudaBackend::transducer_linear_k`]
 /// off (read at each call, so one process can compare both forms; only eager steps and chain
 /// captures call it).
@@ -384,9 +388,10 @@ fn batch_exact() -> bool {
 }
 
 impl CudaBackend {
-    /// [`stapes_core::Backend::transducer_linear`]: `x (.., K)` → `(.., N)` by the GEMV form at
-    /// every row count (`transducer_gemv_*`, 8 rows a block), so each row rounds as it does
-    /// alone (as `linear` rounds one row). `alloc` gives the output in `linear`'s output type.
+    /// [`stapes_core::Backend::transducer_linear`]: `x (.., K)` → `(.., N)` by one GEMV-form
+    /// kernel at every row count (`transducer_gemv_*`: 16 rows and 32 columns a block, the rows
+    /// staged in shared memory, every rounding spelled out), so each row comes out as it does
+    /// alone, wherever it sits in the batch. `alloc` gives the output in `linear`'s output type.
     pub(crate) fn transducer_linear_k(
         &self,
         x: &CudaTensor,
@@ -421,7 +426,7 @@ impl CudaBackend {
         if m * n == 0 {
             return Ok(out);
         }
-        let groups = m.div_ceil(8);
+        let groups = m.div_ceil(TG_ROWS);
         if groups > 65535 || m > i32::MAX as usize || n > i32::MAX as usize {
             return Err(Error::shape(
                 OP,
@@ -433,7 +438,14 @@ impl CudaBackend {
         let (yp, xp) = (self.p(&out.buf), self.p(&x.buf));
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         let dt = (out.is_f16() as i32) | in_bit(x);
-        let grid = (n.div_ceil(8) as u32, groups as u32, 1);
+        let grid = (n.div_ceil(TG_COLS) as u32, groups as u32, 1);
+        // a block's rows of x in shared memory (as f32) when they fit the default 48 KiB
+        let staged = m.min(TG_ROWS) * k;
+        let (smem_floats, smem) = if staged * 4 <= 48 * 1024 {
+            (staged as i32, (staged * 4) as u32)
+        } else {
+            (0, 0)
+        };
         match &w.data {
             WeightData::F16(wb) => {
                 let wp = self.p(wb);
@@ -441,8 +453,8 @@ impl CudaBackend {
                     "transducer_gemv_f16",
                     grid,
                     (256, 1, 1),
-                    0,
-                    args![yp, xp, wp, bp, mi, ni, ki, dt],
+                    smem,
+                    args![yp, xp, wp, bp, mi, ni, ki, smem_floats, dt],
                 )?;
             }
             WeightData::Q8 {
@@ -453,8 +465,8 @@ impl CudaBackend {
                     "transducer_gemv_i8",
                     grid,
                     (256, 1, 1),
-                    0,
-                    args![yp, xp, wp, sp, bp, mi, ni, ki, kp, dt],
+                    smem,
+                    args![yp, xp, wp, sp, bp, mi, ni, ki, kp, smem_floats, dt],
                 )?;
             }
         }
