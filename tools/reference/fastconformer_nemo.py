@@ -28,6 +28,7 @@ encoder outputs and greedy steps.
 import collections
 import io
 import json
+import os
 import re
 import struct
 import tarfile
@@ -40,7 +41,8 @@ from safetensors.torch import load_file
 from transformers import ParakeetFeatureExtractor
 
 ROOT = Path(__file__).resolve().parents[2]
-FX = ROOT / "crates/stapes-models/tests/fixtures/fastconformer"
+# FC_FIXTURES: write (and read) the fixtures elsewhere, e.g. a scratch copy
+FX = Path(os.environ.get("FC_FIXTURES", ROOT / "crates/stapes-models/tests/fixtures/fastconformer"))
 
 HF_TO_NEMO = [
     (r"^encoder\.subsampling\.layers\.", "encoder.pre_encode.conv."),

@@ -713,9 +713,11 @@ impl<B: Backend> Canary<B> {
         }
     }
 
-    /// The most new tokens the decoder's positions allow after `prompt_len` prompt tokens.
+    /// The most new tokens the decoder's positions allow after `prompt_len` prompt tokens: prompt
+    /// and generated ids together fill at most every position, as transformers' `max_length`
+    /// (the last id is never fed back, but the reference stops there too).
     pub fn max_new_tokens(&self, prompt_len: usize) -> usize {
-        (self.config.max_positions + 1).saturating_sub(prompt_len.max(1))
+        self.config.max_positions.saturating_sub(prompt_len)
     }
 
     /// Front end, encoder and greedy decoding of 16 kHz mono `samples` after the decoder
