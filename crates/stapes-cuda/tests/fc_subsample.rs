@@ -97,25 +97,24 @@ fn stem_case(i: usize) -> StemCase {
     }
 }
 
-fn stem_on<B: Backend>(b: &B, c: &StemCase, x: &B::Tensor, masked: bool) -> B::Tensor {
-    let up = |h: &HostTensor| b.upload(h).unwrap();
-    let (k0, k1) = (up(&c.keep0), up(&c.keep1));
+/// A case's parameters on one backend, uploaded before any chain (an upload inside a stream
+/// capture is not allowed).
+fn stem_params<B: Backend>(b: &B, c: &StemCase) -> [B::Tensor; 6] {
+    [&c.keep0, &c.keep1, &c.w0, &c.b0, &c.w1, &c.b1].map(|h| b.upload(h).unwrap())
+}
+
+fn stem_with<B: Backend>(b: &B, p: &[B::Tensor; 6], x: &B::Tensor, masked: bool) -> B::Tensor {
+    let [k0, k1, w0, b0, w1, b1] = p;
     let (k0, k1) = if masked {
-        (Some(&k0), Some(&k1))
+        (Some(k0), Some(k1))
     } else {
         (None, None)
     };
-    b.subsample_stem(
-        x,
-        k0,
-        &up(&c.w0),
-        &up(&c.b0),
-        k1,
-        &up(&c.w1),
-        &up(&c.b1),
-        &P,
-    )
-    .unwrap()
+    b.subsample_stem(x, k0, w0, b0, k1, w1, b1, &P).unwrap()
+}
+
+fn stem_on<B: Backend>(b: &B, c: &StemCase, x: &B::Tensor, masked: bool) -> B::Tensor {
+    stem_with(b, &stem_params(b, c), x, masked)
 }
 
 fn stem_reference(c: &StemCase, round: bool, masked: bool) -> HostTensor {
@@ -181,12 +180,24 @@ fn dw_case(i: usize) -> DwCase {
     }
 }
 
-fn dw_on<B: Backend>(b: &B, c: &DwCase, x: &B::Tensor, masked: bool) -> B::Tensor {
-    let up = |h: &HostTensor| b.upload(h).unwrap();
-    let k = up(&c.keep);
-    let k = masked.then_some(&k);
-    b.depthwise_conv2d_cl(x, k, c.relu, &up(&c.w), &up(&c.b), &P)
+fn dw_params<B: Backend>(b: &B, c: &DwCase) -> [B::Tensor; 3] {
+    [&c.keep, &c.w, &c.b].map(|h| b.upload(h).unwrap())
+}
+
+fn dw_with<B: Backend>(
+    b: &B,
+    c: &DwCase,
+    p: &[B::Tensor; 3],
+    x: &B::Tensor,
+    masked: bool,
+) -> B::Tensor {
+    let [k, w, bias] = p;
+    b.depthwise_conv2d_cl(x, masked.then_some(k), c.relu, w, bias, &P)
         .unwrap()
+}
+
+fn dw_on<B: Backend>(b: &B, c: &DwCase, x: &B::Tensor, masked: bool) -> B::Tensor {
+    dw_with(b, c, &dw_params(b, c), x, masked)
 }
 
 fn dw_reference(c: &DwCase, round: bool, masked: bool) -> HostTensor {
@@ -272,7 +283,8 @@ fn subsampling_ops_f16_chain_and_replay() {
     for (i, shape) in STEM.iter().enumerate() {
         let c = stem_case(i);
         let what = format!("subsample_stem f16 {shape:?}");
-        let (first, second) = twice_in_f16_chain(g, &c.x, &|be, x| stem_on(be, &c, x, true));
+        let p = stem_params(g, &c);
+        let (first, second) = twice_in_f16_chain(g, &c.x, &|be, x| stem_with(be, &p, x, true));
         assert_eq!(first.data, second.data, "{what}: replay differs from eager");
         check_with(
             &what,
@@ -285,7 +297,8 @@ fn subsampling_ops_f16_chain_and_replay() {
     for (i, shape) in DW.iter().enumerate() {
         let c = dw_case(i);
         let what = format!("depthwise_conv2d_cl f16 {shape:?}");
-        let (first, second) = twice_in_f16_chain(g, &c.x, &|be, x| dw_on(be, &c, x, true));
+        let p = dw_params(g, &c);
+        let (first, second) = twice_in_f16_chain(g, &c.x, &|be, x| dw_with(be, &c, &p, x, true));
         assert_eq!(first.data, second.data, "{what}: replay differs from eager");
         check_with(
             &what,

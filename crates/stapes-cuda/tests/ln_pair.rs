@@ -62,8 +62,13 @@ fn case(i: usize) -> Case {
     }
 }
 
-fn pair_on<B: Backend>(b: &B, c: &Case, x: &B::Tensor) -> (B::Tensor, B::Tensor) {
-    let p: Vec<B::Tensor> = c.p.iter().map(|h| b.upload(h).unwrap()).collect();
+/// The case's gains and biases on one backend, uploaded before any chain (an upload inside a
+/// stream capture is not allowed).
+fn params<B: Backend>(b: &B, c: &Case) -> Vec<B::Tensor> {
+    c.p.iter().map(|h| b.upload(h).unwrap()).collect()
+}
+
+fn pair_on<B: Backend>(b: &B, c: &Case, p: &[B::Tensor], x: &B::Tensor) -> (B::Tensor, B::Tensor) {
     let beta = |i: usize| c.betas.then_some(&p[i]);
     b.layer_norm_pair(x, [(&p[0], beta(1)), (&p[2], beta(3))], EPS, None)
         .unwrap()
@@ -107,7 +112,8 @@ fn layer_norm_pair_f32_matches_two_reference_norms_in_one_launch() {
         let what = format!("layer_norm_pair {shape:?}");
         let x = g.upload(&c.x).unwrap();
         let s0 = g.counters().snapshot();
-        let (y, z) = pair_on(g, &c, &x);
+        let p = params(g, &c);
+        let (y, z) = pair_on(g, &c, &p, &x);
         let launches = g.counters().snapshot().ops - s0.ops;
         let (wy, wz) = reference(&c, false);
         check_with(
@@ -134,13 +140,14 @@ fn layer_norm_pair_f16_chain_and_replay() {
         let c = case(i);
         let what = format!("layer_norm_pair f16 {shape:?}");
         let up = g.upload(&c.x).unwrap();
+        let p = params(g, &c);
         g.set_f16_activations(true);
         let key = format!("test-encoder/ln-pair-{i}");
         let run = || -> Vec<HostTensor> {
             let out = g
                 .chain(&key, &mut |be| {
                     let x = be.affine(&up, 1.0, 0.0)?;
-                    let (y, z) = pair_on(be, &c, &x);
+                    let (y, z) = pair_on(be, &c, &p, &x);
                     Ok(vec![y, z])
                 })
                 .unwrap();
