@@ -22,6 +22,18 @@ __device__ __forceinline__ h16 f2h(float f) {
 __device__ __forceinline__ u32 pack_h2(float lo, float hi) {
     return (u32)f2h(lo) | ((u32)f2h(hi) << 16);
 }
+// The backend's activation codes: 0 gelu(erf), 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh.
+// One definition for every file, so a fused kernel rounds as the separate activation does.
+__device__ __forceinline__ float act_apply(float v, int act) {
+    switch (act) {
+    case 0: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+    case 1: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    case 2: return v / (1.f + expf(-v));
+    case 3: return fmaxf(v, 0.f);
+    case 4: return 1.f / (1.f + expf(-v));
+    default: return tanhf(v);
+    }
+}
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -4,18 +4,6 @@
 // Activations f32 or f16 (`dt`, common.cuh); parameters f32; math in f32. Every entry point
 // starts with PDL_ENTER() (common.cuh's PDL rules; the names are in src/pdl.rs's PDL_SAFE).
 
-// act: 0 gelu(erf), 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh (the backend's act codes)
-__device__ __forceinline__ float conformer_act(float v, int act) {
-    switch (act) {
-    case 0: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    case 1: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-    case 2: return v / (1.f + expf(-v));
-    case 3: return fmaxf(v, 0.f);
-    case 4: return 1.f / (1.f + expf(-v));
-    default: return tanhf(v);
-    }
-}
-
 // Output frames per block and channels per block of glu_dw_act (the host sizes the grid and the
 // dynamic shared memory, (GDW_ROWS + K - 1) · GDW_CH floats, from the same numbers).
 #define GDW_ROWS 16
@@ -58,7 +46,7 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
         if (to >= t_out) break;
         float acc = b0;
         for (int k = 0; k < kw; ++k) acc += wc[k] * g[(rr + k) * GDW_CH + tx];
-        stf(y, ((long long)b * t_out + to) * c + ch, conformer_act(acc, act));
+        stf(y, ((long long)b * t_out + to) * c + ch, act_apply(acc, act));
     }
 }
 extern "C" __global__ void glu_dw_act(void* y, const void* x, const float* keep, const float* w, const float* bias, int t,

@@ -1,18 +1,6 @@
 // Element-wise ops over f32 or f16 activations (see `dt` in common.cuh); math in f32.
 // Grid-stride loops so one launch shape fits any size.
 
-// act: 0 gelu(erf), 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh
-__device__ __forceinline__ float apply_act(float v, int act) {
-    switch (act) {
-    case 0: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    case 1: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-    case 2: return v / (1.f + expf(-v));
-    case 3: return fmaxf(v, 0.f);
-    case 4: return 1.f / (1.f + expf(-v));
-    default: return tanhf(v);
-    }
-}
-
 // The element-wise kernels take 4-element accesses when the count allows (every tensor starts at
 // an aligned block), which is what keeps them near memory bandwidth.
 #define GRID_STRIDE(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
@@ -24,11 +12,11 @@ __device__ __forceinline__ void act_k(void* y_, const void* x_, long long n, int
     if ((n & 3) == 0) {
         GRID_STRIDE(i, n >> 2) {
             float4 v = ld4(x, i);
-            st4(y, i, make_float4(apply_act(v.x, act), apply_act(v.y, act), apply_act(v.z, act), apply_act(v.w, act)));
+            st4(y, i, make_float4(act_apply(v.x, act), act_apply(v.y, act), act_apply(v.z, act), act_apply(v.w, act)));
         }
         return;
     }
-    GRID_STRIDE(i, n) stf(y, i, apply_act(ldf(x, i), act));
+    GRID_STRIDE(i, n) stf(y, i, act_apply(ldf(x, i), act));
 }
 extern "C" __global__ void act(void* y, const void* x, long long n, int act, int dt) { PDL_ENTER(); DISPATCH_YX(dt, act_k, y, x, n, act); }
 

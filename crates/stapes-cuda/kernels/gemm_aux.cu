@@ -151,19 +151,6 @@ extern "C" __global__ void dequant_epilogue_add(void* y, const int* acc, const f
     DISPATCH_Y(dt, dequant_k, y, acc, sx, sw, bias, resid, m, n, ldc);
 }
 
-// Activation codes of `act` in elementwise.cu (each .cu is compiled alone): 0 gelu(erf),
-// 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh.
-__device__ __forceinline__ float epi_act(float v, int act) {
-    switch (act) {
-    case 0: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    case 1: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-    case 2: return v / (1.f + expf(-v));
-    case 3: return fmaxf(v, 0.f);
-    case 4: return 1.f / (1.f + expf(-v));
-    default: return tanhf(v);
-    }
-}
-
 // The q8 MLP's middle in one pass (Backend::linear_act): one block per row r < m_pad of the int32
 // GEMM result, y (m, n) = act(acc * sx[row] * sw[col] + bias) in Y, and the same values quantized
 // per row for the next int8 GEMM: q (m_pad, k_pad) int8, sq (m_pad) scales, as quantize_rows_i8
@@ -192,14 +179,14 @@ __device__ __forceinline__ void dequant_act_quant_k(void* y_, signed char* __res
             int4 iv = ((const int4*)a)[c4];
             float4 w = ((const float4*)sw)[c4];
             float4 bb = bias ? ((const float4*)bias)[c4] : make_float4(0.f, 0.f, 0.f, 0.f);
-            float4 o = make_float4(epi_act((float)iv.x * s * w.x + bb.x, act), epi_act((float)iv.y * s * w.y + bb.y, act),
-                                   epi_act((float)iv.z * s * w.z + bb.z, act), epi_act((float)iv.w * s * w.w + bb.w, act));
+            float4 o = make_float4(act_apply((float)iv.x * s * w.x + bb.x, act), act_apply((float)iv.y * s * w.y + bb.y, act),
+                                   act_apply((float)iv.z * s * w.z + bb.z, act), act_apply((float)iv.w * s * w.w + bb.w, act));
             st4(yr, c4, o);
             amax = fmaxf(amax, fmaxf(fmaxf(fabsf(o.x), fabsf(o.y)), fmaxf(fabsf(o.z), fabsf(o.w))));
         }
     } else {
         for (int c = threadIdx.x; c < n; c += blockDim.x) {
-            float v = epi_act((float)a[c] * s * sw[c] + (bias ? bias[c] : 0.f), act);
+            float v = act_apply((float)a[c] * s * sw[c] + (bias ? bias[c] : 0.f), act);
             stf(yr, c, v);
             amax = fmaxf(amax, fabsf(v));
         }
@@ -213,7 +200,7 @@ __device__ __forceinline__ void dequant_act_quant_k(void* y_, signed char* __res
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             int c = i4 * 4 + e;
-            float v = c < n ? epi_act((float)a[c] * s * sw[c] + (bias ? bias[c] : 0.f), act) * inv : 0.f;
+            float v = c < n ? act_apply((float)a[c] * s * sw[c] + (bias ? bias[c] : 0.f), act) * inv : 0.f;
             int qi = __float2int_rn(fminf(fmaxf(v, -127.f), 127.f));
             packed |= ((u32)(qi & 0xff)) << (8 * e);
         }

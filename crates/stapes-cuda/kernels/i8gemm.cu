@@ -51,18 +51,8 @@ __device__ __forceinline__ int i8_swz(int row, int chunk) {
     return row * BK + ((chunk ^ (row & 7)) << 4);
 }
 
-// Activation codes as in gemm_aux.cu's epi_act (each .cu is compiled alone): 0 gelu(erf),
-// 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh.
-__device__ __noinline__ float i8_act(float v, int act) {
-    switch (act) {
-    case 0: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    case 1: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-    case 2: return v / (1.f + expf(-v));
-    case 3: return fmaxf(v, 0.f);
-    case 4: return 1.f / (1.f + expf(-v));
-    default: return tanhf(v);
-    }
-}
+// common.cuh's act_apply, kept out of line as the epilogue was measured with it.
+__device__ __noinline__ float i8_act(float v, int act) { return act_apply(v, act); }
 
 // mode: 0 scale (+ bias), 1 scale (+ bias) + resid, 2 act(scale + bias), 3 as 1 for n % 4 != 0.
 template <class Y>

@@ -39,18 +39,8 @@ extern "C" __global__ void transducer_frames(float* out, const void* x, const fl
 }
 
 // The joint input: out (B, 1, J) f32 = act(x[b, frame_b, :] + pred[b, :]), x (B, T, J), pred
-// (B, 1, J). act codes and formulas are elementwise.cu's (0 gelu, 1 gelu tanh, 2 silu, 3 relu,
-// 4 sigmoid, 5 tanh), so the fused form rounds as the separate add and activation do.
-__device__ __forceinline__ float tr_act(float v, int act) {
-    switch (act) {
-    case 0: return 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-    case 1: return 0.5f * v * (1.f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
-    case 2: return v / (1.f + expf(-v));
-    case 3: return fmaxf(v, 0.f);
-    case 4: return 1.f / (1.f + expf(-v));
-    default: return tanhf(v);
-    }
-}
+// (B, 1, J). The activation is common.cuh's act_apply, so the fused form rounds as the separate
+// add and activation do.
 template <class X, class P>
 __device__ __forceinline__ void joint_in_k(float* __restrict__ out, const X* __restrict__ x,
                                            const P* __restrict__ pred,
@@ -62,7 +52,7 @@ __device__ __forceinline__ void joint_in_k(float* __restrict__ out, const X* __r
         const int b = (int)(e / C), c = (int)(e % C);
         const float f = state[b * TS_FIELDS + TS_FRAME];
         const int t = f >= 0.f ? min((int)fminf(f, 16777216.f), T - 1) : 0;
-        out[e] = tr_act(__fadd_rn(ldf(x, ((long long)b * T + t) * C + c), ldf(pred, e)), act);
+        out[e] = act_apply(__fadd_rn(ldf(x, ((long long)b * T + t) * C + c), ldf(pred, e)), act);
     }
 }
 // dt bit 1: x is f16, bit 2: pred is f16.
