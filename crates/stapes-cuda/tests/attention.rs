@@ -11,7 +11,7 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{check_with, rnd, tol_for};
+use common::{check_with, rnd, round16, tol_for};
 use cudarc::driver::sys::CUevent_flags;
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{compare, Op};
@@ -85,16 +85,6 @@ fn reference(q: &HostTensor, k: &HostTensor, v: &HostTensor, p: &AttnParams) -> 
         }
     }
     HostTensor::new(vec![b, tq, heads * d], out).expect("reference shape")
-}
-
-/// `t` with every element rounded to the nearest f16, as an f16 chain holds it.
-fn round16(t: &HostTensor) -> HostTensor {
-    let data = t
-        .data
-        .iter()
-        .map(|v| half::f16::from_f32(*v).to_f32())
-        .collect();
-    HostTensor::new(t.shape.clone(), data).expect("same shape")
 }
 
 /// Runs `f` eagerly inside a fresh encoder chain with f16 activations: the inputs are uploaded

@@ -9,21 +9,12 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{check_with, rnd, tol_for};
+use common::{check_with, rnd, round16, tol_for};
 use stapes_core::backend::{RelAttnInputs, RelAttnParams};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{compare, Op, Tolerance};
 use stapes_core::{Activation, Backend, Error, HostTensor, Lane};
 use stapes_cuda::{CudaBackend, CudaTensor};
-
-fn round16(t: &HostTensor) -> HostTensor {
-    let data = t
-        .data
-        .iter()
-        .map(|v| half::f16::from_f32(*v).to_f32())
-        .collect();
-    HostTensor::new(t.shape.clone(), data).expect("same shape")
-}
 
 /// The fused op has three error sources in a row (GLU's expf, the K-tap sum, the activation's
 /// expf), each within its own row of the table; their bars add (the conv's taps are < 1 in

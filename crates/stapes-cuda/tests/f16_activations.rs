@@ -7,21 +7,11 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{check_with, rnd, tol_for};
+use common::{check_with, rnd, round16, tol_for};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::Op;
 use stapes_core::{Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, HostTensor, Lane};
 use stapes_cuda::{CudaBackend, CudaTensor};
-
-/// `t` with every element rounded to the nearest f16, as the GPU holds it.
-fn round16(t: &HostTensor) -> HostTensor {
-    let data = t
-        .data
-        .iter()
-        .map(|v| half::f16::from_f32(*v).to_f32())
-        .collect();
-    HostTensor::new(t.shape.clone(), data).expect("same shape")
-}
 
 /// Runs `f` inside a fresh chain with f16 activations on: inputs are uploaded (f32) and turned
 /// f16 by an identity `affine` first. Returns the downloaded output and whether it was f16.

@@ -12,7 +12,7 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{check_with, rnd, tol_for};
+use common::{check_with, rnd, round16, tol_for};
 use stapes_core::backend::StridingParams;
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{compare, Tolerance};
@@ -36,15 +36,6 @@ const STEM: [(usize, usize, usize, usize); 4] = [
 
 fn fused_on() {
     std::env::set_var("STAPES_CUDA_FC_SUB", "1");
-}
-
-fn round16(t: &HostTensor) -> HostTensor {
-    let data = t
-        .data
-        .iter()
-        .map(|v| half::f16::from_f32(*v).to_f32())
-        .collect();
-    HostTensor::new(t.shape.clone(), data).expect("same shape")
 }
 
 /// Sequence j of a batch of `bs` keeps its first `t − j·t/(2·bs)` frames (the first is full).

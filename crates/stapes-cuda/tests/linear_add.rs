@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{check, check_with, rnd, tol_for};
+use common::{check, check_with, rnd, round16, tol_for};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{compare, Op};
 use stapes_core::{Activation, Backend, Error, HostTensor, Lane};
@@ -28,15 +28,6 @@ const SHAPES: [(usize, usize, usize); 8] = [
     (300, 64, 384),
     (20, 2560, 48),
 ];
-
-fn round16(t: &HostTensor) -> HostTensor {
-    let data = t
-        .data
-        .iter()
-        .map(|v| half::f16::from_f32(*v).to_f32())
-        .collect();
-    HostTensor::new(t.shape.clone(), data).expect("same shape")
-}
 
 struct Case {
     x: HostTensor,

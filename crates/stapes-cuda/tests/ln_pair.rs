@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{check_with, rnd, tol_for};
+use common::{check_with, rnd, round16, tol_for};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{Op, Tolerance};
 use stapes_core::{Backend, HostTensor, Lane};
@@ -27,15 +27,6 @@ const SHAPES: [(usize, usize, bool); 4] = [
 fn ln_pair_on() {
     std::env::set_var("STAPES_CUDA_LN_PAIR", "1");
     std::env::set_var("STAPES_CUDA_LN_Q8", "1");
-}
-
-fn round16(t: &HostTensor) -> HostTensor {
-    let data = t
-        .data
-        .iter()
-        .map(|v| half::f16::from_f32(*v).to_f32())
-        .collect();
-    HostTensor::new(t.shape.clone(), data).expect("same shape")
 }
 
 struct Case {

@@ -93,3 +93,13 @@ pub fn check_with(what: &str, tol: Tolerance, got: &HostTensor, want: &HostTenso
 pub fn rnd(shape: &[usize], seed: u64, scale: f32) -> HostTensor {
     HostTensor::random(shape.to_vec(), seed, scale)
 }
+
+/// Every value rounded to f16 and back: what an f16 activation holds.
+pub fn round16(t: &HostTensor) -> HostTensor {
+    let data = t
+        .data
+        .iter()
+        .map(|v| half::f16::from_f32(*v).to_f32())
+        .collect();
+    HostTensor::new(t.shape.clone(), data).expect("same shape")
+}
