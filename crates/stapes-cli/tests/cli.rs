@@ -283,11 +283,12 @@ fn parakeet_tdt_through_the_cli_matches_transformers() {
 }
 
 #[test]
-fn inspect_names_the_family_of_nemo_archives() {
+fn inspect_names_the_family_of_nemo_archives_and_whisper_cpp_parakeet_files() {
     let fx = repo().join("crates/stapes-models/tests/fixtures/fastconformer");
-    for (file, family) in [
-        ("canary-agg.nemo", "family:  canary"),
-        ("tdt.nemo", "family:  parakeet"),
+    for (file, family, format) in [
+        ("canary-agg.nemo", "family:  canary", "format:  nemo"),
+        ("tdt.nemo", "family:  parakeet", "format:  nemo"),
+        ("tdt-wcpp-f16.bin", "family:  parakeet", "format:  ggml"),
     ] {
         let p = fx.join(file);
         if !p.exists() {
@@ -297,7 +298,7 @@ fn inspect_names_the_family_of_nemo_archives() {
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success(), "{file}: {}", stderr(&o));
         assert!(out.contains(family), "{file}: {out}");
-        assert!(out.contains("format:  nemo"), "{file}: {out}");
+        assert!(out.contains(format), "{file}: {out}");
     }
 }
 

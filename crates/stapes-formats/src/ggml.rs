@@ -1,4 +1,6 @@
-//! whisper.cpp's legacy ggml model file (`ggml-*.bin`), read and written.
+//! whisper.cpp's legacy ggml model files (`ggml-*.bin`): Whisper, read and written, and Parakeet
+//! (TDT) files as `models/convert-parakeet-to-ggml.py` writes them, read ([`kind`] tells them
+//! apart). The Whisper layout:
 //!
 //! ```text
 //! i32 magic 0x67676d6c
@@ -178,6 +180,212 @@ pub fn read(path: &Path) -> Result<GgmlFile, FormatError> {
         .map_err(|e| corrupt(format!("vocabulary token {i}: {e}")))?;
         vocab.push(tok);
     }
+    let tensors = read_tensors(&mut c, &map, path)?;
+    Ok(GgmlFile {
+        path: path.to_path_buf(),
+        hparams,
+        mel_filters,
+        vocab,
+        tensors,
+    })
+}
+
+/// Which model a ggml file holds: whisper.cpp writes Whisper and Parakeet files under the same
+/// magic with different headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GgmlKind {
+    Whisper,
+    /// `models/convert-parakeet-to-ggml.py` of whisper.cpp (the files of ggml-org/parakeet-GGUF).
+    Parakeet,
+}
+
+/// Tells the two header layouts apart: after its 15 hparams a Parakeet file repeats `n_mels`
+/// and gives `n_fft / 2 + 1` filterbank bins, where a Whisper file has its text decoder's
+/// hparams and then `n_mels` and 201 bins after 11.
+pub fn kind(path: &Path) -> Result<GgmlKind, FormatError> {
+    let map = map_file(path)?;
+    let ints: Vec<i32> = map
+        .get(4..4 + 17 * 4)
+        .ok_or_else(|| FormatError::corrupt(path, "ggml header: file too short"))?
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let parakeet = ints[7] > 0 && ints[15] == ints[5] && ints[16] == ints[7] / 2 + 1;
+    let whisper = ints[11] == ints[9] && ints[12] == 201;
+    Ok(if parakeet && !whisper {
+        GgmlKind::Parakeet
+    } else {
+        GgmlKind::Whisper
+    })
+}
+
+/// The fifteen header integers of a whisper.cpp Parakeet (TDT) model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParakeetHparams {
+    /// Text tokens, blank not counted (NeMo's `decoder.vocab_size`).
+    pub n_vocab: i32,
+    pub n_audio_ctx: i32,
+    pub n_audio_state: i32,
+    pub n_audio_head: i32,
+    pub n_audio_layer: i32,
+    pub n_mels: i32,
+    /// 0 f32, 1 f16, else ggml_ftype of a quantized file.
+    pub ftype: i32,
+    pub n_fft: i32,
+    pub subsampling_factor: i32,
+    pub n_subsampling_channels: i32,
+    pub n_conv_kernel: i32,
+    pub n_pred_dim: i32,
+    pub n_pred_layers: i32,
+    pub n_tdt_durations: i32,
+    /// Greedy decoding's symbols per frame.
+    pub n_max_tokens: i32,
+}
+
+/// A whisper.cpp Parakeet file:
+///
+/// ```text
+/// i32 magic 0x67676d6c
+/// i32 × 15 hparams (ParakeetHparams, in field order)
+/// i32 n_mel, i32 n_fb, f32[n_mel × n_fb]        NeMo's mel filterbank
+/// i32 n_window, f32[n_window]                    NeMo's STFT window
+/// u32[n_tdt_durations]                           TDT durations
+/// i32 n_tokens, n_tokens × { i32 len, bytes }   SentencePiece pieces in id order
+/// tensors until EOF, as in a Whisper file, with NeMo's names
+/// ```
+/// NeMo's state dict as written by the converter: 1-sized dimensions squeezed except in 4-D conv
+/// weights, conv biases of the subsampling as `(1, C, 1, 1)`, the prediction LSTM's gates
+/// reordered from (i, f, g, o) to (i, f, o, g) and `bias_ih` folded into `bias_hh` (named
+/// `bias_h_l{N}`).
+#[derive(Clone, Debug)]
+pub struct ParakeetGgmlFile {
+    pub path: PathBuf,
+    pub hparams: ParakeetHparams,
+    pub mel_filters: MelFilters,
+    pub window: Vec<f32>,
+    pub durations: Vec<u32>,
+    pub vocab: Vec<Vec<u8>>,
+    pub tensors: Vec<(String, RawTensor)>,
+}
+
+/// Reads a whisper.cpp Parakeet file; tensor data stays in the memory map.
+pub fn read_parakeet(path: &Path) -> Result<ParakeetGgmlFile, FormatError> {
+    let map = map_file(path)?;
+    let corrupt = |detail: String| FormatError::corrupt(path, detail);
+    let mut c = Cursor::new(&map);
+    let magic = c.u32().map_err(|e| corrupt(format!("header: {e}")))?;
+    if magic != GGML_MAGIC {
+        return Err(corrupt(format!(
+            "bad magic {magic:#010x}, expected ggml {GGML_MAGIC:#010x}"
+        )));
+    }
+    let mut h = [0i32; 15];
+    for (i, v) in h.iter_mut().enumerate() {
+        *v = c.i32().map_err(|e| corrupt(format!("hparams[{i}]: {e}")))?;
+    }
+    let hparams = ParakeetHparams {
+        n_vocab: h[0],
+        n_audio_ctx: h[1],
+        n_audio_state: h[2],
+        n_audio_head: h[3],
+        n_audio_layer: h[4],
+        n_mels: h[5],
+        ftype: h[6],
+        n_fft: h[7],
+        subsampling_factor: h[8],
+        n_subsampling_channels: h[9],
+        n_conv_kernel: h[10],
+        n_pred_dim: h[11],
+        n_pred_layers: h[12],
+        n_tdt_durations: h[13],
+        n_max_tokens: h[14],
+    };
+    // every count but ftype and the durations must be positive
+    if h.iter()
+        .enumerate()
+        .any(|(i, &v)| v < 0 || (v == 0 && i != 6 && i != 13))
+    {
+        return Err(corrupt(format!("hparams out of range: {hparams:?}")));
+    }
+    let mut count = |what: &str, max: usize| -> Result<usize, FormatError> {
+        let n = c.i32().map_err(|e| corrupt(format!("{what}: {e}")))?;
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= max)
+            .ok_or_else(|| corrupt(format!("{what} {n} is not plausible")))
+    };
+    let n_mel = count("filterbank rows", 1024)?;
+    let n_fb = count("filterbank bins", 65536)?;
+    let n_fft = usize::try_from(hparams.n_fft).unwrap_or(0);
+    if n_mel != hparams.n_mels as usize || n_fb != n_fft / 2 + 1 {
+        return Err(corrupt(format!(
+            "filterbank {n_mel} × {n_fb} for n_mels {} and n_fft {n_fft}",
+            hparams.n_mels
+        )));
+    }
+    let f32s = |c: &mut Cursor, n: usize, what: &str| -> Result<Vec<f32>, FormatError> {
+        let b = c
+            .take(n * 4)
+            .map_err(|e| FormatError::corrupt(path, format!("{what}: {e}")))?;
+        Ok(b.chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect())
+    };
+    let mel = f32s(&mut c, n_mel * n_fb, "mel filters")?;
+    let n_window = c
+        .i32()
+        .map_err(|e| corrupt(format!("window length: {e}")))?;
+    let n_window = usize::try_from(n_window)
+        .ok()
+        .filter(|&n| n > 0 && n <= n_fft)
+        .ok_or_else(|| corrupt(format!("window length {n_window} for n_fft {n_fft}")))?;
+    let window = f32s(&mut c, n_window, "window")?;
+    let mut durations = Vec::new();
+    for i in 0..hparams.n_tdt_durations {
+        durations.push(
+            c.u32()
+                .map_err(|e| corrupt(format!("TDT duration {i}: {e}")))?,
+        );
+    }
+    let n_tokens = c
+        .i32()
+        .map_err(|e| corrupt(format!("vocabulary size: {e}")))?;
+    let n_tokens = usize::try_from(n_tokens)
+        .ok()
+        .filter(|&n| n <= MAX_TOKENS && n <= c.remaining() / 4)
+        .ok_or_else(|| corrupt(format!("vocabulary size {n_tokens} is not plausible")))?;
+    let mut vocab = Vec::with_capacity(n_tokens);
+    for i in 0..n_tokens {
+        let tok = (|| -> Result<Vec<u8>, String> {
+            let len = c.u32()? as usize;
+            Ok(c.take(len)?.to_vec())
+        })()
+        .map_err(|e| corrupt(format!("vocabulary token {i}: {e}")))?;
+        vocab.push(tok);
+    }
+    let tensors = read_tensors(&mut c, &map, path)?;
+    Ok(ParakeetGgmlFile {
+        path: path.to_path_buf(),
+        hparams,
+        mel_filters: MelFilters {
+            n_mel,
+            n_fft: n_fb,
+            data: mel,
+        },
+        window,
+        durations,
+        vocab,
+        tensors,
+    })
+}
+
+/// Tensor records from the cursor to the end of the file (the layout both whisper.cpp model kinds
+/// share); data stays in the map.
+fn read_tensors(
+    c: &mut Cursor,
+    map: &std::sync::Arc<memmap2::Mmap>,
+    path: &Path,
+) -> Result<Vec<(String, RawTensor)>, FormatError> {
     let mut tensors: Vec<(String, RawTensor)> = Vec::new();
     let mut index = 0usize;
     while c.remaining() > 0 {
@@ -238,13 +446,7 @@ pub fn read(path: &Path) -> Result<GgmlFile, FormatError> {
         }
         index += 1;
     }
-    Ok(GgmlFile {
-        path: path.to_path_buf(),
-        hparams,
-        mel_filters,
-        vocab,
-        tensors,
-    })
+    Ok(tensors)
 }
 
 /// The `ftype` header value for a file whose matrices are `d` (whisper.cpp's ggml_ftype).

@@ -152,6 +152,7 @@ fn ggml_round_trip_of_every_type() {
     let dir = scratch("ggml-types");
     let p = dir.join("t.bin");
     ggml::write(&p, &file).unwrap();
+    assert_eq!(ggml::kind(&p).unwrap(), ggml::GgmlKind::Whisper);
     let back = ggml::read(&p).unwrap();
     assert_eq!(back.hparams, file.hparams);
     assert_eq!(back.mel_filters, file.mel_filters);

@@ -133,6 +133,12 @@ impl Engine {
     pub fn load(model: &Path, opts: &EngineOptions) -> Result<Engine, StapesError> {
         let format = stapes_formats::sniff(model)?;
         let family = match format {
+            Format::Ggml
+                if stapes_formats::ggml::kind(model)?
+                    == stapes_formats::ggml::GgmlKind::Parakeet =>
+            {
+                "parakeet"
+            }
             Format::Ct2 | Format::Ggml => "whisper",
             Format::Safetensors => hf_family(model),
             Format::Nemo => "nemo",

@@ -12,7 +12,33 @@ pub fn describe(path: &Path) -> Result<String, StapesError> {
     let mut out = String::new();
     let _ = writeln!(out, "path:    {}", path.display());
     let _ = writeln!(out, "format:  {format}");
+    let parakeet_ggml = format == Format::Ggml
+        && stapes_formats::ggml::kind(path)? == stapes_formats::ggml::GgmlKind::Parakeet;
     match format {
+        Format::Ggml if parakeet_ggml => {
+            let ck = stapes_models::fastconformer::ggml::load_ggml(path)?;
+            let c = &ck.config;
+            let e = &c.encoder;
+            let _ = writeln!(
+                out,
+                "family:  parakeet ({}, whisper.cpp file)",
+                c.head_name()
+            );
+            let _ = writeln!(
+                out,
+                "hparams: n_mels {} d_model {} encoder {}×{} heads ffn {} vocab {}",
+                e.num_mel_bins,
+                e.hidden_size,
+                e.num_layers,
+                e.num_heads,
+                e.intermediate_size,
+                c.vocab_size
+            );
+            let _ = writeln!(out, "tensors: {}, transformers names:", ck.tensors.len());
+            for (name, t) in &ck.tensors {
+                let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
+            }
+        }
         Format::Ct2 | Format::Ggml | Format::Safetensors => {
             let ck = stapes_models::whisper::weights::load_checkpoint(path)?;
             let c = &ck.config;

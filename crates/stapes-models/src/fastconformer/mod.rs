@@ -2,7 +2,7 @@
 //! and Canary (AED, transformers' `CanaryForConditionalGeneration`), one encoder for both.
 //!
 //! ```text
-//! Parakeet::new(backend, path, lane)      path: HF directory or .nemo archive
+//! Parakeet::new(backend, path, lane)      path: HF directory, .nemo archive or whisper.cpp file
 //!   .transcribe(&samples_16k) -> Transcript (sentence segments, word timings from frames and
 //!                                            TDT durations, text via tokenizer.json or the
 //!                                            .nemo's SentencePiece model; ids without one)
@@ -22,6 +22,7 @@ pub mod canary_prompt;
 pub mod config;
 pub mod decoder;
 pub mod encoder;
+pub mod ggml;
 mod label_loop;
 pub mod model;
 pub mod nemo;

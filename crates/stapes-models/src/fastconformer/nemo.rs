@@ -265,9 +265,7 @@ pub(crate) fn proto_fields(b: &[u8]) -> std::result::Result<Vec<ProtoField<'_>>,
 /// crate: its pieces as a Unigram vocabulary with the `▁` word-boundary decoder; unknown and
 /// control pieces (`<unk>`, `<s>`, `</s>`) become special tokens so decoding skips them.
 pub fn sentencepiece_to_tokenizer_json(model: &[u8]) -> std::result::Result<String, String> {
-    let mut vocab = Vec::new();
-    let mut added = Vec::new();
-    let mut unk = 0usize;
+    let mut pieces = Vec::new();
     for (field, span, _) in proto_fields(model)? {
         if field != 1 {
             continue; // trainer / normalizer specs
@@ -281,11 +279,40 @@ pub fn sentencepiece_to_tokenizer_json(model: &[u8]) -> std::result::Result<Stri
                 _ => {}
             }
         }
-        let id = vocab.len();
-        if kind == 2 {
+        pieces.push((piece, score, kind));
+    }
+    unigram_json(&pieces)
+}
+
+/// The same for bare pieces in id order (whisper.cpp's Parakeet files keep only those): scores
+/// 0, `<unk>` the unknown piece, `<s>`, `</s>` and `<pad>` control pieces, as SentencePiece
+/// marks them.
+pub fn pieces_to_tokenizer_json(pieces: &[String]) -> std::result::Result<String, String> {
+    let pieces: Vec<(String, f32, u64)> = pieces
+        .iter()
+        .map(|p| {
+            let kind = match p.as_str() {
+                "<unk>" => 2,
+                "<s>" | "</s>" | "<pad>" => 3,
+                _ => 1,
+            };
+            (p.clone(), 0.0, kind)
+        })
+        .collect();
+    unigram_json(&pieces)
+}
+
+/// (piece, score, SentencePiece type: 1 normal, 2 unknown, 3 control) in id order → a
+/// tokenizer.json with a Unigram model and the Metaspace pre-tokenizer and decoder.
+fn unigram_json(pieces: &[(String, f32, u64)]) -> std::result::Result<String, String> {
+    let mut vocab = Vec::new();
+    let mut added = Vec::new();
+    let mut unk = 0usize;
+    for (id, (piece, score, kind)) in pieces.iter().enumerate() {
+        if *kind == 2 {
             unk = id;
         }
-        if kind == 2 || kind == 3 {
+        if *kind == 2 || *kind == 3 {
             added.push(
                 serde_json::json!({"id": id, "content": piece, "single_word": false,
                 "lstrip": false, "rstrip": false, "normalized": false, "special": true}),

@@ -172,7 +172,7 @@ pub struct ParakeetCheckpoint {
     /// A tokenizer built from the checkpoint itself (a `.nemo`'s SentencePiece model), as
     /// `tokenizer.json` text; used when there is no `tokenizer_file`.
     pub tokenizer_json: Option<String>,
-    /// "safetensors" or "synthetic".
+    /// "safetensors", "nemo", "ggml" or "synthetic".
     pub source: &'static str,
 }
 
@@ -255,7 +255,8 @@ pub fn load_hf(dir: &Path) -> Result<ParakeetCheckpoint> {
     })
 }
 
-/// Loads a checkpoint judged by content: an HF directory or a `.nemo` archive (tar or tar.gz).
+/// Loads a checkpoint judged by content: an HF directory, a `.nemo` archive (tar or tar.gz) or a
+/// whisper.cpp Parakeet file.
 pub fn load(path: &Path) -> Result<ParakeetCheckpoint> {
     use stapes_formats::sniff::{sniff, Format};
     if path.is_dir() {
@@ -263,9 +264,14 @@ pub fn load(path: &Path) -> Result<ParakeetCheckpoint> {
     }
     match sniff(path)? {
         Format::Nemo => super::nemo::load_nemo(path),
+        Format::Ggml if stapes_formats::ggml::kind(path)? == stapes_formats::ggml::GgmlKind::Parakeet => {
+            super::ggml::load_ggml(path)
+        }
         other => Err(ModelError::bad_model(
             path,
-            format!("a {other} file is not a Parakeet checkpoint (HF directory or .nemo)"),
+            format!(
+                "a {other} file is not a Parakeet checkpoint (HF directory, .nemo or whisper.cpp Parakeet file)"
+            ),
         )),
     }
 }
