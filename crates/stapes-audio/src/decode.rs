@@ -243,6 +243,9 @@ fn decode_inner(
         })?;
 
     let mut rate = params.sample_rate;
+    if rate == Some(0) {
+        return Err(corrupt(label, "the stream declares a sample rate of 0 Hz"));
+    }
     if let (Some(r), Some(n)) = (rate, declared_frames) {
         check_duration(label, n, r)?;
     }

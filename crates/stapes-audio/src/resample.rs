@@ -85,6 +85,18 @@ impl Stream {
     }
 
     pub fn push(&mut self, samples: &[f32]) -> Result<(), AudioError> {
+        // A float stream can carry NaN or infinity; one such sample would spread through the
+        // resampler and every feature frame after it, and the models would return empty text.
+        if let Some(i) = samples.iter().position(|v| !v.is_finite()) {
+            return Err(AudioError::Corrupt {
+                path: self.label.clone(),
+                detail: format!(
+                    "sample {} is {} (samples must be finite)",
+                    self.total_in + i as u64,
+                    samples[i]
+                ),
+            });
+        }
         self.total_in += samples.len() as u64;
         let Some(fft) = self.fft.as_mut() else {
             self.out.extend_from_slice(samples);

@@ -368,6 +368,46 @@ fn truncated_wav_header_is_corrupt() {
     );
 }
 
+/// A float WAV with a NaN or an infinity in it is corrupt (it would silence the whole transcript).
+#[test]
+fn non_finite_float_samples_are_corrupt() {
+    let dir = scratch("non-finite");
+    for (name, bad, rate) in [
+        ("nan.wav", f32::NAN, 16_000),
+        ("inf.wav", f32::NEG_INFINITY, 44_100),
+    ] {
+        let path = dir.join(name);
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate: rate,
+            bits_per_sample: 32,
+            sample_format: hound::SampleFormat::Float,
+        };
+        let mut w = hound::WavWriter::create(&path, spec).expect("create wav");
+        for i in 0..8000 {
+            w.write_sample(if i == 5000 { bad } else { 0.1f32 })
+                .expect("write");
+        }
+        w.finalize().expect("finalize wav");
+        let err = load_file(&path).expect_err("non-finite sample");
+        let msg = err.to_string();
+        assert!(matches!(err, AudioError::Corrupt { .. }), "{err:?}");
+        assert!(msg.contains(name) && msg.contains("sample 5000"), "{msg}");
+    }
+}
+
+/// A WAV header that declares 0 Hz is corrupt, not an infinitely long file.
+#[test]
+fn zero_sample_rate_is_corrupt() {
+    let dir = scratch("zero-rate");
+    let mut b = jfk_wav_bytes();
+    // the fmt chunk's sample rate: RIFF header (12) + chunk id and size (8) + format and channels (4)
+    b[24..28].copy_from_slice(&0u32.to_le_bytes());
+    let (err, msg) = error_for_file(&dir, "zero-rate.wav", &b);
+    assert!(matches!(err, AudioError::Corrupt { .. }), "{err:?}");
+    assert!(msg.contains("0 Hz"), "{msg}");
+}
+
 #[test]
 fn declared_length_over_the_limit_is_too_long() {
     let dir = scratch("too-long");

@@ -110,16 +110,13 @@ fn whisper_batch<B: stapes_core::Backend>(
     deliver: &(dyn Fn(usize, Result<Transcript, StapesError>) + Sync),
 ) -> BatchStats {
     let opts: Vec<WhisperOptions> = inputs.iter().map(|i| whisper_options(i.options)).collect();
-    // Empty inputs are refused as `Engine::transcribe` refuses them; the rest run batched.
+    // Inputs `Engine::transcribe` refuses (empty, non-finite) are refused here too; the rest
+    // run batched.
     let mut runnable: Vec<usize> = Vec::with_capacity(inputs.len());
     for (i, input) in inputs.iter().enumerate() {
-        if input.samples.is_empty() {
-            deliver(
-                i,
-                Err(StapesError::BadInput("the audio holds no samples".into())),
-            );
-        } else {
-            runnable.push(i);
+        match crate::engine::check_samples(input.samples) {
+            Err(e) => deliver(i, Err(e)),
+            Ok(()) => runnable.push(i),
         }
     }
     let each: Vec<BatchInput<'_>> = runnable

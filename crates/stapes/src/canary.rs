@@ -46,9 +46,7 @@ impl Engine {
         progress: Option<&dyn Fn(f64)>,
         on_segment: &mut dyn FnMut(&Segment),
     ) -> Result<Transcript, StapesError> {
-        if samples.is_empty() {
-            return Err(StapesError::BadInput("the audio holds no samples".into()));
-        }
+        crate::engine::check_samples(samples)?;
         let req = canary_request(opts, canary);
         let beam = opts.beam_size.max(1);
         let _turn = self.gpu_turn();

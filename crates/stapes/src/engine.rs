@@ -416,9 +416,7 @@ impl Engine {
         progress: Option<&dyn Fn(f64)>,
         on_segment: &mut dyn FnMut(&Segment),
     ) -> Result<Transcript, StapesError> {
-        if samples.is_empty() {
-            return Err(StapesError::BadInput("the audio holds no samples".into()));
-        }
+        check_samples(samples)?;
         if matches!(self.inner, Inner::CanaryCpu(_) | Inner::CanaryCuda(_)) {
             let canary = crate::canary::CanaryOptions::default();
             return self.transcribe_canary(samples, opts, &canary, progress, on_segment);
@@ -455,6 +453,22 @@ impl Engine {
         }
         Ok(t)
     }
+}
+
+/// Samples every family accepts: some, and all finite (one NaN turns every feature frame it
+/// reaches into NaN and the transcript into nothing).
+pub(crate) fn check_samples(samples: &[f32]) -> Result<(), StapesError> {
+    if samples.is_empty() {
+        return Err(StapesError::BadInput("the audio holds no samples".into()));
+    }
+    if let Some(i) = samples.iter().position(|v| !v.is_finite()) {
+        return Err(StapesError::BadInput(format!(
+            "audio sample {i} of {} is {} (samples must be finite)",
+            samples.len(),
+            samples[i]
+        )));
+    }
+    Ok(())
 }
 
 impl Engine {
@@ -516,5 +530,24 @@ fn pick_device(req: DeviceRequest) -> Result<Device, StapesError> {
         DeviceRequest::Vulkan => Err(StapesError::Unavailable(
             "vulkan: the Vulkan home is not built yet; use --device cpu or cuda".into(),
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_must_be_present_and_finite() {
+        assert!(check_samples(&[0.0, -1.0, 1.0]).is_ok());
+        let msg = |s: &[f32]| match check_samples(s) {
+            Err(StapesError::BadInput(m)) => m,
+            other => panic!("want BadInput, got {other:?}"),
+        };
+        assert!(msg(&[]).contains("no samples"));
+        let m = msg(&[0.0, 0.5, f32::NAN, f32::INFINITY]);
+        assert!(m.contains("sample 2 of 4 is NaN"), "{m}");
+        let m = msg(&[0.0, f32::NEG_INFINITY]);
+        assert!(m.contains("sample 1 of 2 is -inf"), "{m}");
     }
 }
