@@ -86,6 +86,25 @@ fn write_tmp(name: &str, bytes: &[u8]) -> PathBuf {
     p
 }
 
+/// One second of 16 kHz mono float32 WAV, sample 8000 a NaN.
+fn float_wav_with_nan() -> Vec<u8> {
+    let n: u32 = 16_000;
+    let mut b = Vec::new();
+    b.extend_from_slice(b"RIFF");
+    b.extend_from_slice(&(36 + 4 * n).to_le_bytes());
+    b.extend_from_slice(b"WAVEfmt ");
+    for v in [16u32, 3 | (1 << 16), 16_000, 64_000, 4 | (32 << 16)] {
+        b.extend_from_slice(&v.to_le_bytes()); // size, (float, mono), rate, bytes/s, (align, bits)
+    }
+    b.extend_from_slice(b"data");
+    b.extend_from_slice(&(4 * n).to_le_bytes());
+    for i in 0..n {
+        let v = if i == 8000 { f32::NAN } else { 0.01 };
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
 /// Bad audio: exit 3 and exactly one line on stderr naming the problem.
 #[test]
 fn bad_audio_exits_3_with_one_line() {
@@ -99,8 +118,12 @@ fn bad_audio_exits_3_with_one_line() {
         s ^= s << 17;
         noise.push((s >> 32) as u8);
     }
+    let mut zero_rate = wav.clone();
+    zero_rate[24..28].copy_from_slice(&0u32.to_le_bytes());
     let cases: Vec<(&str, PathBuf)> = vec![
         ("truncated wav", write_tmp("trunc.wav", &wav[..30])),
+        ("0 Hz header", write_tmp("zero-rate.wav", &zero_rate)),
+        ("a NaN sample", write_tmp("nan.wav", &float_wav_with_nan())),
         ("random bytes", write_tmp("noise.bin", &noise)),
         ("empty file", write_tmp("empty.wav", b"")),
         (
@@ -124,6 +147,42 @@ fn bad_audio_exits_3_with_one_line() {
         );
         assert!(err.starts_with("stapes: "), "{what}: {err}");
     }
+}
+
+/// An English-only model transcribes English whatever language is asked, with a warning (as
+/// whisper.cpp), but an unknown language code is a usage error (exit 2).
+#[test]
+fn english_only_model_and_the_language_flag() {
+    let m = model("whisper-tiny.en");
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &m,
+        "--language",
+        "xx",
+        &sample("jfk.wav"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown language `xx`"),
+        "{}",
+        stderr(&o)
+    );
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &m,
+        "--language",
+        "de",
+        &sample("jfk.wav"),
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("English-only"), "{}", stderr(&o));
+    let text = normalise(&String::from_utf8_lossy(&o.stdout));
+    assert!(
+        text.contains("ask not what your country can do for you"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -135,7 +135,7 @@ fn canary_flags_reach_the_prompt() {
         &c,
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("xx") && err.contains("de, en, es, fr"),
         "{err}"

@@ -21,6 +21,10 @@ pub enum ModelError {
     },
     #[error("invalid input: {0}")]
     BadInput(String),
+    /// A request option the model cannot honour (an unknown language code): the caller's
+    /// flags or fields, not the audio.
+    #[error("{0}")]
+    BadOption(String),
     #[error(transparent)]
     Backend(#[from] stapes_core::Error),
     #[error(transparent)]

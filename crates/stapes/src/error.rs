@@ -51,6 +51,7 @@ impl From<stapes_models::ModelError> for StapesError {
         match e {
             M::Backend(b) => b.into(),
             M::BadInput(s) => StapesError::BadInput(s),
+            M::BadOption(s) => StapesError::Usage(s),
             other => StapesError::BadInput(other.to_string()),
         }
     }

@@ -221,7 +221,7 @@ impl CanaryTokenizer {
 
     fn language(&self, code: &str) -> Result<u32> {
         self.token_id(&format!("<|{code}|>")).ok_or_else(|| {
-            ModelError::BadInput(format!(
+            ModelError::BadOption(format!(
                 "language `{code}` is not one this model knows ({})",
                 self.languages().join(", ")
             ))

@@ -1074,10 +1074,24 @@ impl<B: Backend> Whisper<B> {
         // window for both (language probabilities move by ~1e-4, the encoder runs once).
         let mut first: Option<CrossKv<B>> = None;
         let (language, language_probability) = match &opts.language {
+            // English-only models speak English whatever is asked (as faster-whisper and
+            // whisper.cpp do), but a code no Whisper knows is still a mistake worth naming.
+            Some(code) if !tok.is_multilingual() => {
+                if !super::tokenizer::LANGUAGES.contains(&code.as_str()) {
+                    return Err(ModelError::BadOption(format!("unknown language `{code}`")));
+                }
+                if code != "en" || opts.task == Task::Translate {
+                    tracing::warn!(
+                        language = %code,
+                        "the model is English-only: transcribing in English"
+                    );
+                }
+                ("en".to_string(), 1.0)
+            }
             _ if !tok.is_multilingual() => ("en".to_string(), 1.0),
             Some(code) => {
                 if tok.language_token(code).is_none() {
-                    return Err(ModelError::BadInput(format!("unknown language `{code}`")));
+                    return Err(ModelError::BadOption(format!("unknown language `{code}`")));
                 }
                 (code.clone(), 1.0)
             }
@@ -1094,7 +1108,7 @@ impl<B: Backend> Whisper<B> {
         if tok.is_multilingual() {
             let lang = tok
                 .language_token(&language)
-                .ok_or_else(|| ModelError::BadInput(format!("unknown language `{language}`")))?;
+                .ok_or_else(|| ModelError::BadOption(format!("unknown language `{language}`")))?;
             sot_sequence.push(lang);
             sot_sequence.push(match opts.task {
                 Task::Transcribe => sp.transcribe,
