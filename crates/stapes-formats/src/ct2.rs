@@ -152,7 +152,7 @@ fn parse(path: &Path, map: Arc<memmap2::Mmap>) -> Result<Ct2File, FormatError> {
                 let tensor = if name.is_empty() {
                     format!("#{i} of {n_vars}")
                 } else {
-                    format!("#{i} of {n_vars} `{name}`")
+                    format!("#{i} of {n_vars} {name}")
                 };
                 return Err(FormatError::BadTensor {
                     path: path.to_path_buf(),

@@ -435,7 +435,7 @@ fn read_tensors(
                 let tensor = if name.is_empty() {
                     format!("#{index}")
                 } else {
-                    format!("#{index} `{name}`")
+                    format!("#{index} {name}")
                 };
                 return Err(FormatError::BadTensor {
                     path: path.to_path_buf(),

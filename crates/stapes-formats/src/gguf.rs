@@ -225,7 +225,7 @@ pub fn read(path: &Path) -> Result<GgufFile, FormatError> {
             Err(detail) => {
                 return Err(FormatError::BadTensor {
                     path: path.to_path_buf(),
-                    tensor: format!("#{i} `{name}`"),
+                    tensor: format!("#{i} {name}"),
                     detail,
                 })
             }

@@ -131,7 +131,8 @@ pub fn read_file(path: &Path) -> Result<Safetensors, FormatError> {
             (Some(b), Some(e), 2) if b <= e && e <= data_len as u64 => (b as usize, e as usize),
             _ => {
                 return Err(bad(format!(
-                    "data_offsets {off:?} outside the {data_len} data bytes (truncated file?)"
+                    "data_offsets {} outside the {data_len} data bytes (truncated file?)",
+                    Value::Array(off.clone())
                 )))
             }
         };
