@@ -275,11 +275,12 @@ extern "C" __global__ void lstm_pointwise(void* h2, void* c2, const void* gx, co
 // differently (with plain `a * b + c` the q8 epilogue of the 8th row came out differently on the
 // H200); a row's arithmetic depends on k alone (lane split, chunk order, warp_sum). Only the
 // weights are quantized (q8: int8 rows with one scale each), not the activations.
-// Grid (ceil(n / TG_COLS), ceil(m / TG_ROWS)), 256 threads: 8 warps of TG_COLS / 8 columns each.
+// Grid (ceil(n / cols), ceil(m / TG_ROWS)), 256 threads: 8 warps of cols / 8 columns each (cols a
+// multiple of 8; a column is one warp's whole dot product, so cols changes no value, only how many
+// blocks share the work).
 // A block's TG_ROWS rows of x are staged in shared memory as f32 (`smem_floats` of them, 0 = not
 // staged: read from global memory; same values either way), so every warp reads them there.
 #define TG_ROWS 16
-#define TG_COLS 32
 
 __device__ __forceinline__ void tg_w8(const h16* __restrict__ w, long long i, float* v) {
     const uint4 raw = *(const uint4*)(w + i);
@@ -304,11 +305,11 @@ __device__ __forceinline__ float tg_w1(const signed char* w, long long i) { retu
 template <class Y, class S, class W>
 __device__ __forceinline__ void tg_body(Y* __restrict__ y, const S* __restrict__ src, const W* __restrict__ w,
                                         const float* __restrict__ sw, const float* __restrict__ bias, int rows,
-                                        int n, int k, int ldw, bool vec) {
+                                        int n, int k, int ldw, int cols, bool vec) {
     const int lane = threadIdx.x & 31;
-    const int per_warp = TG_COLS / (blockDim.x >> 5);
+    const int per_warp = cols / (blockDim.x >> 5);
     for (int c = 0; c < per_warp; ++c) {
-        const int col = blockIdx.x * TG_COLS + (threadIdx.x >> 5) * per_warp + c;
+        const int col = blockIdx.x * cols + (threadIdx.x >> 5) * per_warp + c;
         if (col >= n) return;
         const W* wr = w + (long long)col * ldw;
         float acc[TG_ROWS];
@@ -360,7 +361,7 @@ __device__ __forceinline__ void tg_body(Y* __restrict__ y, const S* __restrict__
 
 template <class Y, class X, class W>
 __device__ __forceinline__ void tgemv_k(void* y_, const void* x_, const W* w, const float* sw, const float* bias,
-                                        int m, int n, int k, int ldw, int smem_floats) {
+                                        int m, int n, int k, int ldw, int cols, int smem_floats) {
     extern __shared__ float tg_xs[];
     const int r0 = blockIdx.y * TG_ROWS;
     const int rows = min(m - r0, TG_ROWS);
@@ -371,30 +372,30 @@ __device__ __forceinline__ void tgemv_k(void* y_, const void* x_, const W* w, co
     if ((long long)rows * k <= smem_floats) {
         for (int i = threadIdx.x; i < rows * k; i += blockDim.x) tg_xs[i] = ldf(x, i);
         __syncthreads();
-        tg_body<Y, float, W>(y, tg_xs, w, sw, bias, rows, n, k, ldw, vec);
+        tg_body<Y, float, W>(y, tg_xs, w, sw, bias, rows, n, k, ldw, cols, vec);
     } else {
-        tg_body<Y, X, W>(y, x, w, sw, bias, rows, n, k, ldw, vec);
+        tg_body<Y, X, W>(y, x, w, sw, bias, rows, n, k, ldw, cols, vec);
     }
 }
 // dt bit 0: y is f16, bit 1: x is f16. W (n, k) f16, row stride k.
 extern "C" __global__ void transducer_gemv_f16(void* y, const void* x, const h16* w, const float* bias, int m,
-                                               int n, int k, int smem_floats, int dt) {
+                                               int n, int k, int cols, int smem_floats, int dt) {
     switch (dt & 3) {
-    case 0: tgemv_k<float, float, h16>(y, x, w, nullptr, bias, m, n, k, k, smem_floats); break;
-    case 1: tgemv_k<h16, float, h16>(y, x, w, nullptr, bias, m, n, k, k, smem_floats); break;
-    case 2: tgemv_k<float, h16, h16>(y, x, w, nullptr, bias, m, n, k, k, smem_floats); break;
-    default: tgemv_k<h16, h16, h16>(y, x, w, nullptr, bias, m, n, k, k, smem_floats); break;
+    case 0: tgemv_k<float, float, h16>(y, x, w, nullptr, bias, m, n, k, k, cols, smem_floats); break;
+    case 1: tgemv_k<h16, float, h16>(y, x, w, nullptr, bias, m, n, k, k, cols, smem_floats); break;
+    case 2: tgemv_k<float, h16, h16>(y, x, w, nullptr, bias, m, n, k, k, cols, smem_floats); break;
+    default: tgemv_k<h16, h16, h16>(y, x, w, nullptr, bias, m, n, k, k, cols, smem_floats); break;
     }
 }
 // int8 weights (row stride k_pad) with one f32 scale per output row: y = sw[col] * (x . w8[col])
 // + bias.
 extern "C" __global__ void transducer_gemv_i8(void* y, const void* x, const signed char* w, const float* sw,
-                                              const float* bias, int m, int n, int k, int k_pad, int smem_floats,
-                                              int dt) {
+                                              const float* bias, int m, int n, int k, int k_pad, int cols,
+                                              int smem_floats, int dt) {
     switch (dt & 3) {
-    case 0: tgemv_k<float, float, signed char>(y, x, w, sw, bias, m, n, k, k_pad, smem_floats); break;
-    case 1: tgemv_k<h16, float, signed char>(y, x, w, sw, bias, m, n, k, k_pad, smem_floats); break;
-    case 2: tgemv_k<float, h16, signed char>(y, x, w, sw, bias, m, n, k, k_pad, smem_floats); break;
-    default: tgemv_k<h16, h16, signed char>(y, x, w, sw, bias, m, n, k, k_pad, smem_floats); break;
+    case 0: tgemv_k<float, float, signed char>(y, x, w, sw, bias, m, n, k, k_pad, cols, smem_floats); break;
+    case 1: tgemv_k<h16, float, signed char>(y, x, w, sw, bias, m, n, k, k_pad, cols, smem_floats); break;
+    case 2: tgemv_k<float, h16, signed char>(y, x, w, sw, bias, m, n, k, k_pad, cols, smem_floats); break;
+    default: tgemv_k<h16, h16, signed char>(y, x, w, sw, bias, m, n, k, k_pad, cols, smem_floats); break;
     }
 }

@@ -376,9 +376,22 @@ impl CudaBackend {
     }
 }
 
-/// Rows and columns of one `transducer_gemv_*` block (`TG_ROWS`, `TG_COLS` in transducer.cu).
+/// Rows of one `transducer_gemv_*` block (`TG_ROWS` in transducer.cu).
 const TG_ROWS: usize = 16;
+/// Columns of one `transducer_gemv_*` block (8 warps of `cols / 8` each), the measured default.
 const TG_COLS: usize = 32;
+
+/// `STAPES_PARAKEET_GEMV_COLS` (a multiple of 8 up to 256) sets the columns of a
+/// `transducer_gemv_*` block. Each column is one warp's whole dot product, so the count changes
+/// which block computes a column and never its value; fewer columns a block give one clip's
+/// 2560-wide LSTM gates more blocks than the default's 80 on the H200's 132 SMs.
+fn gemv_cols() -> usize {
+    std::env::var("STAPES_PARAKEET_GEMV_COLS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|c| c % 8 == 0 && (8..=256).contains(c))
+        .unwrap_or(TG_COLS)
+}
 
 /// `STAPES_PARAKEET_BATCH_EXACT=0` turns the GEMV form of [`CudaBackend::transducer_linear_k`]
 /// off (read at each call, so one process can compare both forms; only eager steps and chain
@@ -389,7 +402,7 @@ fn batch_exact() -> bool {
 
 impl CudaBackend {
     /// [`stapes_core::Backend::transducer_linear`]: `x (.., K)` → `(.., N)` by one GEMV-form
-    /// kernel at every row count (`transducer_gemv_*`: 16 rows and 32 columns a block, the rows
+    /// kernel at every row count (`transducer_gemv_*`: 16 rows and [`gemv_cols`] columns a block, the rows
     /// staged in shared memory, every rounding spelled out), so each row comes out as it does
     /// alone, wherever it sits in the batch. `alloc` gives the output in `linear`'s output type.
     pub(crate) fn transducer_linear_k(
@@ -438,7 +451,9 @@ impl CudaBackend {
         let (yp, xp) = (self.p(&out.buf), self.p(&x.buf));
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         let dt = (out.is_f16() as i32) | in_bit(x);
-        let grid = (n.div_ceil(TG_COLS) as u32, groups as u32, 1);
+        let cols = gemv_cols();
+        let ci = cols as i32;
+        let grid = (n.div_ceil(cols) as u32, groups as u32, 1);
         // a block's rows of x in shared memory (as f32) when they fit the default 48 KiB
         let staged = m.min(TG_ROWS) * k;
         let (smem_floats, smem) = if staged * 4 <= 48 * 1024 {
@@ -454,7 +469,7 @@ impl CudaBackend {
                     grid,
                     (256, 1, 1),
                     smem,
-                    args![yp, xp, wp, bp, mi, ni, ki, smem_floats, dt],
+                    args![yp, xp, wp, bp, mi, ni, ki, ci, smem_floats, dt],
                 )?;
             }
             WeightData::Q8 {
@@ -466,7 +481,7 @@ impl CudaBackend {
                     grid,
                     (256, 1, 1),
                     smem,
-                    args![yp, xp, wp, sp, bp, mi, ni, ki, kp, smem_floats, dt],
+                    args![yp, xp, wp, sp, bp, mi, ni, ki, kp, ci, smem_floats, dt],
                 )?;
             }
         }

@@ -223,7 +223,7 @@ fn fused_lstm_cell_matches_reference_and_composed_ops() {
 /// clip decodes in a batch as it does by itself (`linear` switches to the tensor-core GEMMs
 /// above 8 rows and rounds differently there), and within the cuda Linear row of the reference,
 /// f16 and q8, with shapes of the fixtures and of parakeet-tdt-0.6b-v2 (K = 640, N = 1030 with
-/// odd K and N too).
+/// odd K and N too); and the same bits at every block width (`STAPES_PARAKEET_GEMV_COLS`).
 #[test]
 fn transducer_linear_rows_equal_alone_at_every_row_count() {
     let (g, _serial) = require_gpu!("transducer_linear_rows_equal_alone_at_every_row_count");
@@ -272,6 +272,23 @@ fn transducer_linear_rows_equal_alone_at_every_row_count() {
                     r.download(&r.linear(&xr, &wr, Some(&br)).unwrap()).unwrap()
                 };
                 check_with(&what, cuda_tol(Op::Linear, lane), &got, &want);
+                // the block's column count (STAPES_PARAKEET_GEMV_COLS) moves no bit
+                for cols in ["8", "16", "64", "256"] {
+                    std::env::set_var("STAPES_PARAKEET_GEMV_COLS", cols);
+                    let other = g
+                        .download(&g.transducer_linear(&xs, &wg, Some(&bg)).unwrap())
+                        .unwrap();
+                    std::env::remove_var("STAPES_PARAKEET_GEMV_COLS");
+                    let same = other
+                        .data
+                        .iter()
+                        .zip(&got.data)
+                        .all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(
+                        same,
+                        "{what}: {cols} columns a block differ from the default"
+                    );
+                }
             }
         }
     }
