@@ -402,9 +402,9 @@ fn batch_exact() -> bool {
 
 impl CudaBackend {
     /// [`stapes_core::Backend::transducer_linear`]: `x (.., K)` → `(.., N)` by one GEMV-form
-    /// kernel at every row count (`transducer_gemv_*`: 16 rows and [`gemv_cols`] columns a block, the rows
-    /// staged in shared memory, every rounding spelled out), so each row comes out as it does
-    /// alone, wherever it sits in the batch. `alloc` gives the output in `linear`'s output type.
+    /// kernel at every row count (`transducer_gemv_*`: 16 rows and [`gemv_cols`] columns a block,
+    /// the rows staged in shared memory, every rounding spelled out), so each row comes out as it
+    /// does alone, wherever it sits in the batch. `alloc` gives the output in `linear`'s output type.
     pub(crate) fn transducer_linear_k(
         &self,
         x: &CudaTensor,
