@@ -10,6 +10,11 @@ use stapes_audio::features::nemo::{log_mel, NemoConfig};
 use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// A silence this long (seconds, from a token's end to the next word) starts a new segment.
+pub const SEGMENT_PAUSE_S: f64 = 1.0;
+/// A segment that has run this long (seconds) ends before its next word.
+pub const SEGMENT_MAX_S: f64 = 15.0;
 use std::sync::Mutex;
 
 /// Audio rate every Parakeet front end expects.
@@ -454,8 +459,11 @@ impl<B: Backend> Parakeet<B> {
         Ok(out)
     }
 
-    /// Splits emitted tokens into sentences (after `.`, `?`, `!` pieces) with word timings; one
-    /// segment of ids when there is no tokenizer.
+    /// Splits emitted tokens into segments with word timings: after a sentence's last piece
+    /// (`.`, `?`, `!`), and before a word that follows a pause of [`SEGMENT_PAUSE_S`] or would
+    /// take the segment past [`SEGMENT_MAX_S`] (models without punctuation, such as
+    /// parakeet-ctc, would otherwise give a whole file as one subtitle). One segment of ids when
+    /// there is no tokenizer.
     fn segments(&self, d: &Decoded, duration: f64) -> Result<Vec<Segment>> {
         let fs = self.frame_seconds();
         let end_of =
@@ -468,11 +476,23 @@ impl<B: Backend> Parakeet<B> {
                 .as_ref()
                 .and_then(|t| t.id_to_token(s.token))
                 .unwrap_or_default();
+            let start = s.frame as f64 * fs;
+            let split = match groups.last().map(|g| (g.first(), g.last())) {
+                Some((Some(first), Some(last))) if piece.starts_with('\u{2581}') => {
+                    start - end_of(last) >= SEGMENT_PAUSE_S
+                        || start - first.frame as f64 * fs >= SEGMENT_MAX_S
+                }
+                _ => false,
+            };
+            if split {
+                groups.push(Vec::new());
+                words.push(Vec::new());
+            }
             let text = self.decode_text(&[s.token])?;
             if let Some(ws) = words.last_mut() {
                 if piece.starts_with('\u{2581}') || ws.is_empty() {
                     ws.push(Word {
-                        start: s.frame as f64 * fs,
+                        start,
                         end: end_of(s),
                         word: text.trim().to_string(),
                         probability: 1.0,
@@ -507,5 +527,85 @@ impl<B: Backend> Parakeet<B> {
             ));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fastconformer::decoder::Step;
+    use stapes_core::reference::ReferenceBackend;
+
+    /// Segments end at a pause before a word and before a word that would take them past the
+    /// length cap; never inside a word; their texts and ids put together are the whole.
+    #[test]
+    fn segments_split_at_pauses_and_at_the_length_cap() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fastconformer/tdt");
+        let m = Parakeet::new(ReferenceBackend::new(), &dir, Lane::F32).unwrap();
+        let vocab = m.tokenizer.as_ref().unwrap().get_vocab(false);
+        let plain = |p: &str| !matches!(p.chars().last(), Some('.' | '?' | '!'));
+        let mut word: Vec<u32> = vocab
+            .iter()
+            .filter(|(p, _)| p.starts_with('\u{2581}') && p.chars().count() > 1 && plain(p))
+            .map(|(_, &i)| i)
+            .collect();
+        word.sort();
+        let inner = vocab
+            .iter()
+            .filter(|(p, _)| !p.starts_with('\u{2581}') && !p.starts_with('<') && plain(p))
+            .map(|(_, &i)| i)
+            .min()
+            .unwrap();
+        let fs = m.frame_seconds();
+        let frames = |s: f64| (s / fs).round() as usize;
+        let step = |token, frame| Step {
+            token,
+            frame,
+            duration: 1,
+        };
+        // word, inner piece after a long pause (same word: no split), word after a short
+        // pause, word after a long one (split), then words every 0.8 s up to 40 s
+        let mut tokens = vec![
+            step(word[0], 0),
+            step(inner, frames(2.0)),
+            step(word[1], frames(2.5)),
+            step(word[2], frames(4.0)),
+        ];
+        let mut t = 4.8;
+        while t < 40.0 {
+            tokens.push(step(word[tokens.len() % word.len()], frames(t)));
+            t += 0.8;
+        }
+        let d = Decoded {
+            steps: tokens.clone(),
+            tokens: tokens.clone(),
+            frames: frames(41.0),
+            margins: Vec::new(),
+        };
+        let segs = m.segments(&d, 41.0).unwrap();
+        let starts: Vec<usize> = segs
+            .iter()
+            .map(|s| {
+                tokens
+                    .iter()
+                    .position(|t| t.token == s.tokens[0] && t.frame as f64 * fs == s.start)
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(&starts[..2], &[0, 3], "split after the long pause only");
+        for s in &segs {
+            assert!(
+                s.end - s.start <= SEGMENT_MAX_S + 1.0,
+                "{} .. {}",
+                s.start,
+                s.end
+            );
+        }
+        assert!(segs.len() >= 3, "the 35 s of steady words are cut");
+        let ids: Vec<u32> = segs.iter().flat_map(|s| s.tokens.clone()).collect();
+        assert_eq!(ids, tokens.iter().map(|t| t.token).collect::<Vec<_>>());
+        let all: String = segs.iter().map(|s| s.text.as_str()).collect();
+        let ids: Vec<u32> = tokens.iter().map(|t| t.token).collect();
+        assert_eq!(all.trim(), m.decode_text(&ids).unwrap().trim());
     }
 }
