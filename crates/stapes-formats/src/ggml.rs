@@ -152,34 +152,13 @@ pub fn read(path: &Path) -> Result<GgmlFile, FormatError> {
             )))
         }
     };
-    let fb = c
-        .take(n_mel * n_fft * 4)
-        .map_err(|e| corrupt(format!("mel filters: {e}")))?;
-    let mel = fb
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
+    let mel = read_f32s(&mut c, n_mel * n_fft, "mel filters", path)?;
     let mel_filters = MelFilters {
         n_mel,
         n_fft,
         data: mel,
     };
-    let n_tokens = c
-        .i32()
-        .map_err(|e| corrupt(format!("vocabulary size: {e}")))?;
-    let n_tokens = usize::try_from(n_tokens)
-        .ok()
-        .filter(|&n| n <= MAX_TOKENS && n <= c.remaining() / 4)
-        .ok_or_else(|| corrupt(format!("vocabulary size {n_tokens} is not plausible")))?;
-    let mut vocab = Vec::with_capacity(n_tokens);
-    for i in 0..n_tokens {
-        let tok = (|| -> Result<Vec<u8>, String> {
-            let len = c.u32()? as usize;
-            Ok(c.take(len)?.to_vec())
-        })()
-        .map_err(|e| corrupt(format!("vocabulary token {i}: {e}")))?;
-        vocab.push(tok);
-    }
+    let vocab = read_vocab(&mut c, path)?;
     let tensors = read_tensors(&mut c, &map, path)?;
     Ok(GgmlFile {
         path: path.to_path_buf(),
@@ -323,15 +302,7 @@ pub fn read_parakeet(path: &Path) -> Result<ParakeetGgmlFile, FormatError> {
             hparams.n_mels
         )));
     }
-    let f32s = |c: &mut Cursor, n: usize, what: &str| -> Result<Vec<f32>, FormatError> {
-        let b = c
-            .take(n * 4)
-            .map_err(|e| FormatError::corrupt(path, format!("{what}: {e}")))?;
-        Ok(b.chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect())
-    };
-    let mel = f32s(&mut c, n_mel * n_fb, "mel filters")?;
+    let mel = read_f32s(&mut c, n_mel * n_fb, "mel filters", path)?;
     let n_window = c
         .i32()
         .map_err(|e| corrupt(format!("window length: {e}")))?;
@@ -339,7 +310,7 @@ pub fn read_parakeet(path: &Path) -> Result<ParakeetGgmlFile, FormatError> {
         .ok()
         .filter(|&n| n > 0 && n <= n_fft)
         .ok_or_else(|| corrupt(format!("window length {n_window} for n_fft {n_fft}")))?;
-    let window = f32s(&mut c, n_window, "window")?;
+    let window = read_f32s(&mut c, n_window, "window", path)?;
     let mut durations = Vec::new();
     for i in 0..hparams.n_tdt_durations {
         durations.push(
@@ -347,6 +318,36 @@ pub fn read_parakeet(path: &Path) -> Result<ParakeetGgmlFile, FormatError> {
                 .map_err(|e| corrupt(format!("TDT duration {i}: {e}")))?,
         );
     }
+    let vocab = read_vocab(&mut c, path)?;
+    let tensors = read_tensors(&mut c, &map, path)?;
+    Ok(ParakeetGgmlFile {
+        path: path.to_path_buf(),
+        hparams,
+        mel_filters: MelFilters {
+            n_mel,
+            n_fft: n_fb,
+            data: mel,
+        },
+        window,
+        durations,
+        vocab,
+        tensors,
+    })
+}
+
+/// `n` little-endian f32s at the cursor.
+fn read_f32s(c: &mut Cursor, n: usize, what: &str, path: &Path) -> Result<Vec<f32>, FormatError> {
+    let b = c
+        .take(n * 4)
+        .map_err(|e| FormatError::corrupt(path, format!("{what}: {e}")))?;
+    Ok(b.chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
+}
+
+/// The vocabulary both model kinds write: a count, then each token as length and bytes.
+fn read_vocab(c: &mut Cursor, path: &Path) -> Result<Vec<Vec<u8>>, FormatError> {
+    let corrupt = |detail: String| FormatError::corrupt(path, detail);
     let n_tokens = c
         .i32()
         .map_err(|e| corrupt(format!("vocabulary size: {e}")))?;
@@ -363,20 +364,7 @@ pub fn read_parakeet(path: &Path) -> Result<ParakeetGgmlFile, FormatError> {
         .map_err(|e| corrupt(format!("vocabulary token {i}: {e}")))?;
         vocab.push(tok);
     }
-    let tensors = read_tensors(&mut c, &map, path)?;
-    Ok(ParakeetGgmlFile {
-        path: path.to_path_buf(),
-        hparams,
-        mel_filters: MelFilters {
-            n_mel,
-            n_fft: n_fb,
-            data: mel,
-        },
-        window,
-        durations,
-        vocab,
-        tensors,
-    })
+    Ok(vocab)
 }
 
 /// Tensor records from the cursor to the end of the file (the layout both whisper.cpp model kinds
