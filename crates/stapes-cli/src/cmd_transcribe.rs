@@ -116,6 +116,23 @@ pub fn run(a: Args, verbose: bool) -> Result<(), StapesError> {
         condition_on_previous_text: a.condition_on_previous_text,
         word_timestamps: a.word_timestamps,
     };
+    if let (true, Some(dir)) = (a.files.len() > 1, &a.output) {
+        // two inputs named alike (a/x.wav and b/x.wav, x.wav and x.mp3) would write one file
+        // and lose the first transcript: refuse before the model loads
+        let mut seen: std::collections::HashMap<PathBuf, &PathBuf> = Default::default();
+        for file in &a.files {
+            let dest = dir.join(output_name(file, format));
+            if let Some(first) = seen.insert(dest.clone(), file) {
+                return Err(StapesError::Usage(format!(
+                    "{} and {} would both be written to {}; transcribe them in separate runs \
+                     or rename one",
+                    first.display(),
+                    file.display(),
+                    dest.display()
+                )));
+            }
+        }
+    }
     let model = stapes::models::resolve(&a.model)?;
     let engine = Engine::load(&model, &opts)?;
     let canary = CanaryOptions {
@@ -253,13 +270,7 @@ fn transcribe_one(
     let text = output::render(format, &transcript, &info);
     let dest = match output {
         None => None,
-        Some(p) if several => {
-            let stem = file
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "stdin".into());
-            Some(p.join(format!("{stem}.{}", format.extension())))
-        }
+        Some(p) if several => Some(p.join(output_name(file, format))),
         Some(p) => Some(p.clone()),
     };
     match dest {
@@ -272,6 +283,15 @@ fn transcribe_one(
                 .map_err(|e| StapesError::Internal(format!("stdout: {e}")))
         }
     }
+}
+
+/// The file name an input's transcript gets in the `-o` directory of a several-input run.
+fn output_name(file: &std::path::Path, format: OutputFormat) -> String {
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "stdin".into());
+    format!("{stem}.{}", format.extension())
 }
 
 fn stapes_audio_load(file: &std::path::Path) -> Result<Vec<f32>, StapesError> {

@@ -241,6 +241,57 @@ fn f32_on_a_gpu_or_a_missing_gpu_exits_4() {
     assert_eq!(o.status.code(), Some(4), "stderr: {}", stderr(&o));
 }
 
+/// Several inputs with `-o DIR`: one transcript per input, named by its stem; two inputs whose
+/// transcripts would share a name are refused (exit 2) before anything is written.
+#[test]
+fn several_inputs_into_a_directory_and_name_clashes() {
+    let m = model("whisper-tiny.en");
+    let root = std::env::temp_dir().join(format!("stapes-several-{}", std::process::id()));
+    let (a, b) = (root.join("a"), root.join("b"));
+    std::fs::create_dir_all(&a).expect("temp dir");
+    std::fs::create_dir_all(&b).expect("temp dir");
+    let wav = std::fs::read(repo().join("samples/jfk.wav")).expect("jfk.wav");
+    for p in [a.join("x.wav"), b.join("x.wav"), a.join("y.wav")] {
+        std::fs::write(&p, &wav).expect("write wav");
+    }
+    let out = root.join("out");
+    let s = |p: PathBuf| p.display().to_string();
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &m,
+        "--beam-size",
+        "1",
+        "-o",
+        &s(out.clone()),
+        &s(a.join("x.wav")),
+        &s(b.join("x.wav")),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("x.txt"), "{}", stderr(&o));
+    assert!(!out.exists(), "nothing is written");
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &m,
+        "--beam-size",
+        "1",
+        "-o",
+        &s(out.clone()),
+        &s(a.join("x.wav")),
+        &s(a.join("y.wav")),
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    for name in ["x.txt", "y.txt"] {
+        let text = std::fs::read_to_string(out.join(name)).expect(name);
+        assert!(
+            normalise(&text).contains("ask not what your country"),
+            "{name}: {text}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 /// srt / vtt / json written for a multi-segment file parse with independent parsers (the `srt` and
 /// `webvtt-py` PyPI packages, json by Python's), with monotonic timestamps. `.ci/run` installs
 /// them; a missing package fails this test with the pip command.
