@@ -317,6 +317,42 @@ fn websocket_jfk_in_100ms_chunks() {
     );
 }
 
+/// SIGTERM while a WebSocket client is mid-sentence: the server stops reading audio, transcribes
+/// what it holds, sends `final` and `done` and closes with 1001 (going away), then exits 0. The
+/// HTTP server's graceful shutdown alone does not wait for upgraded connections.
+#[test]
+fn sigterm_finishes_an_open_websocket_stream() {
+    let mut s = server(&[]);
+    let samples = jfk_samples();
+    // the first 7 s of jfk, cut mid-sentence
+    let pcm = pcm_bytes(&samples[..7 * 16_000]);
+    let mut ws = ws_connect(&s.addr, "model=tiny.en&language=en", None).expect("connect");
+    let mut msgs = Vec::new();
+    for chunk in pcm.chunks(16_000) {
+        ws.send(Message::Binary(chunk.to_vec().into()))
+            .expect("send");
+        assert!(drain(&mut ws, &mut msgs), "closed early: {msgs:?}");
+    }
+    // wait until the server holds the audio (a partial, or a second of quiet)
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(30)
+        && !json_events(&msgs).iter().any(|e| e["type"] == "partial")
+    {
+        assert!(drain(&mut ws, &mut msgs), "closed early: {msgs:?}");
+    }
+    s.signal("-TERM");
+    read_to_close(&mut ws, &mut msgs, Duration::from_secs(60));
+    let events = json_events(&msgs);
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(kinds.last(), Some(&"done"), "{kinds:?}");
+    assert!(kinds.contains(&"final"), "{kinds:?}");
+    assert_eq!(close_code(&msgs), Some(CloseCode::Away), "{msgs:?}");
+    let text = words(events.last().and_then(|e| e["text"].as_str()).unwrap_or(""));
+    assert!(text.starts_with("and so my fellow americans"), "{text}");
+    let status = s.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{status:?}\n{}", s.log());
+}
+
 #[test]
 fn websocket_resamples_8khz() {
     let s = server(&[]);

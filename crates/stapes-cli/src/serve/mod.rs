@@ -93,6 +93,9 @@ pub struct AppState {
     decode_slots: Arc<Semaphore>,
     metrics: Arc<Metrics>,
     scheduler: scheduler::Scheduler,
+    /// Turns true on the first shutdown signal: WebSocket sessions (which the HTTP server's
+    /// graceful shutdown does not track once upgraded) finish their audio and close.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl AppState {
@@ -174,6 +177,7 @@ fn build_state(a: &Args) -> Result<AppState, StapesError> {
         decode_slots: Arc::new(Semaphore::new(cores)),
         metrics: Arc::new(Metrics::default()),
         scheduler: scheduler::Scheduler::new(a.batch_max, Duration::from_millis(a.batch_wait_ms)),
+        stopping: tokio::sync::watch::Sender::new(false),
     })
 }
 
@@ -247,13 +251,25 @@ async fn serve(state: Arc<AppState>, host: &str, port: u16) -> Result<(), Stapes
     // Draining waits for in-flight requests; a second signal, or a request still running long
     // after its own timeout, ends the wait.
     let drain_limit = state.timeout + Duration::from_secs(10);
-    let (tx, mut rx) = tokio::sync::watch::channel(false);
+    let mut rx = state.stopping.subscribe();
+    let on_signal = Arc::clone(&state);
     let server =
         axum::serve(listener, router(Arc::clone(&state))).with_graceful_shutdown(async move {
             signal().await;
-            eprintln!("stapes serve: shutting down; draining in-flight requests");
-            let _ = tx.send(true);
+            eprintln!("stapes serve: shutting down; draining in-flight requests and streams");
+            on_signal.stopping.send_replace(true);
         });
+    let drained = async {
+        server
+            .await
+            .map_err(|e| StapesError::Internal(format!("server: {e}")))?;
+        // The HTTP connections are done; upgraded WebSocket sessions are not among them: they
+        // transcribe what they hold, send `final` and `done`, and close.
+        while state.metrics.ws_sessions() > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    };
     let forced = async move {
         if rx.wait_for(|stop| *stop).await.is_err() {
             std::future::pending::<()>().await;
@@ -264,7 +280,7 @@ async fn serve(state: Arc<AppState>, host: &str, port: u16) -> Result<(), Stapes
         }
     };
     tokio::select! {
-        r = server => r.map_err(|e| StapesError::Internal(format!("server: {e}"))),
+        r = drained => r,
         why = forced => Err(StapesError::Internal(format!("stopped by {why} with requests still in flight"))),
     }
 }

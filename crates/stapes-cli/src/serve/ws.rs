@@ -9,7 +9,9 @@
 //!   at most once per `partial_interval_ms` of new audio, `"final": false`); `final` (a speech
 //!   region Silero VAD closed, or forced closed at 30 s, transcribed; times in seconds on the
 //!   stream's timeline); `done` (the whole text) and a normal close; or `error` (OpenAI's error
-//!   object) and a close.
+//!   object) and a close. When the server shuts down (SIGINT/SIGTERM) it reads no more audio,
+//!   answers what it holds as if the client had sent `end` (`final`, `done`) and closes with
+//!   1001 (going away).
 //!
 //! Why this shape rather than OpenAI's realtime API (`/v1/realtime`, base64 PCM inside JSON
 //! session events at 24 kHz): raw binary PCM frames are what sherpa-onnx's and WhisperLive's
@@ -267,6 +269,8 @@ async fn session(
         return;
     }
     let idle = s.timeout;
+    let mut stopping = s.stopping.subscribe();
+    let mut going_away = false;
     loop {
         tokio::select! {
             out = out_rx.recv() => match out {
@@ -277,11 +281,21 @@ async fn session(
                     }
                 }
                 Some(Out::Close(failure)) => {
-                    close(&mut socket, &s, failure).await;
+                    close(&mut socket, &s, failure, going_away).await;
                     return;
                 }
                 None => return,
             },
+            // The server is shutting down: no more audio is read; what has arrived is
+            // transcribed and answered as if the client had sent `end`.
+            stop = async { stopping.wait_for(|stop| *stop).await.is_ok() }, if cmd_tx.is_some() => {
+                if stop {
+                    going_away = true;
+                    if let Some(tx) = cmd_tx.take() {
+                        let _ = tx.send(Cmd::End).await;
+                    }
+                }
+            }
             msg = tokio::time::timeout(idle, socket.recv()), if cmd_tx.is_some() => {
                 let failure = match msg {
                     Err(_) => Some(Failure::client(
@@ -318,7 +332,7 @@ async fn session(
                     Ok(Some(Ok(_))) => None, // pings are answered by the library
                 };
                 if let Some(f) = failure {
-                    close(&mut socket, &s, Some(f)).await;
+                    close(&mut socket, &s, Some(f), going_away).await;
                     return;
                 }
             }
@@ -330,7 +344,9 @@ async fn send_json(socket: &mut WebSocket, v: &Value) -> Result<(), axum::Error>
     socket.send(Message::Text(v.to_string().into())).await
 }
 
-async fn close(socket: &mut WebSocket, s: &AppState, failure: Option<Failure>) {
+/// Sends the failure (if any) and the close frame: 1001 "going away" when the server is
+/// shutting down, else 1000 "done".
+async fn close(socket: &mut WebSocket, s: &AppState, failure: Option<Failure>, going_away: bool) {
     let frame = match failure {
         Some(f) => {
             s.metrics.observe_ws_event("error");
@@ -344,6 +360,10 @@ async fn close(socket: &mut WebSocket, s: &AppState, failure: Option<Failure>) {
                 reason: reason.into(),
             }
         }
+        None if going_away => CloseFrame {
+            code: 1001,
+            reason: "server shutting down".into(),
+        },
         None => CloseFrame {
             code: 1000,
             reason: "done".into(),
