@@ -235,8 +235,10 @@ fn canary_shapes_and_synthetic_weights() {
     assert!(m.generate_beam(&enc, &[7, 4], 4, 3, 1.0).unwrap().len() <= 4);
 }
 
-/// Inputs longer than `canary::WINDOW_SECONDS` (40) are cut into equal windows, each decoded alone: 85 s give
-/// three contiguous segments, handed out one by one, whose ids are those of each window by itself.
+/// Inputs longer than `canary::WINDOW_SECONDS` (40) are cut into windows, each decoded alone: 85 s
+/// give three contiguous segments, handed out one by one, whose ids are those of each window by
+/// itself; the cuts fall in the pauses nearest the equal split (here half-second silences put
+/// 1.7 s and 2.6 s from it), never more than 5 s from it.
 #[test]
 fn canary_long_input_runs_in_windows() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav");
@@ -245,7 +247,10 @@ fn canary_long_input_runs_in_windows() {
         .samples::<i16>()
         .map(|s| s.unwrap() as f32 / 32768.0)
         .collect();
-    let samples: Vec<f32> = jfk.iter().copied().cycle().take(85 * 16_000).collect();
+    let mut samples: Vec<f32> = jfk.iter().copied().cycle().take(85 * 16_000).collect();
+    for at in [30 * 16_000, 55 * 16_000] {
+        samples[at..at + 8_000].fill(0.0);
+    }
     let m = Canary::new(
         CpuBackend::new(2).unwrap(),
         &fixtures().join("canary"),
@@ -266,15 +271,60 @@ fn canary_long_input_runs_in_windows() {
             (b.id, &b.tokens, b.start, b.end)
         );
     }
-    let len = samples.len().div_ceil(3);
-    for (i, s) in t.segments.iter().enumerate() {
-        assert!((s.start - (i * len) as f64 / 16_000.0).abs() < 1e-9);
-        let end = ((i + 1) * len).min(samples.len());
-        assert!((s.end - end as f64 / 16_000.0).abs() < 1e-9);
-        let alone = m
-            .transcribe_request(&samples[i * len..end], &req, 1)
-            .unwrap();
+    let cuts = stapes_models::fastconformer::canary::windows(&samples);
+    assert_eq!(cuts.len(), 3);
+    assert_eq!((cuts[0].start, cuts[2].end), (0, samples.len()));
+    for (i, w) in cuts.windows(2).enumerate() {
+        assert_eq!(w[0].end, w[1].start, "contiguous");
+        let silence = [30 * 16_000, 55 * 16_000][i];
+        assert!(
+            (silence..silence + 8_000).contains(&w[0].end),
+            "cut {i} at {} s, not in the pause at {} s",
+            w[0].end as f64 / 16_000.0,
+            silence / 16_000
+        );
+    }
+    for (i, (s, w)) in t.segments.iter().zip(&cuts).enumerate() {
+        assert!(w.len() <= 40 * 16_000);
+        assert!((s.start - w.start as f64 / 16_000.0).abs() < 1e-9);
+        assert!((s.end - w.end as f64 / 16_000.0).abs() < 1e-9);
+        let alone = m.transcribe_request(&samples[w.clone()], &req, 1).unwrap();
         assert_eq!(s.tokens, alone.segments[0].tokens, "window {i}");
+    }
+}
+
+/// Window bounds on awkward lengths: none longer than 40 s, contiguous, covering the input, as
+/// many as the limit needs, and each cut within 5 s of the equal split.
+#[test]
+fn canary_window_bounds() {
+    use stapes_models::fastconformer::canary::windows;
+    assert!(windows(&[]).is_empty());
+    let max: usize = 40 * 16_000;
+    for n in [
+        1,
+        1600,
+        max - 1,
+        max,
+        max + 1,
+        2 * max,
+        2 * max + 7,
+        5 * max - 3,
+    ] {
+        // a tone with a slow loudness swing, so the quietest frame is somewhere definite
+        let x: Vec<f32> = (0..n)
+            .map(|i| (i as f32 * 0.05).sin() * (1.1 + (i as f32 / 37_000.0).sin()))
+            .collect();
+        let w = windows(&x);
+        assert_eq!(w.len(), n.div_ceil(max), "n {n}");
+        assert_eq!((w[0].start, w[w.len() - 1].end), (0, n), "n {n}");
+        for (i, r) in w.iter().enumerate() {
+            assert!(!r.is_empty() && r.len() <= max, "n {n}: window {i} {r:?}");
+            if i + 1 < w.len() {
+                assert_eq!(r.end, w[i + 1].start);
+                let nominal = r.start + (n - r.start).div_ceil(w.len() - i);
+                assert!(r.end.abs_diff(nominal) <= 5 * 16_000, "n {n}: cut {i} {r:?}");
+            }
+        }
     }
 }
 

@@ -64,9 +64,68 @@ fn device_steps_from_env() -> u8 {
 }
 
 /// Longest stretch of audio decoded in one pass (NeMo's chunked AED inference uses 40 s
-/// chunks; Canary is trained on utterances up to that). Longer inputs are cut into equal
-/// windows of at most this length, each its own segment.
+/// chunks; Canary is trained on utterances up to that). Longer inputs are cut into windows of
+/// at most this length, each its own segment (see [`windows`]).
 pub const WINDOW_SECONDS: f64 = 40.0;
+/// How far (seconds) a window boundary may move from its equal-split place to a quieter moment.
+pub const CUT_SEARCH_SECONDS: f64 = 5.0;
+
+/// Window bounds (samples) for a 16 kHz input: as many windows as [`WINDOW_SECONDS`] needs, of
+/// near-equal length (no short tail), each boundary moved to the quietest 100 ms within
+/// [`CUT_SEARCH_SECONDS`] of its equal-split place, so that a cut falls in a pause rather than
+/// through a word; no window is longer than the limit.
+pub fn windows(samples: &[f32]) -> Vec<std::ops::Range<usize>> {
+    const FRAME: usize = 1600; // 100 ms
+    const STEP: usize = 160; // 10 ms
+    let n = samples.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let max_len = (WINDOW_SECONDS * 16_000.0) as usize;
+    let search = (CUT_SEARCH_SECONDS * 16_000.0) as usize;
+    let n_windows = n.div_ceil(max_len).max(1);
+    // energy of any span from prefix sums of squares
+    let mut sq = Vec::with_capacity(n + 1);
+    sq.push(0.0f64);
+    for &v in samples {
+        let last = sq.last().copied().unwrap_or(0.0);
+        sq.push(last + f64::from(v) * f64::from(v));
+    }
+    let energy = |c: usize| {
+        let (a, b) = (c.saturating_sub(FRAME / 2), (c + FRAME / 2).min(n));
+        sq[b] - sq[a]
+    };
+    let mut out = Vec::with_capacity(n_windows);
+    let mut pos = 0;
+    for w in 0..n_windows {
+        let left = n_windows - w;
+        if left == 1 {
+            out.push(pos..n);
+            break;
+        }
+        let nominal = pos + (n - pos).div_ceil(left);
+        // the cut leaves a window of at most max_len here and lets the rest fit in left - 1
+        let lo = nominal
+            .saturating_sub(search)
+            .max(pos + 1)
+            .max(n.saturating_sub((left - 1) * max_len));
+        let hi = (nominal + search).min(pos + max_len).min(n - 1);
+        let mut cut = nominal.clamp(lo.min(hi), hi);
+        let mut best = f64::INFINITY;
+        let mut c = lo;
+        while c <= hi {
+            let e = energy(c);
+            // the quietest frame; among equals, the one nearest the equal split
+            if e < best || (e == best && c.abs_diff(nominal) < cut.abs_diff(nominal)) {
+                (best, cut) = (e, c);
+            }
+            c += STEP;
+        }
+        out.push(pos..cut);
+        pos = cut;
+    }
+    out
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct CanaryConfig {
@@ -829,13 +888,11 @@ impl<B: Backend> Canary<B> {
             language_probability: 1.0,
             ..Default::default()
         };
-        // Equal windows of at most WINDOW_SECONDS (no short tail window), each decoded alone.
-        let max_len = (WINDOW_SECONDS * 16_000.0) as usize;
-        let n_windows = samples.len().div_ceil(max_len).max(1);
-        let len = samples.len().div_ceil(n_windows).max(1);
-        for (w, piece) in samples.chunks(len).enumerate() {
-            let start = (w * len) as f64 / 16_000.0;
-            let end = start + piece.len() as f64 / 16_000.0;
+        // Windows of at most WINDOW_SECONDS cut in pauses, each decoded alone.
+        for range in windows(samples) {
+            let start = range.start as f64 / 16_000.0;
+            let end = range.end as f64 / 16_000.0;
+            let piece = &samples[range];
             let Some(ids) = self.decode_window(piece, prompt, max_new_tokens, beam_size)? else {
                 continue;
             };
