@@ -11,7 +11,7 @@
 use crate::backend::{Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor};
 use crate::counters::Counters;
 use crate::lane::{self, Lane};
-use crate::shapes::{around, attn_dims, check_vec, rank3, AttnDims};
+use crate::shapes::{around, attn_dims, check_vec, conv1d_dims, matmul_dims, rank3, AttnDims};
 use crate::{Error, HostTensor, Result};
 
 /// A tensor of the reference backend: host memory, nothing else.
@@ -438,23 +438,8 @@ impl Backend for ReferenceBackend {
     fn matmul(&self, a: &RefTensor, b: &RefTensor, trans_b: bool) -> Result<RefTensor> {
         self.op();
         let (sa, sb) = (&a.host.shape, &b.host.shape);
+        let (batch, m, k, n) = matmul_dims(sa, sb, trans_b)?;
         let r = sa.len();
-        if r < 2 || sb.len() != r || sa[..r - 2] != sb[..r - 2] {
-            return Err(Error::shape("matmul", format!("{sa:?} vs {sb:?}")));
-        }
-        let (m, k) = (sa[r - 2], sa[r - 1]);
-        let (kb, n) = if trans_b {
-            (sb[r - 1], sb[r - 2])
-        } else {
-            (sb[r - 2], sb[r - 1])
-        };
-        if kb != k {
-            return Err(Error::shape(
-                "matmul",
-                format!("inner dims {k} vs {kb} ({sa:?} · {sb:?}, trans_b={trans_b})"),
-            ));
-        }
-        let batch: usize = sa[..r - 2].iter().product();
         let mut out = vec![0f32; batch * m * n];
         for bi in 0..batch {
             let ad = &a.host.data[bi * m * k..];
@@ -488,17 +473,9 @@ impl Backend for ReferenceBackend {
     ) -> Result<RefTensor> {
         self.op();
         self.gemm(w.lane);
-        let (b, t, cin) = rank3("conv1d", "x", x)?;
+        let (b, t, cin, tout) = conv1d_dims(x, w.n, w.k, bias, p)?;
         let kk = p.kernel;
-        if kk == 0 || p.stride == 0 || cin * kk != w.k || t + 2 * p.padding < kk {
-            return Err(Error::shape(
-                "conv1d",
-                format!("x {:?}, weight ({}, {}), {p:?}", x.host.shape, w.n, w.k),
-            ));
-        }
-        check_vec("conv1d", "bias", bias, w.n)?;
         let cout = w.n;
-        let tout = (t + 2 * p.padding - kk) / p.stride + 1;
         let mut out = vec![0f32; b * tout * cout];
         for bi in 0..b {
             for to in 0..tout {

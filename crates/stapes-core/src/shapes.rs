@@ -1,6 +1,6 @@
 //! Shape validation shared by every home: the checks belong to the op contract, not to a home.
 
-use crate::{AttnParams, DeviceTensor, Error, Result};
+use crate::{AttnParams, Conv1dParams, DeviceTensor, Error, Result};
 
 /// `bias` must be `(n)` (any shape holding exactly `n` values is accepted as a vector).
 pub fn check_vec<T: DeviceTensor>(
@@ -32,6 +32,53 @@ pub fn rank3<T: DeviceTensor>(
             format!("{what} must be rank 3, got {:?}", t.shape()),
         )),
     }
+}
+
+/// The shape contract of `matmul(a, b, trans_b)`: `a (.., M, K)`, `b (.., K, N)` (or
+/// `(.., N, K)` when `trans_b`) with the same leading dims; returns (batch, M, K, N).
+pub fn matmul_dims(
+    sa: &[usize],
+    sb: &[usize],
+    trans_b: bool,
+) -> Result<(usize, usize, usize, usize)> {
+    let r = sa.len();
+    if r < 2 || sb.len() != r || sa[..r - 2] != sb[..r - 2] {
+        return Err(Error::shape("matmul", format!("{sa:?} vs {sb:?}")));
+    }
+    let (m, k) = (sa[r - 2], sa[r - 1]);
+    let (kb, n) = if trans_b {
+        (sb[r - 1], sb[r - 2])
+    } else {
+        (sb[r - 2], sb[r - 1])
+    };
+    if kb != k {
+        return Err(Error::shape(
+            "matmul",
+            format!("inner dims {k} vs {kb} ({sa:?} · {sb:?}, trans_b={trans_b})"),
+        ));
+    }
+    Ok((sa[..r - 2].iter().product(), m, k, n))
+}
+
+/// The shape contract of `conv1d`: `x (B, T, Cin)`, the weight `(Cout, Cin·kernel)` given as
+/// (`w_n`, `w_k`), a bias of `Cout` values; returns (B, T, Cin, T_out).
+pub fn conv1d_dims<T: DeviceTensor>(
+    x: &T,
+    w_n: usize,
+    w_k: usize,
+    bias: Option<&T>,
+    p: Conv1dParams,
+) -> Result<(usize, usize, usize, usize)> {
+    let (b, t, cin) = rank3("conv1d", "x", x)?;
+    let kk = p.kernel;
+    if kk == 0 || p.stride == 0 || cin * kk != w_k || t + 2 * p.padding < kk {
+        return Err(Error::shape(
+            "conv1d",
+            format!("x {:?}, weight ({w_n}, {w_k}), {p:?}", x.shape()),
+        ));
+    }
+    check_vec("conv1d", "bias", bias, w_n)?;
+    Ok((b, t, cin, (t + 2 * p.padding - kk) / p.stride + 1))
 }
 
 /// Split a shape around `dim` into (outer, dim size, inner) element counts.
@@ -108,4 +155,57 @@ pub fn attn_dims<T: DeviceTensor>(
         dv,
         kv_len,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::RefTensor;
+    use crate::HostTensor;
+
+    #[test]
+    fn matmul_geometry_and_refusals() {
+        assert_eq!(
+            matmul_dims(&[2, 3, 4], &[2, 4, 5], false).unwrap(),
+            (2, 3, 4, 5)
+        );
+        assert_eq!(
+            matmul_dims(&[2, 3, 4], &[2, 5, 4], true).unwrap(),
+            (2, 3, 4, 5)
+        );
+        assert_eq!(matmul_dims(&[3, 4], &[4, 5], false).unwrap(), (1, 3, 4, 5));
+        for (a, b, t) in [
+            (&[2, 3, 4][..], &[2, 5, 4][..], false), // inner dims 4 vs 5
+            (&[2, 3, 4], &[3, 4, 5], false),         // batches differ
+            (&[2, 3, 4], &[4, 5], false),            // ranks differ
+            (&[4], &[4], false),                     // rank 1
+        ] {
+            assert!(matmul_dims(a, b, t).is_err(), "{a:?} · {b:?}");
+        }
+    }
+
+    #[test]
+    fn conv1d_geometry_and_refusals() {
+        let x = RefTensor {
+            host: HostTensor::zeros(vec![2, 10, 3]),
+        };
+        let p = |kernel, stride, padding| Conv1dParams {
+            kernel,
+            stride,
+            padding,
+        };
+        // Whisper's second conv: k 3, stride 2, padding 1: T_out = (10 + 2 - 3) / 2 + 1
+        assert_eq!(
+            conv1d_dims(&x, 8, 9, None, p(3, 2, 1)).unwrap(),
+            (2, 10, 3, 5)
+        );
+        let bias = RefTensor {
+            host: HostTensor::zeros(vec![7]),
+        };
+        assert!(conv1d_dims(&x, 8, 9, Some(&bias), p(3, 2, 1)).is_err());
+        assert!(conv1d_dims(&x, 8, 8, None, p(3, 2, 1)).is_err()); // Cin·K != w_k
+        assert!(conv1d_dims(&x, 8, 0, None, p(0, 1, 0)).is_err()); // no kernel
+        assert!(conv1d_dims(&x, 8, 9, None, p(3, 0, 1)).is_err()); // no stride
+        assert!(conv1d_dims(&x, 8, 39, None, p(13, 1, 0)).is_err()); // longer than T
+    }
 }

@@ -14,7 +14,9 @@ pub mod vnni;
 
 use linalg::{sgemm, F16Buf, Kernels, Mat, Store};
 use rayon::prelude::*;
-use stapes_core::shapes::{around, attn_dims, check_vec, rank3, AttnDims};
+use stapes_core::shapes::{
+    around, attn_dims, check_vec, conv1d_dims, matmul_dims, rank3, AttnDims,
+};
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
     HostTensor, Lane, Result, WeightData, WeightView,
@@ -861,23 +863,8 @@ impl Backend for CpuBackend {
     fn matmul(&self, a: &CpuTensor, b: &CpuTensor, trans_b: bool) -> Result<CpuTensor> {
         self.op();
         let (sa, sb) = (&a.shape, &b.shape);
+        let (batch, m, k, n) = matmul_dims(sa, sb, trans_b)?;
         let r = sa.len();
-        if r < 2 || sb.len() != r || sa[..r - 2] != sb[..r - 2] {
-            return Err(Error::shape("matmul", format!("{sa:?} vs {sb:?}")));
-        }
-        let (m, k) = (sa[r - 2], sa[r - 1]);
-        let (kb, n) = if trans_b {
-            (sb[r - 1], sb[r - 2])
-        } else {
-            (sb[r - 2], sb[r - 1])
-        };
-        if kb != k {
-            return Err(Error::shape(
-                "matmul",
-                format!("inner dims {k} vs {kb} ({sa:?} · {sb:?}, trans_b={trans_b})"),
-            ));
-        }
-        let batch: usize = sa[..r - 2].iter().product();
         let mut out = vec![0f32; batch * m * n];
         if m * n > 0 {
             // Many small products run one per task; one big product uses the threads inside gemm.
@@ -923,16 +910,8 @@ impl Backend for CpuBackend {
     ) -> Result<CpuTensor> {
         self.op();
         self.gemm_lane(w.lane);
-        let (b, t, cin) = rank3("conv1d", "x", x)?;
+        let (b, t, cin, tout) = conv1d_dims(x, w.n, w.k, bias, p)?;
         let kk = p.kernel;
-        if kk == 0 || p.stride == 0 || cin * kk != w.k || t + 2 * p.padding < kk {
-            return Err(Error::shape(
-                "conv1d",
-                format!("x {:?}, weight ({}, {}), {p:?}", x.shape, w.n, w.k),
-            ));
-        }
-        check_vec("conv1d", "bias", bias, w.n)?;
-        let tout = (t + 2 * p.padding - kk) / p.stride + 1;
         // im2col: row (b, t_out) holds [c_in][k], the weight's own layout, so the GEMM is linear.
         let mut col = vec![0f32; b * tout * w.k]; // (B·T_out, C_in·K)
         self.for_chunks(col.len(), &mut col, w.k, |row, dst| {

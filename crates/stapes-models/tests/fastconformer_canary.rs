@@ -322,7 +322,10 @@ fn canary_window_bounds() {
             if i + 1 < w.len() {
                 assert_eq!(r.end, w[i + 1].start);
                 let nominal = r.start + (n - r.start).div_ceil(w.len() - i);
-                assert!(r.end.abs_diff(nominal) <= 5 * 16_000, "n {n}: cut {i} {r:?}");
+                assert!(
+                    r.end.abs_diff(nominal) <= 5 * 16_000,
+                    "n {n}: cut {i} {r:?}"
+                );
             }
         }
     }
