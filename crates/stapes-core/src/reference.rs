@@ -11,7 +11,10 @@
 use crate::backend::{Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor};
 use crate::counters::Counters;
 use crate::lane::{self, Lane};
-use crate::shapes::{around, attn_dims, check_vec, conv1d_dims, matmul_dims, rank3, AttnDims};
+use crate::shapes::{
+    around, attn_dims, check_slice, check_vec, concat_shape, conv1d_dims, matmul_dims, rank3,
+    write_rows_dims, AttnDims,
+};
 use crate::{Error, HostTensor, Result};
 
 /// A tensor of the reference backend: host memory, nothing else.
@@ -280,12 +283,7 @@ impl Backend for ReferenceBackend {
     fn slice(&self, t: &RefTensor, dim: usize, start: usize, len: usize) -> Result<RefTensor> {
         self.op();
         let s = &t.host.shape;
-        if dim >= s.len() || start + len > s[dim] {
-            return Err(Error::shape(
-                "slice",
-                format!("[{start}, {start}+{len}) of dim {dim} of {s:?}"),
-            ));
-        }
+        check_slice(s, dim, start, len)?;
         let (outer, d, inner) = around(s, dim);
         let mut out = Vec::with_capacity(outer * len * inner);
         for o in 0..outer {
@@ -300,32 +298,9 @@ impl Backend for ReferenceBackend {
 
     fn concat(&self, ts: &[&RefTensor], dim: usize) -> Result<RefTensor> {
         self.op();
-        let first = ts
-            .first()
-            .ok_or_else(|| Error::shape("concat", "no tensors"))?;
-        let s0 = &first.host.shape;
-        if dim >= s0.len() {
-            return Err(Error::shape(
-                "concat",
-                format!("dim {dim} out of range for {s0:?}"),
-            ));
-        }
-        for t in ts {
-            let s = &t.host.shape;
-            let same = s.len() == s0.len()
-                && s.iter()
-                    .zip(s0)
-                    .enumerate()
-                    .all(|(i, (a, b))| i == dim || a == b);
-            if !same {
-                return Err(Error::shape(
-                    "concat",
-                    format!("{s:?} vs {s0:?} along dim {dim}"),
-                ));
-            }
-        }
-        let (outer, _, inner) = around(s0, dim);
-        let total: usize = ts.iter().map(|t| t.host.shape[dim]).sum();
+        let shapes: Vec<&[usize]> = ts.iter().map(|t| &t.host.shape[..]).collect();
+        let shape = concat_shape(&shapes, dim)?;
+        let (outer, total, inner) = around(&shape, dim);
         let mut out = Vec::with_capacity(outer * total * inner);
         for o in 0..outer {
             for t in ts {
@@ -333,24 +308,12 @@ impl Backend for ReferenceBackend {
                 out.extend_from_slice(&t.host.data[o * d * inner..(o + 1) * d * inner]);
             }
         }
-        let mut shape = s0.clone();
-        shape[dim] = total;
         Ok(RefTensor::new(shape, out))
     }
 
     fn write_rows(&self, dst: &mut RefTensor, src: &RefTensor, offset: usize) -> Result<()> {
         self.op();
-        let (b, t, c) = rank3("write_rows", "dst", dst)?;
-        let (bs, n, cs) = rank3("write_rows", "src", src)?;
-        if bs != b || cs != c || offset + n > t {
-            return Err(Error::shape(
-                "write_rows",
-                format!(
-                    "src {:?} at row {offset} does not fit dst {:?}",
-                    src.host.shape, dst.host.shape
-                ),
-            ));
-        }
+        let (b, t, c, n) = write_rows_dims(dst, src, offset)?;
         for bi in 0..b {
             for r in 0..n {
                 for ci in 0..c {

@@ -81,6 +81,73 @@ pub fn conv1d_dims<T: DeviceTensor>(
     Ok((b, t, cin, (t + 2 * p.padding - kk) / p.stride + 1))
 }
 
+/// The contract of `slice(t, dim, start, len)`: `[start, start + len)` lies inside `dim`.
+pub fn check_slice(shape: &[usize], dim: usize, start: usize, len: usize) -> Result<()> {
+    if dim >= shape.len() || start.checked_add(len).is_none_or(|e| e > shape[dim]) {
+        return Err(Error::shape(
+            "slice",
+            format!("[{start}, {start}+{len}) of dim {dim} of {shape:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The contract of `concat(ts, dim)`: at least one tensor, all of one rank and alike but
+/// along `dim`; returns the output's shape.
+pub fn concat_shape(shapes: &[&[usize]], dim: usize) -> Result<Vec<usize>> {
+    let s0 = shapes
+        .first()
+        .ok_or_else(|| Error::shape("concat", "no tensors"))?;
+    if dim >= s0.len() {
+        return Err(Error::shape(
+            "concat",
+            format!("dim {dim} out of range for {s0:?}"),
+        ));
+    }
+    let mut total = 0usize;
+    for s in shapes {
+        if s.len() != s0.len()
+            || s.iter()
+                .zip(s0.iter())
+                .enumerate()
+                .any(|(i, (a, b))| i != dim && a != b)
+        {
+            return Err(Error::shape(
+                "concat",
+                format!("{s:?} vs {s0:?} along dim {dim}"),
+            ));
+        }
+        total = total
+            .checked_add(s[dim])
+            .ok_or_else(|| Error::shape("concat", "total length overflows"))?;
+    }
+    let mut out = s0.to_vec();
+    out[dim] = total;
+    Ok(out)
+}
+
+/// The contract of `write_rows(dst, src, offset)`: `dst (B, T, C)`, `src (B, n, C)` with
+/// `offset + n <= T`; returns (B, T, C, n).
+pub fn write_rows_dims<T: DeviceTensor>(
+    dst: &T,
+    src: &T,
+    offset: usize,
+) -> Result<(usize, usize, usize, usize)> {
+    let (b, t, c) = rank3("write_rows", "dst", dst)?;
+    let (bs, n, cs) = rank3("write_rows", "src", src)?;
+    if bs != b || cs != c || offset.checked_add(n).is_none_or(|e| e > t) {
+        return Err(Error::shape(
+            "write_rows",
+            format!(
+                "src {:?} at row {offset} does not fit dst {:?}",
+                src.shape(),
+                dst.shape()
+            ),
+        ));
+    }
+    Ok((b, t, c, n))
+}
+
 /// Split a shape around `dim` into (outer, dim size, inner) element counts.
 pub fn around(shape: &[usize], dim: usize) -> (usize, usize, usize) {
     let outer = shape[..dim].iter().product();
@@ -182,6 +249,35 @@ mod tests {
         ] {
             assert!(matmul_dims(a, b, t).is_err(), "{a:?} · {b:?}");
         }
+    }
+
+    #[test]
+    fn slice_concat_write_rows_contracts() {
+        assert!(check_slice(&[2, 5, 3], 1, 2, 3).is_ok());
+        assert!(check_slice(&[2, 5, 3], 1, 3, 3).is_err());
+        assert!(check_slice(&[2, 5, 3], 3, 0, 1).is_err());
+        assert!(
+            check_slice(&[2, 5, 3], 1, usize::MAX, 2).is_err(),
+            "overflow"
+        );
+        let (a, b) = ([2usize, 3, 4], [2usize, 5, 4]);
+        assert_eq!(concat_shape(&[&a, &b], 1).unwrap(), vec![2, 8, 4]);
+        assert!(concat_shape(&[&a, &b], 2).is_err());
+        assert!(concat_shape(&[&a, &[2, 3][..]], 1).is_err());
+        assert!(concat_shape(&[], 0).is_err());
+        assert!(concat_shape(&[&a], 3).is_err());
+        let t = |s: Vec<usize>| RefTensor {
+            host: HostTensor::zeros(s),
+        };
+        let dst = t(vec![2, 10, 4]);
+        assert_eq!(
+            write_rows_dims(&dst, &t(vec![2, 3, 4]), 7).unwrap(),
+            (2, 10, 4, 3)
+        );
+        assert!(write_rows_dims(&dst, &t(vec![2, 3, 4]), 8).is_err());
+        assert!(write_rows_dims(&dst, &t(vec![1, 3, 4]), 0).is_err());
+        assert!(write_rows_dims(&dst, &t(vec![2, 3, 5]), 0).is_err());
+        assert!(write_rows_dims(&dst, &t(vec![2, 3, 4]), usize::MAX).is_err());
     }
 
     #[test]

@@ -15,7 +15,8 @@ pub mod vnni;
 use linalg::{sgemm, F16Buf, Kernels, Mat, Store};
 use rayon::prelude::*;
 use stapes_core::shapes::{
-    around, attn_dims, check_vec, conv1d_dims, matmul_dims, rank3, AttnDims,
+    around, attn_dims, check_slice, check_vec, concat_shape, conv1d_dims, matmul_dims, rank3,
+    write_rows_dims, AttnDims,
 };
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
@@ -722,12 +723,7 @@ impl Backend for CpuBackend {
     fn slice(&self, t: &CpuTensor, dim: usize, start: usize, len: usize) -> Result<CpuTensor> {
         self.op();
         let s = &t.shape;
-        if dim >= s.len() || start.checked_add(len).is_none_or(|e| e > s[dim]) {
-            return Err(Error::shape(
-                "slice",
-                format!("[{start}, {start}+{len}) of dim {dim} of {s:?}"),
-            ));
-        }
+        check_slice(s, dim, start, len)?;
         let (outer, d, inner) = around(s, dim);
         let mut out = Vec::with_capacity(outer * len * inner);
         for o in 0..outer {
@@ -740,32 +736,9 @@ impl Backend for CpuBackend {
 
     fn concat(&self, ts: &[&CpuTensor], dim: usize) -> Result<CpuTensor> {
         self.op();
-        let first = ts
-            .first()
-            .ok_or_else(|| Error::shape("concat", "no tensors"))?;
-        let s0 = &first.shape;
-        if dim >= s0.len() {
-            return Err(Error::shape(
-                "concat",
-                format!("dim {dim} out of range for {s0:?}"),
-            ));
-        }
-        for t in ts {
-            let s = &t.shape;
-            if s.len() != s0.len()
-                || s.iter()
-                    .zip(s0)
-                    .enumerate()
-                    .any(|(i, (a, b))| i != dim && a != b)
-            {
-                return Err(Error::shape(
-                    "concat",
-                    format!("{s:?} vs {s0:?} along dim {dim}"),
-                ));
-            }
-        }
-        let (outer, _, inner) = around(s0, dim);
-        let total: usize = ts.iter().map(|t| t.shape[dim]).sum();
+        let shapes: Vec<&[usize]> = ts.iter().map(|t| &t.shape[..]).collect();
+        let shape = concat_shape(&shapes, dim)?;
+        let (outer, total, inner) = around(&shape, dim);
         let mut out = Vec::with_capacity(outer * total * inner);
         for o in 0..outer {
             for t in ts {
@@ -773,24 +746,12 @@ impl Backend for CpuBackend {
                 out.extend_from_slice(&t.data[o * d * inner..(o + 1) * d * inner]);
             }
         }
-        let mut shape = s0.clone();
-        shape[dim] = total;
         Ok(CpuTensor::new(shape, out))
     }
 
     fn write_rows(&self, dst: &mut CpuTensor, src: &CpuTensor, offset: usize) -> Result<()> {
         self.op();
-        let (b, t, c) = rank3("write_rows", "dst", dst)?;
-        let (bs, n, cs) = rank3("write_rows", "src", src)?;
-        if bs != b || cs != c || offset.checked_add(n).is_none_or(|e| e > t) {
-            return Err(Error::shape(
-                "write_rows",
-                format!(
-                    "src {:?} at row {offset} does not fit dst {:?}",
-                    src.shape, dst.shape
-                ),
-            ));
-        }
+        let (b, t, c, n) = write_rows_dims(dst, src, offset)?;
         for bi in 0..b {
             dst.data[(bi * t + offset) * c..(bi * t + offset + n) * c]
                 .copy_from_slice(&src.data[bi * n * c..(bi + 1) * n * c]);

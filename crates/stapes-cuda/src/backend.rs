@@ -1366,12 +1366,7 @@ impl Backend for CudaBackend {
     }
 
     fn slice(&self, t: &CudaTensor, dim: usize, start: usize, len: usize) -> Result<CudaTensor> {
-        if dim >= t.shape.len() || start + len > t.shape[dim] {
-            return Err(Error::shape(
-                "slice",
-                format!("{:?} dim {dim} [{start}, +{len})", t.shape),
-            ));
-        }
+        stapes_core::shapes::check_slice(&t.shape, dim, start, len)?;
         let outer: usize = t.shape[..dim].iter().product();
         let inner: usize = t.shape[dim + 1..].iter().product();
         let mut shape = t.shape.clone();
@@ -1392,35 +1387,10 @@ impl Backend for CudaBackend {
     }
 
     fn concat(&self, ts: &[&CudaTensor], dim: usize) -> Result<CudaTensor> {
-        let first = ts
-            .first()
-            .ok_or_else(|| Error::shape("concat", "no inputs"))?;
-        if dim >= first.shape.len() {
-            return Err(Error::shape(
-                "concat",
-                format!("dim {dim} of {:?}", first.shape),
-            ));
-        }
-        let mut total = 0;
-        for t in ts {
-            let same = t.shape.len() == first.shape.len()
-                && t.shape
-                    .iter()
-                    .zip(&first.shape)
-                    .enumerate()
-                    .all(|(i, (a, b))| i == dim || a == b);
-            if !same {
-                return Err(Error::shape(
-                    "concat",
-                    format!("{:?} vs {:?} along {dim}", t.shape, first.shape),
-                ));
-            }
-            total += t.shape[dim];
-        }
-        let outer: usize = first.shape[..dim].iter().product();
-        let inner: usize = first.shape[dim + 1..].iter().product();
-        let mut shape = first.shape.clone();
-        shape[dim] = total;
+        let shapes: Vec<&[usize]> = ts.iter().map(|t| &t.shape[..]).collect();
+        let shape = stapes_core::shapes::concat_shape(&shapes, dim)?;
+        let (outer, total, inner) = stapes_core::shapes::around(&shape, dim);
+        let first = ts[0];
         // one type in, that type out; mixed inputs meet in the type ops write now
         let dt = if ts.iter().all(|t| t.dtype == first.dtype) {
             first.dtype
@@ -1448,19 +1418,8 @@ impl Backend for CudaBackend {
     }
 
     fn write_rows(&self, dst: &mut CudaTensor, src: &CudaTensor, offset: usize) -> Result<()> {
-        if dst.shape.len() != 3
-            || src.shape.len() != 3
-            || dst.shape[0] != src.shape[0]
-            || dst.shape[2] != src.shape[2]
-            || offset + src.shape[1] > dst.shape[1]
-        {
-            return Err(Error::shape(
-                "write_rows",
-                format!("{:?} into {:?} at {offset}", src.shape, dst.shape),
-            ));
-        }
+        let (b, t, c, n) = stapes_core::shapes::write_rows_dims(&*dst, src, offset)?;
         self.forget_prep();
-        let (b, t, c, n) = (dst.shape[0], dst.shape[1], dst.shape[2], src.shape[1]);
         let d = self.t(dst) + (offset * c * dst.dtype.size()) as u64;
         let s = self.t(src);
         self.copy2d(d, dst.dtype, s, src.dtype, b, n * c, t * c, n * c)
