@@ -12,8 +12,8 @@ use crate::backend::{Activation, AttnParams, Backend, Conv1dParams, Conv2dParams
 use crate::counters::Counters;
 use crate::lane::{self, Lane};
 use crate::shapes::{
-    around, attn_dims, check_slice, check_vec, concat_shape, conv1d_dims, matmul_dims, rank3,
-    write_rows_dims, AttnDims,
+    around, attn_dims, check_slice, check_vec, concat_shape, conv1d_dims, conv2d_dims,
+    depthwise_dims, matmul_dims, write_rows_dims, AttnDims, Conv2dDims,
 };
 use crate::{Error, HostTensor, Result};
 
@@ -471,24 +471,7 @@ impl Backend for ReferenceBackend {
         padding: usize,
     ) -> Result<RefTensor> {
         self.op();
-        let (b, t, c) = rank3("depthwise_conv1d", "x", x)?;
-        let [wc, kk] = w.host.shape[..] else {
-            return Err(Error::shape(
-                "depthwise_conv1d",
-                format!("w must be (C, K), got {:?}", w.host.shape),
-            ));
-        };
-        if wc != c || kk == 0 || stride == 0 || t + 2 * padding < kk {
-            return Err(Error::shape(
-                "depthwise_conv1d",
-                format!(
-                    "x {:?}, w {:?}, stride {stride}, padding {padding}",
-                    x.host.shape, w.host.shape
-                ),
-            ));
-        }
-        check_vec("depthwise_conv1d", "bias", bias, c)?;
-        let tout = (t + 2 * padding - kk) / stride + 1;
+        let (b, t, c, kk, tout) = depthwise_dims(x, w, bias, stride, padding)?;
         let mut out = vec![0f32; b * tout * c];
         for bi in 0..b {
             for to in 0..tout {
@@ -517,39 +500,19 @@ impl Backend for ReferenceBackend {
         p: Conv2dParams,
     ) -> Result<RefTensor> {
         self.op();
-        let [b, cin, hh, ww] = x.host.shape[..] else {
-            return Err(Error::shape(
-                "conv2d",
-                format!("x must be (B, C, H, W), got {:?}", x.host.shape),
-            ));
-        };
-        let [cout, cin_g, kh, kw] = w.host.shape[..] else {
-            return Err(Error::shape(
-                "conv2d",
-                format!("w must be (C_out, C_in/g, kh, kw), got {:?}", w.host.shape),
-            ));
-        };
+        let Conv2dDims {
+            b,
+            cin,
+            h: hh,
+            w: ww,
+            cout,
+            cin_g,
+            kh,
+            kw,
+            ho,
+            wo,
+        } = conv2d_dims(x, w, bias, p)?;
         let g = p.groups;
-        let ok = g > 0
-            && cin % g == 0
-            && cout % g == 0
-            && cin_g == cin / g
-            && (kh, kw) == p.kernel
-            && kh > 0
-            && kw > 0
-            && p.stride.0 > 0
-            && p.stride.1 > 0
-            && hh + 2 * p.padding.0 >= kh
-            && ww + 2 * p.padding.1 >= kw;
-        if !ok {
-            return Err(Error::shape(
-                "conv2d",
-                format!("x {:?}, w {:?}, {p:?}", x.host.shape, w.host.shape),
-            ));
-        }
-        check_vec("conv2d", "bias", bias, cout)?;
-        let ho = (hh + 2 * p.padding.0 - kh) / p.stride.0 + 1;
-        let wo = (ww + 2 * p.padding.1 - kw) / p.stride.1 + 1;
         let cout_g = cout / g;
         let mut out = vec![0f32; b * cout * ho * wo];
         for bi in 0..b {

@@ -1,6 +1,6 @@
 //! Shape validation shared by every home: the checks belong to the op contract, not to a home.
 
-use crate::{AttnParams, Conv1dParams, DeviceTensor, Error, Result};
+use crate::{AttnParams, Conv1dParams, Conv2dParams, DeviceTensor, Error, Result};
 
 /// `bias` must be `(n)` (any shape holding exactly `n` values is accepted as a vector).
 pub fn check_vec<T: DeviceTensor>(
@@ -148,6 +148,105 @@ pub fn write_rows_dims<T: DeviceTensor>(
     Ok((b, t, c, n))
 }
 
+/// The contract of `depthwise_conv1d`: `x (B, T, C)`, taps `w (C, K)`, a bias of `C` values;
+/// returns (B, T, C, K, T_out).
+pub fn depthwise_dims<T: DeviceTensor>(
+    x: &T,
+    w: &T,
+    bias: Option<&T>,
+    stride: usize,
+    padding: usize,
+) -> Result<(usize, usize, usize, usize, usize)> {
+    const OP: &str = "depthwise_conv1d";
+    let (b, t, c) = rank3(OP, "x", x)?;
+    let [wc, kk] = w.shape()[..] else {
+        return Err(Error::shape(
+            OP,
+            format!("w must be (C, K), got {:?}", w.shape()),
+        ));
+    };
+    if wc != c || kk == 0 || stride == 0 || t + 2 * padding < kk {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "x {:?}, w {:?}, stride {stride}, padding {padding}",
+                x.shape(),
+                w.shape()
+            ),
+        ));
+    }
+    check_vec(OP, "bias", bias, c)?;
+    Ok((b, t, c, kk, (t + 2 * padding - kk) / stride + 1))
+}
+
+/// Validated `conv2d` geometry: `x (B, C_in, H, W)`, `w (C_out, C_in/g, kh, kw)`, output
+/// `(B, C_out, H_out, W_out)`.
+pub struct Conv2dDims {
+    pub b: usize,
+    pub cin: usize,
+    pub h: usize,
+    pub w: usize,
+    pub cout: usize,
+    pub cin_g: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub ho: usize,
+    pub wo: usize,
+}
+
+/// The contract of `conv2d`: groups and every kernel and stride size above zero, channels that
+/// split into the groups, a kernel that fits the padded input, a bias of `C_out` values.
+pub fn conv2d_dims<T: DeviceTensor>(
+    x: &T,
+    w: &T,
+    bias: Option<&T>,
+    p: Conv2dParams,
+) -> Result<Conv2dDims> {
+    let [b, cin, hh, ww] = x.shape()[..] else {
+        return Err(Error::shape(
+            "conv2d",
+            format!("x must be (B, C, H, W), got {:?}", x.shape()),
+        ));
+    };
+    let [cout, cin_g, kh, kw] = w.shape()[..] else {
+        return Err(Error::shape(
+            "conv2d",
+            format!("w must be (C_out, C_in/g, kh, kw), got {:?}", w.shape()),
+        ));
+    };
+    let g = p.groups;
+    let ok = g > 0
+        && cin % g == 0
+        && cout % g == 0
+        && cin_g == cin / g
+        && (kh, kw) == p.kernel
+        && kh > 0
+        && kw > 0
+        && p.stride.0 > 0
+        && p.stride.1 > 0
+        && hh + 2 * p.padding.0 >= kh
+        && ww + 2 * p.padding.1 >= kw;
+    if !ok {
+        return Err(Error::shape(
+            "conv2d",
+            format!("x {:?}, w {:?}, {p:?}", x.shape(), w.shape()),
+        ));
+    }
+    check_vec("conv2d", "bias", bias, cout)?;
+    Ok(Conv2dDims {
+        b,
+        cin,
+        h: hh,
+        w: ww,
+        cout,
+        cin_g,
+        kh,
+        kw,
+        ho: (hh + 2 * p.padding.0 - kh) / p.stride.0 + 1,
+        wo: (ww + 2 * p.padding.1 - kw) / p.stride.1 + 1,
+    })
+}
+
 /// Split a shape around `dim` into (outer, dim size, inner) element counts.
 pub fn around(shape: &[usize], dim: usize) -> (usize, usize, usize) {
     let outer = shape[..dim].iter().product();
@@ -278,6 +377,42 @@ mod tests {
         assert!(write_rows_dims(&dst, &t(vec![1, 3, 4]), 0).is_err());
         assert!(write_rows_dims(&dst, &t(vec![2, 3, 5]), 0).is_err());
         assert!(write_rows_dims(&dst, &t(vec![2, 3, 4]), usize::MAX).is_err());
+    }
+
+    #[test]
+    fn depthwise_and_conv2d_contracts() {
+        let t = |s: Vec<usize>| RefTensor {
+            host: HostTensor::zeros(s),
+        };
+        let (x, w) = (t(vec![2, 10, 4]), t(vec![4, 9]));
+        assert_eq!(
+            depthwise_dims(&x, &w, None, 1, 4).unwrap(),
+            (2, 10, 4, 9, 10)
+        );
+        assert_eq!(depthwise_dims(&x, &w, None, 2, 4).unwrap().4, 5);
+        assert!(depthwise_dims(&x, &t(vec![3, 9]), None, 1, 4).is_err());
+        assert!(depthwise_dims(&x, &t(vec![4, 0]), None, 1, 0).is_err());
+        assert!(depthwise_dims(&x, &w, None, 0, 4).is_err());
+        assert!(depthwise_dims(&x, &t(vec![4, 11]), None, 1, 0).is_err());
+        assert!(depthwise_dims(&x, &w, Some(&t(vec![3])), 1, 4).is_err());
+        // FastConformer's subsampling: 3×3, stride 2, padding 1, then a depthwise (groups = C)
+        let p = |groups, kernel, stride| Conv2dParams {
+            kernel,
+            stride,
+            padding: (1, 1),
+            groups,
+        };
+        let x = t(vec![1, 8, 20, 16]);
+        let d = conv2d_dims(&x, &t(vec![8, 1, 3, 3]), None, p(8, (3, 3), (2, 2))).unwrap();
+        assert_eq!((d.b, d.cout, d.ho, d.wo, d.cin_g), (1, 8, 10, 8, 1));
+        let w = t(vec![16, 8, 3, 3]);
+        assert!(conv2d_dims(&x, &w, None, p(1, (3, 3), (2, 2))).is_ok());
+        assert!(conv2d_dims(&x, &w, None, p(0, (3, 3), (2, 2))).is_err()); // no groups
+        assert!(conv2d_dims(&x, &w, None, p(3, (3, 3), (2, 2))).is_err()); // 8 % 3
+        assert!(conv2d_dims(&x, &w, None, p(1, (3, 1), (2, 2))).is_err()); // kernel mismatch
+        assert!(conv2d_dims(&x, &w, None, p(1, (3, 3), (0, 2))).is_err()); // no stride
+        assert!(conv2d_dims(&x, &w, Some(&t(vec![8])), p(1, (3, 3), (2, 2))).is_err());
+        assert!(conv2d_dims(&t(vec![8, 20, 16]), &w, None, p(1, (3, 3), (2, 2))).is_err());
     }
 
     #[test]

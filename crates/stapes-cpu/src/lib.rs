@@ -15,8 +15,8 @@ pub mod vnni;
 use linalg::{sgemm, F16Buf, Kernels, Mat, Store};
 use rayon::prelude::*;
 use stapes_core::shapes::{
-    around, attn_dims, check_slice, check_vec, concat_shape, conv1d_dims, matmul_dims, rank3,
-    write_rows_dims, AttnDims,
+    around, attn_dims, check_slice, check_vec, concat_shape, conv1d_dims, conv2d_dims,
+    depthwise_dims, matmul_dims, write_rows_dims, AttnDims, Conv2dDims,
 };
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
@@ -901,24 +901,7 @@ impl Backend for CpuBackend {
         padding: usize,
     ) -> Result<CpuTensor> {
         self.op();
-        let (b, t, c) = rank3("depthwise_conv1d", "x", x)?;
-        let [wc, kk] = w.shape[..] else {
-            return Err(Error::shape(
-                "depthwise_conv1d",
-                format!("w must be (C, K), got {:?}", w.shape),
-            ));
-        };
-        if wc != c || kk == 0 || stride == 0 || t + 2 * padding < kk {
-            return Err(Error::shape(
-                "depthwise_conv1d",
-                format!(
-                    "x {:?}, w {:?}, stride {stride}, padding {padding}",
-                    x.shape, w.shape
-                ),
-            ));
-        }
-        check_vec("depthwise_conv1d", "bias", bias, c)?;
-        let tout = (t + 2 * padding - kk) / stride + 1;
+        let (b, t, c, kk, tout) = depthwise_dims(x, w, bias, stride, padding)?;
         // (K, C) copy of the taps so the inner loop runs over contiguous channels.
         let mut wt = vec![0f32; kk * c];
         for ci in 0..c {
@@ -957,39 +940,19 @@ impl Backend for CpuBackend {
         p: Conv2dParams,
     ) -> Result<CpuTensor> {
         self.op();
-        let [b, cin, hh, ww] = x.shape[..] else {
-            return Err(Error::shape(
-                "conv2d",
-                format!("x must be (B, C, H, W), got {:?}", x.shape),
-            ));
-        };
-        let [cout, cin_g, kh, kw] = w.shape[..] else {
-            return Err(Error::shape(
-                "conv2d",
-                format!("w must be (C_out, C_in/g, kh, kw), got {:?}", w.shape),
-            ));
-        };
+        let Conv2dDims {
+            b,
+            cin,
+            h: hh,
+            w: ww,
+            cout,
+            cin_g,
+            kh,
+            kw,
+            ho,
+            wo,
+        } = conv2d_dims(x, w, bias, p)?;
         let g = p.groups;
-        let ok = g > 0
-            && cin % g == 0
-            && cout % g == 0
-            && cin_g == cin / g
-            && (kh, kw) == p.kernel
-            && kh > 0
-            && kw > 0
-            && p.stride.0 > 0
-            && p.stride.1 > 0
-            && hh + 2 * p.padding.0 >= kh
-            && ww + 2 * p.padding.1 >= kw;
-        if !ok {
-            return Err(Error::shape(
-                "conv2d",
-                format!("x {:?}, w {:?}, {p:?}", x.shape, w.shape),
-            ));
-        }
-        check_vec("conv2d", "bias", bias, cout)?;
-        let ho = (hh + 2 * p.padding.0 - kh) / p.stride.0 + 1;
-        let wo = (ww + 2 * p.padding.1 - kw) / p.stride.1 + 1;
         let (cout_g, kdim, npix) = (cout / g, cin_g * kh * kw, ho * wo);
         let mut out = vec![0f32; b * cout * npix];
         // One task per (batch, group): im2col (C_in/g·kh·kw, Ho·Wo), then W_g · col; with fewer

@@ -1721,22 +1721,8 @@ impl Backend for CudaBackend {
         stride: usize,
         padding: usize,
     ) -> Result<CudaTensor> {
-        Self::check_rank("depthwise_conv1d", x, 3)?;
-        Self::check_rank("depthwise_conv1d", w, 2)?;
-        let (b, t, c) = (x.shape[0], x.shape[1], x.shape[2]);
-        let kw = w.shape[1];
-        if w.shape[0] != c
-            || kw == 0
-            || stride == 0
-            || t + 2 * padding < kw
-            || bias.is_some_and(|b| b.numel() != c)
-        {
-            return Err(Error::shape(
-                "depthwise_conv1d",
-                format!("x {:?} w {:?}", x.shape, w.shape),
-            ));
-        }
-        let t_out = (t + 2 * padding - kw) / stride + 1;
+        let (b, t, c, kw, t_out) =
+            stapes_core::shapes::depthwise_dims(x, w, bias, stride, padding)?;
         let out = self.alloc(&[b, t_out, c], self.out_dt())?;
         let n = b * t_out * c;
         if n > 0 {
@@ -1770,28 +1756,19 @@ impl Backend for CudaBackend {
         bias: Option<&CudaTensor>,
         p: Conv2dParams,
     ) -> Result<CudaTensor> {
-        Self::check_rank("conv2d", x, 4)?;
-        Self::check_rank("conv2d", w, 4)?;
-        let (b, ci, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
-        let (co, cig, kh, kw) = (w.shape[0], w.shape[1], w.shape[2], w.shape[3]);
-        let g = p.groups.max(1);
-        let ok = ci % g == 0
-            && co % g == 0
-            && cig == ci / g
-            && (kh, kw) == p.kernel
-            && p.stride.0 > 0
-            && p.stride.1 > 0
-            && h + 2 * p.padding.0 >= kh
-            && wd + 2 * p.padding.1 >= kw
-            && bias.is_none_or(|b| b.numel() == co);
-        if !ok {
-            return Err(Error::shape(
-                "conv2d",
-                format!("x {:?} w {:?} {p:?}", x.shape, w.shape),
-            ));
-        }
-        let ho = (h + 2 * p.padding.0 - kh) / p.stride.0 + 1;
-        let wo = (wd + 2 * p.padding.1 - kw) / p.stride.1 + 1;
+        let stapes_core::shapes::Conv2dDims {
+            b,
+            cin: ci,
+            h,
+            w: wd,
+            cout: co,
+            kh,
+            kw,
+            ho,
+            wo,
+            ..
+        } = stapes_core::shapes::conv2d_dims(x, w, bias, p)?;
+        let g = p.groups;
         let out = self.alloc(&[b, co, ho, wo], self.out_dt())?;
         let n = b * co * ho * wo;
         if n > 0 {
