@@ -392,6 +392,40 @@ fn parakeet_tdt_through_the_cli_matches_transformers() {
     }
 }
 
+/// A Parakeet model cannot translate: `--task translate` is a usage error (exit 2) instead of a
+/// transcript in the spoken language; a language or prompt is ignored with a warning.
+#[test]
+fn parakeet_refuses_translation_and_warns_on_a_language() {
+    let tdt = repo()
+        .join("crates/stapes-models/tests/fixtures/fastconformer/tdt")
+        .display()
+        .to_string();
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &tdt,
+        "--task",
+        "translate",
+        &sample("jfk.wav"),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("translation needs"), "{}", stderr(&o));
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &tdt,
+        "--language",
+        "de",
+        &sample("jfk.wav"),
+    ]);
+    assert!(o.status.success(), "stderr: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no language or prompt"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 #[test]
 fn inspect_names_the_family_of_nemo_archives_and_whisper_cpp_parakeet_files() {
     let fx = repo().join("crates/stapes-models/tests/fixtures/fastconformer");

@@ -154,6 +154,8 @@ fn parakeet_batch<B: stapes_core::Backend>(
                 i,
                 Err(StapesError::BadInput("the audio holds no samples".into())),
             );
+        } else if let Err(e) = crate::engine::check_parakeet_options(input.options) {
+            deliver(i, Err(e));
         } else {
             runnable.push(i);
         }

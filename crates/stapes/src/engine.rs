@@ -433,8 +433,14 @@ impl Engine {
             Inner::WhisperCpu(m) => m.transcribe_observed(samples, &w, progress, on_segment)?,
             Inner::WhisperCuda(m) => m.transcribe_observed(samples, &w, progress, on_segment)?,
             // Transducers and CTC take no language, task or prompt: one pass over the input.
-            Inner::ParakeetCpu(m) => m.transcribe(samples)?,
-            Inner::ParakeetCuda(m) => m.transcribe(samples)?,
+            Inner::ParakeetCpu(m) => {
+                check_parakeet_options(opts)?;
+                m.transcribe(samples)?
+            }
+            Inner::ParakeetCuda(m) => {
+                check_parakeet_options(opts)?;
+                m.transcribe(samples)?
+            }
             Inner::CanaryCpu(_) | Inner::CanaryCuda(_) => {
                 return Err(StapesError::Internal(
                     "Canary is routed to transcribe_canary above".into(),
@@ -453,6 +459,20 @@ impl Engine {
         }
         Ok(t)
     }
+}
+
+/// What a Parakeet model (one pass, no prompt) can do with the request: translation is a usage
+/// error (it would silently return a transcript); a language or prompt is ignored with a warning.
+pub(crate) fn check_parakeet_options(opts: &TranscribeOptions) -> Result<(), StapesError> {
+    if opts.task == Task::Translate {
+        return Err(StapesError::Usage(
+            "translation needs a Whisper or Canary model; Parakeet models only transcribe".into(),
+        ));
+    }
+    if opts.language.is_some() || opts.initial_prompt.is_some() {
+        tracing::warn!("Parakeet models take no language or prompt: ignored");
+    }
+    Ok(())
 }
 
 /// Samples every family accepts: some, and all finite (one NaN turns every feature frame it
