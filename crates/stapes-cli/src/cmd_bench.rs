@@ -54,12 +54,28 @@ pub fn run(a: Args) -> Result<(), StapesError> {
         Some(p) => Some(stapes::audio::load_file(p)?),
         None => None,
     };
+    // A whole-model bench on a CPU runs for minutes: show it is alive (on a terminal only).
+    let spinner = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let s = indicatif::ProgressBar::new_spinner();
+        s.set_message(format!(
+            "benchmarking {label} on {} lane {}: {} iterations per stage",
+            engine.device(),
+            engine.lane(),
+            a.iters
+        ));
+        s.enable_steady_tick(std::time::Duration::from_millis(120));
+        s
+    });
     let report = engine.bench(&BenchOptions {
         iters: a.iters,
         batch: a.batch,
         decode_tokens: a.decode_tokens,
         audio,
-    })?;
+    });
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let report = report?;
     if a.json {
         let v = serde_json::json!({
             "model": label,
