@@ -116,16 +116,7 @@ pub fn read(path: &Path) -> Result<GgmlFile, FormatError> {
     let map = map_file(path)?;
     let corrupt = |detail: String| FormatError::corrupt(path, detail);
     let mut c = Cursor::new(&map);
-    let magic = c.u32().map_err(|e| corrupt(format!("header: {e}")))?;
-    if magic != GGML_MAGIC {
-        return Err(corrupt(format!(
-            "bad magic {magic:#010x}, expected ggml {GGML_MAGIC:#010x}"
-        )));
-    }
-    let mut h = [0i32; 11];
-    for (i, v) in h.iter_mut().enumerate() {
-        *v = c.i32().map_err(|e| corrupt(format!("hparams[{i}]: {e}")))?;
-    }
+    let h: [i32; 11] = read_header(&mut c, path)?;
     let hparams = GgmlHparams {
         n_vocab: h[0],
         n_audio_ctx: h[1],
@@ -252,16 +243,7 @@ pub fn read_parakeet(path: &Path) -> Result<ParakeetGgmlFile, FormatError> {
     let map = map_file(path)?;
     let corrupt = |detail: String| FormatError::corrupt(path, detail);
     let mut c = Cursor::new(&map);
-    let magic = c.u32().map_err(|e| corrupt(format!("header: {e}")))?;
-    if magic != GGML_MAGIC {
-        return Err(corrupt(format!(
-            "bad magic {magic:#010x}, expected ggml {GGML_MAGIC:#010x}"
-        )));
-    }
-    let mut h = [0i32; 15];
-    for (i, v) in h.iter_mut().enumerate() {
-        *v = c.i32().map_err(|e| corrupt(format!("hparams[{i}]: {e}")))?;
-    }
+    let h: [i32; 15] = read_header(&mut c, path)?;
     let hparams = ParakeetHparams {
         n_vocab: h[0],
         n_audio_ctx: h[1],
@@ -333,6 +315,22 @@ pub fn read_parakeet(path: &Path) -> Result<ParakeetGgmlFile, FormatError> {
         vocab,
         tensors,
     })
+}
+
+/// The magic and the `N` header integers both model kinds start with.
+fn read_header<const N: usize>(c: &mut Cursor, path: &Path) -> Result<[i32; N], FormatError> {
+    let corrupt = |detail: String| FormatError::corrupt(path, detail);
+    let magic = c.u32().map_err(|e| corrupt(format!("header: {e}")))?;
+    if magic != GGML_MAGIC {
+        return Err(corrupt(format!(
+            "bad magic {magic:#010x}, expected ggml {GGML_MAGIC:#010x}"
+        )));
+    }
+    let mut h = [0i32; N];
+    for (i, v) in h.iter_mut().enumerate() {
+        *v = c.i32().map_err(|e| corrupt(format!("hparams[{i}]: {e}")))?;
+    }
+    Ok(h)
 }
 
 /// `n` little-endian f32s at the cursor.
