@@ -9,6 +9,19 @@ pub mod whisper;
 
 pub use error::{ModelError, Result};
 
+/// Audio every family takes: finite samples (one NaN turns every feature frame it reaches into
+/// NaN and the transcript into nothing or noise).
+pub fn check_finite(samples: &[f32]) -> Result<()> {
+    match samples.iter().position(|v| !v.is_finite()) {
+        Some(i) => Err(ModelError::BadInput(format!(
+            "audio sample {i} of {} is {} (samples must be finite)",
+            samples.len(),
+            samples[i]
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Runs `forward` as the backend's chain `key` (captured and replayed where the home can) and
 /// returns its one output. A model error inside the chain is carried out as itself, not as the
 /// backend's shape error it had to travel as. The output is overwritten by the next replay.

@@ -481,14 +481,7 @@ pub(crate) fn check_samples(samples: &[f32]) -> Result<(), StapesError> {
     if samples.is_empty() {
         return Err(StapesError::BadInput("the audio holds no samples".into()));
     }
-    if let Some(i) = samples.iter().position(|v| !v.is_finite()) {
-        return Err(StapesError::BadInput(format!(
-            "audio sample {i} of {} is {} (samples must be finite)",
-            samples.len(),
-            samples[i]
-        )));
-    }
-    Ok(())
+    Ok(stapes_models::check_finite(samples)?)
 }
 
 impl Engine {

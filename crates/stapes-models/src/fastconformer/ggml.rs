@@ -81,7 +81,7 @@ pub fn load_ggml(path: &Path) -> Result<ParakeetCheckpoint> {
             hp.n_vocab
         )));
     }
-    for l in 0..config_layers(&config) {
+    for l in 0..n(hp.n_pred_layers) {
         unfold_lstm(&mut tensors, l, path)?;
     }
     // the converter squeezed 1-sized dimensions and stored the subsampling biases as (1, C, 1, 1)
@@ -114,13 +114,6 @@ pub fn load_ggml(path: &Path) -> Result<ParakeetCheckpoint> {
         tokenizer_json: Some(tokenizer_json),
         source: "ggml",
     })
-}
-
-fn config_layers(c: &ParakeetConfig) -> usize {
-    match &c.head {
-        HeadConfig::Transducer(t) => t.num_decoder_layers,
-        HeadConfig::Ctc { .. } => 0,
-    }
 }
 
 /// Layer `l` of the prediction LSTM back in PyTorch's gate order, its bias split again.

@@ -235,13 +235,7 @@ impl<B: Backend> Parakeet<B> {
     /// NeMo log-mel features of 16 kHz `samples`, `(T, n_mels)`. A NaN or infinite sample is
     /// refused (it would turn every frame it reaches into NaN and the transcript into noise).
     pub fn features(&self, samples: &[f32]) -> Result<HostTensor> {
-        if let Some(i) = samples.iter().position(|v| !v.is_finite()) {
-            return Err(ModelError::BadInput(format!(
-                "audio sample {i} of {} is {} (samples must be finite)",
-                samples.len(),
-                samples[i]
-            )));
-        }
+        crate::check_finite(samples)?;
         let f = log_mel(samples, &self.frontend);
         Ok(HostTensor::new(vec![f.n_frames, f.n_bins], f.data)?)
     }
