@@ -14,6 +14,18 @@ extern "C" __global__ void cast_f32_f16(h16* __restrict__ y, const float* __rest
         y[i] = f2h(x[i]);
 }
 
+// A q8 weight's values as f16, for the shapes where the q8 lane runs the f16 tensor cores
+// (q8_mix.rs): w16 (n, k) = f16(w8 (n_pad, k_pad) x sw (n)), the one rounding of the product.
+// Runs once per weight, at load-time cost, outside any capture.
+extern "C" __global__ void dequant_w8_f16(h16* __restrict__ w16, const signed char* __restrict__ w8,
+                                          const float* __restrict__ sw, int n, int k, int k_pad) {
+    long long total = (long long)n * k;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x) {
+        long long r = i / k, c = i - r * k;
+        w16[i] = f2h((float)w8[r * k_pad + c] * sw[r]);
+    }
+}
+
 // Per-row symmetric int8 quantization of activations for the int8 GEMM. One warp per row
 // (m_pad rows): amax reduced across the warp, then the row written back as packed int8. Rows >= m and columns >= k are zero
 // so the padded GEMM dimensions add nothing. q (m_pad, k_pad) int8, sx (m_pad) the row scales;

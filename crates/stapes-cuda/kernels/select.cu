@@ -223,7 +223,7 @@ extern "C" __global__ void __launch_bounds__(1024) select_topk(const void* logit
     else select_k<float>((const float*)logits, params, out);
 }
 
-// ---- split form (STAPES_CUDA_SELECT_SPLIT=1): a row's ids in S ≤ 32 slices, one block of 256
+// ---- split form (the default; STAPES_CUDA_SELECT_SPLIT=0 turns it off): a row's ids in S ≤ 32 slices, one block of 256
 // threads each, instead of one block walking the whole row on one SM. select_stats writes per
 // (row, slice) maxima and f64 sums; select_split combines a row's slice stats in slice order
 // (every block of the row gets the same lse and mass-rule decision), ranks its slice, and the

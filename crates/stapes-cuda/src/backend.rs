@@ -116,6 +116,9 @@ pub struct CudaWeight {
     k: usize,
     lane: Lane,
     pub(crate) data: WeightData,
+    /// q8: the lane's values as `(n, k)` f16 for the GEMM shapes that run on the f16 tensor
+    /// cores, made at the first such use (q8_mix.rs).
+    pub(crate) f16_copy: Mutex<Option<Arc<Block>>>,
 }
 
 impl CudaWeight {
@@ -220,6 +223,10 @@ mod i8gemm;
 // head size 64 attention (`flash64_*`) and `attention_packed`; a child module like `linear_add`
 #[path = "attention.rs"]
 mod attention;
+// the q8 lane's GEMMs by shape: int8 or the f16 tensor cores on an f16 copy (q8_mix.rs)
+#[path = "q8_mix.rs"]
+mod q8_mix;
+pub use q8_mix::Q8Mix;
 
 /// The op contract on one GPU. All work goes to one stream, in call order; ops may be called
 /// from any thread (the context is made current as needed), but a graph capture records every
@@ -491,6 +498,11 @@ impl CudaBackend {
         t.map(|t| self.as_dtype(t, Dtype::F32)).transpose()
     }
 
+    /// Inside an encoder chain with f16 activations now.
+    pub(crate) fn in_f16_chain(&self) -> bool {
+        self.f16_scope.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn launch(
         &self,
         name: &'static str,
@@ -672,7 +684,6 @@ impl CudaBackend {
         let (n, k) = (w.n, w.k);
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         let dt = y_dt.bit() | (x_dt.bit() << 1);
-        let y16 = y_dt == Dtype::F16;
         match &w.data {
             WeightData::F16(wb) => {
                 let wp = self.p(wb);
@@ -687,72 +698,7 @@ impl CudaBackend {
                     )?;
                     self.add_in_place(y, resid, m * n, y_dt)?;
                 } else {
-                    // f16 activations go to the tensor cores as they are; f32 ones are cast once
-                    let xh = match (x_dt, self.prepared(xb, m, k, PrepKind::F16)) {
-                        (Dtype::F16, _) => xb.clone(),
-                        (Dtype::F32, Some(b)) => b[0].clone(),
-                        (Dtype::F32, None) => {
-                            let xh = self.pool.alloc(m * k * 2)?;
-                            let (nn, xhp) = ((m * k) as i64, xh.ptr);
-                            self.launch(
-                                "cast_f32_f16",
-                                grid_1d(m * k),
-                                (256, 1, 1),
-                                0,
-                                args![xhp, x, nn],
-                            )?;
-                            self.remember(xb, m, k, PrepKind::F16, vec![xh.clone()]);
-                            xh
-                        }
-                    };
-                    let xhp = xh.ptr;
-                    let tune = !self.capturing.load(Ordering::Relaxed);
-                    // an f16 copy of the bias when there is one (`STAPES_CUDA_BIAS16`, on by default)
-                    let (kind, lt_bias) = match (y16, bias16) {
-                        (true, 0) => (LtKind::F16Out16, bias),
-                        (true, b16) => (LtKind::F16Out16BiasF16, b16),
-                        (false, _) => (LtKind::F16, bias),
-                    };
-                    // SAFETY: y holds m·n of y_dt, xh m·k f16, w n·k f16, bias n f32 (or 0), all on this stream.
-                    let fused = unsafe {
-                        self.lt.matmul_c(
-                            &self.stream,
-                            kind,
-                            y,
-                            wp,
-                            xhp,
-                            lt_bias,
-                            resid,
-                            self.lt_ws.ptr,
-                            n,
-                            m,
-                            k,
-                            tune,
-                        )
-                    };
-                    if let Err(e) = fused {
-                        // shapes cuBLASLt has no kernel for (odd leading dimensions): plain GemmEx
-                        // and a separate bias pass, counted so a slow path on a hot shape shows
-                        let why = format!("linear: no cuBLASLt {kind:?} plan for {m}x{k}x{n} (GemmEx + bias pass)");
-                        if self.counters.decline(&why) {
-                            tracing::debug!("{why}: {e}");
-                        }
-                        let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
-                        // SAFETY: as above.
-                        unsafe { gemm::f16_linear(*blas.handle(), y, y16, xhp, wp, m, n, k)? };
-                        drop(blas);
-                        if bias != 0 {
-                            let (rows, ydt) = (m as i64, y_dt.bit());
-                            self.launch(
-                                "bias_rows",
-                                grid_1d(m * n),
-                                (256, 1, 1),
-                                0,
-                                args![y, bias, rows, ni, ydt],
-                            )?;
-                        }
-                        self.add_in_place(y, resid, m * n, y_dt)?;
-                    }
+                    self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid)?;
                 }
                 Counters::bump(&self.counters.gemm_f16);
             }
@@ -774,6 +720,10 @@ impl CudaBackend {
                         args![y, x, wp, sp, bias, mi, ni, ki, kp, dt],
                     )?;
                     self.add_in_place(y, resid, m * n, y_dt)?;
+                } else if let Some(wh) = self.q8_f16_weight(w, m)? {
+                    // the f16 tensor cores on the lane's values where they beat int8 (q8_mix.rs)
+                    let wp = self.p(&wh);
+                    self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid)?;
                 } else if self
                     .i8gemm_linear(y, y_dt, xb, x, x_dt, m, n, k, wp, sp, *k_pad, bias, resid)?
                 {
@@ -803,6 +753,96 @@ impl CudaBackend {
                 }
                 Counters::bump(&self.counters.gemm_q8);
             }
+        }
+        Ok(())
+    }
+
+    /// `y = x · Wᵀ + bias (+ resid)` on the f16 tensor cores for `m` > [`GEMV_MAX_M`] rows, `w`
+    /// the `(n, k)` f16 weight at `wp` (an f16-lane weight or a q8 weight's f16 copy).
+    #[allow(clippy::too_many_arguments)]
+    fn f16_gemm(
+        &self,
+        y: u64,
+        y_dt: Dtype,
+        xb: &Arc<Block>,
+        x_dt: Dtype,
+        m: usize,
+        n: usize,
+        k: usize,
+        wp: u64,
+        bias: u64,
+        bias16: u64,
+        resid: u64,
+    ) -> Result<()> {
+        let x = self.p(xb);
+        let ni = n as i32;
+        let y16 = y_dt == Dtype::F16;
+        // f16 activations go to the tensor cores as they are; f32 ones are cast once
+        let xh = match (x_dt, self.prepared(xb, m, k, PrepKind::F16)) {
+            (Dtype::F16, _) => xb.clone(),
+            (Dtype::F32, Some(b)) => b[0].clone(),
+            (Dtype::F32, None) => {
+                let xh = self.pool.alloc(m * k * 2)?;
+                let (nn, xhp) = ((m * k) as i64, xh.ptr);
+                self.launch(
+                    "cast_f32_f16",
+                    grid_1d(m * k),
+                    (256, 1, 1),
+                    0,
+                    args![xhp, x, nn],
+                )?;
+                self.remember(xb, m, k, PrepKind::F16, vec![xh.clone()]);
+                xh
+            }
+        };
+        let xhp = xh.ptr;
+        let tune = !self.capturing.load(Ordering::Relaxed);
+        // an f16 copy of the bias when there is one (`STAPES_CUDA_BIAS16`, on by default)
+        let (kind, lt_bias) = match (y16, bias16) {
+            (true, 0) => (LtKind::F16Out16, bias),
+            (true, b16) => (LtKind::F16Out16BiasF16, b16),
+            (false, _) => (LtKind::F16, bias),
+        };
+        // SAFETY: y holds m·n of y_dt, xh m·k f16, w n·k f16, bias n f32 (or 0), all on this stream.
+        let fused = unsafe {
+            self.lt.matmul_c(
+                &self.stream,
+                kind,
+                y,
+                wp,
+                xhp,
+                lt_bias,
+                resid,
+                self.lt_ws.ptr,
+                n,
+                m,
+                k,
+                tune,
+            )
+        };
+        if let Err(e) = fused {
+            // shapes cuBLASLt has no kernel for (odd leading dimensions): plain GemmEx
+            // and a separate bias pass, counted so a slow path on a hot shape shows
+            let why =
+                format!("linear: no cuBLASLt {kind:?} plan for {m}x{k}x{n} (GemmEx + bias pass)");
+            if self.counters.decline(&why) {
+                tracing::debug!("{why}: {e}");
+            }
+            let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: as above.
+            unsafe { gemm::f16_linear(*blas.handle(), y, y16, xhp, wp, m, n, k)? };
+            drop(blas);
+            if bias != 0 {
+                let (rows, ydt) = (m as i64, y_dt.bit());
+                self.launch(
+                    "bias_rows",
+                    grid_1d(m * n),
+                    (256, 1, 1),
+                    0,
+                    args![y, bias, rows, ni, ydt],
+                )?;
+            }
+            self.add_in_place(y, resid, m * n, y_dt)?;
         }
         Ok(())
     }
@@ -1320,7 +1360,13 @@ impl Backend for CudaBackend {
         self.stream
             .synchronize()
             .map_err(|e| CudaError::driver("stream synchronize", e))?;
-        Ok(CudaWeight { n, k, lane, data })
+        Ok(CudaWeight {
+            n,
+            k,
+            lane,
+            data,
+            f16_copy: Mutex::new(None),
+        })
     }
 
     fn weight_shape(&self, w: &CudaWeight) -> (usize, usize) {

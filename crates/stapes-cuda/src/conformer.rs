@@ -417,7 +417,10 @@ impl CudaBackend {
     fn ln_q8_target(&self, next: Option<&CudaWeight>, rows: usize, d: usize) -> Option<usize> {
         match next.map(|w| (&w.data, w.k)) {
             Some((WeightData::Q8 { k_pad, .. }, k))
-                if k == d && rows > GEMV_MAX_M && ln_q8_on() =>
+                if k == d
+                    && rows > GEMV_MAX_M
+                    && ln_q8_on()
+                    && next.is_some_and(|w| !self.q8_runs_f16(w, rows)) =>
             {
                 Some(*k_pad)
             }

@@ -64,6 +64,7 @@ pub const FILES: &[KernelFile] = &[
         source: include_str!("../kernels/gemm_aux.cu"),
         entries: &[
             "cast_f32_f16",
+            "dequant_w8_f16",
             "quantize_rows_i8",
             "dequant_epilogue",
             "dequant_epilogue_add",

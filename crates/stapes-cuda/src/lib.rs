@@ -49,7 +49,7 @@ mod select;
 mod step;
 mod transducer;
 
-pub use backend::{CudaBackend, CudaTensor, CudaWeight};
+pub use backend::{CudaBackend, CudaTensor, CudaWeight, Q8Mix};
 
 /// Everything that can go wrong below the op contract. Converted to
 /// `stapes_core::Error::Device` at the trait boundary.

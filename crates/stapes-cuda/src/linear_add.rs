@@ -62,9 +62,11 @@ impl CudaBackend {
         }
         let bias32 = self.param(bias)?;
         let bp = self.opt(bias32.as_ref());
-        let bp16 = match (bias, &w.data) {
-            (Some(b), WeightData::F16(_))
-                if self.bias16_on.load(Ordering::Relaxed)
+        let on_f16 = matches!(w.data, WeightData::F16(_)) || self.q8_runs_f16(w, m);
+        let bp16 = match bias {
+            Some(b)
+                if on_f16
+                    && self.bias16_on.load(Ordering::Relaxed)
                     && out.dtype == Dtype::F16
                     && m > GEMV_MAX_M =>
             {
@@ -140,10 +142,10 @@ impl CudaBackend {
         Ok((acc, sx))
     }
 
-    /// `act(x · Wᵀ + b)`. q8 weights at > 8 rows: the int8 GEMM, then one kernel that scales,
-    /// adds the bias, applies `act`, writes the output and quantizes it per row for the next
-    /// q8 GEMM, which finds that quantization prepared (the MLP's fc2 skips its quantize pass).
-    /// Everything else: `linear` then `activation`.
+    /// `act(x · Wᵀ + b)`. q8 weights at > 8 rows on int8 (q8_mix.rs): the int8 GEMM, then one
+    /// kernel that scales, adds the bias, applies `act`, writes the output and quantizes it per
+    /// row for the next q8 GEMM, which finds that quantization prepared (the MLP's fc2 skips its
+    /// quantize pass). Everything else: `linear` then `activation`.
     pub(super) fn linear_act_fused(
         &self,
         x: &CudaTensor,
@@ -163,8 +165,13 @@ impl CudaBackend {
             let y = self.linear_with(x, w, bias, None)?;
             return self.activation(&y, act);
         };
-        if m <= GEMV_MAX_M || k != w.k || bias.is_some_and(|b| b.numel() != w.n) {
-            // small M (GEMV) or a shape error that `linear` reports
+        if m <= GEMV_MAX_M
+            || k != w.k
+            || bias.is_some_and(|b| b.numel() != w.n)
+            || self.q8_runs_f16(w, m)
+        {
+            // small M (GEMV), the f16 copy's shapes (q8_mix.rs) or a shape error that
+            // `linear` reports
             let y = self.linear_with(x, w, bias, None)?;
             return self.activation(&y, act);
         }

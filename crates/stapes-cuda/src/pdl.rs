@@ -13,8 +13,13 @@
 //! Kernels not listed (cuBLASLt's, other files' until they adopt the macros) launch as before;
 //! a listed kernel after them still waits for them correctly.
 //!
-//! `STAPES_CUDA_PDL=1` turns it on, `0` off; unset: [`DEFAULT_ON`]. Below sm_90 it is always off
-//! (the device helpers compile to nothing there).
+//! Where it applies ([`PdlMode`]): by default everywhere except inside encoder chains (f16
+//! activations), i.e. decoder steps, label loops and eager work. On the H200 (ledger, stop 13
+//! call 1) it took decoding steps from 0.251 to 0.233 ms (tiny), 0.419 to 0.403 (base), 0.514 to
+//! 0.478 (canary-1b-flash), while the encoders, whose cuBLASLt GEMMs break the chain of
+//! PDL-safe kernels, got slower (turbo 5.66 to 5.75 ms, parakeet 3.12 to 3.21).
+//! `STAPES_CUDA_PDL=0` turns it off, `1` (or `all`) on everywhere, `steps` the default. Below
+//! sm_90 it is always off (the device helpers compile to nothing there).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -23,8 +28,18 @@ use cudarc::driver::{sys, DriverError};
 
 use crate::backend::CudaBackend;
 
-/// Whether PDL is on when `STAPES_CUDA_PDL` is unset.
-pub const DEFAULT_ON: bool = false;
+/// Which launches carry the attribute.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum PdlMode {
+    Off,
+    /// Outside encoder chains (the default).
+    Steps,
+    /// Every launch of a [`PDL_SAFE`] kernel.
+    All,
+}
+
+/// The mode when `STAPES_CUDA_PDL` is unset.
+pub const DEFAULT_MODE: PdlMode = PdlMode::Steps;
 
 /// Kernels that follow the PDL rules above (sorted, for the binary search at each launch).
 /// Adding a name here is a promise about the kernel's code: `PDL_WAIT()` / `PDL_ENTER()` ahead of
@@ -106,31 +121,45 @@ pub fn is_safe(name: &str) -> bool {
     PDL_SAFE.binary_search(&name).is_ok()
 }
 
-/// 0: not read yet, 1: on, 2: off.
+/// 0: not read yet, 1: all, 2: off, 3: steps.
 static MODE: AtomicU8 = AtomicU8::new(0);
 
-/// Whether launches of [`PDL_SAFE`] kernels carry the attribute (on sm_90+ devices): the last
-/// [`set_enabled`], else `STAPES_CUDA_PDL`, else [`DEFAULT_ON`].
-pub fn enabled() -> bool {
+fn code(m: PdlMode) -> u8 {
+    match m {
+        PdlMode::All => 1,
+        PdlMode::Off => 2,
+        PdlMode::Steps => 3,
+    }
+}
+
+/// The last [`set_mode`], else `STAPES_CUDA_PDL`, else [`DEFAULT_MODE`].
+pub fn mode() -> PdlMode {
     match MODE.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
+        1 => PdlMode::All,
+        2 => PdlMode::Off,
+        3 => PdlMode::Steps,
         _ => {
-            let on = match std::env::var("STAPES_CUDA_PDL") {
-                Ok(v) if v.trim() == "0" => false,
-                Ok(v) if !v.trim().is_empty() => true,
-                _ => DEFAULT_ON,
+            let m = match std::env::var("STAPES_CUDA_PDL").as_deref().map(str::trim) {
+                Ok("0") | Ok("off") => PdlMode::Off,
+                Ok("steps") => PdlMode::Steps,
+                Ok(v) if !v.is_empty() => PdlMode::All,
+                _ => DEFAULT_MODE,
             };
-            MODE.store(if on { 1 } else { 2 }, Ordering::Relaxed);
-            on
+            MODE.store(code(m), Ordering::Relaxed);
+            m
         }
     }
 }
 
-/// Turn PDL on or off for the process from the next launch on (same-binary A/B runs and tests).
+/// Set the mode for the process from the next launch on (same-binary A/B runs and tests).
 /// Graphs captured before keep the edges they were captured with.
+pub fn set_mode(m: PdlMode) {
+    MODE.store(code(m), Ordering::SeqCst);
+}
+
+/// [`set_mode`] with [`PdlMode::All`] or [`PdlMode::Off`].
 pub fn set_enabled(on: bool) {
-    MODE.store(if on { 1 } else { 2 }, Ordering::SeqCst);
+    set_mode(if on { PdlMode::All } else { PdlMode::Off });
 }
 
 /// `compute_XY` with XY ≥ 90: the device runs `griddepcontrol`.
@@ -143,12 +172,18 @@ fn arch_has_pdl(arch: &str) -> bool {
 impl CudaBackend {
     /// Whether a launch of `name` now carries the PDL attribute.
     pub(crate) fn pdl_for(&self, name: &str) -> bool {
-        enabled() && arch_has_pdl(self.device_info().1) && is_safe(name)
+        let here = match mode() {
+            PdlMode::Off => false,
+            PdlMode::Steps => !self.in_f16_chain(),
+            PdlMode::All => true,
+        };
+        here && arch_has_pdl(self.device_info().1) && is_safe(name)
     }
 
-    /// Whether this device runs PDL-safe kernels with programmatic dependent launch now.
+    /// Whether this device runs PDL-safe kernels with programmatic dependent launch now
+    /// (outside encoder chains in the default mode).
     pub fn pdl_active(&self) -> bool {
-        enabled() && arch_has_pdl(self.device_info().1)
+        mode() != PdlMode::Off && arch_has_pdl(self.device_info().1)
     }
 }
 

@@ -36,10 +36,11 @@ const SPLIT_THREADS: u32 = 256;
 /// Doubles of one slice's statistics (select.cu's SEL_STATS).
 const STATS: usize = 9;
 
-/// Whether the split form runs (`STAPES_CUDA_SELECT_SPLIT=1`; read at every call, so a test can
-/// compare both forms in one process). Off by default until it has passed on a GPU.
+/// Whether the split form runs (on unless `STAPES_CUDA_SELECT_SPLIT=0`; read at every call, so a
+/// test can compare both forms in one process). It passed tests/select.rs on the H200 and took
+/// a turbo decoding step from 0.465 to 0.440 ms, tiny's from 0.251 to 0.218 (ledger, stop 13).
 fn split_on() -> bool {
-    std::env::var("STAPES_CUDA_SELECT_SPLIT").is_ok_and(|v| v.trim() == "1")
+    !std::env::var("STAPES_CUDA_SELECT_SPLIT").is_ok_and(|v| v.trim() == "0")
 }
 
 /// Whether the device selection is on (`STAPES_CUDA_SELECT`, read once; on unless `0`).

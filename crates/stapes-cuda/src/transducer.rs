@@ -378,8 +378,10 @@ impl CudaBackend {
 
 /// Rows of one `transducer_gemv_*` block (`TG_ROWS` in transducer.cu).
 const TG_ROWS: usize = 16;
-/// Columns of one `transducer_gemv_*` block (8 warps of `cols / 8` each), the measured default.
-const TG_COLS: usize = 32;
+/// Columns of one `transducer_gemv_*` block (8 warps of `cols / 8` each): one column a warp, the
+/// fastest of 8/16/32/64 on the H200 at one clip and at 16 (ledger, stop 13 call 1: one 11 s
+/// clip's decode 3.25 ms vs 5.03 at 32; 100 clips batched RTFx 3309 vs 3035).
+const TG_COLS: usize = 8;
 
 /// `STAPES_PARAKEET_GEMV_COLS` (a multiple of 8 up to 256) sets the columns of a
 /// `transducer_gemv_*` block. Each column is one warp's whole dot product, so the count changes

@@ -17,7 +17,7 @@ use common::{check_with, rnd, tol_for};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::Op;
 use stapes_core::{Activation, Backend, HostTensor, Lane};
-use stapes_cuda::{CudaBackend, CudaTensor};
+use stapes_cuda::{CudaBackend, CudaTensor, Q8Mix};
 
 /// (rows, K, N): rows off every tile height (9, 33, 130, 517), K off 16 / 64 (31, 100, 385),
 /// odd N (17, 257: the scalar-store epilogue), N off 128, K long enough for the pipeline to
@@ -115,6 +115,8 @@ fn assert_bits(what: &str, got: &HostTensor, want: &HostTensor) {
 #[test]
 fn i8gemm_equals_library_path_f32_activations() {
     let (g, _serial) = require_gpu!("i8gemm_equals_library_path_f32_activations");
+    // both sides of every comparison here are int8 GEMMs
+    g.set_q8_mix(Q8Mix::Int8);
     g.set_f16_activations(false);
     for (i, &(m, k, n)) in SHAPES.iter().enumerate() {
         let c = case(i, m, k, n);
@@ -146,6 +148,8 @@ fn i8gemm_equals_library_path_f32_activations() {
 #[test]
 fn i8gemm_equals_library_path_f16_chain_and_replay() {
     let (g, _serial) = require_gpu!("i8gemm_equals_library_path_f16_chain_and_replay");
+    // both sides of every comparison here are int8 GEMMs
+    g.set_q8_mix(Q8Mix::Int8);
     static N: AtomicUsize = AtomicUsize::new(0);
     g.set_f16_activations(true);
     let key = || format!("test-encoder/i8gemm-{}", N.fetch_add(1, Ordering::Relaxed));
@@ -187,6 +191,8 @@ fn i8gemm_equals_library_path_f16_chain_and_replay() {
 #[test]
 fn i8gemm_mlp_against_library_and_reference() {
     let (g, _serial) = require_gpu!("i8gemm_mlp_against_library_and_reference");
+    // both sides of every comparison here are int8 GEMMs
+    g.set_q8_mix(Q8Mix::Int8);
     static N: AtomicUsize = AtomicUsize::new(0);
     let r = ReferenceBackend::new();
     for (i, &(m, d, hid)) in [(33, 100, 172), (300, 384, 1536), (517, 64, 256)]
@@ -281,6 +287,8 @@ fn i8gemm_mlp_against_library_and_reference() {
 #[ignore]
 fn i8gemm_bench() {
     let (g, _serial) = require_gpu!("i8gemm_bench");
+    // both sides of every comparison here are int8 GEMMs
+    g.set_q8_mix(Q8Mix::Int8);
     g.set_f16_activations(true);
     let reps = 20usize;
     let iters = 10usize;
@@ -375,6 +383,8 @@ fn i8gemm_bench() {
 #[ignore]
 fn i8gemm_profile_one() {
     let (g, _serial) = require_gpu!("i8gemm_profile_one");
+    // both sides of every comparison here are int8 GEMMs
+    g.set_q8_mix(Q8Mix::Int8);
     let dims: Vec<usize> = std::env::var("STAPES_I8_PROFILE")
         .unwrap_or_else(|_| "1500,1280,5120".into())
         .split(',')

@@ -13,7 +13,7 @@ use common::{check, check_with, rnd, round16, tol_for};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{compare, Op};
 use stapes_core::{Activation, Backend, Error, HostTensor, Lane};
-use stapes_cuda::CudaTensor;
+use stapes_cuda::{CudaTensor, Q8Mix};
 
 const LANES: [Lane; 2] = [Lane::F16, Lane::Q8];
 
@@ -192,6 +192,8 @@ fn linear_add_refuses_a_broadcast_residual() {
 #[test]
 fn linear_act_then_linear_add_mlp() {
     let (g, _serial) = require_gpu!("linear_act_then_linear_add_mlp");
+    // the epilogue fusions checked here are the int8 path's (q8_mix.rs)
+    g.set_q8_mix(Q8Mix::Int8);
     static N: AtomicUsize = AtomicUsize::new(0);
     let r = ReferenceBackend::new();
     // (rows, d, hidden): GEMV path, odd sizes, and a Whisper-tiny-sized block
@@ -280,4 +282,5 @@ fn linear_act_then_linear_add_mlp() {
             }
         }
     }
+    g.set_q8_mix(Q8Mix::F16);
 }

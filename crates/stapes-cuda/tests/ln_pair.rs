@@ -13,7 +13,7 @@ use common::{check_with, rnd, round16, tol_for};
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{Op, Tolerance};
 use stapes_core::{Backend, HostTensor, Lane};
-use stapes_cuda::{CudaBackend, CudaTensor};
+use stapes_cuda::{CudaBackend, CudaTensor, Q8Mix};
 
 const EPS: f32 = 1e-5;
 /// (rows, d, with betas): the 0.6b-v2 block width over one clip's frames, odd sizes.
@@ -186,6 +186,8 @@ fn linear_twice(
 fn norms_feeding_a_q8_linear_prepare_its_input_exactly() {
     ln_pair_on();
     let (g, _serial) = require_gpu!("norms_feeding_a_q8_linear_prepare_its_input_exactly");
+    // the norm quantizes for a q8 linear on the int8 tensor cores (q8_mix.rs)
+    g.set_q8_mix(Q8Mix::Int8);
     // (rows, d, n): one clip's frames × the 0.6b-v2 width; rows off the 16-row padding
     for (rows, d, n) in [(140usize, 1024usize, 256usize), (37, 200, 96)] {
         let host_p = [
@@ -246,4 +248,5 @@ fn norms_feeding_a_q8_linear_prepare_its_input_exactly() {
         }
         g.set_f16_activations(true);
     }
+    g.set_q8_mix(Q8Mix::F16);
 }
