@@ -103,6 +103,16 @@ fn chained(
     first
 }
 
+/// Input `(1, m, k)`, weight `(n, k)`, bias `(n)` and residual `(1, m, n)` from seed `s`.
+fn case(s: u64, m: usize, k: usize, n: usize) -> [HostTensor; 4] {
+    [
+        rnd(&[1, m, k], s, 1.0),
+        rnd(&[n, k], s + 1, 1.0 / (k as f32).sqrt()),
+        rnd(&[n], s + 2, 0.5),
+        rnd(&[1, m, n], s + 3, 1.0),
+    ]
+}
+
 fn differing(a: &[f32], b: &[f32]) -> usize {
     a.iter()
         .zip(b)
@@ -115,11 +125,7 @@ fn q8_on_the_f16_tensor_cores_is_the_f16_gemm_of_its_values() {
     let (g, _serial) = require_gpu!("q8_on_the_f16_tensor_cores_is_the_f16_gemm_of_its_values");
     g.set_f16_activations(true);
     for (i, &(m, k, n)) in SHAPES.iter().enumerate() {
-        let s = 100 + 10 * i as u64;
-        let x = rnd(&[1, m, k], s, 1.0);
-        let w = rnd(&[n, k], s + 1, 1.0 / (k as f32).sqrt());
-        let b = rnd(&[n], s + 2, 0.5);
-        let r = rnd(&[1, m, n], s + 3, 1.0);
+        let [x, w, b, r] = case(100 + 10 * i as u64, m, k, n);
         let wq = g.weight(&w, Lane::Q8).unwrap();
         let wh = g.weight(&cuda_q8_values(&w), Lane::F16).unwrap();
         g.set_q8_mix(Q8Mix::F16);
@@ -157,10 +163,7 @@ fn the_shape_rule_keeps_long_k_on_int8() {
     for (i, (k, f16_path)) in [(1280usize, true), (5120, false)].into_iter().enumerate() {
         let (m, n) = (40, 64);
         let s = 300 + 10 * i as u64;
-        let x = rnd(&[1, m, k], s, 1.0);
-        let w = rnd(&[n, k], s + 1, 1.0 / (k as f32).sqrt());
-        let b = rnd(&[n], s + 2, 0.5);
-        let r = rnd(&[1, m, n], s + 3, 1.0);
+        let [x, w, b, r] = case(s, m, k, n);
         let wq = g.weight(&w, Lane::Q8).unwrap();
         let mut by_mode = Vec::new();
         for mode in [Q8Mix::Shape, Q8Mix::F16, Q8Mix::Int8] {
