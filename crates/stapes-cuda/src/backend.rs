@@ -724,6 +724,7 @@ impl CudaBackend {
                     // the f16 tensor cores on the lane's values where they beat int8 (q8_mix.rs)
                     let wp = self.p(&wh);
                     self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid)?;
+                    Counters::bump(&self.counters.gemm_q8_f16);
                 } else if self
                     .i8gemm_linear(y, y_dt, xb, x, x_dt, m, n, k, wp, sp, *k_pad, bias, resid)?
                 {

@@ -129,12 +129,25 @@ fn q8_on_the_f16_tensor_cores_is_the_f16_gemm_of_its_values() {
         let wq = g.weight(&w, Lane::Q8).unwrap();
         let wh = g.weight(&cuda_q8_values(&w), Lane::F16).unwrap();
         g.set_q8_mix(Q8Mix::F16);
+        let c0 = g.counters().snapshot().gemm_q8_f16;
         let q_eager = eager(g, &x, &wq, &b, &r);
+        let on_copy = g.counters().snapshot().gemm_q8_f16 - c0;
         let q_chain = chained(g, &x, &wq, &b, &r);
         let h_eager = eager(g, &x, &wh, &b, &r);
         let h_chain = chained(g, &x, &wh, &b, &r);
         g.set_q8_mix(Q8Mix::Int8);
+        let c1 = g.counters().snapshot().gemm_q8_f16;
         let i_eager = eager(g, &x, &wq, &b, &r);
+        let what = format!("m{m} k{k} n{n}");
+        assert_eq!(
+            on_copy, 3,
+            "{what}: the three q8 GEMMs did not all count as on the f16 copy"
+        );
+        assert_eq!(
+            g.counters().snapshot().gemm_q8_f16 - c1,
+            0,
+            "{what}: int8 GEMMs counted as on the f16 copy"
+        );
         for (j, op) in ["linear", "linear_add", "linear_act"].iter().enumerate() {
             let what = format!("{op} m{m} k{k} n{n}");
             assert_eq!(
