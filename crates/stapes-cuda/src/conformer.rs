@@ -415,12 +415,10 @@ impl CudaBackend {
     /// `next` over `rows × d`, where that linear quantizes its input (q8 weight, not a GEMV)
     /// and `STAPES_CUDA_LN_Q8` is on.
     fn ln_q8_target(&self, next: Option<&CudaWeight>, rows: usize, d: usize) -> Option<usize> {
-        match next.map(|w| (&w.data, w.k)) {
-            Some((WeightData::Q8 { k_pad, .. }, k))
-                if k == d
-                    && rows > GEMV_MAX_M
-                    && ln_q8_on()
-                    && next.is_some_and(|w| !self.q8_runs_f16(w, rows)) =>
+        let w = next?;
+        match &w.data {
+            WeightData::Q8 { k_pad, .. }
+                if w.k == d && rows > GEMV_MAX_M && ln_q8_on() && !self.q8_runs_f16(w, rows) =>
             {
                 Some(*k_pad)
             }

@@ -43,26 +43,31 @@ pub enum Q8Mix {
     F16,
 }
 
+fn code(mix: Q8Mix) -> u8 {
+    match mix {
+        Q8Mix::Int8 => 1,
+        Q8Mix::Shape => 2,
+        Q8Mix::F16 => 3,
+    }
+}
+
 fn mode() -> Q8Mix {
-    let code = match MODE.load(Ordering::Relaxed) {
-        0 => {
-            let code = match std::env::var("STAPES_CUDA_Q8_MIX")
+    match MODE.load(Ordering::Relaxed) {
+        1 => Q8Mix::Int8,
+        2 => Q8Mix::Shape,
+        3 => Q8Mix::F16,
+        _ => {
+            let mix = match std::env::var("STAPES_CUDA_Q8_MIX")
                 .as_deref()
                 .map(str::trim)
             {
-                Ok("0") => 1,
-                Ok("shape") => 2,
-                _ => 3,
+                Ok("0") => Q8Mix::Int8,
+                Ok("shape") => Q8Mix::Shape,
+                _ => Q8Mix::F16,
             };
-            MODE.store(code, Ordering::Relaxed);
-            code
+            MODE.store(code(mix), Ordering::Relaxed);
+            mix
         }
-        c => c,
-    };
-    match code {
-        1 => Q8Mix::Int8,
-        2 => Q8Mix::Shape,
-        _ => Q8Mix::F16,
     }
 }
 
@@ -81,12 +86,7 @@ impl CudaBackend {
     /// the default comes from `STAPES_CUDA_Q8_MIX`). Weights keep the f16 copies already made.
     #[doc(hidden)]
     pub fn set_q8_mix(&self, mix: Q8Mix) {
-        let code = match mix {
-            Q8Mix::Int8 => 1,
-            Q8Mix::Shape => 2,
-            Q8Mix::F16 => 3,
-        };
-        MODE.store(code, Ordering::Relaxed);
+        MODE.store(code(mix), Ordering::Relaxed);
     }
 
     /// Whether `w` times `m` rows will run as an f16 GEMM (q8 weights only), without making the
