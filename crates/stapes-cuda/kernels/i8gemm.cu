@@ -75,6 +75,68 @@ __device__ __forceinline__ float i8_epi_r(int acc, float s, float w, const float
     return __fadd_rn(v, rv);
 }
 
+// The staged epilogue: 64 rows of int32 accumulators at a time through shared memory (the
+// pipeline's buffers, free now), then each warp finishes whole rows, 4 columns a thread: 16-byte
+// sw/bias loads, and output (and residual) accesses a warp row wide. acc is the warp's WM x WN
+// m16n8 tiles (thread: row g, cols 2t, 2t+1 and row g + 8) at block row wr0, column wc0.
+template <class Y, int WM, int WN, int BM, int BN, int THREADS>
+__device__ __forceinline__ void i8_epi_staged(int (&acc)[WM][WN][4], unsigned char* smem, int wr0, int wc0, int m0, int n0, Y* y,
+                                              const Y* rr, const float* __restrict__ sx, const float* __restrict__ sw,
+                                              const float* __restrict__ bias, int m, int n, int mode, int act) {
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int g = lane >> 2, t4 = lane & 3;
+    constexpr int LD = BN + 4;  // int32 row stride (528 or 1040 bytes), 16-byte aligned
+    int* st = (int*)smem;       // 64 x LD
+    const bool vec = (n & 3) == 0;
+#pragma unroll
+    for (int pass = 0; pass < BM / 64; ++pass) {
+        __syncthreads();  // the pipeline (or the previous pass) is done with shared memory
+        if (wr0 >= pass * 64 && wr0 < pass * 64 + 64) {
+#pragma unroll
+            for (int i = 0; i < WM; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int j = 0; j < WN; ++j) {
+                        int lr = wr0 - pass * 64 + i * 16 + g + h * 8;
+                        int lc = wc0 + j * 8 + t4 * 2;
+                        *(int2*)(st + lr * LD + lc) = make_int2(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
+                    }
+        }
+        __syncthreads();
+        for (int e = tid; e < 64 * (BN / 4); e += THREADS) {
+            int lr = e / (BN / 4), lc = (e % (BN / 4)) * 4;
+            int r = m0 + pass * 64 + lr, c = n0 + lc;
+            if (r >= m || c >= n) continue;
+            float s = sx[r];
+            long long rb = (long long)r * n;
+            int4 a = *(const int4*)(st + lr * LD + lc);
+            if (vec) {
+                float4 w = *(const float4*)(sw + c);
+                float4 o;
+                if (mode == 1) {
+                    float4 rv = ld4(rr, (rb + c) >> 2);
+                    o.x = i8_epi_r(a.x, s, w.x, bias, c, rv.x);
+                    o.y = i8_epi_r(a.y, s, w.y, bias, c + 1, rv.y);
+                    o.z = i8_epi_r(a.z, s, w.z, bias, c + 2, rv.z);
+                    o.w = i8_epi_r(a.w, s, w.w, bias, c + 3, rv.w);
+                } else {
+                    o.x = i8_epi(a.x, s, w.x, bias, c, rr, 0, mode, act);
+                    o.y = i8_epi(a.y, s, w.y, bias, c + 1, rr, 0, mode, act);
+                    o.z = i8_epi(a.z, s, w.z, bias, c + 2, rr, 0, mode, act);
+                    o.w = i8_epi(a.w, s, w.w, bias, c + 3, rr, 0, mode, act);
+                }
+                st4(y, (rb + c) >> 2, o);
+            } else {
+                int av[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+                    if (c + q < n) stf(y, rb + c + q, i8_epi(av[q], s, sw[c + q], bias, c + q, rr, rb + c + q, mode, act));
+            }
+        }
+    }
+}
+
 // WN: n8 tiles per warp (4: 2 x 4 warps of 16·WM x 32; 8: 2 x 2 warps of 16·WM x 64, the larger
 // warp tile doing 4 mma per ldmatrix instead of 2.7).
 template <class Y, int WM, int WN, int BN, int BK, int STAGES, bool SE>
@@ -171,60 +233,8 @@ __device__ __forceinline__ void i8gemm_k(void* y_, const signed char* __restrict
     if (mode == 1 && (n & 3)) mode = 3;
     static_assert(!SE || BM >= 64, "the staged epilogue works in 64-row passes");
     if (SE) {
-        // staged epilogue: 64 rows of int32 accumulators at a time through shared memory (the
-        // pipeline's buffers, free now), then each warp finishes whole rows, 4 columns a thread:
-        // 16-byte sw/bias loads, and output (and residual) accesses a warp row wide
-        constexpr int LD = BN + 4;  // int32 row stride (528 or 1040 bytes), 16-byte aligned
-        int* st = (int*)i8_sm;          // 64 x LD
-        const int wr0 = wm * 16 * WM;
-        const bool vec = (n & 3) == 0;
-#pragma unroll
-        for (int pass = 0; pass < BM / 64; ++pass) {
-            __syncthreads();  // the pipeline (or the previous pass) is done with shared memory
-            if (wr0 >= pass * 64 && wr0 < pass * 64 + 64) {
-#pragma unroll
-                for (int i = 0; i < WM; ++i)
-#pragma unroll
-                    for (int h = 0; h < 2; ++h)
-#pragma unroll
-                        for (int j = 0; j < WN; ++j) {
-                            int lr = wr0 - pass * 64 + i * 16 + g + h * 8;
-                            int lc = wn * 8 * WN + j * 8 + t4 * 2;
-                            *(int2*)(st + lr * LD + lc) = make_int2(acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
-                        }
-            }
-            __syncthreads();
-            for (int e = tid; e < 64 * (BN / 4); e += THREADS) {
-                int lr = e / (BN / 4), lc = (e % (BN / 4)) * 4;
-                int r = m0 + pass * 64 + lr, c = n0 + lc;
-                if (r >= m || c >= n) continue;
-                float s = sx[r];
-                long long rb = (long long)r * n;
-                int4 a = *(const int4*)(st + lr * LD + lc);
-                if (vec) {
-                    float4 w = *(const float4*)(sw + c);
-                    float4 o;
-                    if (mode == 1) {
-                        float4 rv = ld4(rr, (rb + c) >> 2);
-                        o.x = i8_epi_r(a.x, s, w.x, bias, c, rv.x);
-                        o.y = i8_epi_r(a.y, s, w.y, bias, c + 1, rv.y);
-                        o.z = i8_epi_r(a.z, s, w.z, bias, c + 2, rv.z);
-                        o.w = i8_epi_r(a.w, s, w.w, bias, c + 3, rv.w);
-                    } else {
-                        o.x = i8_epi(a.x, s, w.x, bias, c, rr, 0, mode, act);
-                        o.y = i8_epi(a.y, s, w.y, bias, c + 1, rr, 0, mode, act);
-                        o.z = i8_epi(a.z, s, w.z, bias, c + 2, rr, 0, mode, act);
-                        o.w = i8_epi(a.w, s, w.w, bias, c + 3, rr, 0, mode, act);
-                    }
-                    st4(y, (rb + c) >> 2, o);
-                } else {
-                    int av[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-                    for (int q = 0; q < 4; ++q)
-                        if (c + q < n) stf(y, rb + c + q, i8_epi(av[q], s, sw[c + q], bias, c + q, rr, rb + c + q, mode, act));
-                }
-            }
-        }
+        i8_epi_staged<Y, WM, WN, BM, BN, THREADS>(acc, i8_sm, wm * 16 * WM, wn * 8 * WN, m0, n0, y, rr, sx, sw, bias, m, n,
+                                                  mode, act);
         return;
     }
     // epilogue straight from the accumulators: each thread holds (row g, cols 2t, 2t+1) and
@@ -288,3 +298,207 @@ I8GEMM_ENTRY(i8gemm_bm128_k64s3_w64_se, 4, 8, 64, 3, true)
 // (the staged epilogue needs 64 x 260 x 4 = 65 KiB, within their buffers)
 I8GEMM_ENTRY_N(i8gemm_bm128_n256_k64s3_se, 4, 8, 256, 64, 3, true, 1)
 I8GEMM_ENTRY_N(i8gemm_bm128_n256_k128s3_se, 4, 8, 256, 128, 3, true, 1)
+
+// ---------------------------------------------------------------------------------------------
+// The same GEMM on Hopper's warpgroup MMA (sm_90a only: this file is compiled for compute_90a
+// where the device is sm_90, see kernels.rs; elsewhere the entries below are empty and the
+// launcher never picks them). mma.sync tops out at 300-400 TOP/s here (ledger, round 5);
+// wgmma.mma_async reads both operands from shared memory without ldmatrix. The stage layout is
+// the 128-byte swizzle wgmma's shared-memory descriptors describe (chunk c of row r at
+// c ^ (r & 7), i.e. i8_swz<128>; 8-row atoms of 1024 bytes, tile bases 1024-aligned); a K step
+// of 32 bytes moves the descriptor's start address by 32 bytes. The accumulator fragment of
+// m64nN is the m16n8 one repeated (warp w of the group: rows 16w + g and + 8, columns 8j + 2t,
+// + 1), so the staged epilogue above finishes it: same int32 sums (exact), same epilogue, same
+// bits as every other variant.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define I8WG_ON 1
+__device__ __forceinline__ void wg_mma_n128(int* d, unsigned long long da, unsigned long long db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
+          "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
+          "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63])
+        : "l"(da), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void wg_mma_n256(int* d, unsigned long long da, unsigned long long db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p;\n}\n"
+        : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]),
+          "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]),
+          "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]),
+          "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]),
+          "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]),
+          "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]),
+          "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]),
+          "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]),
+          "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]),
+          "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]),
+          "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]),
+          "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]),
+          "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]),
+          "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]),
+          "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]),
+          "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127])
+        : "l"(da), "l"(db), "r"(1));
+}
+
+// K-major operand, 128-byte swizzle: start address >> 4, stride between 8-row atoms 1024 bytes
+// (>> 4 = 64), leading offset unused for swizzled K-major (1 by convention), mode 1 = 128B.
+__device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Ties the accumulators to this point: the compiler sees wgmma's asm as updating them at issue,
+// so reads after wg_wait0 and writes before the next issue must not move across it.
+template <int N>
+__device__ __forceinline__ void wg_hold(int* d) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// `i8gemm_tma_*`, fed by the Tensor Memory Accelerator: warpgroup 0 is the producer (one thread issues a 2-D TMA copy of the A and B tiles of each K stage into a
+// STAGES-deep ring, completion counted on the stage's `full` mbarrier); warpgroups 1 and 2 each
+// compute 64 rows x BN with wgmma and release the stage on its `empty` mbarrier. TMA writes the
+// 128-byte swizzle itself (the tensor maps say so, kernels' host side: i8gemm.rs) and zero-fills
+// rows >= m / n and K >= k_pad, so no thread computes addresses or waits on its own copies.
+// H200, stop 14: 410-870 TOP/s at the encoder shapes, above mma.sync's but below cuBLASLt's f16
+// except at K = 5120 (ledger), so the q8 lane keeps its f16 copy by default (q8_mix.rs).
+struct __align__(64) TmaMap {
+    unsigned long long v[16];
+};
+
+#ifdef I8WG_ON
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    u32 done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+__device__ __forceinline__ void tma_load(u32 dst, const TmaMap* map, int k, int row, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+        "l"((unsigned long long)map), "r"(k), "r"(row), "r"(bar)
+        : "memory");
+}
+#endif
+
+template <class Y, int BN, int STAGES>
+__device__ __forceinline__ void i8tma_k(const TmaMap* ta, const TmaMap* tb, void* y_, const float* __restrict__ sx,
+                                        const float* __restrict__ sw, const float* __restrict__ bias, const void* resid_, int m,
+                                        int n, int k_pad, int mode, int act) {
+#ifdef I8WG_ON
+    constexpr int BM = 128, BK = 128, WN = BN / 8, STAGE_A = BM * BK, STAGE_B = BN * BK;
+    extern __shared__ __align__(128) unsigned char i8_sm[];
+    const u32 pad = (1024u - (i8_smem_addr(i8_sm) & 1023u)) & 1023u;
+    unsigned char* sA = i8_sm + pad;            // STAGES x BM x BK
+    unsigned char* sB = sA + STAGES * STAGE_A;  // STAGES x BN x BK
+    const u32 full0 = i8_smem_addr(sB + STAGES * STAGE_B), empty0 = full0 + 8 * STAGES;
+    const int tid = threadIdx.x, warp = tid >> 5, wg = tid >> 7;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int KT = (k_pad + BK - 1) / BK;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    int acc[1][WN][4];
+#pragma unroll
+    for (int j = 0; j < WN; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[0][j][e] = 0;
+    int* d = &acc[0][0][0];
+
+    if (wg == 0) {
+        if (tid == 0) {
+            for (int kt = 0; kt < KT; ++kt) {
+                const int s = kt % STAGES, r = kt / STAGES;
+                if (r > 0) mbar_wait(empty0 + 8 * s, (r - 1) & 1);
+                mbar_expect(full0 + 8 * s, STAGE_A + STAGE_B);
+                tma_load(i8_smem_addr(sA + s * STAGE_A), ta, kt * BK, m0, full0 + 8 * s);
+                tma_load(i8_smem_addr(sB + s * STAGE_B), tb, kt * BK, n0, full0 + 8 * s);
+            }
+        }
+    } else {
+        const int cw = wg - 1;
+        for (int kt = 0; kt < KT; ++kt) {
+            const int s = kt % STAGES;
+            mbar_wait(full0 + 8 * s, (kt / STAGES) & 1);
+            const u32 a_base = i8_smem_addr(sA + s * STAGE_A + cw * 64 * BK);
+            const u32 b_base = i8_smem_addr(sB + s * STAGE_B);
+            wg_hold<BN / 2>(d);
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 32; ++kk) {
+                if constexpr (BN == 256) wg_mma_n256(d, wg_desc(a_base + kk * 32), wg_desc(b_base + kk * 32));
+                else wg_mma_n128(d, wg_desc(a_base + kk * 32), wg_desc(b_base + kk * 32));
+            }
+            wg_commit();
+            wg_wait0();
+            wg_hold<BN / 2>(d);
+            mbar_arrive(empty0 + 8 * s);
+        }
+    }
+
+    if (mode == 1 && (n & 3)) mode = 3;
+    // the producer warpgroup holds no rows (-64 matches no pass) but joins the epilogue's
+    // barriers and its row-wide finishing loop
+    const int wr0 = wg == 0 ? -64 : (wg - 1) * 64 + (warp & 3) * 16;
+    i8_epi_staged<Y, 1, WN, BM, BN, 384>(acc, i8_sm, wr0, 0, m0, n0, (Y*)y_, (const Y*)resid_, sx, sw, bias, m, n, mode, act);
+#endif
+}
+
+// Entry points i8gemm_tma_n<BN>s<STAGES>: 384 threads; dynamic shared memory
+// STAGES * (128 + BN) * 128 + 1024 (alignment) + 256 (mbarriers) bytes; tensor maps of A (m, k_pad)
+// and B (n, k_pad), uint8, boxes of 128 x 128 and BN x 128, 128-byte swizzle.
+#define I8TMA_ENTRY(NAME, BN, ST)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                                                    \
+        NAME(const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb, void* y, const float* sx, const float* sw, \
+             const float* bias, const void* resid, int m, int n, int k_pad, int mode, int act, int dt) {                      \
+        if (dt & 1) i8tma_k<h16, BN, ST>(&ta, &tb, y, sx, sw, bias, resid, m, n, k_pad, mode, act);                           \
+        else i8tma_k<float, BN, ST>(&ta, &tb, y, sx, sw, bias, resid, m, n, k_pad, mode, act);                               \
+    }
+I8TMA_ENTRY(i8gemm_tma_n128s6, 128, 6)
+I8TMA_ENTRY(i8gemm_tma_n256s4, 256, 4)

@@ -13,10 +13,15 @@
 //! quantizes it as it reads it, i.e. from the values rounded to the output type (identical with
 //! f32 activations; with f16 activations the int8 codes can move by one step).
 //!
-//! Switch: `STAPES_CUDA_I8GEMM=1` turns it on (off by default until measured on the H200);
+//! On sm_90 the default form is `tma_n128s6`: wgmma fed by TMA (410-870 TOP/s at the encoder
+//! shapes on the H200, stop 14, against 300-400 for mma.sync), still below cuBLASLt's f16 but at
+//! K = 5120, which is why the q8 lane's GEMMs run on its f16 copy by default (q8_mix.rs).
+//!
+//! Switch: `STAPES_CUDA_I8GEMM=1` turns it on (off by default);
 //! `STAPES_CUDA_I8GEMM_TILE=bm64_k64s3|bm128_k64s3|bm64_k128s4|bm128_k128s3|bm128_k64s3_w64`
 //! (each also with `_se`: the epilogue staged through shared memory), `bm32_k64s4`,
-//! `bm128_n256_k64s3_se` or `bm128_n256_k128s3_se` forces a tile variant (default: by shape).
+//! `bm128_n256_k64s3_se`, `bm128_n256_k128s3_se`, `tma_n128s6` or `tma_n256s4` forces a tile
+//! variant (default: `tma_n128s6` on sm_90, else by shape).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -35,8 +40,9 @@ static VARIANT: AtomicU8 = AtomicU8::new(255);
 /// The kernel's compiled forms: (entry point, block rows, block columns, K bytes per stage,
 /// stages, threads); `_w64`: 2 x 2 warps of 64 columns (else 2 x 4 of 32; `_n256`: 2 x 4 of
 /// 64); `_se`: the epilogue staged through shared memory for row-wide stores. All give the same
-/// bits (the int32 sums are exact and the epilogue is per element).
-const VARIANTS: [(&str, usize, usize, usize, usize, u32); 13] = [
+/// bits (the int32 sums are exact and the epilogue is per element). `tma_*`: the warpgroup-MMA kernel fed by TMA (sm_90a; a producer warpgroup and 2 of 64
+/// rows, 384 threads), only where [`I8Gemm::wg`] holds.
+const VARIANTS: [(&str, usize, usize, usize, usize, u32); 15] = [
     ("i8gemm_bm64_k64s3", 64, 128, 64, 3, 256),
     ("i8gemm_bm128_k64s3", 128, 128, 64, 3, 256),
     ("i8gemm_bm64_k128s4", 64, 128, 128, 4, 256),
@@ -50,7 +56,12 @@ const VARIANTS: [(&str, usize, usize, usize, usize, u32); 13] = [
     ("i8gemm_bm32_k64s4", 32, 128, 64, 4, 256),
     ("i8gemm_bm128_n256_k64s3_se", 128, 256, 64, 3, 256),
     ("i8gemm_bm128_n256_k128s3_se", 128, 256, 128, 3, 256),
+    ("i8gemm_tma_n128s6", 128, 128, 128, 6, 384),
+    ("i8gemm_tma_n256s4", 128, 256, 128, 4, 384),
 ];
+
+/// The first `tma_*` entry of [`VARIANTS`].
+const FIRST_TMA: usize = 13;
 
 /// Names for `STAPES_CUDA_I8GEMM_TILE` and the benchmark: the entry point without `i8gemm_`.
 fn variant_names() -> Vec<&'static str> {
@@ -100,30 +111,81 @@ pub(crate) enum Epilogue {
     Act(i32),
 }
 
-/// The capability: the kernel needs `mma.sync` m16n8k32 s8 and `cp.async` (sm_80+).
+/// The capability: the kernel needs `mma.sync` m16n8k32 s8 and `cp.async` (sm_80+); its `tma_*`
+/// forms need `wgmma` and TMA (sm_90, whose i8gemm.cu is compiled for compute_90a: kernels.rs).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct I8Gemm(());
+pub(crate) struct I8Gemm {
+    wg: bool,
+}
 
 impl I8Gemm {
     /// `arch` as NVRTC names it (`compute_90`); `None` below sm_80.
     fn new(arch: &str) -> Option<Self> {
         let v: u32 = arch.strip_prefix("compute_")?.parse().ok()?;
-        (v >= 80).then_some(Self(()))
+        (v >= 80).then_some(Self { wg: v == 90 })
     }
 }
 
-/// The variant for a shape, from the H200 round-5 bench (ledger, "CUDA home: our int8 GEMM"):
-/// 128 x 128 blocks with 128 K bytes a stage where they fill the 132 SMs once, else 64-row blocks.
-fn variant_for(m: usize, n: usize) -> usize {
+/// The variant for a shape: the TMA-fed warpgroup kernel where the device has it; else, from the H200
+/// round-5 bench (ledger, "CUDA home: our int8 GEMM"), 128 x 128 blocks with 128 K bytes a
+/// stage where they fill the 132 SMs once, else 64-row blocks. A forced `tma_*` variant on a
+/// device without it takes the shape rule.
+fn variant_for(cap: I8Gemm, m: usize, n: usize) -> usize {
     match forced_variant() {
-        0 => {
-            if m.div_ceil(128) * n.div_ceil(128) >= 132 {
-                8 // bm128_k128s3_se
-            } else {
-                7 // bm64_k128s4_se
-            }
-        }
+        v if v as usize > FIRST_TMA && !cap.wg => variant_for_mma(m, n),
+        0 if cap.wg => FIRST_TMA,
+        0 => variant_for_mma(m, n),
         v => (v as usize - 1).min(VARIANTS.len() - 1),
+    }
+}
+
+fn variant_for_mma(m: usize, n: usize) -> usize {
+    if m.div_ceil(128) * n.div_ceil(128) >= 132 {
+        8 // bm128_k128s3_se
+    } else {
+        7 // bm64_k128s4_se
+    }
+}
+
+/// The TMA description of an int8 operand `(rows, k_pad)`, row-major at `ptr`: boxes of 128
+/// bytes of K by `box_rows` rows, written to shared memory in the 128-byte swizzle that the
+/// kernel's wgmma descriptors read; reads past `rows` or `k_pad` fill zeros.
+fn tma_map(
+    ptr: u64,
+    rows: usize,
+    k_pad: usize,
+    box_rows: u32,
+) -> Result<cudarc::driver::sys::CUtensorMap> {
+    use cudarc::driver::sys::{
+        cuTensorMapEncodeTiled, CUtensorMap, CUtensorMapDataType as T,
+        CUtensorMapFloatOOBfill as F, CUtensorMapInterleave as I, CUtensorMapL2promotion as L,
+        CUtensorMapSwizzle as S,
+    };
+    let dims = [k_pad as u64, rows as u64];
+    let strides = [k_pad as u64]; // bytes from one row to the next
+    let boxes = [128u32, box_rows];
+    let steps = [1u32, 1];
+    let mut map = std::mem::MaybeUninit::<CUtensorMap>::zeroed();
+    // SAFETY: every array has the rank's length (2, and 1 stride); the map is written by the
+    // call and read only on success.
+    unsafe {
+        cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            T::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            2,
+            ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            steps.as_ptr(),
+            I::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            S::CU_TENSOR_MAP_SWIZZLE_128B,
+            L::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            F::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+        .result()
+        .map_err(|e| crate::CudaError::driver("cuTensorMapEncodeTiled", e))?;
+        Ok(map.assume_init())
     }
 }
 
@@ -203,7 +265,7 @@ impl CudaBackend {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn i8gemm_launch(
         &self,
-        _cap: I8Gemm,
+        cap: I8Gemm,
         y: u64,
         y_dt: Dtype,
         q: u64,
@@ -224,9 +286,11 @@ impl CudaBackend {
             Epilogue::Add(r) => (1, r, 0),
             Epilogue::Act(a) => (2, 0, a),
         };
-        let vi = variant_for(m, n);
+        let vi = variant_for(cap, m, n);
         let (name, bm, bn, bk, stages, threads) = VARIANTS[vi];
-        let smem = stages * (bm + bn) * bk;
+        // the TMA forms align their stages to 1 KiB themselves and keep 2 x stages mbarriers
+        // after them
+        let smem = stages * (bm + bn) * bk + if vi >= FIRST_TMA { 1024 + 256 } else { 0 };
         let f = self.kernels.get(name)?;
         let key = f.cu_function() as usize;
         let mut raised = SMEM_RAISED.lock().unwrap_or_else(|p| p.into_inner());
@@ -244,6 +308,19 @@ impl CudaBackend {
         let smem = smem as u32;
         let grid = (n.div_ceil(bn) as u32, m.div_ceil(bm) as u32, 1);
         let (mi, ni, kp, dt) = (m as i32, n as i32, k_pad as i32, y_dt.bit());
+        if vi >= FIRST_TMA {
+            let ta = tma_map(q, m, k_pad, bm as u32)?;
+            let tb = tma_map(w8, n, k_pad, bn as u32)?;
+            self.launch(
+                name,
+                grid,
+                (threads, 1, 1),
+                smem,
+                args![ta, tb, y, sx, sw, bias, resid, mi, ni, kp, mode, act, dt],
+            )?;
+            LAUNCHES.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
         self.launch(
             name,
             grid,

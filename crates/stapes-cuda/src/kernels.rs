@@ -20,6 +20,23 @@ pub struct KernelFile {
     pub entries: &'static [&'static str],
 }
 
+/// Files with Hopper-only instructions (wgmma) behind `__CUDA_ARCH_FEAT_SM90_ALL`: compiled for
+/// the arch-specific target `compute_90a` where the device is sm_90, so those kernels exist
+/// there; elsewhere their entries compile empty and the backend never launches them.
+const ARCH_SPECIFIC: &[&str] = &["i8gemm"];
+
+impl KernelFile {
+    /// The NVRTC target for this file on a device of `arch` (`compute_90` → `compute_90a` for
+    /// the files that use sm_90a features).
+    pub fn target(&self, arch: &'static str) -> &'static str {
+        if arch == "compute_90" && ARCH_SPECIFIC.contains(&self.name) {
+            "compute_90a"
+        } else {
+            arch
+        }
+    }
+}
+
 pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "elementwise",
@@ -90,6 +107,8 @@ pub const FILES: &[KernelFile] = &[
             "i8gemm_bm32_k64s4",
             "i8gemm_bm128_n256_k64s3_se",
             "i8gemm_bm128_n256_k128s3_se",
+            "i8gemm_tma_n128s6",
+            "i8gemm_tma_n256s4",
         ],
     },
     KernelFile {
@@ -215,6 +234,7 @@ fn nvrtc_version() -> (i32, i32) {
 
 /// Compile one file for `arch` (e.g. `compute_90`), through the disk cache. Needs only libnvrtc.
 pub fn compile(f: &KernelFile, arch: &'static str) -> Result<String, CudaError> {
+    let arch = f.target(arch);
     let span = tracing::info_span!("cuda.nvrtc", file = f.name, cache = tracing::field::Empty);
     let _e = span.enter();
     crate::loader::ensure_nvrtc()?;
@@ -280,6 +300,7 @@ fn cubin_on() -> bool {
 /// again by the driver at load: 3.8 s for these files on the H200 when the driver's cache is
 /// empty (a fresh machine or container), where a CUBIN loads in about a millisecond.
 pub fn compile_cubin(f: &KernelFile, arch: &'static str) -> Result<Vec<u8>, CudaError> {
+    let arch = f.target(arch);
     let span = tracing::info_span!(
         "cuda.nvrtc",
         file = f.name,
