@@ -679,7 +679,9 @@ impl CudaBackend {
         bias: u64,
         bias16: u64,
         resid: u64,
-    ) -> Result<()> {
+        gelu: bool,
+    ) -> Result<bool> {
+        let mut gelu_done = false;
         let x = self.p(xb);
         let (n, k) = (w.n, w.k);
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
@@ -698,7 +700,8 @@ impl CudaBackend {
                     )?;
                     self.add_in_place(y, resid, m * n, y_dt)?;
                 } else {
-                    self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid)?;
+                    gelu_done =
+                        self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid, gelu)?;
                 }
                 Counters::bump(&self.counters.gemm_f16);
             }
@@ -723,7 +726,8 @@ impl CudaBackend {
                 } else if let Some(wh) = self.q8_f16_weight(w, m)? {
                     // the f16 tensor cores on the lane's values where they beat int8 (q8_mix.rs)
                     let wp = self.p(&wh);
-                    self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid)?;
+                    gelu_done =
+                        self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid, gelu)?;
                     Counters::bump(&self.counters.gemm_q8_f16);
                 } else if self
                     .i8gemm_linear(y, y_dt, xb, x, x_dt, m, n, k, wp, sp, *k_pad, bias, resid)?
@@ -755,7 +759,7 @@ impl CudaBackend {
                 Counters::bump(&self.counters.gemm_q8);
             }
         }
-        Ok(())
+        Ok(gelu_done)
     }
 
     /// `y = x · Wᵀ + bias (+ resid)` on the f16 tensor cores for `m` > [`GEMV_MAX_M`] rows, `w`
@@ -774,7 +778,8 @@ impl CudaBackend {
         bias: u64,
         bias16: u64,
         resid: u64,
-    ) -> Result<()> {
+        gelu: bool,
+    ) -> Result<bool> {
         let x = self.p(xb);
         let ni = n as i32;
         let y16 = y_dt == Dtype::F16;
@@ -819,8 +824,12 @@ impl CudaBackend {
                 m,
                 k,
                 tune,
+                gelu && resid == 0,
             )
         };
+        if fused.is_ok() {
+            return Ok(gelu && resid == 0);
+        }
         if let Err(e) = fused {
             // shapes cuBLASLt has no kernel for (odd leading dimensions): plain GemmEx
             // and a separate bias pass, counted so a slow path on a hot shape shows
@@ -845,7 +854,7 @@ impl CudaBackend {
             }
             self.add_in_place(y, resid, m * n, y_dt)?;
         }
-        Ok(())
+        Ok(false)
     }
 
     /// The f16 copy of an f32 bias, made once per bias and kept (with the f32 block, so its

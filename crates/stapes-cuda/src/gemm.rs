@@ -147,6 +147,8 @@ struct Key {
     /// `D = A·B + C` with beta = 1 (a residual added by the GEMM, `Backend::linear_add`):
     /// timed and saved apart from the beta = 0 plan, whose best algorithm can differ.
     c: bool,
+    /// GELU (cuBLASLt's, the tanh form) after the bias, in the epilogue.
+    gelu: bool,
 }
 
 /// A cached plan for `D (m × n) = Aᵀ · B (+ bias per row of D)`, A stored k × m, B stored
@@ -202,8 +204,9 @@ impl AlgoCache {
         let mut text = String::new();
         for (k, d) in &self.saved {
             let plus_c = if k.c { "+C" } else { "" };
+            let plus_g = if k.gelu { "+G" } else { "" };
             text.push_str(&format!(
-                "{:?}{plus_c} {} {} {} {}",
+                "{:?}{plus_c}{plus_g} {} {} {} {}",
                 k.kind, k.m, k.n, k.k, k.bias as u8
             ));
             for x in d {
@@ -221,10 +224,15 @@ impl AlgoCache {
     }
 }
 
-/// `F16 384 1500 384 1 <8 hex words>` (`F16+C …` for a beta = 1 plan); anything else is skipped.
+/// `F16 384 1500 384 1 <8 hex words>` (`F16+C …` for a beta = 1 plan, `+G` after it for the
+/// GELU epilogue); anything else is skipped.
 fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
     let mut it = line.split_whitespace();
     let word = it.next()?;
+    let (word, gelu) = match word.strip_suffix("+G") {
+        Some(w) => (w, true),
+        None => (word, false),
+    };
     let (word, c) = match word.strip_suffix("+C") {
         Some(w) => (w, true),
         None => (word, false),
@@ -252,6 +260,7 @@ fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
             k,
             bias: bias != 0,
             c,
+            gelu,
         },
         data,
     ))
@@ -422,8 +431,13 @@ impl Lt {
                 4,
             )
             .map_err(lt_err("TRANSA"))?;
-            if key.bias {
-                let epi = lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS;
+            let epi = match (key.bias, key.gelu) {
+                (true, false) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS),
+                (true, true) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_BIAS),
+                (false, true) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU),
+                (false, false) => None,
+            };
+            if let Some(epi) = epi {
                 ltr::set_matmul_desc_attribute(
                     desc,
                     lts::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE,
@@ -431,6 +445,8 @@ impl Lt {
                     std::mem::size_of_val(&epi),
                 )
                 .map_err(lt_err("EPILOGUE"))?;
+            }
+            if key.bias {
                 // biases are f32 parameters (except F16Out16BiasF16's copies); without this
                 // cuBLASLt reads them in D's type
                 let bt = if key.kind == LtKind::F16Out16BiasF16 {
@@ -547,11 +563,12 @@ impl Lt {
         k: usize,
         tune: bool,
     ) -> Result<(), CudaError> {
-        self.matmul_c(stream, kind, d, a, b, bias, 0, ws, m, n, k, tune)
+        self.matmul_c(stream, kind, d, a, b, bias, 0, ws, m, n, k, tune, false)
     }
 
     /// [`Lt::matmul`] plus `c` (m×n, of D's type, not aliasing `d`) with beta = 1:
-    /// `D = Aᵀ·B + bias + C`. `c = 0` is `matmul`.
+    /// `D = Aᵀ·B + bias + C`. `c = 0` is `matmul`. `gelu`: `D = gelu(Aᵀ·B + bias)` in the
+    /// epilogue (cuBLASLt's GELU is the tanh form), with `c = 0`.
     ///
     /// # Safety
     /// As [`Lt::matmul`]; `c` is 0 or a valid buffer of m·n elements of D's type.
@@ -570,6 +587,7 @@ impl Lt {
         n: usize,
         k: usize,
         tune: bool,
+        gelu: bool,
     ) -> Result<(), CudaError> {
         let key = Key {
             kind,
@@ -578,6 +596,7 @@ impl Lt {
             k,
             bias: bias != 0,
             c: c != 0,
+            gelu,
         };
         let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
         let entry = match plans.entry(key) {
@@ -748,6 +767,7 @@ mod tests {
             k: 1152,
             bias: false,
             c: false,
+            gelu: false,
         };
         let data = [1, u64::MAX, 0, 0x00ab_cdef_0123_4567, 5, 6, 7, 8];
         cache.save(key, &lts::cublasLtMatmulAlgo_t { data });
@@ -770,6 +790,18 @@ mod tests {
             text_c.contains("F16Out16BiasF16+C 384 1504 1152 0 "),
             "{text_c}"
         );
+        // so is the GELU epilogue's plan
+        let key_g = Key {
+            kind: LtKind::F16Out16,
+            bias: true,
+            gelu: true,
+            ..key
+        };
+        cache.save(key_g, &lts::cublasLtMatmulAlgo_t { data: data_c });
+        let text_g = std::fs::read_to_string(&path).expect("cache file rewritten");
+        assert!(text_g.contains("F16Out16+G 384 1504 1152 1 "), "{text_g}");
+        let got_g: Vec<_> = text_g.lines().filter_map(parse_line).collect();
+        assert!(got_g.contains(&(key_g, data_c)), "{got_g:?}");
         let line = text.lines().next().unwrap_or_default();
         assert!(line.starts_with("I8 384 1504 1152 0 "), "{line}");
         // a truncated line, an extra word, an unknown kind

@@ -16,6 +16,34 @@ use super::{
 use crate::gemm::LtKind;
 use crate::pool::Block;
 
+/// 0: not read yet, 1 off, 2 on.
+static GELU_EPI: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Whether the erf GELU after an f16 tensor-core GEMM runs as cuBLASLt's GELU epilogue (its
+/// tanh form) instead of a separate pass. On by default (H200, stop 14: turbo encode 5.61 ->
+/// 5.42 ms f16, 5.73 -> 5.27 q8, 16 windows 78.9 -> 73.3; real tiny.en greedy ids still equal
+/// the CPU f32 lane's); `STAPES_CUDA_GELU_EPILOGUE=0` keeps the exact erf pass, as does
+/// [`CudaBackend::set_gelu_epilogue`]`(false)`.
+fn gelu_epilogue_on() -> bool {
+    match GELU_EPI.load(Ordering::Relaxed) {
+        0 => {
+            let on = !std::env::var("STAPES_CUDA_GELU_EPILOGUE").is_ok_and(|v| v.trim() == "0");
+            GELU_EPI.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            on
+        }
+        v => v == 2,
+    }
+}
+
+impl CudaBackend {
+    /// Turn the GELU epilogue on or off for every backend of this process (same-binary A/B
+    /// runs and tests; the default comes from `STAPES_CUDA_GELU_EPILOGUE`).
+    #[doc(hidden)]
+    pub fn set_gelu_epilogue(&self, on: bool) {
+        GELU_EPI.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+    }
+}
+
 impl CudaBackend {
     /// `x (.., K) · Wᵀ + bias (+ r)`, `r` exactly the output's shape (no broadcast: a residual
     /// stream has one value per output element).
@@ -26,6 +54,20 @@ impl CudaBackend {
         bias: Option<&CudaTensor>,
         r: Option<&CudaTensor>,
     ) -> Result<CudaTensor> {
+        Ok(self.linear_epi(x, w, bias, r, false)?.0)
+    }
+
+    /// [`Self::linear_with`], asking for cuBLASLt's GELU (tanh form) in the GEMM's epilogue
+    /// when `gelu`; the flag says whether the output has it (only f16 tensor-core GEMMs without
+    /// a residual do; elsewhere the caller runs the activation).
+    fn linear_epi(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        r: Option<&CudaTensor>,
+        gelu: bool,
+    ) -> Result<(CudaTensor, bool)> {
         let op = if r.is_some() { "linear_add" } else { "linear" };
         let k = *x.shape.last().unwrap_or(&0);
         if k != w.k || x.shape.is_empty() {
@@ -58,7 +100,8 @@ impl CudaBackend {
         }
         let out = self.alloc(&shape, self.out_dt())?;
         if m == 0 || w.n == 0 {
-            return Ok(out);
+            // nothing to apply the activation to: done either way
+            return Ok((out, gelu));
         }
         let bias32 = self.param(bias)?;
         let bp = self.opt(bias32.as_ref());
@@ -81,8 +124,19 @@ impl CudaBackend {
         // the GEMM reads the residual in the output's type (cuBLASLt wants C's type = D's)
         let r = r.map(|r| self.as_dtype(r, out.dtype)).transpose()?;
         let rp = self.opt(r.as_ref());
-        self.linear_raw(out.buf.ptr, out.dtype, &x.buf, x.dtype, m, w, bp, bp16, rp)?;
-        Ok(out)
+        let done = self.linear_raw(
+            out.buf.ptr,
+            out.dtype,
+            &x.buf,
+            x.dtype,
+            m,
+            w,
+            bp,
+            bp16,
+            rp,
+            gelu,
+        )?;
+        Ok((out, done))
     }
 
     /// `y += resid` over `len` elements of type `dt` (no-op for `resid = 0`): the residual of
@@ -142,6 +196,30 @@ impl CudaBackend {
         Ok((acc, sx))
     }
 
+    /// `act(x · Wᵀ + b)` as a linear and an activation pass, or one cuBLASLt GEMM with GELU in
+    /// its epilogue: always for `GeluTanh` (the epilogue's own form), and for the erf `Gelu`
+    /// where [`gelu_epilogue_on`]. The tanh form stands in for erf there as in whisper.cpp's
+    /// GELU: |Δ| ≤ 4.8e-4 (at x ≈ 2.7, a quarter of an f16 step of the value), within the GPU
+    /// lanes' `Op::Linear` rows (tests/linear_add.rs holds it to them).
+    fn linear_then_act(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        let gelu = match act {
+            Activation::GeluTanh => true,
+            Activation::Gelu => gelu_epilogue_on(),
+            _ => false,
+        };
+        let (y, done) = self.linear_epi(x, w, bias, None, gelu)?;
+        if done {
+            return Ok(y);
+        }
+        self.activation(&y, act)
+    }
+
     /// `act(x · Wᵀ + b)`. q8 weights at > 8 rows on int8 (q8_mix.rs): the int8 GEMM, then one
     /// kernel that scales, adds the bias, applies `act`, writes the output and quantizes it per
     /// row for the next q8 GEMM, which finds that quantization prepared (the MLP's fc2 skips its
@@ -162,8 +240,7 @@ impl CudaBackend {
             k_pad,
         } = &w.data
         else {
-            let y = self.linear_with(x, w, bias, None)?;
-            return self.activation(&y, act);
+            return self.linear_then_act(x, w, bias, act);
         };
         if m <= GEMV_MAX_M
             || k != w.k
@@ -172,8 +249,7 @@ impl CudaBackend {
         {
             // small M (GEMV), the f16 copy's shapes (q8_mix.rs) or a shape error that
             // `linear` reports
-            let y = self.linear_with(x, w, bias, None)?;
-            return self.activation(&y, act);
+            return self.linear_then_act(x, w, bias, act);
         }
         let n = w.n;
         let mut shape = x.shape.clone();

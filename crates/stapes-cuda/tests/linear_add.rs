@@ -284,3 +284,79 @@ fn linear_act_then_linear_add_mlp() {
     }
     g.set_q8_mix(Q8Mix::F16);
 }
+
+/// `linear_act` with GELU in cuBLASLt's epilogue (`set_gelu_epilogue`): eager (f32
+/// activations) and inside an encoder chain (f16), f16 lane and the q8 lane's f16 copy, against
+/// the reference's linear then GELU. For the erf `Gelu` the epilogue's tanh form stands in: its
+/// output must differ from the erf pass's (the epilogue really ran) and both must hold the
+/// linear's bar; `GeluTanh` is the epilogue's own function.
+#[test]
+fn linear_act_gelu_epilogue() {
+    let (g, _serial) = require_gpu!("linear_act_gelu_epilogue");
+    g.set_q8_mix(Q8Mix::F16);
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let r = ReferenceBackend::new();
+    for lane in LANES {
+        for act in [Activation::Gelu, Activation::GeluTanh] {
+            for (i, &(m, k, n)) in [(300, 384, 1536), (130, 385, 257), (1500, 128, 512)]
+                .iter()
+                .enumerate()
+            {
+                let x = rnd(&[1, m, k], 150 + i as u64, 1.0);
+                let w = rnd(&[n, k], 160 + i as u64, 2.0 / (k as f32).sqrt());
+                let b = rnd(&[n], 170 + i as u64, 0.5);
+                let what = format!("gelu epilogue {lane} {act:?} m{m} k{k} n{n}");
+                let want = |round: bool| {
+                    let xr = if round { round16(&x) } else { x.clone() };
+                    let xt = r.upload(&xr).unwrap();
+                    let (wt, bt) = (r.weight(&w, lane).unwrap(), r.upload(&b).unwrap());
+                    let h = r.linear(&xt, &wt, Some(&bt)).unwrap();
+                    r.download(&r.activation(&h, act).unwrap()).unwrap()
+                };
+                let (wg, bg, xg) = (
+                    g.weight(&w, lane).unwrap(),
+                    g.upload(&b).unwrap(),
+                    g.upload(&x).unwrap(),
+                );
+                let key = format!("test-encoder/gelu-{}", N.fetch_add(1, Ordering::Relaxed));
+                let run = |epi: bool| -> (HostTensor, HostTensor) {
+                    g.set_gelu_epilogue(epi);
+                    let eager = g.download(&g.linear_act(&xg, &wg, Some(&bg), act).unwrap());
+                    let chain = g
+                        .chain(&format!("{key}-{epi}"), &mut |be| {
+                            let x16 = be.affine(&xg, 1.0, 0.0)?;
+                            Ok(vec![be.linear_act(&x16, &wg, Some(&bg), act)?])
+                        })
+                        .unwrap();
+                    g.set_gelu_epilogue(false);
+                    (eager.unwrap(), g.download(&chain[0]).unwrap())
+                };
+                let (eager, chain) = run(true);
+                check(
+                    &format!("{what} eager"),
+                    Op::Linear,
+                    lane,
+                    &eager,
+                    &want(false),
+                );
+                check_with(
+                    &format!("{what} f16 chain"),
+                    common::cuda_tol(Op::Linear, lane),
+                    &chain,
+                    &want(true),
+                );
+                if act == Activation::Gelu {
+                    let (eager_pass, chain_pass) = run(false);
+                    assert_ne!(
+                        eager.data, eager_pass.data,
+                        "{what}: eager epilogue not taken"
+                    );
+                    assert_ne!(
+                        chain.data, chain_pass.data,
+                        "{what}: chain epilogue not taken"
+                    );
+                }
+            }
+        }
+    }
+}
