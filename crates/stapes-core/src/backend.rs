@@ -370,6 +370,21 @@ pub trait Backend: Send + Sync {
         self.activation(&y, act)
     }
 
+    /// `act(conv1d(x))`: a convolution followed by its activation (Whisper's stem). A home
+    /// whose `conv1d` is a GEMM applies `act` in its epilogue, as in `linear_act`. The default
+    /// composes `conv1d` and `activation`.
+    fn conv1d_act(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+        p: Conv1dParams,
+        act: Activation,
+    ) -> Result<Self::Tensor> {
+        let y = self.conv1d(x, w, bias, p)?;
+        self.activation(&y, act)
+    }
+
     // ---- FastConformer blocks (fused where a home pays for it) ----
 
     /// The conformer conv module between its two pointwise convs: `x (B, T, 2C)` → GLU over the

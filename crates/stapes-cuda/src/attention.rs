@@ -57,13 +57,25 @@ fn kernel_code(name: Option<&str>) -> Option<u8> {
 
 /// Split-keys choice: `SPLIT_AUTO` picks by shape and SM count, 1 never splits, n ≥ 2 always
 /// splits the keys n ways (where the default kernel runs). Starts from `STAPES_CUDA_ATTN_SPLIT`
-/// (`auto`, `0`/`1`/`off`, or a count up to `MAX_SPLIT`); off when unset, since the split form
-/// has not yet run on a GPU.
-static SPLIT: AtomicU8 = AtomicU8::new(1);
+/// (`auto`, `0`/`1`/`off`, or a count up to `MAX_SPLIT`); auto when unset.
+static SPLIT: AtomicU8 = AtomicU8::new(SPLIT_AUTO);
 static SPLIT_ENV: std::sync::Once = std::sync::Once::new();
 const SPLIT_AUTO: u8 = 0;
 /// More splits than this only add combine traffic: 4 already fills 2 waves at tiny's shape.
 const MAX_SPLIT: usize = 8;
+/// The split-keys kernels: (name, query rows per block, blocks resident a SM). The first is the
+/// default; `STAPES_CUDA_ATTN_SPLIT_KERNEL=w4m2s2` picks the second.
+const SPLIT_KERNELS: [(&str, usize, usize); 2] =
+    [("flash64s_w4m1s2", 64, 4), ("flash64s_w4m2s2", 128, 2)];
+
+fn split_kernel() -> (&'static str, usize, usize) {
+    static K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    SPLIT_KERNELS[*K.get_or_init(|| {
+        std::env::var("STAPES_CUDA_ATTN_SPLIT_KERNEL")
+            .map_or(0, |v| (v.trim() == "w4m2s2") as usize)
+    })]
+}
+
 /// Streaming multiprocessors of the device, read once (the backend drives one device).
 static SMS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
@@ -171,9 +183,11 @@ impl CudaBackend {
     }
 
     /// How many ways to split the keys (1: the unsplit kernel). Only the default kernel has a
-    /// split form. Auto: split when the (b, h, 128-row query tile) blocks do not fill the SMs
-    /// once (tiny: 72, base: 96 on 132 SMs; turbo's 240 stay whole), into enough splits for
-    /// about two blocks per SM, each split keeping at least 4 key tiles of 64.
+    /// split form. Auto: split when one window's (h, 128-row query tile) blocks do not fill the
+    /// SMs once (tiny: 72, base: 96 on 132 SMs; turbo's 240 stay whole), into as many splits as
+    /// keep every block in the first wave (two resident a SM: tiny 3, base 2; one more split
+    /// starts a second wave, which measured slower than none on the H200), each split keeping
+    /// at least 4 key tiles of 64.
     fn flash64_splits(&self, f: &Flash64, rows: usize) -> usize {
         if forced() != 0 {
             return 1;
@@ -181,12 +195,17 @@ impl CudaBackend {
         let tiles = f.kv_len.div_ceil(64);
         let want = match split_forced() {
             SPLIT_AUTO => {
-                let blocks = f.batch * f.heads * f.tq.div_ceil(rows);
+                // per window, not per batch: the split changes the summation order, and a
+                // window batched must give the bits it gives alone
+                let blocks = f.heads * f.tq.div_ceil(rows);
                 let sms = self.sm_count();
                 if blocks == 0 || blocks >= sms {
                     return 1;
                 }
-                (2 * sms).div_ceil(blocks).min(4).min(tiles / 4)
+                let (_, srows, per_sm) = split_kernel();
+                (per_sm * sms / (f.heads * f.tq.div_ceil(srows)))
+                    .min(4)
+                    .min(tiles / 4)
             }
             n => n as usize,
         };
@@ -336,9 +355,10 @@ impl CudaBackend {
             let (nsi, tpsi) = (int("splits", ns)?, int("tiles per split", tps)?);
             let z = u32::try_from(f.batch * ns)
                 .map_err(|_| Error::shape("attention", "batch × splits over u32"))?;
+            let (split_name, srows, _) = split_kernel();
             self.launch(
-                "flash64s_w4m2s2",
-                (f.tq.div_ceil(128) as u32, f.heads as u32, z),
+                split_name,
+                (f.tq.div_ceil(srows) as u32, f.heads as u32, z),
                 (128, 1, 1),
                 0,
                 args![po, pml, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt, nsi, tpsi],

@@ -857,6 +857,61 @@ impl CudaBackend {
         Ok(false)
     }
 
+    /// `conv1d` (then `act`) as im2col and one GEMM.
+    fn conv1d_gemm(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        p: Conv1dParams,
+        act: Option<Activation>,
+    ) -> Result<CudaTensor> {
+        Self::check_rank("conv1d", x, 3)?;
+        let (b, t, c) = (x.shape[0], x.shape[1], x.shape[2]);
+        if p.kernel == 0 || p.stride == 0 || w.k != c * p.kernel {
+            return Err(Error::shape(
+                "conv1d",
+                format!("x {:?}, W ({}, {}), {p:?}", x.shape, w.n, w.k),
+            ));
+        }
+        if t + 2 * p.padding < p.kernel {
+            return Err(Error::shape(
+                "conv1d",
+                format!("T {t} shorter than kernel {}", p.kernel),
+            ));
+        }
+        let t_out = (t + 2 * p.padding - p.kernel) / p.stride + 1;
+        // the columns are written in the type the GEMM reads best: f16 in f16 chains
+        let cols = self.alloc(&[b * t_out, c * p.kernel], self.out_dt())?;
+        let n = b * t_out * c * p.kernel;
+        if n > 0 {
+            let (cp, xp) = (cols.buf.ptr, self.t(x));
+            let dt = cols.bit() | (x.bit() << 1);
+            let (bi, ti, ci, kw, si, pi, to) = (
+                b as i32,
+                t as i32,
+                c as i32,
+                p.kernel as i32,
+                p.stride as i32,
+                p.padding as i32,
+                t_out as i32,
+            );
+            self.launch(
+                "im2col_1d",
+                grid_1d(n),
+                (256, 1, 1),
+                0,
+                args![cp, xp, bi, ti, ci, kw, si, pi, to, dt],
+            )?;
+        }
+        // (B·T_out, C_in·K) · Wᵀ: the activation in the GEMM's epilogue where it can be
+        let y = match act {
+            Some(a) => self.linear_act(&cols, w, bias, a)?,
+            None => self.linear(&cols, w, bias)?,
+        };
+        self.reshape(&y, &[b, t_out, w.n])
+    }
+
     /// The f16 copy of an f32 bias, made once per bias and kept (with the f32 block, so its
     /// address cannot be reused by another tensor while the entry lives), for cuBLASLt's
     /// f16-output epilogue, which has no plan for an f32 bias on the H200.
@@ -1727,46 +1782,18 @@ impl Backend for CudaBackend {
         bias: Option<&CudaTensor>,
         p: Conv1dParams,
     ) -> Result<CudaTensor> {
-        Self::check_rank("conv1d", x, 3)?;
-        let (b, t, c) = (x.shape[0], x.shape[1], x.shape[2]);
-        if p.kernel == 0 || p.stride == 0 || w.k != c * p.kernel {
-            return Err(Error::shape(
-                "conv1d",
-                format!("x {:?}, W ({}, {}), {p:?}", x.shape, w.n, w.k),
-            ));
-        }
-        if t + 2 * p.padding < p.kernel {
-            return Err(Error::shape(
-                "conv1d",
-                format!("T {t} shorter than kernel {}", p.kernel),
-            ));
-        }
-        let t_out = (t + 2 * p.padding - p.kernel) / p.stride + 1;
-        // the columns are written in the type the GEMM reads best: f16 in f16 chains
-        let cols = self.alloc(&[b * t_out, c * p.kernel], self.out_dt())?;
-        let n = b * t_out * c * p.kernel;
-        if n > 0 {
-            let (cp, xp) = (cols.buf.ptr, self.t(x));
-            let dt = cols.bit() | (x.bit() << 1);
-            let (bi, ti, ci, kw, si, pi, to) = (
-                b as i32,
-                t as i32,
-                c as i32,
-                p.kernel as i32,
-                p.stride as i32,
-                p.padding as i32,
-                t_out as i32,
-            );
-            self.launch(
-                "im2col_1d",
-                grid_1d(n),
-                (256, 1, 1),
-                0,
-                args![cp, xp, bi, ti, ci, kw, si, pi, to, dt],
-            )?;
-        }
-        let y = self.linear(&cols, w, bias)?;
-        self.reshape(&y, &[b, t_out, w.n])
+        self.conv1d_gemm(x, w, bias, p, None)
+    }
+
+    fn conv1d_act(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        p: Conv1dParams,
+        act: Activation,
+    ) -> Result<CudaTensor> {
+        self.conv1d_gemm(x, w, bias, p, Some(act))
     }
 
     fn depthwise_conv1d(

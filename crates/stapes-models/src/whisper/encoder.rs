@@ -155,10 +155,20 @@ impl<B: Backend> Encoder<B> {
             stride,
             padding: 1,
         };
-        let x = b.conv1d(mel, &self.conv1_w, Some(&self.conv1_b), k3(1))?; // (B, 3000, d)
-        let x = b.activation(&x, Activation::Gelu)?;
-        let x = b.conv1d(&x, &self.conv2_w, Some(&self.conv2_b), k3(2))?; // (B, 1500, d)
-        let x = b.activation(&x, Activation::Gelu)?;
+        let x = b.conv1d_act(
+            mel,
+            &self.conv1_w,
+            Some(&self.conv1_b),
+            k3(1),
+            Activation::Gelu,
+        )?; // (B, 3000, d)
+        let x = b.conv1d_act(
+            &x,
+            &self.conv2_w,
+            Some(&self.conv2_b),
+            k3(2),
+            Activation::Gelu,
+        )?; // (B, 1500, d)
         let mut x = b.add(&x, &self.positions)?;
         for layer in &self.layers {
             let h = layer.attn_ln.forward(b, &x)?;
