@@ -592,16 +592,6 @@ extern "C" __global__ void __launch_bounds__(128, 2)
                            tps);
 }
 
-// The same over 64-row query tiles (4 warps of 16 rows, four blocks resident a SM): twice the
-// blocks of flash64s_w4m2s2 for the same work, which is what a latency-bound small window wants.
-extern "C" __global__ void __launch_bounds__(128, 4)
-    flash64s_w4m1s2(float* PO, float* PML, const void* Q, const h16* K, const h16* V, int Tq, int Tk, int H, int kv_len,
-                    int ldq, int ldkv, float scale, int causal, int dt, int nsplit, int tps) {
-    PDL_ENTER();
-    flash64<4, 1, 2, true>(f64_smem2, nullptr, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt & 2, PO, PML, nsplit,
-                           tps);
-}
-
 // One warp per output row (b, h, row), two columns per lane: O = Σ_s 2^(m_s - M)·o_s / Σ_s 2^(m_s - M)·l_s
 // over the splits s, M = max_s m_s; a row no split saw a key of is 0, as in the unsplit kernel.
 // dt bit 0: O is f16. O is (B, Tq, H·64).

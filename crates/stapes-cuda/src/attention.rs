@@ -63,19 +63,6 @@ static SPLIT_ENV: std::sync::Once = std::sync::Once::new();
 const SPLIT_AUTO: u8 = 0;
 /// More splits than this only add combine traffic: 4 already fills 2 waves at tiny's shape.
 const MAX_SPLIT: usize = 8;
-/// The split-keys kernels: (name, query rows per block, blocks resident a SM). The first is the
-/// default; `STAPES_CUDA_ATTN_SPLIT_KERNEL=w4m2s2` picks the second.
-const SPLIT_KERNELS: [(&str, usize, usize); 2] =
-    [("flash64s_w4m1s2", 64, 4), ("flash64s_w4m2s2", 128, 2)];
-
-fn split_kernel() -> (&'static str, usize, usize) {
-    static K: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    SPLIT_KERNELS[*K.get_or_init(|| {
-        std::env::var("STAPES_CUDA_ATTN_SPLIT_KERNEL")
-            .map_or(0, |v| (v.trim() == "w4m2s2") as usize)
-    })]
-}
-
 /// Streaming multiprocessors of the device, read once (the backend drives one device).
 static SMS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
@@ -202,10 +189,8 @@ impl CudaBackend {
                 if blocks == 0 || blocks >= sms {
                     return 1;
                 }
-                let (_, srows, per_sm) = split_kernel();
-                (per_sm * sms / (f.heads * f.tq.div_ceil(srows)))
-                    .min(4)
-                    .min(tiles / 4)
+                // two split blocks resident a SM (flash64s_w4m2s2's launch bounds)
+                (2 * sms / blocks).min(4).min(tiles / 4)
             }
             n => n as usize,
         };
@@ -355,10 +340,9 @@ impl CudaBackend {
             let (nsi, tpsi) = (int("splits", ns)?, int("tiles per split", tps)?);
             let z = u32::try_from(f.batch * ns)
                 .map_err(|_| Error::shape("attention", "batch × splits over u32"))?;
-            let (split_name, srows, _) = split_kernel();
             self.launch(
-                split_name,
-                (f.tq.div_ceil(srows) as u32, f.heads as u32, z),
+                "flash64s_w4m2s2",
+                (f.tq.div_ceil(128) as u32, f.heads as u32, z),
                 (128, 1, 1),
                 0,
                 args![po, pml, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt, nsi, tpsi],

@@ -133,7 +133,6 @@ pub const FILES: &[KernelFile] = &[
             "flash64_w8m2s2",
             "flash64_w8m2s3",
             "flash64s_w4m2s2",
-            "flash64s_w4m1s2",
             "flash64_combine",
         ],
     },
