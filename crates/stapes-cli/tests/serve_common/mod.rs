@@ -82,12 +82,19 @@ pub struct Server {
     child: Child,
     pub addr: String,
     log: Arc<Mutex<String>>,
+    /// The thread copying stderr into `log`: joined once the process has exited, so the log
+    /// holds its last lines before a test reads it.
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
-fn spawn(
-    args: &[&str],
-    envs: &[(&str, &str)],
-) -> (Child, mpsc::Receiver<String>, Arc<Mutex<String>>) {
+type Spawned = (
+    Child,
+    mpsc::Receiver<String>,
+    Arc<Mutex<String>>,
+    std::thread::JoinHandle<()>,
+);
+
+fn spawn(args: &[&str], envs: &[(&str, &str)]) -> Spawned {
     let mut child = Command::new(env!("CARGO_BIN_EXE_stapes"))
         .arg("serve")
         .args(["--host", "127.0.0.1", "--port", "0"])
@@ -103,7 +110,7 @@ fn spawn(
     let log = Arc::new(Mutex::new(String::new()));
     let (tx, rx) = mpsc::channel();
     let sink = Arc::clone(&log);
-    std::thread::spawn(move || {
+    let reader = std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if let Some(i) = line.find("listening on http://") {
                 let rest = &line[i + "listening on http://".len()..];
@@ -120,7 +127,7 @@ fn spawn(
             }
         }
     });
-    (child, rx, log)
+    (child, rx, log, reader)
 }
 
 impl Server {
@@ -129,9 +136,14 @@ impl Server {
     }
 
     pub fn start_with_env(args: &[&str], envs: &[(&str, &str)]) -> Server {
-        let (mut child, rx, log) = spawn(args, envs);
+        let (mut child, rx, log, reader) = spawn(args, envs);
         match rx.recv_timeout(Duration::from_secs(120)) {
-            Ok(addr) => Server { child, addr, log },
+            Ok(addr) => Server {
+                child,
+                addr,
+                log,
+                reader: Some(reader),
+            },
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -164,6 +176,10 @@ impl Server {
         let start = Instant::now();
         loop {
             if let Ok(Some(st)) = self.child.try_wait() {
+                // stderr closes with the process: the reader ends after its last line
+                if let Some(r) = self.reader.take() {
+                    let _ = r.join();
+                }
                 return st;
             }
             assert!(
