@@ -183,7 +183,13 @@ impl CudaBackend {
         let want = match split_forced() {
             SPLIT_AUTO => {
                 // per window, not per batch: the split changes the summation order, and a
-                // window batched must give the bits it gives alone
+                // window batched must give the bits it gives alone; and only where the
+                // queries are the keys (an encoder window, whose length the model fixes), so a
+                // decoder's cross-attention cannot split differently for a prompt padded in a
+                // batch
+                if f.tq != f.kv_len {
+                    return 1;
+                }
                 let blocks = f.heads * f.tq.div_ceil(rows);
                 let sms = self.sm_count();
                 if blocks == 0 || blocks >= sms {
