@@ -223,7 +223,7 @@ impl CudaBackend {
     /// `act(x · Wᵀ + b)`. q8 weights at > 8 rows on int8 (q8_mix.rs): the int8 GEMM, then one
     /// kernel that scales, adds the bias, applies `act`, writes the output and quantizes it per
     /// row for the next q8 GEMM, which finds that quantization prepared (the MLP's fc2 skips its
-    /// quantize pass). Everything else: `linear` then `activation`.
+    /// quantize pass). Everything else: [`Self::linear_then_act`].
     pub(super) fn linear_act_fused(
         &self,
         x: &CudaTensor,
