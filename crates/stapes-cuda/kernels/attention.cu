@@ -262,17 +262,6 @@ extern "C" __global__ void attn_rows(void* O, float* P, const void* Q, const voi
 __shared__ __align__(128) h16 f64_smem2[2 * 2 * F64_TILE];  // 32 KB
 __shared__ __align__(128) h16 f64_smem3[3 * 2 * F64_TILE];  // 48 KB, the static limit
 
-__device__ __forceinline__ float ex2_approx(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-// One cvt for two values (sm_80): lo in the low half, as mma operands want them.
-__device__ __forceinline__ u32 pack_h2_x2(float lo, float hi) {
-    u32 r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
 __device__ __forceinline__ void cp_async16_s(u32 saddr, const void* gmem, int src_bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(src_bytes));
 }

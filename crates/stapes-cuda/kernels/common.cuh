@@ -272,3 +272,83 @@ __device__ __forceinline__ void attn_rows_k(void* O_, float* __restrict__ P, con
         stf(o, d, sum);
     }
 }
+
+// ---- exp2 and f16 packing for the flash-style kernels [attention.cu, attn_wg.cu] ----
+__device__ __forceinline__ float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// One cvt for two values (sm_80): lo in the low half, as mma operands want them.
+__device__ __forceinline__ u32 pack_h2_x2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+// ---- Hopper: warpgroup MMA, mbarriers, TMA (sm_90a) [i8gemm.cu, attn_wg.cu] ----
+// Only files compiled for compute_90a (kernels.rs: ARCH_SPECIFIC) see the helpers; elsewhere
+// their kernels compile empty and the backend never launches them. A TMA description
+// (`CUtensorMap`, 128 bytes) is passed by value as a `__grid_constant__` parameter.
+struct __align__(64) TmaMap {
+    unsigned long long v[16];
+};
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SM90A_ON 1
+// Shared-memory operand in the 128-byte swizzle (chunk c of row r at c ^ (r & 7); 8-row atoms
+// of 1024 bytes, tile bases 1024-aligned): start address >> 4, stride between 8-row atoms 1024
+// bytes (>> 4 = 64), leading offset unused (1 by convention) where the operand's major extent
+// is one 128-byte row, mode 1 = 128B. The same words describe a K-major operand and, with the
+// instruction's transpose bit, an MN-major one of 64 16-bit columns.
+__device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Ties the accumulators to this point: the compiler sees wgmma's asm as updating them at issue,
+// so reads after wg_wait0 and writes before the next issue must not move across it.
+template <int N>
+__device__ __forceinline__ void wg_hold(int* d) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void wg_hold(float* d) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+    u32 done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(bar), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+// 2-D box at (x = k, y = row) of `map` into shared memory at `dst`, completion on `bar`.
+__device__ __forceinline__ void tma_load(u32 dst, const TmaMap* map, int k, int row, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+        "l"((unsigned long long)map), "r"(k), "r"(row), "r"(bar)
+        : "memory");
+}
+// 4-D box at (c0, c1, c2, c3), innermost first.
+__device__ __forceinline__ void tma_load4(u32 dst, const TmaMap* map, int c0, int c1, int c2, int c3, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+        "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+        : "memory");
+}
+#endif

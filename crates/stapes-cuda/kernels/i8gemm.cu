@@ -364,21 +364,6 @@ __device__ __forceinline__ void wg_mma_n256(int* d, unsigned long long da, unsig
         : "l"(da), "l"(db), "r"(1));
 }
 
-// K-major operand, 128-byte swizzle: start address >> 4, stride between 8-row atoms 1024 bytes
-// (>> 4 = 64), leading offset unused for swizzled K-major (1 by convention), mode 1 = 128B.
-__device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Ties the accumulators to this point: the compiler sees wgmma's asm as updating them at issue,
-// so reads after wg_wait0 and writes before the next issue must not move across it.
-template <int N>
-__device__ __forceinline__ void wg_hold(int* d) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+r"(d[i])::"memory");
-}
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -389,38 +374,6 @@ __device__ __forceinline__ void wg_hold(int* d) {
 // rows >= m / n and K >= k_pad, so no thread computes addresses or waits on its own copies.
 // H200, stop 14: 410-870 TOP/s at the encoder shapes, above mma.sync's but below cuBLASLt's f16
 // except at K = 5120 (ledger), so the q8 lane keeps its f16 copy by default (q8_mix.rs).
-struct __align__(64) TmaMap {
-    unsigned long long v[16];
-};
-
-#ifdef I8WG_ON
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(u32 bar, u32 bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-    u32 done;
-    do {
-        asm volatile(
-            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void tma_load(u32 dst, const TmaMap* map, int k, int row, u32 bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-        "l"((unsigned long long)map), "r"(k), "r"(row), "r"(bar)
-        : "memory");
-}
-#endif
-
 template <class Y, int BN, int STAGES>
 __device__ __forceinline__ void i8tma_k(const TmaMap* ta, const TmaMap* tb, void* y_, const float* __restrict__ sx,
                                         const float* __restrict__ sw, const float* __restrict__ bias, const void* resid_, int m,

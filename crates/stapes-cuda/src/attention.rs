@@ -1,11 +1,12 @@
-//! Attention with head size 64 on the FA2-style kernels (`flash64_*` in kernels/attention.cu),
-//! and `attention_packed`, which reads q, k and v in place from one stacked `(B, T, 3·H·Dh)`
-//! tensor (row stride 3·H·Dh) instead of slicing three copies.
+//! Attention with head size 64 on the FA2-style kernels (`flash64_*` in kernels/attention.cu)
+//! or, on sm_90, their warpgroup-MMA form (`awg64_*` in kernels/attn_wg.cu: same arithmetic,
+//! same bits, K/V tiles by TMA), and `attention_packed`, which reads q, k and v in place from
+//! one stacked `(B, T, 3·H·Dh)` tensor (row stride 3·H·Dh) instead of slicing three copies.
 //!
 //! A child module of `backend`: it uses the backend's private helpers (`t`, `alloc`, `launch`).
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use stapes_core::{AttnParams, Backend, Error, Result};
 
@@ -92,6 +93,29 @@ fn split_forced() -> u8 {
     SPLIT.load(Ordering::Relaxed)
 }
 
+/// The warpgroup-MMA kernels (`awg64_*`): 0 not read yet, 1 off, 2 on. Starts from
+/// `STAPES_CUDA_ATTN_WG` (`0` turns them off; on by default where the device is sm_90).
+static WG: AtomicU8 = AtomicU8::new(0);
+/// Launches of an `awg64_*` kernel in this process (tests check the path was taken).
+static WG_LAUNCHES: AtomicU64 = AtomicU64::new(0);
+/// Their K/V ring depth: 4 stages of 64 keys unsplit; 3 for the split form, whose blocks see
+/// only a few tiles (H200, stop 15: turbo 34.0 vs 34.3 µs, tiny split 3 ways 20.5 vs 21.0).
+const WG_STAGES: usize = 4;
+const WG_STAGES_SPLIT: usize = 3;
+
+fn wg_switch() -> bool {
+    if WG.load(Ordering::Relaxed) == 0 {
+        let off = std::env::var("STAPES_CUDA_ATTN_WG").is_ok_and(|v| v.trim() == "0");
+        let _ = WG.compare_exchange(
+            0,
+            if off { 1 } else { 2 },
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+    WG.load(Ordering::Relaxed) == 2
+}
+
 /// Head size the `flash64_*` kernels take.
 const D: usize = 64;
 /// Fewer queries than this go to the row kernel (decoder steps).
@@ -159,6 +183,26 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Turn the warpgroup-MMA attention kernels on or off for every backend of this process
+    /// (same-binary A/B runs and tests; the default comes from `STAPES_CUDA_ATTN_WG`).
+    #[doc(hidden)]
+    pub fn set_attn_wg(&self, on: bool) {
+        WG.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+    }
+
+    /// Launches of the warpgroup-MMA attention kernels in this process.
+    #[doc(hidden)]
+    pub fn attn_wg_launches() -> u64 {
+        WG_LAUNCHES.load(Ordering::Relaxed)
+    }
+
+    /// Whether an attention of these parameters runs on `awg64_*`: sm_90 (the file is built for
+    /// compute_90a there), switched on, no kernel forced, not causal (the kernel has no
+    /// diagonal; decoder prompts keep flash64).
+    fn wg_applies(&self, p: &AttnParams) -> bool {
+        self.arch == "compute_90" && !p.causal && forced() == 0 && wg_switch()
+    }
+
     fn sm_count(&self) -> usize {
         *SMS.get_or_init(|| {
             use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as A;
@@ -175,7 +219,10 @@ impl CudaBackend {
     /// keep every block in the first wave (two resident a SM: tiny 3, base 2; one more split
     /// starts a second wave, which measured slower than none on the H200), each split keeping
     /// at least 4 key tiles of 64.
-    fn flash64_splits(&self, f: &Flash64, rows: usize) -> usize {
+    ///
+    /// `min_auto`: fewer automatic splits than this run unsplit (the warpgroup kernel's combine
+    /// pass costs more than a 2-way split wins: base 24.9 vs 22.5 µs on the H200, stop 15).
+    fn flash64_splits(&self, f: &Flash64, rows: usize, min_auto: usize) -> usize {
         if forced() != 0 {
             return 1;
         }
@@ -195,8 +242,12 @@ impl CudaBackend {
                 if blocks == 0 || blocks >= sms {
                     return 1;
                 }
-                // two split blocks resident a SM (flash64s_w4m2s2's launch bounds)
-                (2 * sms / blocks).min(4).min(tiles / 4)
+                // two split blocks resident a SM (the split kernels' launch bounds)
+                let n = (2 * sms / blocks).min(4).min(tiles / 4);
+                if n < min_auto {
+                    return 1;
+                }
+                n
             }
             n => n as usize,
         };
@@ -334,7 +385,10 @@ impl CudaBackend {
         let (ldq, ldkv) = (int("row stride", f.ldq)?, int("row stride", f.ldkv)?);
         let (scale, causal) = (p.scale, p.causal as i32);
         let dt = out.bit() | ((f.q16 as i32) << 1);
-        let ns = self.flash64_splits(f, rows);
+        if self.wg_applies(p) {
+            return self.launch_awg64(out, f, p);
+        }
+        let ns = self.flash64_splits(f, rows, 2);
         if ns > 1 {
             // partial outputs and (max, sum) per (b, split, h, row): pool blocks that the graph
             // keeps (through `t`) when this runs inside a capture
@@ -372,5 +426,88 @@ impl CudaBackend {
             0,
             args![o, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt],
         )
+    }
+
+    /// The warpgroup-MMA form of [`CudaBackend::launch_flash64`] (sm_90, not causal): K and V
+    /// described to TMA as `(64, heads, kv_len, batch)` f16, innermost first, so a tile never
+    /// reads past its window's `kv_len` (zero-filled, then masked).
+    fn launch_awg64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<()> {
+        use cudarc::driver::sys::CUtensorMapDataType as T;
+        let int = |what: &str, v: usize| {
+            i32::try_from(v).map_err(|_| Error::shape("attention", format!("{what} {v} over i32")))
+        };
+        let row_bytes = (f.ldkv * 2) as u64;
+        let dims = [D as u64, f.heads as u64, f.kv_len as u64, f.batch as u64];
+        let strides = [(D * 2) as u64, row_bytes, f.tk as u64 * row_bytes];
+        let boxes = [D as u32, 1, 64, 1];
+        let tk = super::tma::tiled_map(
+            T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            f.k,
+            &dims,
+            &strides,
+            &boxes,
+        )?;
+        let tv = super::tma::tiled_map(
+            T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            f.v,
+            &dims,
+            &strides,
+            &boxes,
+        )?;
+        let (o, q) = (self.t(out), f.q);
+        let (tq, h, kv, ldq) = (
+            int("Tq", f.tq)?,
+            int("heads", f.heads)?,
+            int("kv_len", f.kv_len)?,
+            int("row stride", f.ldq)?,
+        );
+        let dt = out.bit() | ((f.q16 as i32) << 1);
+        let scale = p.scale;
+        let blocks = f.tq.div_ceil(128) as u32;
+        let ns = self.flash64_splits(f, 128, 3);
+        // the ring, 1 KiB to align it for the swizzle, its 2 mbarriers a stage
+        let smem = |stages: usize| stages * 16384 + 1024 + 16 * stages;
+        if ns > 1 {
+            let prow = f.batch * ns * f.heads * f.tq;
+            let po_buf = self.alloc(&[prow, D], Dtype::F32)?;
+            let pml_buf = self.alloc(&[prow, 2], Dtype::F32)?;
+            let (po, pml) = (self.t(&po_buf), self.t(&pml_buf));
+            let tps = f.kv_len.div_ceil(64).div_ceil(ns);
+            let (nsi, tpsi) = (int("splits", ns)?, int("tiles per split", tps)?);
+            let z = u32::try_from(f.batch * ns)
+                .map_err(|_| Error::shape("attention", "batch × splits over u32"))?;
+            let bytes = smem(WG_STAGES_SPLIT);
+            self.allow_dyn_smem("awg64s_s3", bytes)?;
+            self.launch(
+                "awg64s_s3",
+                (blocks, f.heads as u32, z),
+                (256, 1, 1),
+                bytes as u32,
+                args![tk, tv, po, pml, q, tq, h, kv, ldq, scale, dt, nsi, tpsi],
+            )?;
+            WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+            let (bi, warps) = (int("batch", f.batch)?, f.batch * f.heads * f.tq);
+            let grid = u32::try_from(warps.div_ceil(8))
+                .map_err(|_| Error::shape("attention", "rows over the grid limit"))?;
+            let odt = out.bit();
+            return self.launch(
+                "flash64_combine",
+                (grid, 1, 1),
+                (256, 1, 1),
+                0,
+                args![o, po, pml, bi, tq, h, nsi, odt],
+            );
+        }
+        let bytes = smem(WG_STAGES);
+        self.allow_dyn_smem("awg64_s4", bytes)?;
+        self.launch(
+            "awg64_s4",
+            (blocks, f.heads as u32, f.batch as u32),
+            (256, 1, 1),
+            bytes as u32,
+            args![tk, tv, o, q, tq, h, kv, ldq, scale, dt],
+        )?;
+        WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 }

@@ -220,6 +220,9 @@ mod linear_add;
 // the q8 lane's own int8 tensor-core GEMM with the scaling epilogue in registers (i8gemm.rs)
 #[path = "i8gemm.rs"]
 mod i8gemm;
+// TMA descriptions and the dynamic shared-memory opt-in of the Hopper kernels (tma.rs)
+#[path = "tma.rs"]
+mod tma;
 // head size 64 attention (`flash64_*`) and `attention_packed`; a child module like `linear_add`
 #[path = "attention.rs"]
 mod attention;

@@ -25,7 +25,7 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use stapes_core::Result;
 
@@ -148,49 +148,22 @@ fn variant_for_mma(m: usize, n: usize) -> usize {
 }
 
 /// The TMA description of an int8 operand `(rows, k_pad)`, row-major at `ptr`: boxes of 128
-/// bytes of K by `box_rows` rows, written to shared memory in the 128-byte swizzle that the
-/// kernel's wgmma descriptors read; reads past `rows` or `k_pad` fill zeros.
+/// bytes of K by `box_rows` rows (the kernel's stage tiles).
 fn tma_map(
     ptr: u64,
     rows: usize,
     k_pad: usize,
     box_rows: u32,
 ) -> Result<cudarc::driver::sys::CUtensorMap> {
-    use cudarc::driver::sys::{
-        cuTensorMapEncodeTiled, CUtensorMap, CUtensorMapDataType as T,
-        CUtensorMapFloatOOBfill as F, CUtensorMapInterleave as I, CUtensorMapL2promotion as L,
-        CUtensorMapSwizzle as S,
-    };
-    let dims = [k_pad as u64, rows as u64];
-    let strides = [k_pad as u64]; // bytes from one row to the next
-    let boxes = [128u32, box_rows];
-    let steps = [1u32, 1];
-    let mut map = std::mem::MaybeUninit::<CUtensorMap>::zeroed();
-    // SAFETY: every array has the rank's length (2, and 1 stride); the map is written by the
-    // call and read only on success.
-    unsafe {
-        cuTensorMapEncodeTiled(
-            map.as_mut_ptr(),
-            T::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-            2,
-            ptr as *mut std::ffi::c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            steps.as_ptr(),
-            I::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            S::CU_TENSOR_MAP_SWIZZLE_128B,
-            L::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            F::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-        .result()
-        .map_err(|e| crate::CudaError::driver("cuTensorMapEncodeTiled", e))?;
-        Ok(map.assume_init())
-    }
+    use cudarc::driver::sys::CUtensorMapDataType as T;
+    super::tma::tiled_map(
+        T::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+        ptr,
+        &[k_pad as u64, rows as u64],
+        &[k_pad as u64],
+        &[128, box_rows],
+    )
 }
-
-/// Functions (by `CUfunction` address) whose dynamic shared-memory limit was raised.
-static SMEM_RAISED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 impl CudaBackend {
     /// Our int8 GEMM where it can run and is switched on.
@@ -291,20 +264,7 @@ impl CudaBackend {
         // the TMA forms align their stages to 1 KiB themselves and keep 2 x stages mbarriers
         // after them
         let smem = stages * (bm + bn) * bk + if vi >= FIRST_TMA { 1024 + 256 } else { 0 };
-        let f = self.kernels.get(name)?;
-        let key = f.cu_function() as usize;
-        let mut raised = SMEM_RAISED.lock().unwrap_or_else(|p| p.into_inner());
-        if smem > 48 * 1024 && !raised.contains(&key) {
-            // above 48 KiB of dynamic shared memory a kernel must opt in (once per function)
-            self.bind()?;
-            f.set_attribute(
-                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    smem as i32,
-                )
-                .map_err(|e| crate::CudaError::driver("cuFuncSetAttribute", e))?;
-            raised.push(key);
-        }
-        drop(raised);
+        self.allow_dyn_smem(name, smem)?;
         let smem = smem as u32;
         let grid = (n.div_ceil(bn) as u32, m.div_ceil(bm) as u32, 1);
         let (mi, ni, kp, dt) = (m as i32, n as i32, k_pad as i32, y_dt.bit());

@@ -23,7 +23,7 @@ pub struct KernelFile {
 /// Files with Hopper-only instructions (wgmma) behind `__CUDA_ARCH_FEAT_SM90_ALL`: compiled for
 /// the arch-specific target `compute_90a` where the device is sm_90, so those kernels exist
 /// there; elsewhere their entries compile empty and the backend never launches them.
-const ARCH_SPECIFIC: &[&str] = &["i8gemm"];
+const ARCH_SPECIFIC: &[&str] = &["i8gemm", "attn_wg"];
 
 impl KernelFile {
     /// The NVRTC target for this file on a device of `arch` (`compute_90` → `compute_90a` for
@@ -135,6 +135,11 @@ pub const FILES: &[KernelFile] = &[
             "flash64s_w4m2s2",
             "flash64_combine",
         ],
+    },
+    KernelFile {
+        name: "attn_wg",
+        source: include_str!("../kernels/attn_wg.cu"),
+        entries: &["awg64_s3", "awg64_s4", "awg64s_s3", "awg64s_s4"],
     },
     KernelFile {
         name: "conformer",

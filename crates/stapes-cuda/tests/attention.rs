@@ -1,4 +1,5 @@
-//! Attention with head size 64 on the `flash64_*` kernels and `attention_packed` against
+//! Attention with head size 64 on the `flash64_*` kernels (and their warpgroup-MMA form,
+//! `awg64_*`, bit-identical to them on sm_90) and `attention_packed` against
 //! `ReferenceBackend` (f32 inputs under the table's `cuda` row, f16 inputs inside a chain under
 //! `cuda-f16act`), every kernel variant bit-identical to the others, packed bit-identical to
 //! unpacked, a planted fault that the comparison must catch, the split-keys form (2-4 key
@@ -407,25 +408,32 @@ fn flash64_timing() {
                 outs.push(be.attention(&x[0], &x[1], &x[2], &p).unwrap());
             }
             be.force_flash64_kernel(None).unwrap();
-            let us = time_us(be, &mut || {
-                be.attention_packed(&x[3], &p).unwrap();
-            });
-            lines.push(format!(
-                "{name} (B {b}, {h} heads × {t}² × 64) packed, unsplit: {us:.1} µs, {:.0} TFLOP/s",
-                flops / us / 1e6
-            ));
-            // None: the shape's own choice (auto split)
-            for ns in [None, Some(2), Some(3), Some(4), Some(6)] {
-                be.force_attn_split(ns).unwrap();
+            // the warpgroup kernels (sm_90) against flash64_w4m2s2, same shapes and splits
+            for wg in [true, false] {
+                be.set_attn_wg(wg);
+                let form = if wg { "awg64 where it runs" } else { "flash64" };
+                be.force_attn_split(Some(1)).unwrap();
                 let us = time_us(be, &mut || {
                     be.attention_packed(&x[3], &p).unwrap();
                 });
-                let what = ns.map_or("auto".to_string(), |n| n.to_string());
                 lines.push(format!(
-                    "{name} (B {b}, {h} heads × {t}² × 64) packed, split {what}: {us:.1} µs, {:.0} TFLOP/s",
+                    "{name} (B {b}, {h} heads × {t}² × 64) packed, {form}, unsplit: {us:.1} µs, {:.0} TFLOP/s",
                     flops / us / 1e6
                 ));
+                // None: the shape's own choice (auto split)
+                for ns in [None, Some(2), Some(3), Some(4), Some(6)] {
+                    be.force_attn_split(ns).unwrap();
+                    let us = time_us(be, &mut || {
+                        be.attention_packed(&x[3], &p).unwrap();
+                    });
+                    let what = ns.map_or("auto".to_string(), |n| n.to_string());
+                    lines.push(format!(
+                        "{name} (B {b}, {h} heads × {t}² × 64) packed, {form}, split {what}: {us:.1} µs, {:.0} TFLOP/s",
+                        flops / us / 1e6
+                    ));
+                }
             }
+            be.set_attn_wg(true);
             be.force_attn_split(Some(1)).unwrap();
             outs
         });
@@ -605,4 +613,88 @@ fn split_keys_graph_replay_is_bit_identical() {
     }
     g.drop_graph(key);
     eprintln!("ok   split 4 graph replay == eager bit for bit (3 replays, 2 inputs)");
+}
+
+/// Puts the warpgroup kernels back on when a test ends, also by panic.
+struct WgOn<'a>(&'a CudaBackend);
+impl Drop for WgOn<'_> {
+    fn drop(&mut self) {
+        self.0.set_attn_wg(true);
+    }
+}
+
+/// The warpgroup-MMA kernels (`awg64_*`, sm_90) do flash64's arithmetic in flash64's order:
+/// their output is bit-identical to `flash64_w4m2s2`'s, unsplit and split 2 and 3 ways, f32 in
+/// and f16 in a chain, packed or not; and they really ran (their launch counter moved).
+#[test]
+fn wg_kernels_equal_flash64_bit_for_bit() {
+    let (g, _serial) = require_gpu!("wg_kernels_equal_flash64_bit_for_bit");
+    if g.device_info().1 != "compute_90" {
+        eprintln!("SKIPPED (not sm_90): wg_kernels_equal_flash64_bit_for_bit");
+        return;
+    }
+    let (_auto, _wg) = (Auto(g), WgOn(g));
+    let tol = tol_for(Op::Attention, Lane::F16, "cuda");
+    let cases: [Case; 6] = [
+        (1, 1500, 1500, 20, None, false),
+        (1, 1500, 1500, 6, None, false),
+        (3, 65, 65, 6, None, false),
+        (2, 65, 100, 3, Some(71), false),
+        (1, 300, 3000, 2, None, false),
+        (2, 17, 17, 1, None, false),
+    ];
+    for (i, c) in cases.iter().enumerate() {
+        let [q, k, v] = inputs(c, 900 + 10 * i as u64);
+        let p = params(c);
+        let (qt, kt, vt) = (
+            g.upload(&q).unwrap(),
+            g.upload(&k).unwrap(),
+            g.upload(&v).unwrap(),
+        );
+        let qkv = (c.1 == c.2).then(|| g.upload(&stack(&q, &k, &v)).unwrap());
+        let run = |wg: bool, ns: usize| {
+            g.set_attn_wg(wg);
+            g.force_attn_split(Some(ns)).unwrap();
+            let before = CudaBackend::attn_wg_launches();
+            let mut outs = vec![g
+                .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+                .unwrap()];
+            if let Some(x) = &qkv {
+                outs.push(g.download(&g.attention_packed(x, &p).unwrap()).unwrap());
+            }
+            outs.extend(
+                in_f16_chain(g, &[&q, &k, &v], &mut |b, t| {
+                    vec![b.attention(&t[0], &t[1], &t[2], &p).unwrap()]
+                })
+                .into_iter()
+                .map(|(t, f16)| {
+                    assert!(f16, "{c:?}: f16 chain writes f16");
+                    t
+                }),
+            );
+            let ran = CudaBackend::attn_wg_launches() - before;
+            assert_eq!(
+                ran > 0,
+                wg,
+                "{c:?} split {ns}: warpgroup kernel launches {ran} with the switch {wg}"
+            );
+            outs
+        };
+        for ns in [1, 2, 3] {
+            let (wg, fa) = (run(true, ns), run(false, ns));
+            for (j, (a, b)) in wg.iter().zip(&fa).enumerate() {
+                assert!(
+                    bits(a) == bits(b),
+                    "{c:?} split {ns} output {j}: awg64 differs from flash64"
+                );
+            }
+            check_with(
+                &format!("awg64 {c:?} split {ns}"),
+                tol,
+                &wg[0],
+                &reference(&q, &k, &v, &p),
+            );
+        }
+        eprintln!("ok   {c:?}: awg64 == flash64 bit for bit, splits 1, 2, 3");
+    }
 }

@@ -1,0 +1,82 @@
+//! What the Hopper kernels (`i8gemm_tma_*`, `awg64_*`) need from the host: TMA descriptions of
+//! their operands and the opt-in to more than 48 KiB of dynamic shared memory. A child module of
+//! `backend`, like `i8gemm`.
+
+use std::sync::Mutex;
+
+use cudarc::driver::sys::{
+    cuTensorMapEncodeTiled, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill as F,
+    CUtensorMapInterleave as I, CUtensorMapL2promotion as L, CUtensorMapSwizzle as S,
+};
+use stapes_core::Result;
+
+use super::CudaBackend;
+
+/// A tiled TMA description of the tensor at `ptr`: `dims` innermost first, `strides` the bytes
+/// from one index of dims 1.. to the next, `boxes` the box copied per load. Boxes land in shared
+/// memory in the 128-byte swizzle the kernels' wgmma descriptors read (the innermost box is 128
+/// bytes); reads outside `dims` fill zeros.
+pub(crate) fn tiled_map(
+    dtype: CUtensorMapDataType,
+    ptr: u64,
+    dims: &[u64],
+    strides: &[u64],
+    boxes: &[u32],
+) -> Result<CUtensorMap> {
+    let rank = dims.len();
+    if !(1..=5).contains(&rank) || strides.len() + 1 != rank || boxes.len() != rank {
+        return Err(stapes_core::Error::shape(
+            "tiled_map",
+            format!("dims {dims:?}, strides {strides:?}, boxes {boxes:?}"),
+        ));
+    }
+    let steps = [1u32; 5];
+    let mut map = std::mem::MaybeUninit::<CUtensorMap>::zeroed();
+    // SAFETY: dims, boxes and steps hold `rank` entries and strides `rank - 1` (checked above);
+    // the map is written by the call and read only on success.
+    unsafe {
+        cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            dtype,
+            rank as u32,
+            ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            steps.as_ptr(),
+            I::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            S::CU_TENSOR_MAP_SWIZZLE_128B,
+            L::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            F::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+        .result()
+        .map_err(|e| crate::CudaError::driver("cuTensorMapEncodeTiled", e))?;
+        Ok(map.assume_init())
+    }
+}
+
+/// Functions (by `CUfunction` address) whose dynamic shared-memory limit was raised.
+static SMEM_RAISED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+impl CudaBackend {
+    /// Lets kernel `name` launch with `bytes` of dynamic shared memory: above 48 KiB a kernel
+    /// must opt in, once per function.
+    pub(crate) fn allow_dyn_smem(&self, name: &'static str, bytes: usize) -> Result<()> {
+        if bytes <= 48 * 1024 {
+            return Ok(());
+        }
+        let f = self.kernels.get(name)?;
+        let key = f.cu_function() as usize;
+        let mut raised = SMEM_RAISED.lock().unwrap_or_else(|p| p.into_inner());
+        if !raised.contains(&key) {
+            self.bind()?;
+            f.set_attribute(
+                cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+            .map_err(|e| crate::CudaError::driver("cuFuncSetAttribute", e))?;
+            raised.push(key);
+        }
+        Ok(())
+    }
+}
