@@ -32,18 +32,19 @@ const SUB_CG: usize = 32;
 /// Static plus dynamic shared memory a block may use without opting in to more.
 const SMEM_DEFAULT: usize = 48 * 1024;
 
-/// `STAPES_CUDA_FC_SUB=1` runs `subsample_stem` and `depthwise_conv2d_cl` as the fused kernels,
-/// `0` (the default until they have run on a GPU) composed (conv2d, ReLU, masks, transposes).
+/// `subsample_stem` and `depthwise_conv2d_cl` as the fused kernels (the default: parakeet
+/// encode 3.18 -> 3.05 ms on the H200, stop 15); `STAPES_CUDA_FC_SUB=0` composes them (conv2d,
+/// ReLU, masks, transposes).
 fn sub_fused_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STAPES_CUDA_FC_SUB").is_ok_and(|v| v.trim() == "1"))
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_FC_SUB").map_or(true, |v| v.trim() != "0"))
 }
 
 /// `STAPES_CUDA_REL_ATTN_KS`: `1` = `rel_attention` always as the split-keys kernel
-/// (`rel_attn_ks_*`: 16 queries per block, keys split over its 4 warps), `auto` = where one
-/// sequence's blocks of the plain kernel would not fill the SMs (by T and heads only, never by
-/// batch size, so a clip's frames come out the same in any batch), `0` or unset (until it has
-/// run on a GPU) = never.
+/// (`rel_attn_ks_*`: 16 queries per block, keys split over its 4 warps), `auto` or unset (the
+/// default: parakeet encode 3.18 -> 3.04 ms, canary 4.11 -> 3.89 on the H200, stop 15) = where
+/// one sequence's blocks of the plain kernel would not fill the SMs (by T and heads only, never
+/// by batch size, so a clip's frames come out the same in any batch), `0` = never.
 fn rel_attn_split_mode() -> u8 {
     static MODE: OnceLock<u8> = OnceLock::new();
     *MODE.get_or_init(|| {
@@ -52,22 +53,24 @@ fn rel_attn_split_mode() -> u8 {
             .map(str::trim)
         {
             Ok("1") => 1,
-            Ok("auto") => 2,
-            _ => 0,
+            Ok("0") => 0,
+            _ => 2,
         }
     })
 }
 
-/// `STAPES_CUDA_LN_PAIR=1` runs `layer_norm_pair` as one kernel (`ln_fused`); `0` or unset (until
-/// it has run on a GPU): two `layer_norm` launches.
+/// `layer_norm_pair` as one kernel (`ln_fused`, the default: parakeet encode 3.18 -> 3.10 ms on
+/// the H200, stop 15); `STAPES_CUDA_LN_PAIR=0`: two `layer_norm` launches.
 fn ln_pair_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STAPES_CUDA_LN_PAIR").is_ok_and(|v| v.trim() == "1"))
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_LN_PAIR").map_or(true, |v| v.trim() != "0"))
 }
 
 /// `STAPES_CUDA_LN_Q8=1`: a layer norm feeding a q8 linear (`layer_norm_feeding`, the second
 /// result of `layer_norm_pair`) writes that linear's int8 input and row scales in the same kernel,
-/// so the linear skips its quantize launch; `0` or unset (until it has run on a GPU): off.
+/// so the linear skips its quantize launch; `0` or unset: off (it ran on the H200 in stop 15 and
+/// did not pay: parakeet q8 2.87 vs 2.84 ms, canary 3.63 vs 3.61, its quantize launch being
+/// gone only where a q8 GEMM runs int8, which the q8 lane's f16 copy rarely does).
 fn ln_q8_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("STAPES_CUDA_LN_Q8").is_ok_and(|v| v.trim() == "1"))
