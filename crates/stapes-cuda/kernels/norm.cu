@@ -77,6 +77,72 @@ extern "C" __global__ void layer_norm_rows(void* y, const void* x, const float* 
     DISPATCH_YX(dt, layer_norm_rows_k, y, x, g, b, rows, n, eps, has_beta);
 }
 
+// The same for f16 rows in and out (n % 8 == 0, n <= 2048, rows 16-byte aligned): 16-byte
+// accesses of 8 halves, as many as the row has per lane held in registers (H200, stop 15: a
+// 1500 x 1280 turbo norm 5.4 -> 4.6 us back to back, 8.2 -> 5.5 us with cold caches).
+#define LN16_MAXC 8
+extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
+                                             const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
+    PDL_ENTER();
+    const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (r >= rows) return;
+    const uint4* xr = (const uint4*)(x + (long long)r * n);
+    uint4* yr = (uint4*)(y + (long long)r * n);
+    const int n8 = n >> 3;
+    uint4 v[LN16_MAXC];
+#pragma unroll
+    for (int j = 0; j < LN16_MAXC; ++j) {
+        const int i = lane + j * 32;
+        v[j] = i < n8 ? xr[i] : make_uint4(0, 0, 0, 0);
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < LN16_MAXC; ++j) {
+        const u32* w = (const u32*)&v[j];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s += h2f((h16)(w[e] & 0xffff)) + h2f((h16)(w[e] >> 16));
+    }
+    const float mean = warp_sum(s) / n;
+    float q = 0.f;
+#pragma unroll
+    for (int j = 0; j < LN16_MAXC; ++j) {
+        if (lane + j * 32 < n8) {
+            const u32* w = (const u32*)&v[j];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float a = h2f((h16)(w[e] & 0xffff)) - mean, c = h2f((h16)(w[e] >> 16)) - mean;
+                q += a * a + c * c;
+            }
+        }
+    }
+    const float inv = rsqrtf(warp_sum(q) / n + eps);
+#pragma unroll
+    for (int j = 0; j < LN16_MAXC; ++j) {
+        const int i = lane + j * 32;
+        if (i < n8) {
+            const float4 g0 = ((const float4*)g)[2 * i], g1 = ((const float4*)g)[2 * i + 1];
+            float4 b0 = make_float4(0.f, 0.f, 0.f, 0.f), b1 = b0;
+            if (has_beta) {
+                b0 = ((const float4*)b)[2 * i];
+                b1 = ((const float4*)b)[2 * i + 1];
+            }
+            const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+            const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            const u32* w = (const u32*)&v[j];
+            uint4 o;
+            u32* ow = (u32*)&o;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float lo = (h2f((h16)(w[e] & 0xffff)) - mean) * inv * gg[2 * e] + bb[2 * e];
+                const float hi = (h2f((h16)(w[e] >> 16)) - mean) * inv * gg[2 * e + 1] + bb[2 * e + 1];
+                ow[e] = pack_h2(lo, hi);
+            }
+            yr[i] = o;
+        }
+    }
+}
+
 template <class Y, class X>
 __device__ __forceinline__ void rms_norm_k(void* y_, const void* x_, const float* __restrict__ g, int n, float eps) {
     __shared__ float scratch[32];

@@ -1945,7 +1945,17 @@ impl Backend for CudaBackend {
             beta.is_some() as i32,
         );
         let dt = out.bit() | (x.bit() << 1);
-        if n.is_multiple_of(4) && n <= 2048 {
+        // f16 rows in and out, whole 16-byte chunks: the 16-byte form
+        if dt == 3 && n.is_multiple_of(8) && n <= 2048 && (y | xp).is_multiple_of(16) {
+            let ri = rows as i32;
+            self.launch(
+                "layer_norm_rows16",
+                (rows.div_ceil(4) as u32, 1, 1),
+                (128, 1, 1),
+                0,
+                args![y, xp, gp, bp, ri, ni, eps, hb],
+            )?;
+        } else if n.is_multiple_of(4) && n <= 2048 {
             let ri = rows as i32;
             self.launch(
                 "layer_norm_rows",

@@ -57,6 +57,7 @@ pub const FILES: &[KernelFile] = &[
         entries: &[
             "layer_norm",
             "layer_norm_rows",
+            "layer_norm_rows16",
             "rms_norm",
             "softmax",
             "argmax",

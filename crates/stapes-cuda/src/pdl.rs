@@ -91,6 +91,7 @@ pub const PDL_SAFE: &[&str] = &[
     "im2col_1d",
     "layer_norm",
     "layer_norm_rows",
+    "layer_norm_rows16",
     "ln_fused",
     "mask_fill",
     "quantize_rows_i8",

@@ -151,6 +151,30 @@ fn every_op_in_an_f16_chain() {
         vec![&x, &gam, &row],
         |be, t| be.layer_norm(&t[0], &t[1], Some(&t[2]), 1e-5).unwrap()
     ));
+    // the 16-byte form at turbo's width (C % 8 == 0, f16 in and out), and C % 8 == 4 (the
+    // 8-byte form) without beta
+    let wide = rnd(&[3, 5, 1280], 7, 4.0);
+    let (gam_w, beta_w) = (rnd(&[1280], 8, 1.0), rnd(&[1280], 9, 1.0));
+    assert!(f16_case!(
+        g,
+        &r,
+        "layer_norm rows, 16-byte form",
+        Op::LayerNorm,
+        f,
+        vec![&wide, &gam_w, &beta_w],
+        |be, t| be.layer_norm(&t[0], &t[1], Some(&t[2]), 1e-5).unwrap()
+    ));
+    let x100 = rnd(&[4, 100], 10, 4.0);
+    let gam100 = rnd(&[100], 11, 1.0);
+    assert!(f16_case!(
+        g,
+        &r,
+        "layer_norm rows, C % 8 == 4",
+        Op::LayerNorm,
+        f,
+        vec![&x100, &gam100],
+        |be, t| be.layer_norm(&t[0], &t[1], None, 1e-5).unwrap()
+    ));
     let odd = rnd(&[3, 1031], 5, 4.0);
     let gam_odd = rnd(&[1031], 6, 1.0);
     assert!(f16_case!(
