@@ -307,7 +307,18 @@ impl Drop for Lt {
     }
 }
 
-const CANDIDATES: usize = 8;
+/// How many of cuBLASLt's heuristic picks a shape's first use times: 8, or
+/// `STAPES_CUDA_LT_CANDIDATES` (1 ..= 64).
+fn candidates() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("STAPES_CUDA_LT_CANDIDATES")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|n| (1..=64).contains(n))
+            .unwrap_or(8)
+    })
+}
 
 /// `STAPES_CUDA_LT_TUNE=0`: take cuBLASLt's first heuristic pick instead of timing the
 /// candidates at a shape's first use (start-up experiments).
@@ -490,9 +501,10 @@ impl Lt {
         }
         let pref = ltr::create_matmul_pref().map_err(lt_err("pref"))?;
         let ws = self.workspace_bytes;
-        let mut results: Vec<lts::cublasLtMatmulHeuristicResult_t> = Vec::with_capacity(CANDIDATES);
+        let want = candidates();
+        let mut results: Vec<lts::cublasLtMatmulHeuristicResult_t> = Vec::with_capacity(want);
         let mut count = 0i32;
-        // SAFETY: `results` has room for CANDIDATES entries; the count says how many were written.
+        // SAFETY: `results` has room for `want` entries; the count says how many were written.
         let st = unsafe {
             ltr::set_matmul_pref_attribute(
                 pref,
@@ -509,12 +521,12 @@ impl Lt {
                 lc,
                 lc,
                 pref,
-                CANDIDATES as i32,
+                want as i32,
                 results.as_mut_ptr(),
                 &mut count,
             );
             let _ = ltr::destroy_matmul_pref(pref);
-            results.set_len(count.clamp(0, CANDIDATES as i32) as usize);
+            results.set_len(count.clamp(0, want as i32) as usize);
             st
         };
         let algos: Vec<_> = results
