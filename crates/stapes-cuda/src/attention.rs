@@ -385,8 +385,8 @@ impl CudaBackend {
         let (ldq, ldkv) = (int("row stride", f.ldq)?, int("row stride", f.ldkv)?);
         let (scale, causal) = (p.scale, p.causal as i32);
         let dt = out.bit() | ((f.q16 as i32) << 1);
-        if self.wg_applies(p) {
-            return self.launch_awg64(out, f, p);
+        if self.wg_applies(p) && f.kv_len > 0 && self.launch_awg64(out, f, p)? {
+            return Ok(());
         }
         let ns = self.flash64_splits(f, rows, 2);
         if ns > 1 {
@@ -430,8 +430,9 @@ impl CudaBackend {
 
     /// The warpgroup-MMA form of [`CudaBackend::launch_flash64`] (sm_90, not causal): K and V
     /// described to TMA as `(64, heads, kv_len, batch)` f16, innermost first, so a tile never
-    /// reads past its window's `kv_len` (zero-filled, then masked).
-    fn launch_awg64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<()> {
+    /// reads past its window's `kv_len` (zero-filled, then masked). `Ok(false)`: the driver
+    /// refused the TMA description (flash64 runs instead, same bits).
+    fn launch_awg64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<bool> {
         use cudarc::driver::sys::CUtensorMapDataType as T;
         let int = |what: &str, v: usize| {
             i32::try_from(v).map_err(|_| Error::shape("attention", format!("{what} {v} over i32")))
@@ -440,20 +441,22 @@ impl CudaBackend {
         let dims = [D as u64, f.heads as u64, f.kv_len as u64, f.batch as u64];
         let strides = [(D * 2) as u64, row_bytes, f.tk as u64 * row_bytes];
         let boxes = [D as u32, 1, 64, 1];
-        let tk = super::tma::tiled_map(
-            T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            f.k,
-            &dims,
-            &strides,
-            &boxes,
-        )?;
-        let tv = super::tma::tiled_map(
-            T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-            f.v,
-            &dims,
-            &strides,
-            &boxes,
-        )?;
+        let map = |ptr| {
+            super::tma::tiled_map(
+                T::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                ptr,
+                &dims,
+                &strides,
+                &boxes,
+            )
+        };
+        let (tk, tv) = match (map(f.k), map(f.v)) {
+            (Ok(k), Ok(v)) => (k, v),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::debug!("awg64 not taken: {e}");
+                return Ok(false);
+            }
+        };
         let (o, q) = (self.t(out), f.q);
         let (tq, h, kv, ldq) = (
             int("Tq", f.tq)?,
@@ -490,13 +493,14 @@ impl CudaBackend {
             let grid = u32::try_from(warps.div_ceil(8))
                 .map_err(|_| Error::shape("attention", "rows over the grid limit"))?;
             let odt = out.bit();
-            return self.launch(
+            self.launch(
                 "flash64_combine",
                 (grid, 1, 1),
                 (256, 1, 1),
                 0,
                 args![o, po, pml, bi, tq, h, nsi, odt],
-            );
+            )?;
+            return Ok(true);
         }
         let bytes = smem(WG_STAGES);
         self.allow_dyn_smem("awg64_s4", bytes)?;
@@ -508,6 +512,6 @@ impl CudaBackend {
             args![tk, tv, o, q, tq, h, kv, ldq, scale, dt],
         )?;
         WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(true)
     }
 }
