@@ -153,26 +153,43 @@ extern "C" __global__ void attn_split_kv16(float* __restrict__ part, const float
 }
 
 // O (B*Tq, H*D) = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; grid (H, B*Tq), D threads
-// rounded up to a warp.
+// rounded up to a warp, n_split floats of dynamic shared memory.
 extern "C" __global__ void attn_combine_f32(float* __restrict__ O, const float* __restrict__ part,
                                             int H, int D, int n_split) {
     PDL_ENTER();
+    // the splits' weights e^(m_s - M), staged once per block instead of re-read by every thread
+    // in a dependent loop (H200, stop 15: 9.6 us for turbo's 20 heads under ncu); same values,
+    // same summation order as before
+    extern __shared__ float wgt[];  // (n_split), dynamic
+    __shared__ float inv_s;
     const int h = blockIdx.x, r = blockIdx.y;
     const float* p = part + ((long long)r * H + h) * n_split * (D + 2);
-    float M = F_NEG_INF;
-    for (int s = 0; s < n_split; ++s) M = fmaxf(M, p[s * (D + 2) + D]);
-    const float base = M == F_NEG_INF ? 0.f : M;
-    float L = 0.f;
-    for (int s = 0; s < n_split; ++s) {
-        const float ms = p[s * (D + 2) + D];
-        L += ms == F_NEG_INF ? 0.f : expf(ms - base) * p[s * (D + 2) + D + 1];
+    if (threadIdx.x < 32) {
+        float M = F_NEG_INF;
+        for (int s = 0; s < n_split; ++s) M = fmaxf(M, p[s * (D + 2) + D]);
+        const float base = M == F_NEG_INF ? 0.f : M;
+        for (int s = threadIdx.x; s < n_split; s += 32) {
+            const float ms = p[s * (D + 2) + D];
+            wgt[s] = ms == F_NEG_INF ? 0.f : expf(ms - base);
+        }
+        __syncwarp();
+        if (threadIdx.x == 0) {
+            float L = 0.f;
+            for (int s = 0; s < n_split; ++s) {
+                const float ms = p[s * (D + 2) + D];
+                L += ms == F_NEG_INF ? 0.f : wgt[s] * p[s * (D + 2) + D + 1];
+            }
+            inv_s = L > 0.f ? 1.f / L : 0.f;
+        }
     }
-    const float inv = L > 0.f ? 1.f / L : 0.f;
+    __syncthreads();
+    const float inv = inv_s;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float acc = 0.f;
+#pragma unroll 8
         for (int s = 0; s < n_split; ++s) {
             const float ms = p[s * (D + 2) + D];
-            if (ms != F_NEG_INF) acc += expf(ms - base) * p[s * (D + 2) + d];
+            if (ms != F_NEG_INF) acc += wgt[s] * p[s * (D + 2) + d];
         }
         O[(long long)r * H * D + h * D + d] = acc * inv;
     }
@@ -244,9 +261,13 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
     }
     __syncthreads();
     if (gamma) {
-        // one warp per row: two passes over shared memory (mean, then the centred variance)
+        // one warp per row: two passes over shared memory (mean, then the centred variance);
+        // then every thread of the block applies them with gamma and beta, whose global loads
+        // a single warp's loop would otherwise wait for one after another (H200, stop 15: the
+        // turbo qkv step GEMV 16.8 us under ncu, 5.6 without the norm)
+        __shared__ float stats[MG][2];
         for (int r = warp; r < rows; r += SG_WARPS) {
-            float* xr = xs + r * k;
+            const float* xr = xs + r * k;
             float s = 0.f;
             for (int c = lane; c < k; c += 32) s += xr[c];
             const float mean = warp_sum(s) / (float)k;
@@ -256,10 +277,16 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
                 v += d * d;
             }
             const float rstd = rsqrtf(warp_sum(v) / (float)k + eps);
-            for (int c = lane; c < k; c += 32) {
-                const float t = (xr[c] - mean) * rstd * gamma[c];
-                xr[c] = beta ? t + beta[c] : t;
+            if (lane == 0) {
+                stats[r][0] = mean;
+                stats[r][1] = rstd;
             }
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < rows * k; e += blockDim.x) {
+            const int r = e / k, c = e - r * k;
+            const float t = (xs[e] - stats[r][0]) * stats[r][1] * gamma[c];
+            xs[e] = beta ? t + beta[c] : t;
         }
         __syncthreads();
     }

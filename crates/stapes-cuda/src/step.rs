@@ -282,6 +282,17 @@ pub(crate) fn attention_split(
         return Ok(Some(out));
     }
     let n_split = kv_len.div_ceil(SPLIT_CHUNK);
+    // the combine kernel stages one weight per split in shared memory
+    let combine_smem = n_split * 4;
+    if combine_smem > 48 * 1024 {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "{kv_len} keys: the split step attention takes at most {}",
+                48 * 1024 / 4 * SPLIT_CHUNK
+            ),
+        ));
+    }
     let part = b
         .pool
         .alloc(rows * h * n_split * (d + 2) * 4)
@@ -310,7 +321,7 @@ pub(crate) fn attention_split(
         "attn_combine_f32",
         (h as u32, rows as u32, 1),
         (d.div_ceil(32) as u32 * 32, 1, 1),
-        0,
+        combine_smem as u32,
         args![o, pp, hi, di, nsi],
     )?;
     Ok(Some(out))
@@ -390,8 +401,9 @@ fn gemv_form(n: usize, k: usize) -> (bool, usize, usize) {
 }
 
 /// Shared memory the GEMV's x rows may use: 48 KB per block without opting into more, less
-/// the kernel's static reduction buffer (at most 8 warps × 4 features × 8 rows of f32).
-const GEMV_SMEM: usize = 48 * 1024 - 1024;
+/// the kernel's static buffers (the reduction's 8 warps × 4 features × 8 rows of f32, the
+/// norm's mean and rstd for 8 rows).
+const GEMV_SMEM: usize = 48 * 1024 - 1024 - 64;
 
 /// `STAPES_CUDA_STEP_GEMV=0` sends `norm_linear` / `qkv_step` to their composed defaults (A/B
 /// timing, and a way around the kernel should it misbehave).
