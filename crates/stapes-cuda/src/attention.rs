@@ -98,10 +98,30 @@ fn split_forced() -> u8 {
 static WG: AtomicU8 = AtomicU8::new(0);
 /// Launches of an `awg64_*` kernel in this process (tests check the path was taken).
 static WG_LAUNCHES: AtomicU64 = AtomicU64::new(0);
-/// Their K/V ring depth: 4 stages of 64 keys unsplit; 3 for the split form, whose blocks see
-/// only a few tiles (H200, stop 15: turbo 34.0 vs 34.3 µs, tiny split 3 ways 20.5 vs 21.0).
-const WG_STAGES: usize = 4;
-const WG_STAGES_SPLIT: usize = 3;
+/// The two forms launched, (entry, K/V ring depth): 4 stages of 64 keys unsplit; 3 for the
+/// split form, whose blocks see only a few tiles (H200, stop 15: turbo 34.0 vs 34.3 µs, tiny
+/// split 3 ways 20.5 vs 21.0). kernels/attn_wg.cu instantiates exactly these.
+const WG_UNSPLIT: (&str, usize) = ("awg64_s4", 4);
+const WG_SPLIT: (&str, usize) = ("awg64s_s3", 3);
+
+/// A size as the kernels' `int`, or a shape error naming it.
+fn i32_of(what: &str, v: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::shape("attention", format!("{what} {v} over i32")))
+}
+
+/// The split-keys form's scratch: partial outputs and (max, sum) per (b, split, h, row), pool
+/// blocks that a graph keeps (through `t`) when the launch runs inside a capture; and the
+/// launch parameters every split kernel takes.
+struct Splits {
+    _po: CudaTensor,
+    _pml: CudaTensor,
+    po: u64,
+    pml: u64,
+    /// splits, key tiles per split, grid z (batch × splits)
+    n: i32,
+    tiles: i32,
+    z: u32,
+}
 
 fn wg_switch() -> bool {
     if WG.load(Ordering::Relaxed) == 0 {
@@ -371,18 +391,15 @@ impl CudaBackend {
             return Ok(());
         }
         let (name, rows, threads) = Self::flash64_pick();
-        let int = |what: &str, v: usize| {
-            i32::try_from(v).map_err(|_| Error::shape("attention", format!("{what} {v} over i32")))
-        };
         let grid = (f.tq.div_ceil(rows) as u32, f.heads as u32, f.batch as u32);
         let (o, q, k, v) = (self.t(out), f.q, f.k, f.v);
         let (tq, tk, h, kv) = (
-            int("Tq", f.tq)?,
-            int("Tk", f.tk)?,
-            int("heads", f.heads)?,
-            int("kv_len", f.kv_len)?,
+            i32_of("Tq", f.tq)?,
+            i32_of("Tk", f.tk)?,
+            i32_of("heads", f.heads)?,
+            i32_of("kv_len", f.kv_len)?,
         );
-        let (ldq, ldkv) = (int("row stride", f.ldq)?, int("row stride", f.ldkv)?);
+        let (ldq, ldkv) = (i32_of("row stride", f.ldq)?, i32_of("row stride", f.ldkv)?);
         let (scale, causal) = (p.scale, p.causal as i32);
         let dt = out.bit() | ((f.q16 as i32) << 1);
         if self.wg_applies(p) && f.kv_len > 0 && self.launch_awg64(out, f, p)? {
@@ -390,34 +407,16 @@ impl CudaBackend {
         }
         let ns = self.flash64_splits(f, rows, 2);
         if ns > 1 {
-            // partial outputs and (max, sum) per (b, split, h, row): pool blocks that the graph
-            // keeps (through `t`) when this runs inside a capture
-            let prow = f.batch * ns * f.heads * f.tq;
-            let po_buf = self.alloc(&[prow, D], Dtype::F32)?;
-            let pml_buf = self.alloc(&[prow, 2], Dtype::F32)?;
-            let (po, pml) = (self.t(&po_buf), self.t(&pml_buf));
-            let tps = f.kv_len.div_ceil(64).div_ceil(ns);
-            let (nsi, tpsi) = (int("splits", ns)?, int("tiles per split", tps)?);
-            let z = u32::try_from(f.batch * ns)
-                .map_err(|_| Error::shape("attention", "batch × splits over u32"))?;
+            let sp = self.splits(f, ns)?;
+            let (po, pml, nsi, tpsi) = (sp.po, sp.pml, sp.n, sp.tiles);
             self.launch(
                 "flash64s_w4m2s2",
-                (f.tq.div_ceil(128) as u32, f.heads as u32, z),
+                (f.tq.div_ceil(128) as u32, f.heads as u32, sp.z),
                 (128, 1, 1),
                 0,
                 args![po, pml, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt, nsi, tpsi],
             )?;
-            let (bi, warps) = (int("batch", f.batch)?, f.batch * f.heads * f.tq);
-            let grid = u32::try_from(warps.div_ceil(8))
-                .map_err(|_| Error::shape("attention", "rows over the grid limit"))?;
-            let odt = out.bit();
-            return self.launch(
-                "flash64_combine",
-                (grid, 1, 1),
-                (256, 1, 1),
-                0,
-                args![o, po, pml, bi, tq, h, nsi, odt],
-            );
+            return self.combine_splits(out, f, &sp);
         }
         self.launch(
             name,
@@ -434,9 +433,6 @@ impl CudaBackend {
     /// refused the TMA description (flash64 runs instead, same bits).
     fn launch_awg64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<bool> {
         use cudarc::driver::sys::CUtensorMapDataType as T;
-        let int = |what: &str, v: usize| {
-            i32::try_from(v).map_err(|_| Error::shape("attention", format!("{what} {v} over i32")))
-        };
         let row_bytes = (f.ldkv * 2) as u64;
         let dims = [D as u64, f.heads as u64, f.kv_len as u64, f.batch as u64];
         let strides = [(D * 2) as u64, row_bytes, f.tk as u64 * row_bytes];
@@ -459,10 +455,10 @@ impl CudaBackend {
         };
         let (o, q) = (self.t(out), f.q);
         let (tq, h, kv, ldq) = (
-            int("Tq", f.tq)?,
-            int("heads", f.heads)?,
-            int("kv_len", f.kv_len)?,
-            int("row stride", f.ldq)?,
+            i32_of("Tq", f.tq)?,
+            i32_of("heads", f.heads)?,
+            i32_of("kv_len", f.kv_len)?,
+            i32_of("row stride", f.ldq)?,
         );
         let dt = out.bit() | ((f.q16 as i32) << 1);
         let scale = p.scale;
@@ -471,41 +467,27 @@ impl CudaBackend {
         // the ring, 1 KiB to align it for the swizzle, its 2 mbarriers a stage
         let smem = |stages: usize| stages * 16384 + 1024 + 16 * stages;
         if ns > 1 {
-            let prow = f.batch * ns * f.heads * f.tq;
-            let po_buf = self.alloc(&[prow, D], Dtype::F32)?;
-            let pml_buf = self.alloc(&[prow, 2], Dtype::F32)?;
-            let (po, pml) = (self.t(&po_buf), self.t(&pml_buf));
-            let tps = f.kv_len.div_ceil(64).div_ceil(ns);
-            let (nsi, tpsi) = (int("splits", ns)?, int("tiles per split", tps)?);
-            let z = u32::try_from(f.batch * ns)
-                .map_err(|_| Error::shape("attention", "batch × splits over u32"))?;
-            let bytes = smem(WG_STAGES_SPLIT);
-            self.allow_dyn_smem("awg64s_s3", bytes)?;
+            let sp = self.splits(f, ns)?;
+            let (po, pml, nsi, tpsi) = (sp.po, sp.pml, sp.n, sp.tiles);
+            let (name, stages) = WG_SPLIT;
+            let bytes = smem(stages);
+            self.allow_dyn_smem(name, bytes)?;
             self.launch(
-                "awg64s_s3",
-                (blocks, f.heads as u32, z),
+                name,
+                (blocks, f.heads as u32, sp.z),
                 (256, 1, 1),
                 bytes as u32,
                 args![tk, tv, po, pml, q, tq, h, kv, ldq, scale, dt, nsi, tpsi],
             )?;
             WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-            let (bi, warps) = (int("batch", f.batch)?, f.batch * f.heads * f.tq);
-            let grid = u32::try_from(warps.div_ceil(8))
-                .map_err(|_| Error::shape("attention", "rows over the grid limit"))?;
-            let odt = out.bit();
-            self.launch(
-                "flash64_combine",
-                (grid, 1, 1),
-                (256, 1, 1),
-                0,
-                args![o, po, pml, bi, tq, h, nsi, odt],
-            )?;
+            self.combine_splits(out, f, &sp)?;
             return Ok(true);
         }
-        let bytes = smem(WG_STAGES);
-        self.allow_dyn_smem("awg64_s4", bytes)?;
+        let (name, stages) = WG_UNSPLIT;
+        let bytes = smem(stages);
+        self.allow_dyn_smem(name, bytes)?;
         self.launch(
-            "awg64_s4",
+            name,
             (blocks, f.heads as u32, f.batch as u32),
             (256, 1, 1),
             bytes as u32,
@@ -513,5 +495,42 @@ impl CudaBackend {
         )?;
         WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
         Ok(true)
+    }
+
+    /// Scratch and launch parameters for splitting `f`'s keys `ns` ways.
+    fn splits(&self, f: &Flash64, ns: usize) -> Result<Splits> {
+        let prow = f.batch * ns * f.heads * f.tq;
+        let po = self.alloc(&[prow, D], Dtype::F32)?;
+        let pml = self.alloc(&[prow, 2], Dtype::F32)?;
+        let z = u32::try_from(f.batch * ns)
+            .map_err(|_| Error::shape("attention", "batch × splits over u32"))?;
+        Ok(Splits {
+            po: self.t(&po),
+            pml: self.t(&pml),
+            _po: po,
+            _pml: pml,
+            n: i32_of("splits", ns)?,
+            tiles: i32_of("tiles per split", f.kv_len.div_ceil(64).div_ceil(ns))?,
+            z,
+        })
+    }
+
+    /// `flash64_combine`: the split kernels' partials of `sp` merged into `out`.
+    fn combine_splits(&self, out: &CudaTensor, f: &Flash64, sp: &Splits) -> Result<()> {
+        let (bi, tq, h) = (
+            i32_of("batch", f.batch)?,
+            i32_of("Tq", f.tq)?,
+            i32_of("heads", f.heads)?,
+        );
+        let grid = u32::try_from((f.batch * f.heads * f.tq).div_ceil(8))
+            .map_err(|_| Error::shape("attention", "rows over the grid limit"))?;
+        let (o, po, pml, nsi, odt) = (self.t(out), sp.po, sp.pml, sp.n, out.bit());
+        self.launch(
+            "flash64_combine",
+            (grid, 1, 1),
+            (256, 1, 1),
+            0,
+            args![o, po, pml, bi, tq, h, nsi, odt],
+        )
     }
 }
