@@ -66,13 +66,7 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
     const int t0 = SPLIT ? sp * tps : 0;
     const int ntiles = SPLIT ? max(0, min(ntiles_all, t0 + tps) - t0) : ntiles_all;
 
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 256);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (tid == 0) mbar_ring_init(full0, empty0, STAGES, 256);
     __syncthreads();
     PDL_ENTER();
     auto load = [&](int i) {  // key tile t0 + i into its stage
@@ -241,16 +235,15 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
 // Entry points: 256 threads; dynamic shared memory STAGES·16 KB + 1024 (alignment) + 16·STAGES
 // (mbarriers); tensor maps of K and V (attention.rs: 4-D (64, H, kv_len, B), boxes of
 // 64 x 1 x 64 x 1, 128-byte swizzle). dt bit 0: O is f16, bit 1: Q is.
-#define AWG_ENTRY(ST)                                                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                                                 \
-        awg64_s##ST(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, void* O, const void* Q, int Tq,  \
-                    int H, int kv_len, int ldq, float scale, int dt) {                                                   \
-        awg64<ST, false>(&tk, &tv, O, Q, Tq, H, kv_len, ldq, scale, dt, nullptr, nullptr, 1, 0);                         \
-    }                                                                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                                                 \
-        awg64s_s##ST(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, float* PO, float* PML,         \
-                     const void* Q, int Tq, int H, int kv_len, int ldq, float scale, int dt, int nsplit, int tps) {      \
-        awg64<ST, true>(&tk, &tv, nullptr, Q, Tq, H, kv_len, ldq, scale, dt & 2, PO, PML, nsplit, tps);                  \
-    }
-AWG_ENTRY(3)
-AWG_ENTRY(4)
+// The two forms the backend launches (attention.rs: WG_UNSPLIT, WG_SPLIT): 4 stages whole,
+// 3 split.
+extern "C" __global__ void __launch_bounds__(256, 2)
+    awg64_s4(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, void* O, const void* Q, int Tq, int H,
+             int kv_len, int ldq, float scale, int dt) {
+    awg64<4, false>(&tk, &tv, O, Q, Tq, H, kv_len, ldq, scale, dt, nullptr, nullptr, 1, 0);
+}
+extern "C" __global__ void __launch_bounds__(256, 2)
+    awg64s_s3(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, float* PO, float* PML, const void* Q,
+              int Tq, int H, int kv_len, int ldq, float scale, int dt, int nsplit, int tps) {
+    awg64<3, true>(&tk, &tv, nullptr, Q, Tq, H, kv_len, ldq, scale, dt & 2, PO, PML, nsplit, tps);
+}

@@ -337,6 +337,16 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
             : "memory");
     } while (!done);
 }
+// A ring of `stages` (full, empty) mbarrier pairs, 8 bytes apart: `full` completes on one
+// producer arrival plus the stage's TMA bytes, `empty` on `consumers` arrivals. One thread runs
+// it; the block synchronizes before using the ring.
+__device__ __forceinline__ void mbar_ring_init(u32 full0, u32 empty0, int stages, u32 consumers) {
+    for (int s = 0; s < stages; ++s) {
+        mbar_init(full0 + 8 * s, 1);
+        mbar_init(empty0 + 8 * s, consumers);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 // 2-D box at (x = k, y = row) of `map` into shared memory at `dst`, completion on `bar`.
 __device__ __forceinline__ void tma_load(u32 dst, const TmaMap* map, int k, int row, u32 bar) {
     asm volatile(

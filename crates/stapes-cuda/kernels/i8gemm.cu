@@ -388,13 +388,7 @@ __device__ __forceinline__ void i8tma_k(const TmaMap* ta, const TmaMap* tb, void
     const int tid = threadIdx.x, warp = tid >> 5, wg = tid >> 7;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int KT = (k_pad + BK - 1) / BK;
-    if (tid == 0) {
-        for (int s = 0; s < STAGES; ++s) {
-            mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 256);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
+    if (tid == 0) mbar_ring_init(full0, empty0, STAGES, 256);
     __syncthreads();
 
     int acc[1][WN][4];

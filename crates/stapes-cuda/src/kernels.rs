@@ -140,7 +140,7 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "attn_wg",
         source: include_str!("../kernels/attn_wg.cu"),
-        entries: &["awg64_s3", "awg64_s4", "awg64s_s3", "awg64s_s4"],
+        entries: &["awg64_s4", "awg64s_s3"],
     },
     KernelFile {
         name: "conformer",
