@@ -680,6 +680,7 @@ fn wg_kernels_equal_flash64_bit_for_bit() {
             );
             outs
         };
+        let want = reference(&q, &k, &v, &p);
         for ns in [1, 2, 3] {
             let (wg, fa) = (run(true, ns), run(false, ns));
             for (j, (a, b)) in wg.iter().zip(&fa).enumerate() {
@@ -688,12 +689,7 @@ fn wg_kernels_equal_flash64_bit_for_bit() {
                     "{c:?} split {ns} output {j}: awg64 differs from flash64"
                 );
             }
-            check_with(
-                &format!("awg64 {c:?} split {ns}"),
-                tol,
-                &wg[0],
-                &reference(&q, &k, &v, &p),
-            );
+            check_with(&format!("awg64 {c:?} split {ns}"), tol, &wg[0], &want);
         }
         eprintln!("ok   {c:?}: awg64 == flash64 bit for bit, splits 1, 2, 3");
     }
