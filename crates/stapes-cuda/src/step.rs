@@ -282,14 +282,16 @@ pub(crate) fn attention_split(
         return Ok(Some(out));
     }
     let n_split = kv_len.div_ceil(SPLIT_CHUNK);
-    // the combine kernel stages one weight per split in shared memory
+    // the combine kernel stages one weight per split in shared memory, beside its 16 static
+    // bytes, within the 48 KiB a block gets without opting in
+    const COMBINE_SMEM_MAX: usize = 48 * 1024 - 16;
     let combine_smem = n_split * 4;
-    if combine_smem > 48 * 1024 {
+    if combine_smem > COMBINE_SMEM_MAX {
         return Err(Error::shape(
             OP,
             format!(
                 "{kv_len} keys: the split step attention takes at most {}",
-                48 * 1024 / 4 * SPLIT_CHUNK
+                COMBINE_SMEM_MAX / 4 * SPLIT_CHUNK
             ),
         ));
     }
