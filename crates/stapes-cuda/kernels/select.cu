@@ -267,6 +267,32 @@ __device__ __forceinline__ float sel_lse(float m, double s) {
     return isfinite(m) ? m + (float)log(s) : m;
 }
 
+// A slice holds at most SEL_PER ids per thread (select.rs: SLICE_IDS / SPLIT_THREADS): the
+// thread's ids lo + tid + u·nt, loaded once, all in flight together, and kept in registers for
+// every pass over them.
+#define SEL_PER 8
+template <class X>
+__device__ __forceinline__ void sel_load(const X* __restrict__ x, u32 lo, u32 hi, float (&xv)[SEL_PER]) {
+#pragma unroll
+    for (int u = 0; u < SEL_PER; ++u) {
+        const u32 i = lo + threadIdx.x + u * blockDim.x;
+        xv[u] = i < hi ? ldf(x, i) : 0.f;
+    }
+}
+
+// logsumexp of the row's slices' (max, sum relative to it) pairs at `field`, by warp 0's lanes
+// (lane q: slice q, S <= 32); every lane gets the same (m, s), so every block of a row decides
+// alike.
+__device__ __forceinline__ void sel_combine_warp(const double* st, int S, int field, float& m, double& s) {
+    const int lane = threadIdx.x & 31;
+    const double mq = lane < S ? st[lane * SEL_STATS + field] : -1e308;
+    const double sq = lane < S ? st[lane * SEL_STATS + field + 1] : 0.0;
+    m = warp_max(lane < S ? (float)mq : F_NEG_INF);
+    s = 0.0;
+    if (!isfinite(m)) return;
+    s = sel_warp_sum_d(mq > -1e300 ? sq * exp(mq - (double)m) : 0.0);
+}
+
 template <class X>
 __device__ __forceinline__ void stats_k(const X* __restrict__ logits, const u32* __restrict__ params,
                                         double* __restrict__ stats, int S) {
@@ -279,10 +305,14 @@ __device__ __forceinline__ void stats_k(const X* __restrict__ logits, const u32*
     const u32 lo = min(V, (u32)s * per), hi = min(V, lo + per);
     sel_slice_setup(params, r, lo, hi, sel_bits, sh);
     const X* x = logits + (long long)r * V;
+    float xs[SEL_PER];
+    sel_load(x, lo, hi, xs);
     float m_all = F_NEG_INF, m_a = F_NEG_INF, m_b = F_NEG_INF, m_na = F_NEG_INF, m_raw = F_NEG_INF;
-#pragma unroll 4
-    for (u32 i = lo + tid; i < hi; i += nt) {
-        const float xv = ldf(x, i);
+#pragma unroll
+    for (int u = 0; u < SEL_PER; ++u) {
+        const u32 i = lo + tid + u * nt;
+        if (i >= hi) break;
+        const float xv = xs[u];
         const float y = sel_slice_mask(i, xv, 0, sel_bits, lo, sh, a0, a1);
         m_all = fmaxf(m_all, y);
         if (i >= a0 && i < a1) m_a = fmaxf(m_a, y);
@@ -296,9 +326,11 @@ __device__ __forceinline__ void stats_k(const X* __restrict__ logits, const u32*
     m_na = block_max(m_na, sh.scratch);
     m_raw = block_max(m_raw, sh.scratch);
     double s_all = 0.0, s_b = 0.0, s_na = 0.0, s_raw = 0.0;
-#pragma unroll 4
-    for (u32 i = lo + tid; i < hi; i += nt) {
-        const float xv = ldf(x, i);
+#pragma unroll
+    for (int u = 0; u < SEL_PER; ++u) {
+        const u32 i = lo + tid + u * nt;
+        if (i >= hi) break;
+        const float xv = xs[u];
         const float y = sel_slice_mask(i, xv, 0, sel_bits, lo, sh, a0, a1);
         s_all += (double)expf(y - m_all);
         if (!(i >= a0 && i < a1)) s_na += (double)expf(y - m_na);
@@ -329,18 +361,6 @@ extern "C" __global__ void __launch_bounds__(256) select_stats(const void* logit
     else stats_k<float>((const float*)logits, params, stats, S);
 }
 
-// logsumexp of slices' (max, sum relative to it) pairs at `field`, in slice order.
-__device__ __forceinline__ void sel_combine(const double* st, int S, int field, float& m, double& s) {
-    m = F_NEG_INF;
-    for (int q = 0; q < S; ++q) m = fmaxf(m, (float)st[q * SEL_STATS + field]);
-    s = 0.0;
-    if (!isfinite(m)) return;
-    for (int q = 0; q < S; ++q) {
-        const double mq = st[q * SEL_STATS + field];
-        if (mq > -1e300) s += st[q * SEL_STATS + field + 1] * exp(mq - (double)m);
-    }
-}
-
 template <class X>
 __device__ __forceinline__ void split_k(const X* __restrict__ logits, const u32* __restrict__ params,
                                         const double* __restrict__ stats, float* cand_v, u32* cand_i,
@@ -365,22 +385,24 @@ __device__ __forceinline__ void split_k(const X* __restrict__ logits, const u32*
     (void)b0;
     (void)b1;
 
-    if (tid == 0) {
-        float m, mb, ma = F_NEG_INF;
+    float xs[SEL_PER];
+    sel_load(x, lo, hi, xs);
+    if (tid < 32) {
+        float m, mb, ma;
         double sm, sb;
-        sel_combine(st, S, 0, m, sm);
+        sel_combine_warp(st, S, 0, m, sm);
         float lse = sel_lse(m, sm);
         int fired = 0;
         if (mass_on) {
-            for (int q = 0; q < S; ++q) ma = fmaxf(ma, (float)st[q * SEL_STATS + 2]);
-            sel_combine(st, S, 3, mb, sb);
+            ma = warp_max(tid < S ? (float)st[tid * SEL_STATS + 2] : F_NEG_INF);
+            sel_combine_warp(st, S, 3, mb, sb);
             fired = (sel_lse(mb, sb) - lse) > (ma - lse);
         }
         if (fired) {
             // A disabled: its ids join the row as SEL_LOWEST
             float mn;
             double sn;
-            sel_combine(st, S, 5, mn, sn);
+            sel_combine_warp(st, S, 5, mn, sn);
             const u32 acnt = min(a1, V) > min(a0, V) ? min(a1, V) - min(a0, V) : 0;
             if (acnt > 0 && !(mn > SEL_LOWEST)) {
                 // nothing outside A above SEL_LOWEST: every disabled id counts exp(0)
@@ -389,8 +411,10 @@ __device__ __forceinline__ void split_k(const X* __restrict__ logits, const u32*
             }
             lse = sel_lse(mn, sn);
         }
-        c_lse = lse;
-        c_fired = fired;
+        if (tid == 0) {
+            c_lse = lse;
+            c_fired = fired;
+        }
     }
     __syncthreads();
     const float lse = c_lse;
@@ -400,8 +424,11 @@ __device__ __forceinline__ void split_k(const X* __restrict__ logits, const u32*
     float tv[SEL_MAXK];
     u32 ti[SEL_MAXK];
     u32 cnt = 0;
-    for (u32 i = lo + tid; i < hi; i += nt) {
-        const float key = (sel_slice_mask(i, ldf(x, i), fired, sel_bits, lo, sh, a0, a1) - lse) + off;
+#pragma unroll
+    for (int u = 0; u < SEL_PER; ++u) {
+        const u32 i = lo + tid + u * nt;
+        if (i >= hi) break;
+        const float key = (sel_slice_mask(i, xs[u], fired, sel_bits, lo, sh, a0, a1) - lse) + off;
         if (cnt == k && !(key > tv[k - 1])) continue;
         u32 pos = cnt < k ? cnt : k - 1;
         while (pos > 0 && key > tv[pos - 1]) {
@@ -487,14 +514,14 @@ __device__ __forceinline__ void split_k(const X* __restrict__ logits, const u32*
             o[k + j] = __float_as_uint(bv);
         }
     }
+    float prob = 0.f;
+    if (prob_id != 0xffffffffu && prob_id < V) {
+        float mr;
+        double sr;
+        sel_combine_warp(st, S, 7, mr, sr);
+        prob = expf(ldf(x, prob_id) - sel_lse(mr, sr));
+    }
     if (lane == 0) {
-        float prob = 0.f;
-        if (prob_id != 0xffffffffu && prob_id < V) {
-            float mr;
-            double sr;
-            sel_combine(st, S, 7, mr, sr);
-            prob = expf(ldf(x, prob_id) - sel_lse(mr, sr));
-        }
         o[2 * k] = __float_as_uint(prob);
         counters[r] = 0;
     }

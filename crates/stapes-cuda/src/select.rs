@@ -29,7 +29,9 @@ const ROW: usize = 3 + 2 * MAX_RANGES;
 const MAX_V: usize = 40 * 1024 * 8;
 const THREADS: u32 = 1024;
 /// Split form: ids per slice (one block of `SPLIT_THREADS` each), at most `MAX_SLICES` slices
-/// (the final merge is one warp, a lane per slice).
+/// (the final merge is one warp, a lane per slice); a thread keeps its ≤ 8 ids of the slice in
+/// registers (select.cu's SEL_PER), so a row longer than `SLICE_IDS · MAX_SLICES` takes the
+/// one-block form.
 const SLICE_IDS: usize = 2048;
 const MAX_SLICES: usize = 32;
 const SPLIT_THREADS: u32 = 256;
@@ -109,7 +111,7 @@ impl CudaBackend {
         let mut params = encode(req, v);
         let slices = v.div_ceil(SLICE_IDS).clamp(1, MAX_SLICES);
         // grid y is the row: at most 65535
-        let split = slices > 1 && rows <= 65_535 && split_on();
+        let split = slices > 1 && v <= SLICE_IDS * MAX_SLICES && rows <= 65_535 && split_on();
         let counters_at = params.len();
         if split {
             // one arrival counter per row for the split form's last block, zeroed
