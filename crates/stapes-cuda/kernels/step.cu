@@ -60,138 +60,179 @@ extern "C" __global__ void attn_step_f32(float* __restrict__ O, const float* __r
 }
 
 // Decoder cross-attention: a few query rows over a long K/V (1500 encoder frames). One block
-// per (row, head) leaves most SMs idle, so the keys are split into chunks of `chunk`, one block
-// each (flash-decoding): grid (n_split, H, B*Tq), 128 threads. Each block writes its chunk's
-// unnormalised output, running max and sum to `part (B*Tq, H, n_split, D+2)`;
-// attn_combine_f32 rescales and merges them. Not causal; D % 4 == 0 and D <= 128.
-template <class X>
+// per (row, head) leaves most SMs idle, so the keys are split into chunks of SPLIT_KEYS, one
+// block each (flash-decoding): grid (n_split, H, B*Tq), 128 threads. Each block writes its
+// chunk's unnormalised output, max and sum to `part (B*Tq, H, n_split, D+2)`; attn_combine_f32
+// rescales and merges them. Not causal; D % 4 == 0 and D <= 128.
+//
+// A key's D values are read by a group of L lanes, 4 values each (16 or 8 bytes a lane: one
+// 128-byte line per f16 key of 64), so a warp covers 32 / L keys a pass and every K and V load
+// of its SPLIT_KEYS / 4 keys is issued before the first score is reduced: the step is a few
+// microseconds of memory latency, not of arithmetic (H200: one thread per key and a warp per V
+// row took 13.5 us a turbo layer).
+#define SPLIT_KEYS 64
+#define SPLIT_WARP_KEYS (SPLIT_KEYS / 4)
+
+template <class X, int L>
 __device__ __forceinline__ void attn_split_k(float* __restrict__ part, const float* __restrict__ Q, const X* __restrict__ K,
-                                             const X* __restrict__ V, int Tq, int Tk, int H, int D, int kv_len, int chunk,
+                                             const X* __restrict__ V, int Tq, int Tk, int H, int D, int kv_len,
                                              float scale) {
-    extern __shared__ __align__(16) float sm[];
-    const int nw = blockDim.x >> 5;
-    float* qv = sm;            // D
-    float* red = sm + D;       // nw * D
-    float* sc = red + nw * D;  // chunk
-    __shared__ float scratch[32];
+    constexpr int KP = 32 / L;                      // keys a warp covers per pass
+    constexpr int NP = SPLIT_WARP_KEYS / KP;        // passes per round
+    constexpr int NR = NP > 8 ? NP / 8 : 1;          // rounds: at most 8 passes of loads in flight
+    constexpr int RP = NP / NR;                      // passes per round
+    __shared__ float wo[4][128];
+    __shared__ float wm[4], wl[4];
     const int s = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
     const int n_split = gridDim.x;
     const int b = r / Tq;
     const long long ld = (long long)H * D;
-    const float* q = Q + (long long)r * ld + h * D;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) qv[d] = q[d];
-    __syncthreads();
-    const int j0 = s * chunk;
-    const int n = max(0, min(chunk, kv_len - j0));
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int t = threadIdx.x; t < n; t += blockDim.x) {
-        const X* k = K + ((long long)b * Tk + j0 + t) * ld + h * D;
-        const float4* q4 = (const float4*)qv;
-        float acc = 0.f;
-#pragma unroll 4
-        for (int e = 0; e < (D >> 2); ++e) {
-            float4 kk = ld4(k, e), qq = q4[e];
-            acc += (kk.x * qq.x + kk.y * qq.y) + (kk.z * qq.z + kk.w * qq.w);
-        }
-        sc[t] = acc * scale;
-    }
-    __syncthreads();
-    float m = F_NEG_INF;
-    for (int t = threadIdx.x; t < n; t += blockDim.x) m = fmaxf(m, sc[t]);
-    m = block_max(m, scratch);
-    const float base = m == F_NEG_INF ? 0.f : m;
-    float l = 0.f;
-    for (int t = threadIdx.x; t < n; t += blockDim.x) {
-        float e = expf(sc[t] - base);
-        sc[t] = e;
-        l += e;
-    }
-    l = block_sum(l, scratch);
-    __syncthreads();
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int t = warp; t < n; t += nw) {
-        const float p = sc[t];
-        const X* v = V + ((long long)b * Tk + j0 + t) * ld + h * D;
+    const int g = lane / L, li = lane % L;  // this lane's key in a pass, its 4 values of the key
+    const bool dim_ok = 4 * li < D;
+    const int kend = min(kv_len, (s + 1) * SPLIT_KEYS);
+    const int kw = s * SPLIT_KEYS + warp * SPLIT_WARP_KEYS + g;  // this lane's first key
+    const float4 qv = dim_ok ? ld4(Q + (long long)r * ld + h * D, li) : make_float4(0.f, 0.f, 0.f, 0.f);
+    const X* kb = K + (long long)b * Tk * ld + h * D;
+    const X* vb = V + (long long)b * Tk * ld + h * D;
+    float m = F_NEG_INF, l = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-        for (int c = 0; c < 4; ++c) {
-            int d = lane + 32 * c;
-            if (d < D) acc[c] += p * ldf(v, d);
-        }
-    }
+    for (int rd = 0; rd < NR; ++rd) {
+        float4 kk[RP], vv[RP];
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-        int d = lane + 32 * c;
-        if (d < D) red[warp * D + d] = acc[c];
+        for (int p = 0; p < RP; ++p) {
+            const int j = kw + (rd * RP + p) * KP;
+            const bool ok = dim_ok && j < kend;
+            kk[p] = ok ? ld4(kb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
+            vv[p] = ok ? ld4(vb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        float sc[RP];
+        float mr = F_NEG_INF;
+#pragma unroll
+        for (int p = 0; p < RP; ++p) {
+            float acc = (kk[p].x * qv.x + kk[p].y * qv.y) + (kk[p].z * qv.z + kk[p].w * qv.w);
+#pragma unroll
+            for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+            sc[p] = kw + (rd * RP + p) * KP < kend ? acc * scale : F_NEG_INF;
+            mr = fmaxf(mr, sc[p]);
+        }
+#pragma unroll
+        for (int off = L; off < 32; off <<= 1) mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, off));
+        const float mn = fmaxf(m, mr);
+        const float base = mn == F_NEG_INF ? 0.f : mn;
+        const float al = m == F_NEG_INF ? 0.f : expf(m - base);
+        l *= al;
+        o.x *= al;
+        o.y *= al;
+        o.z *= al;
+        o.w *= al;
+#pragma unroll
+        for (int p = 0; p < RP; ++p) {
+            const float e = sc[p] == F_NEG_INF ? 0.f : expf(sc[p] - base);
+            l += e;
+            o.x = fmaf(e, vv[p].x, o.x);
+            o.y = fmaf(e, vv[p].y, o.y);
+            o.z = fmaf(e, vv[p].z, o.z);
+            o.w = fmaf(e, vv[p].w, o.w);
+        }
+        m = mn;
+    }
+    // the warp's key groups share m: their sums add as they are
+#pragma unroll
+    for (int off = L; off < 32; off <<= 1) {
+        l += __shfl_xor_sync(0xffffffffu, l, off);
+        o.x += __shfl_xor_sync(0xffffffffu, o.x, off);
+        o.y += __shfl_xor_sync(0xffffffffu, o.y, off);
+        o.z += __shfl_xor_sync(0xffffffffu, o.z, off);
+        o.w += __shfl_xor_sync(0xffffffffu, o.w, off);
+    }
+    if (g == 0 && dim_ok) *(float4*)&wo[warp][4 * li] = o;
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
     }
     __syncthreads();
+    float M = F_NEG_INF;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, wm[w]);
+    const float base = M == F_NEG_INF ? 0.f : M;
     float* out = part + (((long long)r * H + h) * n_split + s) * (D + 2);
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float sum = 0.f;
-        for (int w = 0; w < nw; ++w) sum += red[w * D + d];
-        out[d] = sum;
+        float acc = 0.f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w)
+            if (wm[w] != F_NEG_INF) acc = fmaf(expf(wm[w] - base), wo[w][d], acc);
+        out[d] = acc;
     }
     if (threadIdx.x == 0) {
-        out[D] = m;
-        out[D + 1] = l;
+        float sum = 0.f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w)
+            if (wm[w] != F_NEG_INF) sum = fmaf(expf(wm[w] - base), wl[w], sum);
+        out[D] = M;
+        out[D + 1] = sum;
     }
 }
-extern "C" __global__ void attn_split_f32(float* __restrict__ part, const float* __restrict__ Q,
-                                          const float* __restrict__ K, const float* __restrict__ V,
-                                          int Tq, int Tk, int H, int D, int kv_len, int chunk,
-                                          float scale) {
+template <class X>
+__device__ __forceinline__ void attn_split_d(float* part, const float* Q, const X* K, const X* V, int Tq, int Tk, int H,
+                                             int D, int kv_len, float scale) {
+    if (D <= 32) attn_split_k<X, 8>(part, Q, K, V, Tq, Tk, H, D, kv_len, scale);
+    else if (D <= 64) attn_split_k<X, 16>(part, Q, K, V, Tq, Tk, H, D, kv_len, scale);
+    else attn_split_k<X, 32>(part, Q, K, V, Tq, Tk, H, D, kv_len, scale);
+}
+extern "C" __global__ void __launch_bounds__(128) attn_split_f32(float* __restrict__ part, const float* __restrict__ Q,
+                                                                 const float* __restrict__ K, const float* __restrict__ V,
+                                                                 int Tq, int Tk, int H, int D, int kv_len, float scale) {
     PDL_ENTER();
-    attn_split_k<float>(part, Q, K, V, Tq, Tk, H, D, kv_len, chunk, scale);
+    attn_split_d<float>(part, Q, K, V, Tq, Tk, H, D, kv_len, scale);
 }
 // The same over f16 K/V (Backend::compact_copy of a window's cross K/V): half the bytes a step
 // reads; q, the partials and every sum stay f32.
-extern "C" __global__ void attn_split_kv16(float* __restrict__ part, const float* __restrict__ Q,
-                                           const h16* __restrict__ K, const h16* __restrict__ V,
-                                           int Tq, int Tk, int H, int D, int kv_len, int chunk,
-                                           float scale) {
+extern "C" __global__ void __launch_bounds__(128) attn_split_kv16(float* __restrict__ part, const float* __restrict__ Q,
+                                                                  const h16* __restrict__ K, const h16* __restrict__ V,
+                                                                  int Tq, int Tk, int H, int D, int kv_len, float scale) {
     PDL_ENTER();
-    attn_split_k<h16>(part, Q, K, V, Tq, Tk, H, D, kv_len, chunk, scale);
+    attn_split_d<h16>(part, Q, K, V, Tq, Tk, H, D, kv_len, scale);
 }
 
-// O (B*Tq, H*D) = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; grid (H, B*Tq), D threads
-// rounded up to a warp, n_split floats of dynamic shared memory.
-extern "C" __global__ void attn_combine_f32(float* __restrict__ O, const float* __restrict__ part,
-                                            int H, int D, int n_split) {
+// O (B*Tq, H*D) = sum_s e^(m_s - M) o_s / sum_s e^(m_s - M) l_s; grid (H, B*Tq), 256 threads,
+// n_split + 256 floats of dynamic shared memory. The splits' weights are staged once; then
+// 256 / D groups of D threads each sum every (256 / D)-th split, all their loads independent
+// (a dependent loop over the splits was 9.7 us for turbo's 20 heads, H200).
+extern "C" __global__ void __launch_bounds__(256) attn_combine_f32(float* __restrict__ O, const float* __restrict__ part,
+                                                                   int H, int D, int n_split) {
     PDL_ENTER();
-    // the splits' weights e^(m_s - M), staged once per block instead of re-read by every thread
-    // in a dependent loop (H200, stop 15: 9.6 us for turbo's 20 heads under ncu); same values,
-    // same summation order as before
-    extern __shared__ float wgt[];  // (n_split), dynamic
-    __shared__ float inv_s;
-    const int h = blockIdx.x, r = blockIdx.y;
+    extern __shared__ float csm[];  // wgt (n_split), then red (256)
+    float* wgt = csm;
+    float* red = csm + n_split;
+    __shared__ float scratch[32];
+    const int h = blockIdx.x, r = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
     const float* p = part + ((long long)r * H + h) * n_split * (D + 2);
-    if (threadIdx.x < 32) {
-        float M = F_NEG_INF;
-        for (int s = 0; s < n_split; ++s) M = fmaxf(M, p[s * (D + 2) + D]);
-        const float base = M == F_NEG_INF ? 0.f : M;
-        for (int s = threadIdx.x; s < n_split; s += 32) {
-            const float ms = p[s * (D + 2) + D];
-            wgt[s] = ms == F_NEG_INF ? 0.f : expf(ms - base);
-        }
-        __syncwarp();
-        if (threadIdx.x == 0) {
-            float L = 0.f;
-            for (int s = 0; s < n_split; ++s) {
-                const float ms = p[s * (D + 2) + D];
-                L += ms == F_NEG_INF ? 0.f : wgt[s] * p[s * (D + 2) + D + 1];
-            }
-            inv_s = L > 0.f ? 1.f / L : 0.f;
-        }
+    float M = F_NEG_INF;
+    for (int s = tid; s < n_split; s += nt) M = fmaxf(M, p[s * (D + 2) + D]);
+    M = block_max(M, scratch);
+    const float base = M == F_NEG_INF ? 0.f : M;
+    float L = 0.f;
+    for (int s = tid; s < n_split; s += nt) {
+        const float ms = p[s * (D + 2) + D];
+        const float w = ms == F_NEG_INF ? 0.f : expf(ms - base);
+        wgt[s] = w;
+        L = fmaf(w, p[s * (D + 2) + D + 1], L);
+    }
+    L = block_sum(L, scratch);  // its barriers also publish wgt
+    const int G = nt / D, gi = tid / D, d = tid - gi * D;
+    if (gi < G) {
+        float acc = 0.f;
+#pragma unroll 4
+        for (int s = gi; s < n_split; s += G) acc = fmaf(wgt[s], p[s * (D + 2) + d], acc);
+        red[gi * D + d] = acc;
     }
     __syncthreads();
-    const float inv = inv_s;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    if (tid < D) {
         float acc = 0.f;
-#pragma unroll 8
-        for (int s = 0; s < n_split; ++s) {
-            const float ms = p[s * (D + 2) + D];
-            if (ms != F_NEG_INF) acc += wgt[s] * p[s * (D + 2) + d];
-        }
-        O[(long long)r * H * D + h * D + d] = acc * inv;
+        for (int q = 0; q < G; ++q) acc += red[q * D + tid];
+        O[(long long)r * H * D + h * D + tid] = L > 0.f ? acc / L : 0.f;
     }
 }
 
@@ -205,6 +246,8 @@ extern "C" __global__ void attn_combine_f32(float* __restrict__ O, const float* 
 // With kc != null (qkv_step) the k and v thirds of each output row (features kv_c .. 3 kv_c)
 // also go to the caches kc, vc (m, T, kv_c) at row pos = step[0] (one token per sequence).
 #define SG_WARPS 8
+// chunks of 256 K values per weight-row batch of the wide form (K = 1280 in one)
+#define SG_BATCH 5
 
 __device__ __forceinline__ uint4 ld_stream16(const void* p) {
     uint4 r;
@@ -220,7 +263,7 @@ __device__ __forceinline__ float dot8(uint4 w, float4 a, float4 b) {
            h2f((h16)(w.w & 0xffff)) * b.z + h2f((h16)(w.w >> 16)) * b.w;
 }
 
-template <int MG, int COLS>
+template <int MG, int COLS, bool WALK>
 __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* __restrict__ x, const h16* __restrict__ w,
                                             const float* __restrict__ bias, const float* __restrict__ resid,
                                             const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
@@ -232,21 +275,42 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
     const int rows = min(MG, m - m0);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int group = warp / ks, slice = warp % ks;
-    const int col0 = (blockIdx.x * (SG_WARPS / ks) + group) * COLS;
-    const bool live = col0 < n;
+    const int per_block = SG_WARPS / ks * COLS;
+    const int tiles = (n + per_block - 1) / per_block;
+    // WALK (the wide form): a grid narrower than the tiles walks them (the logits: one wave of
+    // resident blocks, each staging and norming x once, instead of ~3 waves of 1621 blocks);
+    // the other forms run one tile a block (the loop's registers would cost them occupancy).
+    auto col_of = [&](int tile) { return (tile * (SG_WARPS / ks) + group) * COLS; };
     const h16* wr[COLS];
+    auto rows_of = [&](int col0) {
 #pragma unroll
-    for (int c = 0; c < COLS; ++c) wr[c] = w + (long long)min(col0 + c, n - 1) * k;
+        for (int c = 0; c < COLS; ++c) wr[c] = w + (long long)min(col0 + c, n - 1) * k;
+    };
+    int col0 = col_of(blockIdx.x);
+    bool live = col0 < n;
+    rows_of(col0);
     // the first weight loads go out before the x rows are staged and normed
     const int i0 = (slice * 32 + lane) * 8, stride = 256 * ks;
-    uint4 first[COLS];
-    if (live && i0 < k) {
+    // the wide form over 1 or 2 x rows loads NB chunks of each of its weight rows at once,
+    // every load of a batch in flight before the first product (H200 harness: one row's logits
+    // at 4.1 TB/s, a plain read's rate, vs 3.0 with two chunks at a time); more x rows keep one
+    // chunk here, then two at a time (their sums need the registers: batches of 2 chunks for 8
+    // rows took 147 registers and made 5 beams' logits 82 -> 108 us)
+    constexpr bool BATCH = WALK && MG <= 2;
+    constexpr int NB = !BATCH ? 1 : MG == 1 ? SG_BATCH : 3;
+    uint4 first[COLS][NB];
+    auto load_batch = [&](int base) {
 #pragma unroll
-        for (int c = 0; c < COLS; ++c) first[c] = ld_stream16(wr[c] + i0);
-    }
+        for (int b = 0; b < NB; ++b) {
+            const int i = i0 + base + b * stride;
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) first[c][b] = i < k ? ld_stream16(wr[c] + i) : make_uint4(0u, 0u, 0u, 0u);
+        }
+    };
+    if (live && i0 < k) load_batch(0);
     // [pdl] only the weight (written at load, never by the work ahead) is read before the wait:
     // its first chunk into registers, the rest of this thread's share towards L2 (pf != 0:
-// STAPES_CUDA_PDL_PREFETCH, for A/B timing)
+    // STAPES_CUDA_PDL_PREFETCH, for A/B timing)
     if (live && pf) {
         for (int i = i0 + stride; i < k; i += stride) {
 #pragma unroll
@@ -290,82 +354,113 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
         }
         __syncthreads();
     }
-    float acc[COLS][MG];
-#pragma unroll
-    for (int c = 0; c < COLS; ++c)
-#pragma unroll
-        for (int r = 0; r < MG; ++r) acc[c][r] = 0.f;
-    if (live && i0 < k) {
-#pragma unroll
-        for (int r = 0; r < MG; ++r) {
-            const float4 a = ((const float4*)(xs + r * k + i0))[0];
-            const float4 b = ((const float4*)(xs + r * k + i0))[1];
-#pragma unroll
-            for (int c = 0; c < COLS; ++c) acc[c][r] += dot8(first[c], a, b);
-        }
-#pragma unroll 2
-        for (int i = i0 + stride; i < k; i += stride) {
-            uint4 raw[COLS];
-#pragma unroll
-            for (int c = 0; c < COLS; ++c) raw[c] = ld_stream16(wr[c] + i);
-#pragma unroll
-            for (int r = 0; r < MG; ++r) {
-                const float4 a = ((const float4*)(xs + r * k + i))[0];
-                const float4 b = ((const float4*)(xs + r * k + i))[1];
-#pragma unroll
-                for (int c = 0; c < COLS; ++c) acc[c][r] += dot8(raw[c], a, b);
-            }
-        }
-    }
-#pragma unroll
-    for (int c = 0; c < COLS; ++c)
-#pragma unroll
-        for (int r = 0; r < MG; ++r) acc[c][r] = warp_sum(acc[c][r]);
-    if (ks > 1) {
-        // the group's K slices meet in shared memory, in slice order (a fixed summation order)
-#pragma unroll
-        for (int c = 0; c < COLS; ++c)
-#pragma unroll
-            for (int r = 0; r < MG; ++r)
-                if (lane == ((c * MG + r) & 31)) red[(warp * COLS + c) * MG + r] = acc[c][r];
-        __syncthreads();
-        if (slice != 0) return;
-#pragma unroll
-        for (int c = 0; c < COLS; ++c)
-#pragma unroll
-            for (int r = 0; r < MG; ++r) {
-                float t = 0.f;
-                for (int q = 0; q < ks; ++q) t += red[((warp + q) * COLS + c) * MG + r];
-                acc[c][r] = t;
-            }
-    }
-    if (!live) return;
     const int pos = step ? step_int(step[0]) : -1;
+    auto tile_work = [&](int tile) {
+        if (WALK && tile != (int)blockIdx.x) {
+            col0 = col_of(tile);
+            live = col0 < n;
+            rows_of(col0);
+        }
+        float acc[COLS][MG];
 #pragma unroll
-    for (int c = 0; c < COLS; ++c) {
+        for (int c = 0; c < COLS; ++c)
 #pragma unroll
-        for (int r = 0; r < MG; ++r) {
-            const int col = col0 + c, row = m0 + r;
-            // spread the stores over the lanes (every lane holds every sum)
-            if (lane != ((c * MG + r) & 31) || col >= n || r >= rows) continue;
-            float v = bias ? acc[c][r] + bias[col] : acc[c][r];
-            if (act == 1) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
-            if (resid) v += resid[(long long)row * n + col];
-            y[(long long)row * n + col] = v;
-            if (kc && pos >= 0 && pos < T && col >= kv_c) {
-                float* cache = col < 2 * kv_c ? kc : vc;
-                const int cc = col < 2 * kv_c ? col - kv_c : col - 2 * kv_c;
-                cache[((long long)row * T + pos) * kv_c + cc] = v;
+            for (int r = 0; r < MG; ++r) acc[c][r] = 0.f;
+        if (BATCH && live && i0 < k) {
+            // the same products in the same order as below, NB chunks of loads at a time
+            for (int base = 0; base < k; base += NB * stride) {
+                if (base != 0 || tile != (int)blockIdx.x) load_batch(base);
+#pragma unroll
+                for (int b = 0; b < NB; ++b) {
+                    const int i = i0 + base + b * stride;
+                    if (i >= k) break;
+#pragma unroll
+                    for (int r = 0; r < MG; ++r) {
+                        const float4 a = ((const float4*)(xs + r * k + i))[0];
+                        const float4 bb = ((const float4*)(xs + r * k + i))[1];
+#pragma unroll
+                        for (int c = 0; c < COLS; ++c) acc[c][r] += dot8(first[c][b], a, bb);
+                    }
+                }
+            }
+        } else if (live && i0 < k) {
+            if (WALK && tile != (int)blockIdx.x) load_batch(0);
+#pragma unroll
+            for (int r = 0; r < MG; ++r) {
+                const float4 a = ((const float4*)(xs + r * k + i0))[0];
+                const float4 b = ((const float4*)(xs + r * k + i0))[1];
+#pragma unroll
+                for (int c = 0; c < COLS; ++c) acc[c][r] += dot8(first[c][0], a, b);
+            }
+#pragma unroll 2
+            for (int i = i0 + stride; i < k; i += stride) {
+                uint4 raw[COLS];
+#pragma unroll
+                for (int c = 0; c < COLS; ++c) raw[c] = ld_stream16(wr[c] + i);
+#pragma unroll
+                for (int r = 0; r < MG; ++r) {
+                    const float4 a = ((const float4*)(xs + r * k + i))[0];
+                    const float4 b = ((const float4*)(xs + r * k + i))[1];
+#pragma unroll
+                    for (int c = 0; c < COLS; ++c) acc[c][r] += dot8(raw[c], a, b);
+                }
             }
         }
-    }
+#pragma unroll
+        for (int c = 0; c < COLS; ++c)
+#pragma unroll
+            for (int r = 0; r < MG; ++r) acc[c][r] = warp_sum(acc[c][r]);
+        if (ks > 1) {
+            // the group's K slices meet in shared memory, in slice order (a fixed summation
+            // order); the barrier ahead keeps the previous tile's sums until they were read
+            if (WALK && tile != (int)blockIdx.x) __syncthreads();
+#pragma unroll
+            for (int c = 0; c < COLS; ++c)
+#pragma unroll
+                for (int r = 0; r < MG; ++r)
+                    if (lane == ((c * MG + r) & 31)) red[(warp * COLS + c) * MG + r] = acc[c][r];
+            __syncthreads();
+            if (slice != 0) return;
+#pragma unroll
+            for (int c = 0; c < COLS; ++c)
+#pragma unroll
+                for (int r = 0; r < MG; ++r) {
+                    float t = 0.f;
+                    for (int q = 0; q < ks; ++q) t += red[((warp + q) * COLS + c) * MG + r];
+                    acc[c][r] = t;
+                }
+        }
+        if (!live) return;
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) {
+#pragma unroll
+            for (int r = 0; r < MG; ++r) {
+                const int col = col0 + c, row = m0 + r;
+                // spread the stores over the lanes (every lane holds every sum)
+                if (lane != ((c * MG + r) & 31) || col >= n || r >= rows) continue;
+                float v = bias ? acc[c][r] + bias[col] : acc[c][r];
+                if (act == 1) v = 0.5f * v * (1.f + erff(v * 0.70710678118654752f));
+                if (resid) v += resid[(long long)row * n + col];
+                y[(long long)row * n + col] = v;
+                if (kc && pos >= 0 && pos < T && col >= kv_c) {
+                    float* cache = col < 2 * kv_c ? kc : vc;
+                    const int cc = col < 2 * kv_c ? col - kv_c : col - 2 * kv_c;
+                    cache[((long long)row * T + pos) * kv_c + cc] = v;
+                }
+            }
+        }
+    };
+    if (WALK)
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) tile_work(tile);
+    else
+        tile_work(blockIdx.x);
 }
 
 #define STEP_GEMV(NAME, MG, COLS)                                                                                    \
     extern "C" __global__ void NAME(float* y, const float* x, const h16* w, const float* bias, const float* resid,   \
                                     const float* gamma, const float* beta, float eps, int m, int n, int k, int act,  \
                                     float* kc, float* vc, const float* step, int kv_c, int T, int ks, int pf) {     \
-        step_gemv_k<MG, COLS>(y, x, w, bias, resid, gamma, beta, eps, m, n, k, act, kc, vc, step, kv_c, T, ks, pf);      \
+        step_gemv_k<MG, COLS, COLS == 4>(y, x, w, bias, resid, gamma, beta, eps, m, n, k, act, kc, vc, step, kv_c, T, ks, pf); \
     }
 // 4 features per warp, no K split: wide N (the logits)
 STEP_GEMV(step_gemv_1, 1, 4)

@@ -223,7 +223,7 @@ impl CudaBackend {
         self.arch == "compute_90" && !p.causal && forced() == 0 && wg_switch()
     }
 
-    fn sm_count(&self) -> usize {
+    pub(crate) fn sm_count(&self) -> usize {
         *SMS.get_or_init(|| {
             use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as A;
             // unknown: assume the H200's 132 (only the split choice depends on it)

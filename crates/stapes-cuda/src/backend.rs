@@ -551,6 +551,37 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Blocks of kernel `name` resident on one SM at `threads` a block and `smem` bytes of
+    /// dynamic shared memory (the driver's occupancy answer, kept per shape; 1 where it has
+    /// none), for grids sized to one wave.
+    pub(crate) fn resident_blocks(
+        &self,
+        name: &'static str,
+        threads: u32,
+        smem: u32,
+    ) -> Result<usize> {
+        type Key = (&'static str, u32, u32);
+        static SEEN: Mutex<Vec<(Key, usize)>> = Mutex::new(Vec::new());
+        let key = (name, threads, smem);
+        let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(&(_, n)) = seen.iter().find(|(k, _)| *k == key) {
+            return Ok(n);
+        }
+        self.bind()?;
+        let f = self.kernels.get(name)?;
+        // SAFETY: `f` is a loaded function of this context
+        let n = unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(
+                f.cu_function(),
+                threads as i32,
+                smem as usize,
+            )
+        }
+        .map_or(1, |n| n.max(1) as usize);
+        seen.push((key, n));
+        Ok(n)
+    }
+
     fn no_capture(&self, op: &'static str) -> Result<()> {
         if self.capturing.load(Ordering::Relaxed) {
             return Err(self.decline(op, "host transfer inside a graph capture".into()));

@@ -233,8 +233,10 @@ fn launch_step_attention(
     Ok(out)
 }
 
-/// Keys per block of the split cross-attention.
+/// Keys per block of the split cross-attention (step.cu's SPLIT_KEYS).
 const SPLIT_CHUNK: usize = 64;
+/// Threads of the split attention's combine (step.cu: attn_combine_f32).
+const COMBINE_THREADS: usize = 256;
 
 /// [`stapes_core::Backend::attention_decode`]: `q (B, Tq, H·Dh)` with Tq ≤ 16 over
 /// `k, v (B, T, H·Dh)`, not causal, head size a multiple of 4 up to 128, split over the keys.
@@ -282,16 +284,16 @@ pub(crate) fn attention_split(
         return Ok(Some(out));
     }
     let n_split = kv_len.div_ceil(SPLIT_CHUNK);
-    // the combine kernel stages one weight per split in shared memory, beside its 16 static
-    // bytes, within the 48 KiB a block gets without opting in
-    const COMBINE_SMEM_MAX: usize = 48 * 1024 - 16;
-    let combine_smem = n_split * 4;
+    // the combine kernel stages one weight per split and its 256 partial sums in shared memory,
+    // beside its static 128 bytes, within the 48 KiB a block gets without opting in
+    const COMBINE_SMEM_MAX: usize = 48 * 1024 - 128;
+    let combine_smem = (n_split + COMBINE_THREADS) * 4;
     if combine_smem > COMBINE_SMEM_MAX {
         return Err(Error::shape(
             OP,
             format!(
                 "{kv_len} keys: the split step attention takes at most {}",
-                COMBINE_SMEM_MAX / 4 * SPLIT_CHUNK
+                (COMBINE_SMEM_MAX / 4 - COMBINE_THREADS) * SPLIT_CHUNK
             ),
         ));
     }
@@ -299,30 +301,27 @@ pub(crate) fn attention_split(
         .pool
         .alloc(rows * h * n_split * (d + 2) * 4)
         .map_err(Error::from)?;
-    let threads = 128usize;
-    let smem = ((1 + threads / 32) * d + SPLIT_CHUNK) * 4;
     let (pp, qp, kp, vp) = (b.p(&part), b.p(&q.buf), b.p(&k.buf), b.p(&v.buf));
-    let (tqi, tki, hi, di, kvi, ci, scale) = (
+    let (tqi, tki, hi, di, kvi, scale) = (
         tq as i32,
         tk as i32,
         h as i32,
         d as i32,
         kv_len as i32,
-        SPLIT_CHUNK as i32,
         p.scale,
     );
     b.launch(
         kernel,
         (n_split as u32, h as u32, rows as u32),
-        (threads as u32, 1, 1),
-        smem as u32,
-        args![pp, qp, kp, vp, tqi, tki, hi, di, kvi, ci, scale],
+        (128, 1, 1),
+        0,
+        args![pp, qp, kp, vp, tqi, tki, hi, di, kvi, scale],
     )?;
     let (o, nsi) = (b.p(&out.buf), n_split as i32);
     b.launch(
         "attn_combine_f32",
         (h as u32, rows as u32, 1),
-        (d.div_ceil(32) as u32 * 32, 1, 1),
+        (COMBINE_THREADS as u32, 1, 1),
         combine_smem as u32,
         args![o, pp, hi, di, nsi],
     )?;
@@ -406,6 +405,13 @@ fn gemv_form(n: usize, k: usize) -> (bool, usize, usize) {
 /// the kernel's static buffers (the reduction's 8 warps × 4 features × 8 rows of f32, the
 /// norm's mean and rstd for 8 rows).
 const GEMV_SMEM: usize = 48 * 1024 - 1024 - 64;
+
+/// The wide form's grid is one wave of resident blocks walking the tiles, unless
+/// `STAPES_CUDA_GEMV_WAVE=0` (a block per tile; A/B timing).
+fn wave_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_GEMV_WAVE").map_or(true, |v| v.trim() != "0"))
+}
 
 /// `STAPES_CUDA_STEP_GEMV=0` sends `norm_linear` / `qkv_step` to their composed defaults (A/B
 /// timing, and a way around the kernel should it misbehave).
@@ -532,13 +538,24 @@ pub(crate) fn norm_linear(
         (_, false) => "step_gemv_8_c1",
     };
     let per_block = GEMV_WARPS / ks * cols;
+    let (tiles, grid_y) = (n.div_ceil(per_block), m.div_ceil(mg));
+    let smem = (mg * k * 4) as u32;
+    // the wide form walks its tiles with one wave of resident blocks, each taking the same
+    // number of tiles (the kernel's tile loop); the others launch a block per tile
+    let grid_x = if wide && wave_on() {
+        let threads = (GEMV_WARPS * 32) as u32;
+        let wave = (b.sm_count() * b.resident_blocks(name, threads, smem)? / grid_y).max(1);
+        tiles.div_ceil(tiles.div_ceil(wave))
+    } else {
+        tiles
+    };
     let ksi = ks as i32;
     let pf = i32::from(l2_prefetch_on());
     b.launch(
         name,
-        (n.div_ceil(per_block) as u32, m.div_ceil(mg) as u32, 1),
+        (grid_x as u32, grid_y as u32, 1),
         ((GEMV_WARPS * 32) as u32, 1, 1),
-        (mg * k * 4) as u32,
+        smem,
         args![y, xp, wp, bp, rp, gp, bt, eps, mi, ni, ki, act, kc, vc, sp, kv_c, t, ksi, pf],
     )?;
     Ok(Some(out))

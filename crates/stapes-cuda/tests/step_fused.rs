@@ -26,8 +26,10 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 /// blocks' feature counts; the wide form (N ≥ 16384, 4 features per warp) and the split-K form
 /// with 1, 2, 4 and 8 warps per feature (1280 × 1280 splits 4 ways, 5120 × 40 8 ways); tiny's
 /// fc2 at 5 rows (8 rows of K 1536 would fill the 48 KB of shared memory exactly, beside the
-/// kernel's own reduction buffer: the launch must pick fewer rows per block).
-const SHAPES: [(usize, usize, usize); 11] = [
+/// kernel's own reduction buffer: the launch must pick fewer rows per block); the logits of
+/// turbo (1 row) and tiny (5 beams), whose wide grids are one wave of blocks walking several
+/// tiles each.
+const SHAPES: [(usize, usize, usize); 13] = [
     (5, 1536, 384),
     (2, 512, 16411),
     (1, 1280, 1280),
@@ -39,6 +41,8 @@ const SHAPES: [(usize, usize, usize); 11] = [
     (32, 256, 100),
     (9, 8, 7),
     (1, 1280, 5191),
+    (1, 1280, 51866),
+    (5, 384, 51865),
 ];
 
 /// The parts of a fusion, as switches.
