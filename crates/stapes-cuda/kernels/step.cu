@@ -81,7 +81,7 @@ __device__ __forceinline__ void attn_split_k(float* __restrict__ part, const flo
     constexpr int NP = SPLIT_WARP_KEYS / KP;        // passes per round
     constexpr int NR = NP > 8 ? NP / 8 : 1;          // rounds: at most 8 passes of loads in flight
     constexpr int RP = NP / NR;                      // passes per round
-    __shared__ float wo[4][128];
+    __shared__ __align__(16) float wo[4][128];  // float4 stores
     __shared__ float wm[4], wl[4];
     const int s = blockIdx.x, h = blockIdx.y, r = blockIdx.z;
     const int n_split = gridDim.x;

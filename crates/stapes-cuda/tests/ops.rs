@@ -782,8 +782,8 @@ fn prepared_inputs_follow_in_place_writes() {
 
 /// The decoder's split cross-attention (`attention_decode`: key chunks per block, then a
 /// combine) against the reference, at the shapes the decoders give it and awkward ones: a
-/// masked tail (`kv_len`), one key, head sizes that leave lanes of a key group idle (20) and
-/// use every lane (128), beams and batches. The kernel is f32 throughout (only its summation
+/// masked tail (`kv_len`), one key, head sizes that leave lanes of a key group idle (4, 20) and
+/// use every lane (128), beams, batches and many (row, head) pairs. The kernel is f32 throughout (only its summation
 /// order differs from the reference), so it is held to the CPU's f32 attention bar, not the
 /// tensor-core one: a dropped or doubled key chunk moves the output far past it.
 #[test]
@@ -801,6 +801,7 @@ fn attention_decode_matches_reference() {
         (1, 1, 65, 2, 20, None),
         (1, 16, 200, 1, 128, Some(129)),
         (1, 1, 8, 2, 64, Some(1)),
+        (64, 16, 100, 17, 4, None),
     ];
     for (i, &(b, tq, tk, h, d, kv)) in cases.iter().enumerate() {
         let q = rnd(&[b, tq, h * d], 300 + i as u64, 1.0);
