@@ -64,8 +64,6 @@ static SPLIT_ENV: std::sync::Once = std::sync::Once::new();
 const SPLIT_AUTO: u8 = 0;
 /// More splits than this only add combine traffic: 4 already fills 2 waves at tiny's shape.
 const MAX_SPLIT: usize = 8;
-/// Streaming multiprocessors of the device, read once (the backend drives one device).
-static SMS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
 
 fn split_code(v: &str) -> Option<u8> {
     match v {
@@ -221,16 +219,6 @@ impl CudaBackend {
     /// diagonal; decoder prompts keep flash64).
     fn wg_applies(&self, p: &AttnParams) -> bool {
         self.arch == "compute_90" && !p.causal && forced() == 0 && wg_switch()
-    }
-
-    pub(crate) fn sm_count(&self) -> usize {
-        *SMS.get_or_init(|| {
-            use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as A;
-            // unknown: assume the H200's 132 (only the split choice depends on it)
-            self.context()
-                .attribute(A)
-                .map_or(132, |n| n.max(1) as usize)
-        })
     }
 
     /// How many ways to split the keys (1: the unsplit kernel). Only the default kernel has a

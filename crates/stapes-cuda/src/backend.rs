@@ -551,6 +551,18 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Streaming multiprocessors of the device, read once (the backend drives one device; 132,
+    /// the H200's, where the query fails: only grid shapes depend on it).
+    pub(crate) fn sm_count(&self) -> usize {
+        static SMS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *SMS.get_or_init(|| {
+            use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as A;
+            self.context()
+                .attribute(A)
+                .map_or(132, |n| n.max(1) as usize)
+        })
+    }
+
     /// Blocks of kernel `name` resident on one SM at `threads` a block and `smem` bytes of
     /// dynamic shared memory (the driver's occupancy answer, kept per shape; 1 where it has
     /// none), for grids sized to one wave.

@@ -113,7 +113,7 @@ impl CudaBackend {
         // plain: 64 queries of one (b, h) per block; split-keys: 16
         let split = match rel_attn_split_mode() {
             1 => true,
-            2 => t.div_ceil(64) * p.heads < self.sms(),
+            2 => t.div_ceil(64) * p.heads < self.sm_count(),
             _ => false,
         };
         let kernel = match (dh, split) {
@@ -399,17 +399,6 @@ impl CudaBackend {
             args![y, xp, kp, wp, bp, bi, ti, fi, ci, t2i, f2i, ki, si, pi, relu, dt],
         )?;
         Ok(out)
-    }
-}
-
-impl CudaBackend {
-    /// Streaming multiprocessors of the device (132 on the H200, assumed if the query fails).
-    fn sms(&self) -> usize {
-        static SMS: OnceLock<usize> = OnceLock::new();
-        *SMS.get_or_init(|| {
-            use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT as A;
-            self.context().attribute(A).map_or(132, |n| n.max(1) as usize)
-        })
     }
 }
 
