@@ -46,9 +46,126 @@ extern "C" __global__ void write_rows_step_f32(float* __restrict__ dst, const fl
     }
 }
 
-// One query row per sequence, q (B, 1, H*D), over the first pos+1 rows of the caches
-// k, v (B, Tk, H*D); grid (1, H, B), 128 threads: attn_rows_k (common.cuh) itself on Tq = 1 with
-// kv_len = pos+1, so a step graph reproduces the eager decoder step bit for bit.
+// One query row per (sequence, head), q at Q + b q_stride + h D, over keys 0 .. kv_len of k, v
+// (B, Tk, H*D): a decoder step's self-attention. Grid (1, H, B), 128 threads. The step graph's
+// kernels and Backend::attention of one query row (the host-parameter step) run this same code,
+// so the two agree bit for bit. A key's D values are read by a group of L lanes (4 each), every
+// K and V load of 8 passes of a warp issued before the first score is reduced, an online
+// softmax per lane group, the 4 warps merged in shared memory: one pass over the keys and one
+// barrier (H200, stop 16: the row kernel's score / max / sum / V phases, eight barriers and
+// three dependent rounds of global loads, took 6.3 us a turbo layer at ~20 keys). D % 4 == 0,
+// D <= 128 (attn_one_ok).
+__device__ __forceinline__ bool attn_one_ok(int D) { return D % 4 == 0 && D <= 128; }
+
+template <int L>
+__device__ __forceinline__ void attn_one_k(float* __restrict__ O, const float* __restrict__ Q, long long q_stride,
+                                           const float* __restrict__ K, const float* __restrict__ V, int Tk, int H,
+                                           int D, int kv_len, float scale) {
+    constexpr int KP = 32 / L;  // keys a warp covers per pass
+    constexpr int BP = 4 * KP;  // keys the block covers per pass
+    constexpr int RP = 8;       // passes of loads in flight
+    __shared__ __align__(16) float wo[4][128];  // float4 stores
+    __shared__ float wm[4], wl[4];
+    const int h = blockIdx.y, b = blockIdx.z;
+    const long long ld = (long long)H * D;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane / L, li = lane % L;
+    const bool dim_ok = 4 * li < D;
+    const float4 qv = dim_ok ? ld4(Q + b * q_stride + h * D, li) : make_float4(0.f, 0.f, 0.f, 0.f);
+    const float* kb = K + (long long)b * Tk * ld + h * D;
+    const float* vb = V + (long long)b * Tk * ld + h * D;
+    const int kw = warp * KP + g;  // this lane's first key
+    float m = F_NEG_INF, l = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int base = 0; base < kv_len; base += RP * BP) {
+        float4 kk[RP], vv[RP];
+#pragma unroll
+        for (int p = 0; p < RP; ++p) {
+            const int j = base + p * BP + kw;
+            const bool ok = dim_ok && j < kv_len;
+            kk[p] = ok ? ld4(kb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
+            vv[p] = ok ? ld4(vb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+        float sc[RP];
+        float mr = F_NEG_INF;
+#pragma unroll
+        for (int p = 0; p < RP; ++p) {
+            float acc = (kk[p].x * qv.x + kk[p].y * qv.y) + (kk[p].z * qv.z + kk[p].w * qv.w);
+#pragma unroll
+            for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+            sc[p] = base + p * BP + kw < kv_len ? acc * scale : F_NEG_INF;
+            mr = fmaxf(mr, sc[p]);
+        }
+#pragma unroll
+        for (int off = L; off < 32; off <<= 1) mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, off));
+        const float mn = fmaxf(m, mr);
+        const float mb = mn == F_NEG_INF ? 0.f : mn;
+        const float al = m == F_NEG_INF ? 0.f : expf(m - mb);
+        l *= al;
+        o.x *= al;
+        o.y *= al;
+        o.z *= al;
+        o.w *= al;
+#pragma unroll
+        for (int p = 0; p < RP; ++p) {
+            const float e = sc[p] == F_NEG_INF ? 0.f : expf(sc[p] - mb);
+            l += e;
+            o.x = fmaf(e, vv[p].x, o.x);
+            o.y = fmaf(e, vv[p].y, o.y);
+            o.z = fmaf(e, vv[p].z, o.z);
+            o.w = fmaf(e, vv[p].w, o.w);
+        }
+        m = mn;
+    }
+    // the warp's key groups share m: their sums add as they are
+#pragma unroll
+    for (int off = L; off < 32; off <<= 1) {
+        l += __shfl_xor_sync(0xffffffffu, l, off);
+        o.x += __shfl_xor_sync(0xffffffffu, o.x, off);
+        o.y += __shfl_xor_sync(0xffffffffu, o.y, off);
+        o.z += __shfl_xor_sync(0xffffffffu, o.z, off);
+        o.w += __shfl_xor_sync(0xffffffffu, o.w, off);
+    }
+    if (g == 0 && dim_ok) *(float4*)&wo[warp][4 * li] = o;
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
+    }
+    __syncthreads();
+    float M = F_NEG_INF;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, wm[w]);
+    const float mb = M == F_NEG_INF ? 0.f : M;
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+        if (wm[w] != F_NEG_INF) sum = fmaf(expf(wm[w] - mb), wl[w], sum);
+    float* out = O + (long long)b * ld + h * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float acc = 0.f;
+#pragma unroll
+        for (int w = 0; w < 4; ++w)
+            if (wm[w] != F_NEG_INF) acc = fmaf(expf(wm[w] - mb), wo[w][d], acc);
+        out[d] = sum > 0.f ? acc / sum : 0.f;
+    }
+}
+__device__ __forceinline__ void attn_one_d(float* O, const float* Q, long long q_stride, const float* K, const float* V,
+                                           int Tk, int H, int D, int kv_len, float scale) {
+    if (D <= 32) attn_one_k<8>(O, Q, q_stride, K, V, Tk, H, D, kv_len, scale);
+    else if (D <= 64) attn_one_k<16>(O, Q, q_stride, K, V, Tk, H, D, kv_len, scale);
+    else attn_one_k<32>(O, Q, q_stride, K, V, Tk, H, D, kv_len, scale);
+}
+// Backend::attention of one query row, q (B, 1, H*D), f32 in and out (attn_one_ok(D)).
+extern "C" __global__ void __launch_bounds__(128) attn_one_f32(float* __restrict__ O, const float* __restrict__ Q,
+                                                               const float* __restrict__ K, const float* __restrict__ V,
+                                                               int Tk, int H, int D, int kv_len, float scale) {
+    PDL_ENTER();
+    attn_one_d(O, Q, (long long)H * D, K, V, Tk, H, D, kv_len, scale);
+}
+
+// One query row per sequence, q (B, 1, H*D), over the first pos+1 rows of the caches k, v
+// (B, Tk, H*D); grid (1, H, B), 128 threads: attn_one_d where it applies, else attn_rows_k
+// (common.cuh) on Tq = 1 with kv_len = pos+1, each what Backend::attention runs for the row.
 extern "C" __global__ void attn_step_f32(float* __restrict__ O, const float* __restrict__ Q,
                                          const float* __restrict__ K, const float* __restrict__ V,
                                          const float* __restrict__ step, int Tk, int H, int D,
@@ -56,7 +173,8 @@ extern "C" __global__ void attn_step_f32(float* __restrict__ O, const float* __r
     PDL_ENTER();
     const int pos = step_int(step[0]);
     const int kv_len = (pos < 0 || pos >= Tk) ? 0 : pos + 1;
-    attn_rows_k<float, float>(O, nullptr, Q, K, V, 1, Tk, H, D, kv_len, scale, 0);
+    if (attn_one_ok(D)) attn_one_d(O, Q, (long long)H * D, K, V, Tk, H, D, kv_len, scale);
+    else attn_rows_k<float, float>(O, nullptr, Q, K, V, 1, Tk, H, D, kv_len, scale, 0);
 }
 
 // Decoder cross-attention: a few query rows over a long K/V (1500 encoder frames). One block
@@ -473,16 +591,20 @@ STEP_GEMV(step_gemv_2_c1, 2, 1)
 STEP_GEMV(step_gemv_4_c1, 4, 1)
 STEP_GEMV(step_gemv_8_c1, 8, 1)
 
-// Decoder self-attention of one step reading q in place from the packed qkv (B, 1, 3 H D):
-// attn_rows_k indexes q as (b, 0) rows of stride H D, so the base moves by 2 H D per sequence
-// (b 3HD = b HD + b 2HD). K/V rows of the step are already in the caches (step_gemv's epilogue).
-// Grid (1, H, B), 128 threads: the same reduction as attn_step_f32 and the eager row kernel.
+// Decoder self-attention of one step reading q in place from the packed qkv (B, 1, 3 H D)
+// (q rows of stride 3 H D; attn_rows_k indexes q as (b, 0) rows of stride H D, so its base
+// moves by 2 H D per sequence). K/V rows of the step are already in the caches (step_gemv's
+// epilogue). Grid (1, H, B), 128 threads: the same code as attn_step_f32.
 extern "C" __global__ void attn_step_packed_f32(float* __restrict__ O, const float* __restrict__ QKV,
                                                 const float* __restrict__ K, const float* __restrict__ V,
                                                 const float* __restrict__ step, int Tk, int H, int D, float scale) {
     PDL_ENTER();
     const int pos = step_int(step[0]);
     const int kv_len = (pos < 0 || pos >= Tk) ? 0 : pos + 1;
-    const float* q = QKV + (long long)blockIdx.z * 2 * H * D;
-    attn_rows_k<float, float>(O, nullptr, q, K, V, 1, Tk, H, D, kv_len, scale, 0);
+    if (attn_one_ok(D)) {
+        attn_one_d(O, QKV, 3LL * H * D, K, V, Tk, H, D, kv_len, scale);
+    } else {
+        const float* q = QKV + (long long)blockIdx.z * 2 * H * D;
+        attn_rows_k<float, float>(O, nullptr, q, K, V, 1, Tk, H, D, kv_len, scale, 0);
+    }
 }

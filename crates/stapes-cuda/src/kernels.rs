@@ -163,6 +163,7 @@ pub const FILES: &[KernelFile] = &[
         entries: &[
             "embed_step_f32",
             "write_rows_step_f32",
+            "attn_one_f32",
             "attn_step_f32",
             "attn_split_f32",
             "attn_split_kv16",

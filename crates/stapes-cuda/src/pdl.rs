@@ -50,6 +50,7 @@ pub const PDL_SAFE: &[&str] = &[
     "affine",
     "argmax",
     "attn_combine_f32",
+    "attn_one_f32",
     "attn_rows",
     "attn_split_f32",
     "attn_split_kv16",

@@ -12,8 +12,9 @@ use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, Error, LinearFu
 
 use crate::backend::{CudaBackend, CudaTensor, CudaWeight, WeightData};
 
-/// Key rows the attention kernel takes: it runs 128 threads per block, as the eager row kernel
-/// does below 512 keys, which is what makes the two bit-identical.
+/// Key rows the attention kernel takes: below 512 keys `Backend::attention` of one row runs the
+/// same code (`attn_one_f32`, or the row kernel at 128 threads a block), which is what makes the
+/// two bit-identical.
 const MAX_KEYS: usize = 511;
 
 macro_rules! args {
@@ -175,6 +176,14 @@ struct StepQuery<'a> {
     name: &'static str,
     t: &'a CudaTensor,
     kernel: &'static str,
+}
+
+/// Whether [`Backend::attention`] of one query row of head size `d` over `kv_len` keys runs
+/// `attn_one_f32`: the code the step kernels run for every cache they take (≤ [`MAX_KEYS`]
+/// rows) where step.cu's `attn_one_ok(d)` holds, so a step graph and the host-parameter step
+/// agree bit for bit. Longer rows keep the row kernel's 512 threads a block.
+pub(crate) fn one_row_attention_fits(d: usize, kv_len: usize) -> bool {
+    d.is_multiple_of(4) && d <= 128 && kv_len <= MAX_KEYS
 }
 
 /// The checks and launch both step-attention forms share once their shapes are known: one block

@@ -780,6 +780,58 @@ fn prepared_inputs_follow_in_place_writes() {
     }
 }
 
+/// `attention` of one query row per sequence (a decoder step's self-attention with its
+/// parameters on the host; the step kernels run the same `attn_one_*` code) against the CPU
+/// reference: key counts from one to the step caches' 511 (eight key passes per round and
+/// more), head sizes that idle lanes (4, 20, 100) or use them all (32, 64, 128), batches of
+/// beams, causal (which one row ignores) and a masked tail. f32 throughout, so the CPU's f32
+/// attention bar holds it.
+#[test]
+fn attention_one_row_matches_reference() {
+    let (g, _serial) = require_gpu!("attention_one_row_matches_reference");
+    let r = ReferenceBackend::new();
+    let tol = common::tol_for(Op::Attention, Lane::F32, "cpu");
+    // (B, Tk, H, Dh, kv_len, causal)
+    let cases = [
+        (1, 448, 20, 64, Some(1), true),
+        (1, 448, 20, 64, Some(23), true),
+        (5, 448, 6, 64, Some(64), true),
+        (5, 448, 6, 64, Some(65), true),
+        (2, 511, 8, 64, Some(511), true),
+        (3, 40, 3, 32, None, false),
+        (1, 300, 2, 128, Some(257), false),
+        (2, 50, 5, 20, Some(33), true),
+        (4, 17, 7, 4, None, true),
+        (1, 90, 2, 100, Some(90), false),
+    ];
+    for (i, &(b, tk, h, d, kv, causal)) in cases.iter().enumerate() {
+        let q = rnd(&[b, 1, h * d], 400 + i as u64, 1.0);
+        let k = rnd(&[b, tk, h * d], 410 + i as u64, 1.0);
+        let v = rnd(&[b, tk, h * d], 420 + i as u64, 1.0);
+        let p = AttnParams {
+            n_heads: h,
+            scale: 1.0 / (d as f32).sqrt(),
+            kv_len: kv,
+            causal,
+        };
+        let (got, want) = both!(g, &r, |be| {
+            let (qt, kt, vt) = (
+                be.upload(&q).unwrap(),
+                be.upload(&k).unwrap(),
+                be.upload(&v).unwrap(),
+            );
+            be.download(&be.attention(&qt, &kt, &vt, &p).unwrap())
+                .unwrap()
+        });
+        common::check_with(
+            &format!("attention one row {:?}", cases[i]),
+            tol,
+            &got,
+            &want,
+        );
+    }
+}
+
 /// The decoder's split cross-attention (`attention_decode`: key chunks per block, then a
 /// combine) against the reference, at the shapes the decoders give it and awkward ones: a
 /// masked tail (`kv_len`), one key, head sizes that leave lanes of a key group idle (4, 20) and
