@@ -261,6 +261,10 @@ pub struct CudaBackend {
     /// the H200 has no plan for an f16 output with an f32 bias; `STAPES_CUDA_BIAS16=0` turns it off).
     bias16_on: AtomicBool,
     bias16: Mutex<BiasCache>,
+    /// Functions of this backend's modules (by `CUfunction` address) whose dynamic
+    /// shared-memory limit was raised, with the limit (`allow_dyn_smem`). Kept per backend: a
+    /// module loaded by a later backend may reuse a dropped one's function addresses.
+    pub(crate) smem_raised: Mutex<Vec<(usize, usize)>>,
     arch: &'static str,
     name: String,
 }
@@ -373,6 +377,7 @@ impl CudaBackend {
                     .unwrap_or(true),
             ),
             bias16: Mutex::new(BiasCache::new()),
+            smem_raised: Mutex::new(Vec::new()),
             arch,
             name,
         })

@@ -2,8 +2,6 @@
 //! their operands and the opt-in to more than 48 KiB of dynamic shared memory. A child module of
 //! `backend`, like `i8gemm`.
 
-use std::sync::Mutex;
-
 use cudarc::driver::sys::{
     cuTensorMapEncodeTiled, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill as F,
     CUtensorMapInterleave as I, CUtensorMapL2promotion as L, CUtensorMapSwizzle as S,
@@ -55,27 +53,25 @@ pub(crate) fn tiled_map(
     }
 }
 
-/// Functions (by `CUfunction` address) whose dynamic shared-memory limit was raised.
-static SMEM_RAISED: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-
 impl CudaBackend {
     /// Lets kernel `name` launch with `bytes` of dynamic shared memory: above 48 KiB a kernel
-    /// must opt in, once per function.
+    /// must opt in, once per function of this backend (and again for a larger size).
     pub(crate) fn allow_dyn_smem(&self, name: &'static str, bytes: usize) -> Result<()> {
         if bytes <= 48 * 1024 {
             return Ok(());
         }
         let f = self.kernels.get(name)?;
         let key = f.cu_function() as usize;
-        let mut raised = SMEM_RAISED.lock().unwrap_or_else(|p| p.into_inner());
-        if !raised.contains(&key) {
+        let mut raised = self.smem_raised.lock().unwrap_or_else(|p| p.into_inner());
+        if !raised.iter().any(|&(k, b)| k == key && b >= bytes) {
             self.bind()?;
             f.set_attribute(
                 cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 bytes as i32,
             )
             .map_err(|e| crate::CudaError::driver("cuFuncSetAttribute", e))?;
-            raised.push(key);
+            raised.retain(|&(k, _)| k != key);
+            raised.push((key, bytes));
         }
         Ok(())
     }
