@@ -386,8 +386,8 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
                                             const float* __restrict__ bias, const float* __restrict__ resid,
                                             const float* __restrict__ gamma, const float* __restrict__ beta, float eps,
                                             int m, int n, int k, int act, float* __restrict__ kc, float* __restrict__ vc,
-                                            const float* __restrict__ step, int kv_c, int T, int ks, int pf) {
-    extern __shared__ __align__(16) float xs[];  // (MG, k)
+                                            const float* __restrict__ step, int kv_c, int T, int ks, int pf, int gsm) {
+    extern __shared__ __align__(16) float xs[];  // (MG, k), then with gsm gamma and beta (2, k)
     __shared__ float red[SG_WARPS * COLS * MG];
     const int m0 = blockIdx.y * MG;
     const int rows = min(MG, m - m0);
@@ -436,42 +436,90 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
         }
     }
     PDL_ENTER();
-    const int k4 = k >> 2;
-    for (int e = threadIdx.x; e < MG * k4; e += blockDim.x) {
-        const int r = e / k4;
-        ((float4*)xs)[e] = r < rows ? ((const float4*)(x + (long long)(m0 + r) * k))[e - r * k4] : make_float4(0.f, 0.f, 0.f, 0.f);
+    // x rows into shared memory: thread t takes float4 columns t, t + 256, .. of every row, so
+    // with a norm it meets the same columns (and gamma, beta) in each row. With gsm, gamma and
+    // beta come into shared memory behind the rows by cp.async, issued first, so they arrive
+    // while x loads and the statistics reduce; else the norm reads them from global memory.
+    // The statistics are block reductions over every row at once (H200, stop 17: one warp a
+    // row, with gamma and beta loaded only after the statistics, kept a norm-carrying layer
+    // GEMV ~3 us behind the others)
+    const int k4 = k >> 2, tid = threadIdx.x, nt = blockDim.x;
+    float4* xs4 = (float4*)xs;
+    float4* gs4 = xs4 + MG * k4;  // (k) gamma, then (k) beta, with gsm
+    if (gamma && gsm) {
+        for (int c4 = tid; c4 < k4; c4 += nt) {
+            tc_cp_async16(gs4 + c4, (const float4*)gamma + c4, 16);
+            if (beta) tc_cp_async16(gs4 + k4 + c4, (const float4*)beta + c4, 16);
+        }
+        tc_cp_commit();
+    }
+    float part[MG];
+#pragma unroll
+    for (int r = 0; r < MG; ++r) {
+        part[r] = 0.f;
+        const float4* xr = (const float4*)(x + (long long)(m0 + r) * k);
+#pragma unroll 1
+        for (int c4 = tid; c4 < k4; c4 += nt) {
+            const float4 v = r < rows ? xr[c4] : make_float4(0.f, 0.f, 0.f, 0.f);
+            xs4[r * k4 + c4] = v;
+            part[r] += (v.x + v.y) + (v.z + v.w);
+        }
+    }
+    if (gamma) {
+        // every row's sum over the block at once (two buffers: the second reduction needs no
+        // barrier for the first's readers); rows past `rows` are zeros and stay zeros
+        __shared__ float lnred[2][SG_WARPS][MG];
+        auto block_sums = [&](int buf) {
+#pragma unroll
+            for (int r = 0; r < MG; ++r) {
+                const float v = warp_sum(part[r]);
+                if (lane == 0) lnred[buf][warp][r] = v;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int r = 0; r < MG; ++r) {
+                float t = 0.f;
+#pragma unroll
+                for (int q = 0; q < SG_WARPS; ++q) t += lnred[buf][q][r];
+                part[r] = t;
+            }
+        };
+        block_sums(0);
+        float mean[MG];
+#pragma unroll
+        for (int r = 0; r < MG; ++r) {
+            mean[r] = part[r] / (float)k;
+            part[r] = 0.f;
+#pragma unroll 1
+            for (int c4 = tid; c4 < k4; c4 += nt) {
+                const float4 v = xs4[r * k4 + c4];  // this thread's own store
+                const float a = v.x - mean[r], b = v.y - mean[r], c = v.z - mean[r], d = v.w - mean[r];
+                part[r] += (a * a + b * b) + (c * c + d * d);
+            }
+        }
+        block_sums(1);
+        if (gsm) tc_cp_wait<0>();
+#pragma unroll
+        for (int r = 0; r < MG; ++r) {
+            if (r >= rows) break;
+            const float rstd = rsqrtf(part[r] / (float)k + eps);
+#pragma unroll 1
+            for (int c4 = tid; c4 < k4; c4 += nt) {
+                // with gsm, this thread's own copies
+                const float4* gp = gsm ? gs4 : (const float4*)gamma;
+                const float4* bp = gsm ? gs4 + k4 : (const float4*)beta;
+                const float4 g = gp[c4];
+                const float4 bt = beta ? bp[c4] : make_float4(0.f, 0.f, 0.f, 0.f);
+                float4 v = xs4[r * k4 + c4];
+                v.x = (v.x - mean[r]) * rstd * g.x + bt.x;
+                v.y = (v.y - mean[r]) * rstd * g.y + bt.y;
+                v.z = (v.z - mean[r]) * rstd * g.z + bt.z;
+                v.w = (v.w - mean[r]) * rstd * g.w + bt.w;
+                xs4[r * k4 + c4] = v;
+            }
+        }
     }
     __syncthreads();
-    if (gamma) {
-        // one warp per row: two passes over shared memory (mean, then the centred variance);
-        // then every thread of the block applies them with gamma and beta, whose global loads
-        // a single warp's loop would otherwise wait for one after another (H200, stop 15: the
-        // turbo qkv step GEMV 16.8 us under ncu, 5.6 without the norm)
-        __shared__ float stats[MG][2];
-        for (int r = warp; r < rows; r += SG_WARPS) {
-            const float* xr = xs + r * k;
-            float s = 0.f;
-            for (int c = lane; c < k; c += 32) s += xr[c];
-            const float mean = warp_sum(s) / (float)k;
-            float v = 0.f;
-            for (int c = lane; c < k; c += 32) {
-                const float d = xr[c] - mean;
-                v += d * d;
-            }
-            const float rstd = rsqrtf(warp_sum(v) / (float)k + eps);
-            if (lane == 0) {
-                stats[r][0] = mean;
-                stats[r][1] = rstd;
-            }
-        }
-        __syncthreads();
-        for (int e = threadIdx.x; e < rows * k; e += blockDim.x) {
-            const int r = e / k, c = e - r * k;
-            const float t = (xs[e] - stats[r][0]) * stats[r][1] * gamma[c];
-            xs[e] = beta ? t + beta[c] : t;
-        }
-        __syncthreads();
-    }
     const int pos = step ? step_int(step[0]) : -1;
     auto tile_work = [&](int tile) {
         if (WALK && tile != (int)blockIdx.x) {
@@ -577,8 +625,10 @@ __device__ __forceinline__ void step_gemv_k(float* __restrict__ y, const float* 
 #define STEP_GEMV(NAME, MG, COLS)                                                                                    \
     extern "C" __global__ void NAME(float* y, const float* x, const h16* w, const float* bias, const float* resid,   \
                                     const float* gamma, const float* beta, float eps, int m, int n, int k, int act,  \
-                                    float* kc, float* vc, const float* step, int kv_c, int T, int ks, int pf) {     \
-        step_gemv_k<MG, COLS, COLS == 4>(y, x, w, bias, resid, gamma, beta, eps, m, n, k, act, kc, vc, step, kv_c, T, ks, pf); \
+                                    float* kc, float* vc, const float* step, int kv_c, int T, int ks, int pf,        \
+                                    int gsm) {                                                                       \
+        step_gemv_k<MG, COLS, COLS == 4>(y, x, w, bias, resid, gamma, beta, eps, m, n, k, act, kc, vc, step, kv_c, T, ks, pf, \
+                                         gsm);                                                                       \
     }
 // 4 features per warp, no K split: wide N (the logits)
 STEP_GEMV(step_gemv_1, 1, 4)

@@ -360,19 +360,26 @@ pub(crate) fn compact_copy(b: &CudaBackend, t: &CudaTensor) -> Result<CudaTensor
     b.as_dtype(t, crate::backend::Dtype::F16)
 }
 
-/// `STAPES_CUDA_PDL_PREFETCH=0`: the step GEMVs skip the L2 prefetch of their weight before
-/// the PDL wait (A/B timing; on by default).
+/// `STAPES_CUDA_PDL_PREFETCH=1`: the step GEMVs also pull the rest of their weight towards L2
+/// before the PDL wait (off by default: H200, stop 17, turbo decode 0.297-0.301 -> 0.279-0.282
+/// ms a token without it, and the GEMV shapes back to back faster too; kept for A/B timing).
 fn l2_prefetch_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("STAPES_CUDA_PDL_PREFETCH").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_PDL_PREFETCH").is_ok_and(|v| v.trim() == "1"))
 }
 
 /// Rows the fused step GEMV takes (batch × beams of a decoder step).
 const GEMV_MAX_ROWS: usize = 32;
 /// Warps per block of `step_gemv_*`.
 const GEMV_WARPS: usize = 8;
-/// From this many output features on, the step GEMV gives each warp 4 of them (the logits);
-/// below, one per group of warps that split K, so that small projections still fill the GPU.
+/// The step GEMV's forms: the wide one (4 features a warp, one wave of blocks walking the tiles,
+/// x staged and normed once a block, a whole batch of each weight row's loads in flight for 1-2
+/// rows) everywhere except for 1-2 rows without a norm below this many features, which take
+/// one feature per group of warps splitting K (more blocks: H200, stop 17, turbo's out and fc2
+/// projections 3.5 / 5.8 us back to back in that form vs 4.6 / 7.3 wide). The norm is what
+/// the split form pays for (every one of its many blocks norms x: qkv 9.4 vs 4.4 us, fc1 7.9
+/// vs 5.0), and so are beams (5 rows: qkv 35 vs 14 us, fc2 22 vs 12, whatever rows a block
+/// takes: fc2's K of 5120 leaves room for 2).
 const GEMV_WIDE_N: usize = 16384;
 /// Blocks the split-K form aims at (4 per SM of an H100/H200).
 const GEMV_TARGET_BLOCKS: usize = 528;
@@ -393,12 +400,12 @@ fn forced_form() -> u8 {
     )
 }
 
-fn gemv_form(n: usize, k: usize) -> (bool, usize, usize) {
+fn gemv_form(n: usize, k: usize, m: usize, norm: bool) -> (bool, usize, usize) {
     let forced = forced_form();
     if forced == 3 {
         return (false, 1, 1);
     }
-    if forced == 1 || (forced == 0 && n >= GEMV_WIDE_N) {
+    if forced == 1 || (forced == 0 && (n >= GEMV_WIDE_N || norm || m > 2)) {
         return (true, 4, 1);
     }
     let want = (GEMV_TARGET_BLOCKS * GEMV_WARPS)
@@ -410,10 +417,10 @@ fn gemv_form(n: usize, k: usize) -> (bool, usize, usize) {
     (false, 1, ks)
 }
 
-/// Shared memory the GEMV's x rows may use: 48 KB per block without opting into more, less
-/// the kernel's static buffers (the reduction's 8 warps × 4 features × 8 rows of f32, the
-/// norm's mean and rstd for 8 rows).
-const GEMV_SMEM: usize = 48 * 1024 - 1024 - 64;
+/// Shared memory the GEMV's x rows (and where they fit, a norm's gamma and beta) may use: 48 KB
+/// per block without opting into more, less the kernel's static buffers (the reduction's 8
+/// warps × 4 features × 8 rows of f32, the norm's two sums of 8 warps × 8 rows).
+const GEMV_SMEM: usize = 48 * 1024 - 1024 - 512;
 
 /// The wide form's grid is one wave of resident blocks walking the tiles, unless
 /// `STAPES_CUDA_GEMV_WAVE=0` (a block per tile; A/B timing).
@@ -535,7 +542,7 @@ pub(crate) fn norm_linear(
     let (y, xp, wp) = (b.p(&out.buf), b.p(&x.buf), b.p(wb));
     let (bp, rp, gp, bt) = (opt(f.bias), opt(f.residual), opt(gamma), opt(beta));
     let (mi, ni, ki) = (m as i32, n as i32, k as i32);
-    let (wide, cols, ks) = gemv_form(n, k);
+    let (wide, cols, ks) = gemv_form(n, k, m, gamma.is_some());
     let name = match (mg, wide) {
         (1, true) => "step_gemv_1",
         (2, true) => "step_gemv_2",
@@ -548,7 +555,9 @@ pub(crate) fn norm_linear(
     };
     let per_block = GEMV_WARPS / ks * cols;
     let (tiles, grid_y) = (n.div_ceil(per_block), m.div_ceil(mg));
-    let smem = (mg * k * 4) as u32;
+    // a norm's gamma and beta go to shared memory behind the rows where they fit (`gsm`)
+    let gsm = gamma.is_some() && (mg + 2) * k * 4 <= GEMV_SMEM;
+    let smem = ((mg + if gsm { 2 } else { 0 }) * k * 4) as u32;
     // the wide form walks its tiles with one wave of resident blocks, each taking the same
     // number of tiles (the kernel's tile loop); the others launch a block per tile
     let grid_x = if wide && wave_on() {
@@ -560,12 +569,13 @@ pub(crate) fn norm_linear(
     };
     let ksi = ks as i32;
     let pf = i32::from(l2_prefetch_on());
+    let gsm = i32::from(gsm);
     b.launch(
         name,
         (grid_x as u32, grid_y as u32, 1),
         ((GEMV_WARPS * 32) as u32, 1, 1),
         smem,
-        args![y, xp, wp, bp, rp, gp, bt, eps, mi, ni, ki, act, kc, vc, sp, kv_c, t, ksi, pf],
+        args![y, xp, wp, bp, rp, gp, bt, eps, mi, ni, ki, act, kc, vc, sp, kv_c, t, ksi, pf, gsm],
     )?;
     Ok(Some(out))
 }

@@ -22,14 +22,16 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 }
 
 /// (rows, K, N): one row (greedy), a few (beams), row counts past one block's group of x rows
-/// (17, 32), K past what one group holds in shared memory (5120: two rows per group), N off the
-/// blocks' feature counts; the wide form (N ≥ 16384, 4 features per warp) and the split-K form
-/// with 1, 2, 4 and 8 warps per feature (1280 × 1280 splits 4 ways, 5120 × 40 8 ways); tiny's
+/// (17, 32), K past what one group holds in shared memory (5120: two rows per group; at 5 rows
+/// three groups of the wide form's batched loads), N off the blocks' feature counts; the wide
+/// form (a norm, more than 2 rows or N ≥ 16384: 4 features per warp) and, without those parts,
+/// the split-K form with 1, 2, 4 and 8 warps per feature (1280 × 1280 splits 4 ways, 5120 × 40
+/// 8 ways); tiny's
 /// fc2 at 5 rows (8 rows of K 1536 would fill the 48 KB of shared memory exactly, beside the
 /// kernel's own reduction buffer: the launch must pick fewer rows per block); the logits of
 /// turbo (1 row) and tiny (5 beams), whose wide grids are one wave of blocks walking several
 /// tiles each.
-const SHAPES: [(usize, usize, usize); 13] = [
+const SHAPES: [(usize, usize, usize); 14] = [
     (5, 1536, 384),
     (2, 512, 16411),
     (1, 1280, 1280),
@@ -37,6 +39,7 @@ const SHAPES: [(usize, usize, usize); 13] = [
     (3, 384, 1152),
     (5, 1280, 3001),
     (2, 5120, 40),
+    (5, 5120, 640),
     (17, 96, 33),
     (32, 256, 100),
     (9, 8, 7),
