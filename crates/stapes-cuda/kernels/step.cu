@@ -46,15 +46,90 @@ extern "C" __global__ void write_rows_step_f32(float* __restrict__ dst, const fl
     }
 }
 
+// Attention of one query row over keys read by lane groups (attn_one_k, attn_split_k): a key's
+// D values are read by a group of L lanes, 4 values each (16 or 8 bytes a lane: one 128-byte
+// line per f16 key of 64), so a warp covers 32 / L keys a pass. A round of RP passes issues
+// every K and V load before the first score is reduced (a few microseconds of memory latency,
+// not of arithmetic), then updates the lane group's online softmax (m, l, o): keys j0 + p jstep
+// (p < RP), those at or past kend scoring -inf.
+template <class X, int L, int RP>
+__device__ __forceinline__ void attn_keys_round(const X* __restrict__ kb, const X* __restrict__ vb, long long ld,
+                                                int li, bool dim_ok, float4 qv, int j0, int jstep, int kend,
+                                                float scale, float& m, float& l, float4& o) {
+    float4 kk[RP], vv[RP];
+#pragma unroll
+    for (int p = 0; p < RP; ++p) {
+        const int j = j0 + p * jstep;
+        const bool ok = dim_ok && j < kend;
+        kk[p] = ok ? ld4(kb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
+        vv[p] = ok ? ld4(vb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    float sc[RP];
+    float mr = F_NEG_INF;
+#pragma unroll
+    for (int p = 0; p < RP; ++p) {
+        float acc = (kk[p].x * qv.x + kk[p].y * qv.y) + (kk[p].z * qv.z + kk[p].w * qv.w);
+#pragma unroll
+        for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+        sc[p] = j0 + p * jstep < kend ? acc * scale : F_NEG_INF;
+        mr = fmaxf(mr, sc[p]);
+    }
+#pragma unroll
+    for (int off = L; off < 32; off <<= 1) mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, off));
+    const float mn = fmaxf(m, mr);
+    const float base = mn == F_NEG_INF ? 0.f : mn;
+    const float al = m == F_NEG_INF ? 0.f : expf(m - base);
+    l *= al;
+    o.x *= al;
+    o.y *= al;
+    o.z *= al;
+    o.w *= al;
+#pragma unroll
+    for (int p = 0; p < RP; ++p) {
+        const float e = sc[p] == F_NEG_INF ? 0.f : expf(sc[p] - base);
+        l += e;
+        o.x = fmaf(e, vv[p].x, o.x);
+        o.y = fmaf(e, vv[p].y, o.y);
+        o.z = fmaf(e, vv[p].z, o.z);
+        o.w = fmaf(e, vv[p].w, o.w);
+    }
+    m = mn;
+}
+
+// The warp's key groups share m, so their (l, o) add as they are; group 0's lanes then leave
+// the warp's (m, l, o) in shared memory for the block's 4 warps, and after the barrier every
+// thread returns the block's maximum.
+template <int L>
+__device__ __forceinline__ float attn_warps_meet(float m, float l, float4 o, int g, int li, bool dim_ok,
+                                                 float (*wo)[128], float* wm, float* wl) {
+#pragma unroll
+    for (int off = L; off < 32; off <<= 1) {
+        l += __shfl_xor_sync(0xffffffffu, l, off);
+        o.x += __shfl_xor_sync(0xffffffffu, o.x, off);
+        o.y += __shfl_xor_sync(0xffffffffu, o.y, off);
+        o.z += __shfl_xor_sync(0xffffffffu, o.z, off);
+        o.w += __shfl_xor_sync(0xffffffffu, o.w, off);
+    }
+    const int warp = threadIdx.x >> 5;
+    if (g == 0 && dim_ok) *(float4*)&wo[warp][4 * li] = o;
+    if ((threadIdx.x & 31) == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
+    }
+    __syncthreads();
+    float M = F_NEG_INF;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) M = fmaxf(M, wm[w]);
+    return M;
+}
+
 // One query row per (sequence, head), q at Q + b q_stride + h D, over keys 0 .. kv_len of k, v
 // (B, Tk, H*D): a decoder step's self-attention. Grid (1, H, B), 128 threads. The step graph's
 // kernels and Backend::attention of one query row (the host-parameter step) run this same code,
-// so the two agree bit for bit. A key's D values are read by a group of L lanes (4 each), every
-// K and V load of 8 passes of a warp issued before the first score is reduced, an online
-// softmax per lane group, the 4 warps merged in shared memory: one pass over the keys and one
-// barrier (H200, stop 16: the row kernel's score / max / sum / V phases, eight barriers and
-// three dependent rounds of global loads, took 6.3 us a turbo layer at ~20 keys). D % 4 == 0,
-// D <= 128 (attn_one_ok).
+// so the two agree bit for bit. Rounds of 8 passes of lane-group loads (attn_keys_round), the
+// 4 warps merged in shared memory: one pass over the keys and one barrier (H200, stop 16: the
+// row kernel's score / max / sum / V phases, eight barriers and three dependent rounds of
+// global loads, took 6.3 us a turbo layer at ~20 keys). D % 4 == 0, D <= 128 (attn_one_ok).
 __device__ __forceinline__ bool attn_one_ok(int D) { return D % 4 == 0 && D <= 128; }
 
 template <int L>
@@ -77,64 +152,9 @@ __device__ __forceinline__ void attn_one_k(float* __restrict__ O, const float* _
     const int kw = warp * KP + g;  // this lane's first key
     float m = F_NEG_INF, l = 0.f;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int base = 0; base < kv_len; base += RP * BP) {
-        float4 kk[RP], vv[RP];
-#pragma unroll
-        for (int p = 0; p < RP; ++p) {
-            const int j = base + p * BP + kw;
-            const bool ok = dim_ok && j < kv_len;
-            kk[p] = ok ? ld4(kb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
-            vv[p] = ok ? ld4(vb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-        float sc[RP];
-        float mr = F_NEG_INF;
-#pragma unroll
-        for (int p = 0; p < RP; ++p) {
-            float acc = (kk[p].x * qv.x + kk[p].y * qv.y) + (kk[p].z * qv.z + kk[p].w * qv.w);
-#pragma unroll
-            for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-            sc[p] = base + p * BP + kw < kv_len ? acc * scale : F_NEG_INF;
-            mr = fmaxf(mr, sc[p]);
-        }
-#pragma unroll
-        for (int off = L; off < 32; off <<= 1) mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, off));
-        const float mn = fmaxf(m, mr);
-        const float mb = mn == F_NEG_INF ? 0.f : mn;
-        const float al = m == F_NEG_INF ? 0.f : expf(m - mb);
-        l *= al;
-        o.x *= al;
-        o.y *= al;
-        o.z *= al;
-        o.w *= al;
-#pragma unroll
-        for (int p = 0; p < RP; ++p) {
-            const float e = sc[p] == F_NEG_INF ? 0.f : expf(sc[p] - mb);
-            l += e;
-            o.x = fmaf(e, vv[p].x, o.x);
-            o.y = fmaf(e, vv[p].y, o.y);
-            o.z = fmaf(e, vv[p].z, o.z);
-            o.w = fmaf(e, vv[p].w, o.w);
-        }
-        m = mn;
-    }
-    // the warp's key groups share m: their sums add as they are
-#pragma unroll
-    for (int off = L; off < 32; off <<= 1) {
-        l += __shfl_xor_sync(0xffffffffu, l, off);
-        o.x += __shfl_xor_sync(0xffffffffu, o.x, off);
-        o.y += __shfl_xor_sync(0xffffffffu, o.y, off);
-        o.z += __shfl_xor_sync(0xffffffffu, o.z, off);
-        o.w += __shfl_xor_sync(0xffffffffu, o.w, off);
-    }
-    if (g == 0 && dim_ok) *(float4*)&wo[warp][4 * li] = o;
-    if (lane == 0) {
-        wm[warp] = m;
-        wl[warp] = l;
-    }
-    __syncthreads();
-    float M = F_NEG_INF;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, wm[w]);
+    for (int base = 0; base < kv_len; base += RP * BP)
+        attn_keys_round<float, L, RP>(kb, vb, ld, li, dim_ok, qv, base + kw, BP, kv_len, scale, m, l, o);
+    const float M = attn_warps_meet<L>(m, l, o, g, li, dim_ok, wo, wm, wl);
     const float mb = M == F_NEG_INF ? 0.f : M;
     float sum = 0.f;
 #pragma unroll
@@ -183,11 +203,8 @@ extern "C" __global__ void attn_step_f32(float* __restrict__ O, const float* __r
 // chunk's unnormalised output, max and sum to `part (B*Tq, H, n_split, D+2)`; attn_combine_f32
 // rescales and merges them. Not causal; D % 4 == 0 and D <= 128.
 //
-// A key's D values are read by a group of L lanes, 4 values each (16 or 8 bytes a lane: one
-// 128-byte line per f16 key of 64), so a warp covers 32 / L keys a pass and every K and V load
-// of its SPLIT_KEYS / 4 keys is issued before the first score is reduced: the step is a few
-// microseconds of memory latency, not of arithmetic (H200: one thread per key and a warp per V
-// row took 13.5 us a turbo layer).
+// Each warp takes SPLIT_KEYS / 4 keys by lane groups, all their loads in one round
+// (attn_keys_round; H200: one thread per key and a warp per V row took 13.5 us a turbo layer).
 #define SPLIT_KEYS 64
 #define SPLIT_WARP_KEYS (SPLIT_KEYS / 4)
 
@@ -216,64 +233,9 @@ __device__ __forceinline__ void attn_split_k(float* __restrict__ part, const flo
     float m = F_NEG_INF, l = 0.f;
     float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int rd = 0; rd < NR; ++rd) {
-        float4 kk[RP], vv[RP];
-#pragma unroll
-        for (int p = 0; p < RP; ++p) {
-            const int j = kw + (rd * RP + p) * KP;
-            const bool ok = dim_ok && j < kend;
-            kk[p] = ok ? ld4(kb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
-            vv[p] = ok ? ld4(vb + (long long)j * ld, li) : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-        float sc[RP];
-        float mr = F_NEG_INF;
-#pragma unroll
-        for (int p = 0; p < RP; ++p) {
-            float acc = (kk[p].x * qv.x + kk[p].y * qv.y) + (kk[p].z * qv.z + kk[p].w * qv.w);
-#pragma unroll
-            for (int off = L / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-            sc[p] = kw + (rd * RP + p) * KP < kend ? acc * scale : F_NEG_INF;
-            mr = fmaxf(mr, sc[p]);
-        }
-#pragma unroll
-        for (int off = L; off < 32; off <<= 1) mr = fmaxf(mr, __shfl_xor_sync(0xffffffffu, mr, off));
-        const float mn = fmaxf(m, mr);
-        const float base = mn == F_NEG_INF ? 0.f : mn;
-        const float al = m == F_NEG_INF ? 0.f : expf(m - base);
-        l *= al;
-        o.x *= al;
-        o.y *= al;
-        o.z *= al;
-        o.w *= al;
-#pragma unroll
-        for (int p = 0; p < RP; ++p) {
-            const float e = sc[p] == F_NEG_INF ? 0.f : expf(sc[p] - base);
-            l += e;
-            o.x = fmaf(e, vv[p].x, o.x);
-            o.y = fmaf(e, vv[p].y, o.y);
-            o.z = fmaf(e, vv[p].z, o.z);
-            o.w = fmaf(e, vv[p].w, o.w);
-        }
-        m = mn;
-    }
-    // the warp's key groups share m: their sums add as they are
-#pragma unroll
-    for (int off = L; off < 32; off <<= 1) {
-        l += __shfl_xor_sync(0xffffffffu, l, off);
-        o.x += __shfl_xor_sync(0xffffffffu, o.x, off);
-        o.y += __shfl_xor_sync(0xffffffffu, o.y, off);
-        o.z += __shfl_xor_sync(0xffffffffu, o.z, off);
-        o.w += __shfl_xor_sync(0xffffffffu, o.w, off);
-    }
-    if (g == 0 && dim_ok) *(float4*)&wo[warp][4 * li] = o;
-    if (lane == 0) {
-        wm[warp] = m;
-        wl[warp] = l;
-    }
-    __syncthreads();
-    float M = F_NEG_INF;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) M = fmaxf(M, wm[w]);
+    for (int rd = 0; rd < NR; ++rd)
+        attn_keys_round<X, L, RP>(kb, vb, ld, li, dim_ok, qv, kw + rd * RP * KP, KP, kend, scale, m, l, o);
+    const float M = attn_warps_meet<L>(m, l, o, g, li, dim_ok, wo, wm, wl);
     const float base = M == F_NEG_INF ? 0.f : M;
     float* out = part + (((long long)r * H + h) * n_split + s) * (D + 2);
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
