@@ -1191,24 +1191,21 @@ impl CudaBackend {
         let Some(v) = v else {
             return Err(Error::shape(op, "no v"));
         };
-        if tq == 1 && crate::step::one_row_attention_fits(d, kv_len) && self.out_dt() == Dtype::F32
-        {
-            let all_f32 = !(q.is_f16() || k.is_f16() || v.is_f16());
-            if all_f32 {
-                // a decoder step with its parameters on the host: the step graph's kernel code
-                let out = self.alloc_f32(&q.shape)?;
-                let (o, qp, kp, vp) = (out.buf.ptr, self.t(q), self.t(k), self.t(v));
-                if b * h > 0 {
-                    self.launch(
-                        "attn_one_f32",
-                        (1, h as u32, b as u32),
-                        (128, 1, 1),
-                        0,
-                        args![o, qp, kp, vp, tki, hi, di, kvi, scale],
-                    )?;
-                }
-                return Ok(out);
+        let all_f32 = !(q.is_f16() || k.is_f16() || v.is_f16()) && self.out_dt() == Dtype::F32;
+        if tq == 1 && all_f32 && crate::step::one_row_attention_fits(d, kv_len) {
+            // a decoder step with its parameters on the host: the step graph's kernel code
+            let out = self.alloc_f32(&q.shape)?;
+            let (o, qp, kp, vp) = (out.buf.ptr, self.t(q), self.t(k), self.t(v));
+            if b * h > 0 {
+                self.launch(
+                    "attn_one_f32",
+                    (1, h as u32, b as u32),
+                    (128, 1, 1),
+                    0,
+                    args![o, qp, kp, vp, tki, hi, di, kvi, scale],
+                )?;
             }
+            return Ok(out);
         }
         if let Some(out) = self.attention64(q, k, v, p)? {
             return Ok(out);

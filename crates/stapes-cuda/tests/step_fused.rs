@@ -26,11 +26,10 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 /// three groups of the wide form's batched loads), N off the blocks' feature counts; the wide
 /// form (a norm, more than 2 rows or N ≥ 16384: 4 features per warp) and, without those parts,
 /// the split-K form with 1, 2, 4 and 8 warps per feature (1280 × 1280 splits 4 ways, 5120 × 40
-/// 8 ways); tiny's
-/// fc2 at 5 rows (8 rows of K 1536 would fill the 48 KB of shared memory exactly, beside the
-/// kernel's own reduction buffer: the launch must pick fewer rows per block); the logits of
-/// turbo (1 row) and tiny (5 beams), whose wide grids are one wave of blocks walking several
-/// tiles each.
+/// 8 ways); tiny's fc2 at 5 rows (8 rows of K 1536 would fill the 48 KB of shared memory
+/// exactly, beside the kernel's own reduction buffer: the launch must pick fewer rows per
+/// block); the logits of turbo (1 row) and tiny (5 beams), whose wide grids are one wave of
+/// blocks walking several tiles each.
 const SHAPES: [(usize, usize, usize); 14] = [
     (5, 1536, 384),
     (2, 512, 16411),
