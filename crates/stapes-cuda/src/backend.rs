@@ -10,7 +10,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
-    HostTensor, Lane, Result,
+    HostTensor, Lane, Result, WeightData as CoreWeightData, WeightView,
 };
 
 use crate::gemm::{self, Lt, LtKind};
@@ -1369,6 +1369,153 @@ fn act_code(a: Activation) -> i32 {
     }
 }
 
+/// The values a weight is stored from: f32 (a widened checkpoint or a computed matrix) or the
+/// checkpoint's own f16 bytes, which the f16 lane uploads as they are.
+#[derive(Clone, Copy)]
+enum StoredRows<'a> {
+    F32(&'a [f32]),
+    /// little-endian f16 pairs, at any alignment (a memory map)
+    F16Le(&'a [u8]),
+}
+
+impl StoredRows<'_> {
+    fn values(&self) -> usize {
+        match self {
+            StoredRows::F32(v) => v.len(),
+            StoredRows::F16Le(b) => b.len() / 2,
+        }
+    }
+
+    /// Row `r` of `k` values widened into `out` (exact: f16 → f32 loses nothing).
+    fn row_f32<'s>(&'s self, r: usize, k: usize, out: &'s mut Vec<f32>) -> &'s [f32] {
+        match self {
+            StoredRows::F32(v) => &v[r * k..(r + 1) * k],
+            StoredRows::F16Le(b) => {
+                out.clear();
+                out.extend(
+                    b[r * k * 2..(r + 1) * k * 2]
+                        .chunks_exact(2)
+                        .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()),
+                );
+                out
+            }
+        }
+    }
+}
+
+impl CudaBackend {
+    /// [`Backend::weight`] and [`Backend::weight_from`]: `(n, k)` values into `lane`'s device
+    /// layout. An f16 checkpoint in the f16 lane is copied byte for byte, with no f32 copy of
+    /// the matrix between (the same halves as widening then rounding back: that round trip is
+    /// exact for every finite value, and the loader refuses non-finite weights).
+    fn store_weight(
+        &self,
+        n: usize,
+        k: usize,
+        lane: Lane,
+        rows: StoredRows<'_>,
+    ) -> Result<CudaWeight> {
+        self.no_capture("weight")?;
+        self.bind()?;
+        if n.checked_mul(k) != Some(rows.values())
+            || matches!(rows, StoredRows::F16Le(b) if b.len() % 2 != 0)
+        {
+            return Err(Error::shape(
+                "weight",
+                format!("({n}, {k}) does not match {} stored values", rows.values()),
+            ));
+        }
+        let _w = tracing::info_span!("cuda.weight", %lane, n, k).entered();
+        let convert = tracing::info_span!("cuda.weight.convert").entered();
+        let data = match lane {
+            Lane::F32 => {
+                return Err(Error::LaneUnavailable {
+                    lane,
+                    backend: "cuda",
+                })
+            }
+            Lane::F16 => {
+                let halves;
+                let bytes: &[u8] = match rows {
+                    StoredRows::F16Le(b) => b,
+                    StoredRows::F32(v) => {
+                        let mut h = vec![f16::ZERO; n * k];
+                        // the slice conversion uses F16C where the CPU has it (same rounding
+                        // as f16::from_f32, ~10x faster than value by value)
+                        par_rows::<f16, u8>(&mut h, &mut [], k, 0, |r, row, _| {
+                            row.convert_from_f32_slice(&v[r * k..(r + 1) * k]);
+                        });
+                        halves = h;
+                        bytemuck::cast_slice(&halves)
+                    }
+                };
+                drop(convert);
+                let _c = tracing::info_span!("cuda.weight.copy").entered();
+                let b = self.pool.alloc(n * k * 2)?;
+                if !bytes.is_empty() {
+                    // SAFETY: the block holds n·k halves = bytes.len() bytes.
+                    unsafe { result::memcpy_htod_async(b.ptr, bytes, self.stream.cu_stream()) }
+                        .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
+                }
+                WeightData::F16(b)
+            }
+            Lane::Q8 => {
+                let (n_pad, k_pad) = (round_up(n.max(1), 16), round_up(k.max(1), 16));
+                let mut w8 = vec![0i8; n_pad * k_pad];
+                let mut scales = vec![0f32; n_pad];
+                // rows past n stay zero padding
+                par_rows(
+                    &mut w8[..n * k_pad],
+                    &mut scales[..n],
+                    k_pad,
+                    1,
+                    |r, dst, scale| {
+                        let mut wide = Vec::new();
+                        // the lane's meaning first (32-blocks, f16 scales), then one scale per row
+                        let row =
+                            stapes_core::lane::round_trip(Lane::Q8, rows.row_f32(r, k, &mut wide));
+                        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+                        let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+                        for (d, v) in dst[..k].iter_mut().zip(&row) {
+                            *d = (v * inv).round().clamp(-127.0, 127.0) as i8;
+                        }
+                        scale[0] = amax / 127.0;
+                    },
+                );
+                drop(convert);
+                let _c = tracing::info_span!("cuda.weight.copy").entered();
+                let wb = self.pool.alloc(n_pad * k_pad)?;
+                let sb = self.pool.alloc(n_pad * 4)?;
+                // SAFETY: the blocks hold n_pad·k_pad bytes and n_pad f32.
+                unsafe {
+                    result::memcpy_htod_async(wb.ptr, &w8, self.stream.cu_stream())
+                        .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
+                    result::memcpy_htod_async(sb.ptr, &scales, self.stream.cu_stream())
+                        .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
+                }
+                WeightData::Q8 {
+                    w8: wb,
+                    scales: sb,
+                    n_pad,
+                    k_pad,
+                }
+            }
+        };
+        // the host vectors above (and a borrowed memory map) may go at return: make sure the
+        // copies are done
+        self.stream
+            .synchronize()
+            .map_err(|e| CudaError::driver("stream synchronize", e))?;
+        Ok(CudaWeight {
+            n,
+            k,
+            lane,
+            data,
+            f16_copy: Mutex::new(None),
+        })
+    }
+}
+
 impl Backend for CudaBackend {
     type Tensor = CudaTensor;
     type Weight = CudaWeight;
@@ -1411,8 +1558,6 @@ impl Backend for CudaBackend {
     }
 
     fn weight(&self, w: &HostTensor, lane: Lane) -> Result<CudaWeight> {
-        self.no_capture("weight")?;
-        self.bind()?;
         // (N, ..) flattens to (N, K): conv kernels arrive as (C_out, C_in, K)
         if w.rank() < 2 {
             return Err(Error::shape(
@@ -1421,84 +1566,15 @@ impl Backend for CudaBackend {
             ));
         }
         let (n, k) = (w.shape[0], w.shape[1..].iter().product::<usize>());
-        let _w = tracing::info_span!("cuda.weight", %lane, n, k).entered();
-        let convert = tracing::info_span!("cuda.weight.convert").entered();
-        let data = match lane {
-            Lane::F32 => {
-                return Err(Error::LaneUnavailable {
-                    lane,
-                    backend: "cuda",
-                })
-            }
-            Lane::F16 => {
-                let mut h = vec![f16::ZERO; n * k];
-                // the slice conversion uses F16C where the CPU has it (same rounding as
-                // f16::from_f32, ~10x faster than value by value)
-                par_rows::<f16, u8>(&mut h, &mut [], k, 0, |r, row, _| {
-                    row.convert_from_f32_slice(&w.data[r * k..(r + 1) * k]);
-                });
-                drop(convert);
-                let _c = tracing::info_span!("cuda.weight.copy").entered();
-                let b = self.pool.alloc(n * k * 2)?;
-                if !h.is_empty() {
-                    // SAFETY: the block holds n·k halves.
-                    unsafe { result::memcpy_htod_async(b.ptr, &h, self.stream.cu_stream()) }
-                        .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
-                }
-                WeightData::F16(b)
-            }
-            Lane::Q8 => {
-                let (n_pad, k_pad) = (round_up(n.max(1), 16), round_up(k.max(1), 16));
-                let mut w8 = vec![0i8; n_pad * k_pad];
-                let mut scales = vec![0f32; n_pad];
-                // rows past n stay zero padding
-                par_rows(
-                    &mut w8[..n * k_pad],
-                    &mut scales[..n],
-                    k_pad,
-                    1,
-                    |r, dst, scale| {
-                        // the lane's meaning first (32-blocks, f16 scales), then one scale per row
-                        let row =
-                            stapes_core::lane::round_trip(Lane::Q8, &w.data[r * k..(r + 1) * k]);
-                        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-                        let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
-                        for (d, v) in dst[..k].iter_mut().zip(&row) {
-                            *d = (v * inv).round().clamp(-127.0, 127.0) as i8;
-                        }
-                        scale[0] = amax / 127.0;
-                    },
-                );
-                drop(convert);
-                let _c = tracing::info_span!("cuda.weight.copy").entered();
-                let wb = self.pool.alloc(n_pad * k_pad)?;
-                let sb = self.pool.alloc(n_pad * 4)?;
-                // SAFETY: the blocks hold n_pad·k_pad bytes and n_pad f32.
-                unsafe {
-                    result::memcpy_htod_async(wb.ptr, &w8, self.stream.cu_stream())
-                        .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
-                    result::memcpy_htod_async(sb.ptr, &scales, self.stream.cu_stream())
-                        .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
-                }
-                WeightData::Q8 {
-                    w8: wb,
-                    scales: sb,
-                    n_pad,
-                    k_pad,
-                }
-            }
+        self.store_weight(n, k, lane, StoredRows::F32(&w.data))
+    }
+
+    fn weight_from(&self, w: &WeightView<'_>, lane: Lane) -> Result<CudaWeight> {
+        let rows = match w.data {
+            CoreWeightData::F32(v) => StoredRows::F32(v),
+            CoreWeightData::F16Le(b) => StoredRows::F16Le(b),
         };
-        // the host vectors above are dropped at return: make sure the copies are done
-        self.stream
-            .synchronize()
-            .map_err(|e| CudaError::driver("stream synchronize", e))?;
-        Ok(CudaWeight {
-            n,
-            k,
-            lane,
-            data,
-            f16_copy: Mutex::new(None),
-        })
+        self.store_weight(w.n, w.k, lane, rows)
     }
 
     fn weight_shape(&self, w: &CudaWeight) -> (usize, usize) {

@@ -8,7 +8,7 @@ use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::Op;
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, Error, HostTensor,
-    Lane,
+    Lane, WeightData, WeightView,
 };
 
 const LANES: [Lane; 2] = [Lane::F16, Lane::Q8];
@@ -77,6 +77,47 @@ fn linear_all_lanes() {
         "q8 GEMMs not counted"
     );
     assert!(after.ops > before.ops, "kernel launches not counted");
+}
+
+/// An f16 checkpoint's bytes stored by `weight_from` (the f16 lane copies them as they are)
+/// give the weight `weight` makes of the widened matrix: the same products bit for bit, in both
+/// lanes, from bytes at an odd address as a memory map may hold them.
+#[test]
+fn weight_from_f16_bytes_is_the_weight_of_the_widened_matrix() {
+    let (g, _serial) = require_gpu!("weight_from_f16_bytes_is_the_weight_of_the_widened_matrix");
+    // (rows, K, N): the GEMV and library paths, K and N off the tile sizes
+    let shapes = [(1, 64, 5), (7, 385, 96), (3, 33, 1), (130, 40, 257)];
+    for lane in LANES {
+        for (i, &(m, k, n)) in shapes.iter().enumerate() {
+            let w = rnd(&[n, k], 60 + i as u64, 1.0 / (k as f32).sqrt());
+            let mut halves: Vec<half::f16> =
+                w.data.iter().map(|&v| half::f16::from_f32(v)).collect();
+            // the ends of f16's range: the largest finite value and a subnormal
+            halves[0] = half::f16::MAX;
+            if let Some(last) = halves.last_mut() {
+                *last = half::f16::from_bits(0x8003);
+            }
+            let mut bytes = vec![0u8];
+            bytes.extend(halves.iter().flat_map(|h| h.to_le_bytes()));
+            let view = WeightView::new(n, k, WeightData::F16Le(&bytes[1..])).unwrap();
+            let x = g.upload(&rnd(&[1, m, k], 70 + i as u64, 1.0)).unwrap();
+            let run = |wt| g.download(&g.linear(&x, &wt, None).unwrap()).unwrap();
+            let direct = run(g.weight_from(&view, lane).unwrap());
+            let widened = run(g.weight(&view.to_host(), lane).unwrap());
+            let bits = |t: &HostTensor| t.data.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&direct), bits(&widened), "{lane} m{m} k{k} n{n}");
+        }
+    }
+    let short = WeightView {
+        n: 2,
+        k: 3,
+        data: WeightData::F16Le(&[0u8; 10]),
+        keep: None,
+    };
+    assert!(matches!(
+        g.weight_from(&short, Lane::F16),
+        Err(Error::Shape { .. })
+    ));
 }
 
 #[test]
