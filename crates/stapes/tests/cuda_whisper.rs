@@ -6,7 +6,9 @@ use stapes_core::{tensor::rel_l2, Backend, DeviceTensor, HostTensor, Lane};
 use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
 use stapes_models::whisper::config::WhisperConfig;
-use stapes_models::whisper::weights::{load_checkpoint, synthetic_checkpoint, WhisperCheckpoint};
+use stapes_models::whisper::weights::{
+    load_checkpoint, load_weights, synthetic_checkpoint, write_ct2, WeightType, WhisperCheckpoint,
+};
 use stapes_models::whisper::{Whisper, WhisperOptions};
 
 fn gpu(name: &str) -> bool {
@@ -81,6 +83,60 @@ fn batched_windows_equal_one_at_a_time() {
     for (got, single) in [(ea, encode(&m, &a)), (eb, encode(&m, &b))] {
         let d = rel_l2(got, &single);
         assert!(d < 1e-5, "batched vs single rel L2 {d}");
+    }
+}
+
+/// Encoder output and four decoder-step logits of `m` (greedy from SOT over a fixed encoding).
+fn encoder_and_steps<B: Backend>(m: &Whisper<B>, cfg: &WhisperConfig) -> Vec<Vec<f32>> {
+    let mut out = vec![encode(m, &mel(cfg, 31))];
+    let b = m.backend();
+    let enc = b
+        .upload(&HostTensor::random(
+            vec![1, cfg.n_audio_ctx, cfg.d_model],
+            33,
+            1.0,
+        ))
+        .expect("up");
+    let cross = m.cross_kv(&enc).expect("cross");
+    let mut st = m.decoder_state(&cross, 1).expect("state");
+    let sot = m.tokenizer.sot();
+    for s in 0..4u32 {
+        let id = if s == 0 { sot } else { 100 + 7 * s };
+        out.push(m.decode_step(&mut st, &[id]).expect("step").data);
+    }
+    out
+}
+
+/// `Whisper::from_weights` on a CTranslate2 f16 directory (how `stapes transcribe` loads one:
+/// the f16 lane uploads the file's halves as they are, q8 widens a row at a time) builds the
+/// model `Whisper::new` builds from the widened checkpoint: encoder output and decoder-step
+/// logits the same bit for bit, f16 and q8.
+#[test]
+fn stored_f16_weights_build_the_widened_model() {
+    if !gpu("stored_f16_weights_build_the_widened_model") {
+        return;
+    }
+    let cfg = WhisperConfig::published("whisper-tiny").expect("shape");
+    let dir = std::env::temp_dir().join(format!("stapes-cuda-stored-{}", std::process::id()));
+    let ck = synthetic_checkpoint(&cfg, 8).expect("synthetic");
+    write_ct2(&ck, &dir, WeightType::F16).expect("write_ct2");
+    let wide = load_checkpoint(&dir).expect("load_checkpoint");
+    let stored = load_weights(&dir).expect("load_weights");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(stored.format, "ctranslate2");
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for lane in [Lane::F16, Lane::Q8] {
+        let a = Whisper::new(CudaBackend::new(0).expect("cuda"), &wide, lane).expect("new");
+        let b = Whisper::from_weights(CudaBackend::new(0).expect("cuda"), &stored, lane)
+            .expect("from_weights");
+        let (want, got) = (encoder_and_steps(&a, &cfg), encoder_and_steps(&b, &cfg));
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert!(
+                bits(g) == bits(w),
+                "{lane}: output {i} (0 = encoder, then steps) differs (rel L2 {})",
+                rel_l2(g, w)
+            );
+        }
     }
 }
 
