@@ -8,6 +8,7 @@ use cudarc::cublas::CudaBlas;
 use cudarc::driver::{result, sys, CudaContext, CudaStream};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
+use stapes_core::lane::Q8_BLOCK;
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, Counters, DeviceTensor, Error,
     HostTensor, Lane, Result, WeightData as CoreWeightData, WeightView,
@@ -1403,6 +1404,113 @@ impl StoredRows<'_> {
     }
 }
 
+/// `y.round().clamp(-127.0, 127.0)` (ties away from zero; NaN gives 0) as a float, in operations
+/// the compiler vectorizes: the baseline x86-64 target has no rounding instruction, so
+/// `f32::round` is a libm call per value — most of the q8 weight re-layout's cost at load.
+/// Adding and subtracting 1.5·2²³ rounds |y| ≤ 128 to the nearest integer, ties to even; a tie
+/// that went down to the even integer is then moved up (|y| − that integer is exact).
+#[inline(always)]
+fn round_q8(y: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    let a = if y.is_nan() { 0.0 } else { y.abs().min(128.0) };
+    let e = (a + MAGIC) - MAGIC;
+    let r = if a - e >= 0.5 { e + 1.0 } else { e }.min(127.0);
+    if y < 0.0 {
+        -r
+    } else {
+        r
+    }
+}
+
+/// The int8 code of a [`round_q8`] result (an integer in ±127).
+#[inline(always)]
+fn code(r: f32) -> i8 {
+    debug_assert!(r.abs() <= 127.0);
+    // SAFETY: round_q8 returns an integer in [-127, 127], never NaN, so the conversion is in
+    // range (a plain truncating conversion the compiler vectorizes; `as` saturates value by value)
+    (unsafe { r.to_int_unchecked::<i32>() }) as i8
+}
+
+/// One 32-value block of the lane (`stapes_core::lane::quantize_row_q8`): codes into `q` (a
+/// short last block is zero-padded, as the lane pads it), returns (scale = amax/127, max |code|).
+#[inline(always)]
+fn q8_block(x: &[f32; Q8_BLOCK], q: &mut [f32; Q8_BLOCK]) -> (f32, f32) {
+    let mut acc = [0f32; 8];
+    for c in x.chunks_exact(8) {
+        for (m, v) in acc.iter_mut().zip(c) {
+            *m = m.max(v.abs());
+        }
+    }
+    // max is exact, so the order of the lanes' reduction cannot change it
+    let amax = acc.iter().fold(0f32, |m, &v| m.max(v));
+    let scale = amax / 127.0;
+    let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+    for (d, v) in q.iter_mut().zip(x) {
+        *d = round_q8(v * inv);
+    }
+    let mut qmax = [0f32; 8];
+    for c in q.chunks_exact(8) {
+        for (m, v) in qmax.iter_mut().zip(c) {
+            *m = m.max(v.abs());
+        }
+    }
+    (scale, qmax.iter().fold(0f32, |m, &v| m.max(v)))
+}
+
+/// One row of a q8 weight in this home's layout: the lane's values first (32-blocks, `scale =
+/// amax/127` stored as f16, round to nearest, ±127: `stapes_core::lane::round_trip`), then one
+/// scale per row over those values (returned; `dst` gets the int8 codes). The same bits as that
+/// composition (`q8_row_matches_the_lane_composition`), without its allocations and libm
+/// rounding: the block codes wait in a row buffer, their scales on the stack (or, past 8192
+/// values, in one vector).
+fn q8_row(row: &[f32], dst: &mut [i8]) -> f32 {
+    const STACK_BLOCKS: usize = 256;
+    let nb = row.len().div_ceil(Q8_BLOCK);
+    let mut stack = [0f32; STACK_BLOCKS];
+    let mut heap = Vec::new();
+    let scales: &mut [f32] = if nb <= STACK_BLOCKS {
+        &mut stack[..nb]
+    } else {
+        heap.resize(nb, 0f32);
+        &mut heap
+    };
+    let mut codes = vec![0f32; nb * Q8_BLOCK];
+    let mut amax_row = 0f32;
+    for ((x, q), s16) in row
+        .chunks(Q8_BLOCK)
+        .zip(codes.chunks_exact_mut(Q8_BLOCK))
+        .zip(scales.iter_mut())
+    {
+        let q: &mut [f32; Q8_BLOCK] = q.try_into().expect("a block of codes");
+        let (scale, qmax) = match <&[f32; Q8_BLOCK]>::try_from(x) {
+            Ok(x) => q8_block(x, q),
+            Err(_) => {
+                let mut xb = [0f32; Q8_BLOCK];
+                xb[..x.len()].copy_from_slice(x);
+                q8_block(&xb, q)
+            }
+        };
+        *s16 = f16::from_f32(scale).to_f32();
+        // |code·s| rounds monotonically in |code| (s ≥ 0): the block's largest value is qmax·s
+        amax_row = amax_row.max(qmax * *s16);
+    }
+    let inv = if amax_row > 0.0 {
+        127.0 / amax_row
+    } else {
+        0.0
+    };
+    for ((d, q), &s) in dst
+        .chunks_mut(Q8_BLOCK)
+        .zip(codes.chunks_exact(Q8_BLOCK))
+        .zip(scales.iter())
+    {
+        for (d, &c) in d.iter_mut().zip(q) {
+            *d = code(round_q8(c * s * inv));
+        }
+    }
+    amax_row / 127.0
+}
+
 impl CudaBackend {
     /// [`Backend::weight`] and [`Backend::weight_from`]: `(n, k)` values into `lane`'s device
     /// layout. An f16 checkpoint in the f16 lane is copied byte for byte, with no f32 copy of
@@ -1471,15 +1579,7 @@ impl CudaBackend {
                     1,
                     |r, dst, scale| {
                         let mut wide = Vec::new();
-                        // the lane's meaning first (32-blocks, f16 scales), then one scale per row
-                        let row =
-                            stapes_core::lane::round_trip(Lane::Q8, rows.row_f32(r, k, &mut wide));
-                        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-                        let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
-                        for (d, v) in dst[..k].iter_mut().zip(&row) {
-                            *d = (v * inv).round().clamp(-127.0, 127.0) as i8;
-                        }
-                        scale[0] = amax / 127.0;
+                        scale[0] = q8_row(rows.row_f32(r, k, &mut wide), &mut dst[..k]);
                     },
                 );
                 drop(convert);
@@ -2572,7 +2672,89 @@ impl CudaBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::par_rows;
+    use super::{code, par_rows, q8_row, round_q8};
+
+    /// What the q8 re-layout means: the lane's round trip, then one int8 scale per row.
+    fn q8_row_reference(row: &[f32]) -> (Vec<i8>, f32) {
+        let v = stapes_core::lane::round_trip(stapes_core::Lane::Q8, row);
+        let amax = v.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+        let q = v
+            .iter()
+            .map(|x| (x * inv).round().clamp(-127.0, 127.0) as i8)
+            .collect();
+        (q, amax / 127.0)
+    }
+
+    #[test]
+    fn round_q8_is_round_then_clamp() {
+        let mut ys: Vec<f32> = (-600..=600).map(|i| i as f32 * 0.25).collect();
+        for base in [0.5f32, 1.5, 2.5, 126.5, 127.5, 128.5] {
+            for y in [base, -base] {
+                ys.extend([
+                    y,
+                    f32::from_bits(y.to_bits() - 1),
+                    f32::from_bits(y.to_bits() + 1),
+                ]);
+            }
+        }
+        ys.extend([
+            0.0,
+            -0.0,
+            0.49999997,
+            -0.49999997,
+            1e-40,
+            3e9,
+            -3e9,
+            f32::MAX,
+            f32::MIN,
+        ]);
+        ys.extend(
+            (0..1u32 << 16).map(|i| f32::from_bits(i.wrapping_mul(0x9E37_79B9) & 0xC37F_FFFF)),
+        );
+        for y in ys {
+            let want = y.round().clamp(-127.0, 127.0);
+            let want = if want.is_nan() { 0.0 } else { want };
+            // the sign of a zero may differ; the codes and every later product's value do not
+            assert!(round_q8(y) == want, "{y:e}: {} vs {want}", round_q8(y));
+            assert_eq!(code(round_q8(y)), want as i8, "{y:e}");
+        }
+    }
+
+    #[test]
+    fn q8_row_matches_the_lane_composition() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        };
+        for &k in &[
+            1usize, 5, 31, 32, 33, 100, 385, 1280, 5120, 8192, 8200, 9000,
+        ] {
+            for &mag in &[1e-38f32, 1e-6, 0.02, 1.0, 3e4] {
+                let mut row: Vec<f32> = (0..k).map(|_| next() * mag).collect();
+                if k > 40 {
+                    row[3] = 0.0;
+                    row[k / 2] *= 50.0; // one large value sets the row scale
+                    row[32..40].iter_mut().for_each(|v| *v = 0.0);
+                }
+                let (want, want_scale) = q8_row_reference(&row);
+                let mut got = vec![0i8; k];
+                let scale = q8_row(&row, &mut got);
+                assert_eq!(got, want, "k {k} magnitude {mag:e}");
+                assert_eq!(
+                    scale.to_bits(),
+                    want_scale.to_bits(),
+                    "k {k} magnitude {mag:e}"
+                );
+            }
+        }
+        let mut zeros = vec![5i8; 64];
+        assert_eq!(q8_row(&[0.0; 64], &mut zeros), 0.0);
+        assert!(zeros.iter().all(|&q| q == 0));
+    }
 
     // The weight path's slice conversion (F16C where present) rounds exactly as f16::from_f32:
     // ties to even, subnormal halves, overflow to infinity, on a sweep of f32 bit patterns.
