@@ -154,17 +154,8 @@ impl<'a> WeightView<'a> {
         let data = match self.data {
             WeightData::F32(v) => v.to_vec(),
             WeightData::F16Le(b) => {
-                use half::slice::HalfFloatSliceExt;
-                // Through an aligned buffer: half's slice conversion uses F16C where present.
                 let mut out = vec![0f32; b.len() / 2];
-                let mut buf = [half::f16::ZERO; 1024];
-                for (src, dst) in b.chunks(2048).zip(out.chunks_mut(1024)) {
-                    let h = &mut buf[..dst.len()];
-                    for (v, c) in h.iter_mut().zip(src.chunks_exact(2)) {
-                        *v = half::f16::from_le_bytes([c[0], c[1]]);
-                    }
-                    h.convert_to_f32_slice(dst);
-                }
+                widen_f16le(b, &mut out);
                 out
             }
         };
@@ -172,6 +163,34 @@ impl<'a> WeightView<'a> {
             shape: vec![self.n, self.k],
             data,
         }
+    }
+
+    /// Row `r` (`k` values) widened to f32 (exact): f32 values as stored, f16 converted into
+    /// `buf`. Lets a home build a weight a row at a time, with no f32 copy of the matrix.
+    pub fn row<'s>(&'s self, r: usize, buf: &'s mut Vec<f32>) -> &'s [f32] {
+        let k = self.k;
+        match self.data {
+            WeightData::F32(v) => &v[r * k..(r + 1) * k],
+            WeightData::F16Le(b) => {
+                buf.resize(k, 0.0);
+                widen_f16le(&b[r * k * 2..(r + 1) * k * 2], buf);
+                buf
+            }
+        }
+    }
+}
+
+/// Little-endian f16 pairs (any alignment) into `dst`, through an aligned buffer: half's slice
+/// conversion uses F16C where present.
+fn widen_f16le(src: &[u8], dst: &mut [f32]) {
+    use half::slice::HalfFloatSliceExt;
+    let mut buf = [half::f16::ZERO; 1024];
+    for (src, dst) in src.chunks(2048).zip(dst.chunks_mut(1024)) {
+        let h = &mut buf[..dst.len()];
+        for (v, c) in h.iter_mut().zip(src.chunks_exact(2)) {
+            *v = half::f16::from_le_bytes([c[0], c[1]]);
+        }
+        h.convert_to_f32_slice(dst);
     }
 }
 
@@ -214,6 +233,19 @@ mod tests {
         assert_eq!(h.shape, vec![50, 50]);
         for (a, b) in h.data.iter().zip(&vals) {
             assert_eq!(a.to_bits(), b.to_f32().to_bits());
+        }
+        // a row at a time gives the same values, from f16 bytes and from f32
+        let wide = WeightView::new(50, 50, WeightData::F32(&h.data)).unwrap();
+        let mut buf = Vec::new();
+        for r in [0, 7, 49] {
+            let want: Vec<u32> = h.data[r * 50..(r + 1) * 50]
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            let got: Vec<u32> = w.row(r, &mut buf).iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "f16 row {r}");
+            let got: Vec<u32> = wide.row(r, &mut buf).iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "f32 row {r}");
         }
     }
 

@@ -1370,40 +1370,6 @@ fn act_code(a: Activation) -> i32 {
     }
 }
 
-/// The values a weight is stored from: f32 (a widened checkpoint or a computed matrix) or the
-/// checkpoint's own f16 bytes, which the f16 lane uploads as they are.
-#[derive(Clone, Copy)]
-enum StoredRows<'a> {
-    F32(&'a [f32]),
-    /// little-endian f16 pairs, at any alignment (a memory map)
-    F16Le(&'a [u8]),
-}
-
-impl StoredRows<'_> {
-    fn values(&self) -> usize {
-        match self {
-            StoredRows::F32(v) => v.len(),
-            StoredRows::F16Le(b) => b.len() / 2,
-        }
-    }
-
-    /// Row `r` of `k` values widened into `out` (exact: f16 → f32 loses nothing).
-    fn row_f32<'s>(&'s self, r: usize, k: usize, out: &'s mut Vec<f32>) -> &'s [f32] {
-        match self {
-            StoredRows::F32(v) => &v[r * k..(r + 1) * k],
-            StoredRows::F16Le(b) => {
-                out.clear();
-                out.extend(
-                    b[r * k * 2..(r + 1) * k * 2]
-                        .chunks_exact(2)
-                        .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()),
-                );
-                out
-            }
-        }
-    }
-}
-
 /// `y.round().clamp(-127.0, 127.0)` (ties away from zero; NaN gives 0) as a float, in operations
 /// the compiler vectorizes: the baseline x86-64 target has no rounding instruction, so
 /// `f32::round` is a libm call per value — most of the q8 weight re-layout's cost at load.
@@ -1460,20 +1426,11 @@ fn q8_block(x: &[f32; Q8_BLOCK], q: &mut [f32; Q8_BLOCK]) -> (f32, f32) {
 /// One row of a q8 weight in this home's layout: the lane's values first (32-blocks, `scale =
 /// amax/127` stored as f16, round to nearest, ±127: `stapes_core::lane::round_trip`), then one
 /// scale per row over those values (returned; `dst` gets the int8 codes). The same bits as that
-/// composition (`q8_row_matches_the_lane_composition`), without its allocations and libm
-/// rounding: the block codes wait in a row buffer, their scales on the stack (or, past 8192
-/// values, in one vector).
+/// composition (`q8_row_matches_the_lane_composition`), without its libm rounding: the block
+/// codes and scales wait in two row buffers between the block pass and the row pass.
 fn q8_row(row: &[f32], dst: &mut [i8]) -> f32 {
-    const STACK_BLOCKS: usize = 256;
     let nb = row.len().div_ceil(Q8_BLOCK);
-    let mut stack = [0f32; STACK_BLOCKS];
-    let mut heap = Vec::new();
-    let scales: &mut [f32] = if nb <= STACK_BLOCKS {
-        &mut stack[..nb]
-    } else {
-        heap.resize(nb, 0f32);
-        &mut heap
-    };
+    let mut scales = vec![0f32; nb];
     let mut codes = vec![0f32; nb * Q8_BLOCK];
     let mut amax_row = 0f32;
     for ((x, q), s16) in row
@@ -1516,23 +1473,12 @@ impl CudaBackend {
     /// layout. An f16 checkpoint in the f16 lane is copied byte for byte, with no f32 copy of
     /// the matrix between (the same halves as widening then rounding back: that round trip is
     /// exact for every finite value, and the loader refuses non-finite weights).
-    fn store_weight(
-        &self,
-        n: usize,
-        k: usize,
-        lane: Lane,
-        rows: StoredRows<'_>,
-    ) -> Result<CudaWeight> {
+    fn store_weight(&self, w: &WeightView<'_>, lane: Lane) -> Result<CudaWeight> {
         self.no_capture("weight")?;
         self.bind()?;
-        if n.checked_mul(k) != Some(rows.values())
-            || matches!(rows, StoredRows::F16Le(b) if b.len() % 2 != 0)
-        {
-            return Err(Error::shape(
-                "weight",
-                format!("({n}, {k}) does not match {} stored values", rows.values()),
-            ));
-        }
+        // the view's fields are public: hold them to WeightView::new's check again
+        let w = WeightView::new(w.n, w.k, w.data)?;
+        let (n, k) = (w.n, w.k);
         let _w = tracing::info_span!("cuda.weight", %lane, n, k).entered();
         let convert = tracing::info_span!("cuda.weight.convert").entered();
         let data = match lane {
@@ -1544,9 +1490,9 @@ impl CudaBackend {
             }
             Lane::F16 => {
                 let halves;
-                let bytes: &[u8] = match rows {
-                    StoredRows::F16Le(b) => b,
-                    StoredRows::F32(v) => {
+                let bytes: &[u8] = match w.data {
+                    CoreWeightData::F16Le(b) => b,
+                    CoreWeightData::F32(v) => {
                         let mut h = vec![f16::ZERO; n * k];
                         // the slice conversion uses F16C where the CPU has it (same rounding
                         // as f16::from_f32, ~10x faster than value by value)
@@ -1579,7 +1525,7 @@ impl CudaBackend {
                     1,
                     |r, dst, scale| {
                         let mut wide = Vec::new();
-                        scale[0] = q8_row(rows.row_f32(r, k, &mut wide), &mut dst[..k]);
+                        scale[0] = q8_row(w.row(r, &mut wide), &mut dst[..k]);
                     },
                 );
                 drop(convert);
@@ -1666,15 +1612,11 @@ impl Backend for CudaBackend {
             ));
         }
         let (n, k) = (w.shape[0], w.shape[1..].iter().product::<usize>());
-        self.store_weight(n, k, lane, StoredRows::F32(&w.data))
+        self.store_weight(&WeightView::new(n, k, CoreWeightData::F32(&w.data))?, lane)
     }
 
     fn weight_from(&self, w: &WeightView<'_>, lane: Lane) -> Result<CudaWeight> {
-        let rows = match w.data {
-            CoreWeightData::F32(v) => StoredRows::F32(v),
-            CoreWeightData::F16Le(b) => StoredRows::F16Le(b),
-        };
-        self.store_weight(w.n, w.k, lane, rows)
+        self.store_weight(w, lane)
     }
 
     fn weight_shape(&self, w: &CudaWeight) -> (usize, usize) {
