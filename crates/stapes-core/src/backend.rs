@@ -911,6 +911,19 @@ pub trait Backend: Send + Sync {
     fn compact_copy(&self, t: &Self::Tensor) -> Result<Self::Tensor> {
         self.reshape(t, t.shape())
     }
+
+    /// `compact_copy(linear(x, w, bias))`: a projection whose output goes straight to compact
+    /// storage (a window's cross-attention K/V). A device home may have the GEMM write that
+    /// storage itself, rounding once from its accumulators (+ the bias in that storage's type)
+    /// instead of after a full-precision output. The default composes the two.
+    fn linear_compact(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+    ) -> Result<Self::Tensor> {
+        self.compact_copy(&self.linear(x, w, bias)?)
+    }
 }
 
 /// The parameters of one decoder step, as the `(1, 1, 1 + B)` f32 tensor the `*_step` ops read:

@@ -2495,6 +2495,15 @@ impl Backend for CudaBackend {
         crate::step::compact_copy(self, t)
     }
 
+    fn linear_compact(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor> {
+        self.linear_compact_f16(x, w, bias)
+    }
+
     // transducer label loop with its state on the device: kernels in transducer.rs
     fn transducer_frames(&self, x: &CudaTensor, state: &CudaTensor) -> Result<CudaTensor> {
         self.transducer_frames_k(x, state, &|s| self.alloc_f32(s))

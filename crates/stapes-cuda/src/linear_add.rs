@@ -54,12 +54,28 @@ impl CudaBackend {
         bias: Option<&CudaTensor>,
         r: Option<&CudaTensor>,
     ) -> Result<CudaTensor> {
-        Ok(self.linear_epi(x, w, bias, r, false)?.0)
+        Ok(self.linear_epi(x, w, bias, r, false, self.out_dt())?.0)
     }
 
-    /// [`Self::linear_with`], asking for cuBLASLt's GELU (tanh form) in the GEMM's epilogue
-    /// when `gelu`; the flag says whether the output has it (only f16 tensor-core GEMMs without
-    /// a residual do; elsewhere the caller runs the activation).
+    /// [`Backend::linear_compact`]: with f16 compact storage on (`STAPES_CUDA_CROSS_F16`), the
+    /// GEMM writes f16 itself — the f16-output cuBLASLt kind the encoder chains use, so a
+    /// transcription loads one cuBLASLt kernel family fewer at start-up (~60 ms on the H200,
+    /// stop 19), and no conversion pass follows each projection.
+    pub(super) fn linear_compact_f16(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor> {
+        if !crate::step::cross_f16_on() {
+            return self.linear_with(x, w, bias, None);
+        }
+        Ok(self.linear_epi(x, w, bias, None, false, Dtype::F16)?.0)
+    }
+
+    /// [`Self::linear_with`] into an output of type `out_dt`, asking for cuBLASLt's GELU (tanh
+    /// form) in the GEMM's epilogue when `gelu`; the flag says whether the output has it (only
+    /// f16 tensor-core GEMMs without a residual do; elsewhere the caller runs the activation).
     fn linear_epi(
         &self,
         x: &CudaTensor,
@@ -67,6 +83,7 @@ impl CudaBackend {
         bias: Option<&CudaTensor>,
         r: Option<&CudaTensor>,
         gelu: bool,
+        out_dt: Dtype,
     ) -> Result<(CudaTensor, bool)> {
         let op = if r.is_some() { "linear_add" } else { "linear" };
         let k = *x.shape.last().unwrap_or(&0);
@@ -98,7 +115,7 @@ impl CudaBackend {
                 ));
             }
         }
-        let out = self.alloc(&shape, self.out_dt())?;
+        let out = self.alloc(&shape, out_dt)?;
         if m == 0 || w.n == 0 {
             // nothing to apply the activation to: done either way
             return Ok((out, gelu));
@@ -213,7 +230,7 @@ impl CudaBackend {
             Activation::Gelu => gelu_epilogue_on(),
             _ => false,
         };
-        let (y, done) = self.linear_epi(x, w, bias, None, gelu)?;
+        let (y, done) = self.linear_epi(x, w, bias, None, gelu, self.out_dt())?;
         if done {
             return Ok(y);
         }

@@ -339,7 +339,7 @@ pub(crate) fn attention_split(
 
 /// [`compact_copy`] keeps f16 copies (a window's cross K/V, read by `attn_split_kv16` at every
 /// step) unless `STAPES_CUDA_CROSS_F16=0`, which keeps the tensor itself.
-fn cross_f16_on() -> bool {
+pub(crate) fn cross_f16_on() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| {
         std::env::var("STAPES_CUDA_CROSS_F16").map_or(CROSS_F16_DEFAULT, |v| v.trim() != "0")

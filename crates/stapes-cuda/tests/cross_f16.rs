@@ -63,3 +63,49 @@ fn split_attention_over_f16_kv_equals_f32_over_rounded_values() {
         eprintln!("ok   {:?}", (b, tq, tk, h, d));
     }
 }
+
+/// `linear_compact` (the cross K/V projections) writes f16 from the GEMM itself: f16 storage, the
+/// values of `compact_copy(linear(..))` within the f16-output Linear rows (both round the same
+/// accumulators once to f16; the bias goes in as f16 there), both lanes, with and without a
+/// bias, from f32 and from f16 inputs.
+#[test]
+fn linear_compact_is_the_rounded_linear() {
+    std::env::set_var("STAPES_CUDA_CROSS_F16", "1");
+    let (g, _serial) = require_gpu!("linear_compact_is_the_rounded_linear");
+    let tol = common::tol_for(
+        stapes_core::tolerance::Op::Linear,
+        stapes_core::Lane::F16,
+        "cuda-f16act",
+    );
+    // (rows, K, N): tiny's and turbo's cross projections, a short window, odd sizes
+    for (i, &(m, k, n)) in [
+        (1500, 384, 384),
+        (1500, 1280, 1280),
+        (300, 512, 512),
+        (37, 96, 40),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let s = 100 + 10 * i as u64;
+        let x = HostTensor::random(vec![1, m, k], s, 1.0);
+        let wh = HostTensor::random(vec![n, k], s + 1, 1.0 / (k as f32).sqrt());
+        let bias = g
+            .upload(&HostTensor::random(vec![n], s + 2, 0.5))
+            .expect("bias");
+        for lane in [stapes_core::Lane::F16, stapes_core::Lane::Q8] {
+            let w = g.weight(&wh, lane).expect("weight");
+            let xd = g.upload(&x).expect("x");
+            for b in [None, Some(&bias)] {
+                let what = format!("m{m} k{k} n{n} {lane} bias {}", b.is_some());
+                let got = g.linear_compact(&xd, &w, b).expect("linear_compact");
+                assert!(got.is_f16(), "{what}: not in f16 storage");
+                let want = g
+                    .compact_copy(&g.linear(&xd, &w, b).expect("linear"))
+                    .expect("compact");
+                let (got, want) = (g.download(&got).unwrap(), g.download(&want).unwrap());
+                common::check_with(&what, tol, &got, &want);
+            }
+        }
+    }
+}

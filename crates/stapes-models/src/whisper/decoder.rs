@@ -497,8 +497,9 @@ impl<B: Backend> Decoder<B> {
         // in the home's compact storage (f16 where the home has it): every decoder step reads
         // all of them
         for layer in &self.layers {
-            kv.k.push(b.compact_copy(&layer.cross.k.forward(b, encoded)?)?); // (1, 1500, d)
-            kv.v.push(b.compact_copy(&layer.cross.v.forward(b, encoded)?)?);
+            let (k, v) = (&layer.cross.k, &layer.cross.v);
+            kv.k.push(b.linear_compact(encoded, &k.w, k.b.as_ref())?); // (1, 1500, d)
+            kv.v.push(b.linear_compact(encoded, &v.w, v.b.as_ref())?);
         }
         Ok(kv)
     }
