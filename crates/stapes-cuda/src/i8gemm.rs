@@ -13,15 +13,18 @@
 //! quantizes it as it reads it, i.e. from the values rounded to the output type (identical with
 //! f32 activations; with f16 activations the int8 codes can move by one step).
 //!
-//! On sm_90 the default form is `tma_n128s6`: wgmma fed by TMA (410-870 TOP/s at the encoder
-//! shapes on the H200, stop 14, against 300-400 for mma.sync), still below cuBLASLt's f16 but at
-//! K = 5120, which is why the q8 lane's GEMMs run on its f16 copy by default (q8_mix.rs).
+//! On sm_90 the default forms are `tma_n128s6` and `tma_p128s3x2` (by grid): wgmma fed by TMA
+//! (410-870 TOP/s at the encoder shapes on the H200, stop 14, against 300-400 for mma.sync;
+//! 576-687 with the second at the large grids, stop 20), still below cuBLASLt's f16 but at
+//! K = 5120 and 16 windows' fc1, which is why the q8 lane's GEMMs run on its f16 copy by default
+//! (q8_mix.rs).
 //!
 //! Switch: `STAPES_CUDA_I8GEMM=1` turns it on (off by default);
 //! `STAPES_CUDA_I8GEMM_TILE=bm64_k64s3|bm128_k64s3|bm64_k128s4|bm128_k128s3|bm128_k64s3_w64`
 //! (each also with `_se`: the epilogue staged through shared memory), `bm32_k64s4`,
-//! `bm128_n256_k64s3_se`, `bm128_n256_k128s3_se`, `tma_n128s6` or `tma_n256s4` forces a tile
-//! variant (default: `tma_n128s6` on sm_90, else by shape).
+//! `bm128_n256_k64s3_se`, `bm128_n256_k128s3_se`, `tma_n128s6`, `tma_n256s4` or `tma_p128s3x2`
+//! forces a tile variant (default by shape: [`variant_for_tma`] on sm_90, else
+//! [`variant_for_mma`]).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -42,7 +45,7 @@ static VARIANT: AtomicU8 = AtomicU8::new(255);
 /// 64); `_se`: the epilogue staged through shared memory for row-wide stores. All give the same
 /// bits (the int32 sums are exact and the epilogue is per element). `tma_*`: the warpgroup-MMA kernel fed by TMA (sm_90a; a producer warpgroup and 2 of 64
 /// rows, 384 threads), only where [`I8Gemm::wg`] holds.
-const VARIANTS: [(&str, usize, usize, usize, usize, u32); 15] = [
+const VARIANTS: [(&str, usize, usize, usize, usize, u32); 16] = [
     ("i8gemm_bm64_k64s3", 64, 128, 64, 3, 256),
     ("i8gemm_bm128_k64s3", 128, 128, 64, 3, 256),
     ("i8gemm_bm64_k128s4", 64, 128, 128, 4, 256),
@@ -58,6 +61,7 @@ const VARIANTS: [(&str, usize, usize, usize, usize, u32); 15] = [
     ("i8gemm_bm128_n256_k128s3_se", 128, 256, 128, 3, 256),
     ("i8gemm_tma_n128s6", 128, 128, 128, 6, 384),
     ("i8gemm_tma_n256s4", 128, 256, 128, 4, 384),
+    ("i8gemm_tma_p128s3x2", 128, 128, 128, 3, 288),
 ];
 
 /// The first `tma_*` entry of [`VARIANTS`].
@@ -133,9 +137,20 @@ impl I8Gemm {
 fn variant_for(cap: I8Gemm, m: usize, n: usize) -> usize {
     match forced_variant() {
         v if v as usize > FIRST_TMA && !cap.wg => variant_for_mma(m, n),
-        0 if cap.wg => FIRST_TMA,
+        0 if cap.wg => variant_for_tma(m, n),
         0 => variant_for_mma(m, n),
         v => (v as usize - 1).min(VARIANTS.len() - 1),
+    }
+}
+
+/// The TMA form by grid (H200, stop 20 call 1): two resident blocks of three stages
+/// (`tma_p128s3x2`) where the 128 x 128 tiles are more than one wave, else one block of six
+/// (`tma_n128s6`), whose deeper ring wins when every tile is resident at once.
+fn variant_for_tma(m: usize, n: usize) -> usize {
+    if m.div_ceil(128) * n.div_ceil(128) > 132 {
+        FIRST_TMA + 2
+    } else {
+        FIRST_TMA
     }
 }
 

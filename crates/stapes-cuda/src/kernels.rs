@@ -110,6 +110,7 @@ pub const FILES: &[KernelFile] = &[
             "i8gemm_bm128_n256_k128s3_se",
             "i8gemm_tma_n128s6",
             "i8gemm_tma_n256s4",
+            "i8gemm_tma_p128s3x2",
         ],
     },
     KernelFile {

@@ -33,9 +33,9 @@ const SHAPES: [(usize, usize, usize); 8] = [
     (140, 1024, 520),
 ];
 
-/// Tile variants: each forced (1..=15; 14 and 15 the TMA-fed wgmma forms, which fall back to
+/// Tile variants: each forced (1..=16; 14 to 16 the TMA-fed wgmma forms, which fall back to
 /// the shape rule on a device without them), and the shape rule (0).
-const TILES: [u8; 16] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0];
+const TILES: [u8; 17] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0];
 
 struct Case {
     x: HostTensor,
@@ -307,7 +307,16 @@ fn i8gemm_bench() {
     ];
     let (name, arch) = g.device_info();
     println!("device {name} {arch}; {reps} linears per graph, {iters} replays timed");
-    let variants = g.i8gemm_variants();
+    // `STAPES_I8_BENCH_TILES=name,name`: only those variants (the full sweep takes minutes)
+    let only = std::env::var("STAPES_I8_BENCH_TILES").unwrap_or_default();
+    let picked: Vec<(u8, &str)> = g
+        .i8gemm_variants()
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| (i as u8 + 1, v))
+        .filter(|(_, v)| only.is_empty() || only.split(',').any(|o| o.trim() == *v))
+        .collect();
+    let variants: Vec<&str> = picked.iter().map(|p| p.1).collect();
     println!(
         "| shape | f16 TFLOP/s (ms) | cuBLASLt i8+epi TOP/s (ms) | {} | auto | best | lt/best | f16/best |",
         variants.join(" | ")
@@ -348,9 +357,7 @@ fn i8gemm_bench() {
         };
         let f16 = time(&w16, false, 0);
         let lt = time(&w8, false, 0);
-        let ours: Vec<f64> = (1..=variants.len() as u8)
-            .map(|v| time(&w8, true, v))
-            .collect();
+        let ours: Vec<f64> = picked.iter().map(|p| time(&w8, true, p.0)).collect();
         let auto = time(&w8, true, 0);
         let fl = 2.0 * (m * k * n) as f64;
         let tf = |ms: f64| fl / ms / 1e9;
