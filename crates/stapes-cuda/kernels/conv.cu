@@ -3,20 +3,22 @@
 // subsampling stems and conformer depthwise blocks).
 
 // x (b, t, c) -> cols (b * t_out, c * kw) with column index ci * kw + kk (the [c_in][k] weight order).
+// Block x = one output row (bi * t_out + to), a thread an input channel and its kw taps in turn:
+// the reads run along channels (coalesced), the index math is 32-bit and division-free past the
+// row's split (H200 under ncu, tiny's stem: 6.7 and 11.7 µs with an element a thread and 64-bit
+// divisions, stop 19; 5.5 and 7.6 µs this way, stop 20).
 template <class Y, class X>
 __device__ __forceinline__ void im2col_1d_k(void* cols_, const void* x_, int b, int t, int c, int kw, int stride, int pad,
                                             int t_out) {
-    Y* cols = (Y*)cols_;
-    const X* x = (const X*)x_;
-    long long n = (long long)b * t_out * c * kw;
-    long long ck = (long long)c * kw;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        long long row = i / ck;
-        int col = (int)(i - row * ck);
-        int bi = (int)(row / t_out), to = (int)(row - (long long)bi * t_out);
-        int ci = col / kw, kk = col - ci * kw;
-        int ti = to * stride + kk - pad;
-        stf(cols, i, (ti >= 0 && ti < t) ? ldf(x, ((long long)bi * t + ti) * c + ci) : 0.f);
+    const int row = blockIdx.x;
+    const int ci = blockIdx.y * blockDim.x + threadIdx.x;
+    if (ci >= c) return;
+    const int bi = row / t_out, to = row - bi * t_out;
+    Y* cols = (Y*)cols_ + ((long long)row * c + ci) * kw;
+    const X* x = (const X*)x_ + (long long)bi * t * c + ci;
+    for (int kk = 0; kk < kw; ++kk) {
+        const int ti = to * stride + kk - pad;
+        stf(cols, kk, (ti >= 0 && ti < t) ? ldf(x, (long long)ti * c) : 0.f);
     }
 }
 extern "C" __global__ void im2col_1d(void* cols, const void* x, int b, int t, int c, int kw, int stride, int pad, int t_out,

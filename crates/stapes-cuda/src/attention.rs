@@ -63,6 +63,7 @@ static SPLIT: AtomicU8 = AtomicU8::new(SPLIT_AUTO);
 static SPLIT_ENV: std::sync::Once = std::sync::Once::new();
 const SPLIT_AUTO: u8 = 0;
 /// More splits than this only add combine traffic: 4 already fills 2 waves at tiny's shape.
+/// `flash64_combine` holds this many splits in registers (`COMBINE_MAX` in attention.cu).
 const MAX_SPLIT: usize = 8;
 
 fn split_code(v: &str) -> Option<u8> {

@@ -948,10 +948,12 @@ impl CudaBackend {
                 p.padding as i32,
                 t_out as i32,
             );
+            let rows = u32::try_from(b * t_out)
+                .map_err(|_| Error::shape("conv1d", "output rows over the grid limit"))?;
             self.launch(
                 "im2col_1d",
-                grid_1d(n),
-                (256, 1, 1),
+                (rows, c.div_ceil(128) as u32, 1),
+                (128, 1, 1),
                 0,
                 args![cp, xp, bi, ti, ci, kw, si, pi, to, dt],
             )?;
