@@ -374,7 +374,15 @@ __device__ __forceinline__ void wg_mma_n256(int* d, unsigned long long da, unsig
 // rows >= m / n and K >= k_pad, so no thread computes addresses or waits on its own copies.
 // H200, stop 14: 410-870 TOP/s at the encoder shapes, above mma.sync's but below cuBLASLt's f16
 // except at K = 5120 (ledger), so the q8 lane keeps its f16 copy by default (q8_mix.rs).
-template <class Y, int BN, int STAGES>
+// LEAN (`i8gemm_tma_p*`): each consumer warpgroup keeps one stage's wgmma group in flight while
+// it issues the next (wait_group 1, then it frees the stage before) instead of draining the
+// tensor cores at every stage, and the producer is one warp (warp 8, after the two consumer
+// warpgroups, which wgmma wants 4-warp aligned): 288 threads, so with 3 stages of 128 x 128 two
+// blocks fit a SM and one block's prologue and epilogue run beside the other's main loop.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+#endif
+template <class Y, int BN, int STAGES, bool LEAN>
 __device__ __forceinline__ void i8tma_k(const TmaMap* ta, const TmaMap* tb, void* y_, const float* __restrict__ sx,
                                         const float* __restrict__ sw, const float* __restrict__ bias, const void* resid_, int m,
                                         int n, int k_pad, int mode, int act) {
@@ -385,7 +393,10 @@ __device__ __forceinline__ void i8tma_k(const TmaMap* ta, const TmaMap* tb, void
     unsigned char* sA = i8_sm + pad;            // STAGES x BM x BK
     unsigned char* sB = sA + STAGES * STAGE_A;  // STAGES x BN x BK
     const u32 full0 = i8_smem_addr(sB + STAGES * STAGE_B), empty0 = full0 + 8 * STAGES;
+    constexpr int THREADS = LEAN ? 288 : 384;
     const int tid = threadIdx.x, warp = tid >> 5, wg = tid >> 7;
+    const bool producer = LEAN ? warp == 8 : wg == 0;
+    const int cw = LEAN ? wg : wg - 1;  // consumer warpgroup
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     const int KT = (k_pad + BK - 1) / BK;
     if (tid == 0) mbar_ring_init(full0, empty0, STAGES, 256);
@@ -398,8 +409,8 @@ __device__ __forceinline__ void i8tma_k(const TmaMap* ta, const TmaMap* tb, void
         for (int e = 0; e < 4; ++e) acc[0][j][e] = 0;
     int* d = &acc[0][0][0];
 
-    if (wg == 0) {
-        if (tid == 0) {
+    if (producer) {
+        if (tid == (LEAN ? 256 : 0)) {
             for (int kt = 0; kt < KT; ++kt) {
                 const int s = kt % STAGES, r = kt / STAGES;
                 if (r > 0) mbar_wait(empty0 + 8 * s, (r - 1) & 1);
@@ -409,7 +420,6 @@ __device__ __forceinline__ void i8tma_k(const TmaMap* ta, const TmaMap* tb, void
             }
         }
     } else {
-        const int cw = wg - 1;
         for (int kt = 0; kt < KT; ++kt) {
             const int s = kt % STAGES;
             mbar_wait(full0 + 8 * s, (kt / STAGES) & 1);
@@ -423,115 +433,45 @@ __device__ __forceinline__ void i8tma_k(const TmaMap* ta, const TmaMap* tb, void
                 else wg_mma_n128(d, wg_desc(a_base + kk * 32), wg_desc(b_base + kk * 32));
             }
             wg_commit();
+            if constexpr (LEAN) {
+                wg_wait1();
+                wg_hold<BN / 2>(d);
+                if (kt > 0) mbar_arrive(empty0 + 8 * ((kt - 1) % STAGES));
+            } else {
+                wg_wait0();
+                wg_hold<BN / 2>(d);
+                mbar_arrive(empty0 + 8 * s);
+            }
+        }
+        if constexpr (LEAN) {
             wg_wait0();
             wg_hold<BN / 2>(d);
-            mbar_arrive(empty0 + 8 * s);
         }
     }
 
     if (mode == 1 && (n & 3)) mode = 3;
-    // the producer warpgroup holds no rows (-64 matches no pass) but joins the epilogue's
-    // barriers and its row-wide finishing loop
-    const int wr0 = wg == 0 ? -64 : (wg - 1) * 64 + (warp & 3) * 16;
-    i8_epi_staged<Y, 1, WN, BM, BN, 384>(acc, i8_sm, wr0, 0, m0, n0, (Y*)y_, (const Y*)resid_, sx, sw, bias, m, n, mode, act);
+    // the producer holds no rows (-64 matches no pass) but joins the epilogue's barriers and its
+    // row-wide finishing loop
+    const int wr0 = producer ? -64 : cw * 64 + (warp & 3) * 16;
+    i8_epi_staged<Y, 1, WN, BM, BN, THREADS>(acc, i8_sm, wr0, 0, m0, n0, (Y*)y_, (const Y*)resid_, sx, sw, bias, m, n, mode, act);
 #endif
 }
 
-// Entry points i8gemm_tma_n<BN>s<STAGES>: 384 threads; dynamic shared memory
+// Entry points i8gemm_tma_n<BN>s<STAGES> (384 threads) and i8gemm_tma_p128s3x2 (LEAN, 288); dynamic shared memory
 // STAGES * (128 + BN) * 128 + 1024 (alignment) + 256 (mbarriers) bytes; tensor maps of A (m, k_pad)
 // and B (n, k_pad), uint8, boxes of 128 x 128 and BN x 128, 128-byte swizzle.
-#define I8TMA_ENTRY(NAME, BN, ST)                                                                                           \
-    extern "C" __global__ void __launch_bounds__(384, 1)                                                                    \
+#define I8TMA_ENTRY(NAME, BN, ST, LEAN, THREADS, MINB)                                                                      \
+    extern "C" __global__ void __launch_bounds__(THREADS, MINB)                                                             \
         NAME(const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb, void* y, const float* sx, const float* sw, \
              const float* bias, const void* resid, int m, int n, int k_pad, int mode, int act, int dt) {                      \
-        if (dt & 1) i8tma_k<h16, BN, ST>(&ta, &tb, y, sx, sw, bias, resid, m, n, k_pad, mode, act);                           \
-        else i8tma_k<float, BN, ST>(&ta, &tb, y, sx, sw, bias, resid, m, n, k_pad, mode, act);                               \
+        if (dt & 1) i8tma_k<h16, BN, ST, LEAN>(&ta, &tb, y, sx, sw, bias, resid, m, n, k_pad, mode, act);                     \
+        else i8tma_k<float, BN, ST, LEAN>(&ta, &tb, y, sx, sw, bias, resid, m, n, k_pad, mode, act);                         \
     }
-I8TMA_ENTRY(i8gemm_tma_n128s6, 128, 6)
-I8TMA_ENTRY(i8gemm_tma_n256s4, 256, 4)
-
-// `i8gemm_tma_p*`: the same stages, products and epilogue with the consumers pipelined and a
-// lighter producer. Each consumer warpgroup keeps one stage's wgmma group in flight while it
-// issues the next (wait_group 1, then it frees the stage before), where `i8tma_k` drained the
-// tensor cores at every stage; the producer is one warp (warp 8, after the two consumer
-// warpgroups, which wgmma wants 4-warp aligned), so 288 threads, and with 3 stages of 128 x 128
-// two blocks fit a SM: one block's prologue and epilogue run beside the other's main loop.
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-#endif
-template <class Y, int BN, int STAGES>
-__device__ __forceinline__ void i8tma_p(const TmaMap* ta, const TmaMap* tb, void* y_, const float* __restrict__ sx,
-                                        const float* __restrict__ sw, const float* __restrict__ bias, const void* resid_, int m,
-                                        int n, int k_pad, int mode, int act) {
-#ifdef I8WG_ON
-    constexpr int BM = 128, BK = 128, WN = BN / 8, STAGE_A = BM * BK, STAGE_B = BN * BK;
-    extern __shared__ __align__(128) unsigned char i8_sm[];
-    const u32 pad = (1024u - (i8_smem_addr(i8_sm) & 1023u)) & 1023u;
-    unsigned char* sA = i8_sm + pad;            // STAGES x BM x BK
-    unsigned char* sB = sA + STAGES * STAGE_A;  // STAGES x BN x BK
-    const u32 full0 = i8_smem_addr(sB + STAGES * STAGE_B), empty0 = full0 + 8 * STAGES;
-    const int tid = threadIdx.x, warp = tid >> 5, wg = tid >> 7;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    const int KT = (k_pad + BK - 1) / BK;
-    if (tid == 0) mbar_ring_init(full0, empty0, STAGES, 256);
-    __syncthreads();
-
-    int acc[1][WN][4];
-#pragma unroll
-    for (int j = 0; j < WN; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[0][j][e] = 0;
-    int* d = &acc[0][0][0];
-
-    if (warp == 8) {
-        if (tid == 256) {
-            for (int kt = 0; kt < KT; ++kt) {
-                const int s = kt % STAGES, r = kt / STAGES;
-                if (r > 0) mbar_wait(empty0 + 8 * s, (r - 1) & 1);
-                mbar_expect(full0 + 8 * s, STAGE_A + STAGE_B);
-                tma_load(i8_smem_addr(sA + s * STAGE_A), ta, kt * BK, m0, full0 + 8 * s);
-                tma_load(i8_smem_addr(sB + s * STAGE_B), tb, kt * BK, n0, full0 + 8 * s);
-            }
-        }
-    } else {
-        for (int kt = 0; kt < KT; ++kt) {
-            const int s = kt % STAGES;
-            mbar_wait(full0 + 8 * s, (kt / STAGES) & 1);
-            const u32 a_base = i8_smem_addr(sA + s * STAGE_A + wg * 64 * BK);
-            const u32 b_base = i8_smem_addr(sB + s * STAGE_B);
-            wg_hold<BN / 2>(d);
-            wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < BK / 32; ++kk) {
-                if constexpr (BN == 256) wg_mma_n256(d, wg_desc(a_base + kk * 32), wg_desc(b_base + kk * 32));
-                else wg_mma_n128(d, wg_desc(a_base + kk * 32), wg_desc(b_base + kk * 32));
-            }
-            wg_commit();
-            wg_wait1();
-            wg_hold<BN / 2>(d);
-            if (kt > 0) mbar_arrive(empty0 + 8 * ((kt - 1) % STAGES));
-        }
-        wg_wait0();
-        wg_hold<BN / 2>(d);
-    }
-
-    if (mode == 1 && (n & 3)) mode = 3;
-    const int wr0 = warp == 8 ? -64 : wg * 64 + (warp & 3) * 16;
-    i8_epi_staged<Y, 1, WN, BM, BN, 288>(acc, i8_sm, wr0, 0, m0, n0, (Y*)y_, (const Y*)resid_, sx, sw, bias, m, n, mode, act);
-#endif
-}
-
-// Entry point i8gemm_tma_p128s3x2: 288 threads, shared memory as i8gemm_tma_*, two blocks a SM.
-// H200, stop 20: against tma_n128s6 it wins where the grid is more than a wave (turbo q|k|v
-// 0.0325 vs 0.0326 ms, fc1 0.0342 vs 0.0427, 16 windows' fc1 0.458 vs 0.619) and loses on a
-// single wave (turbo out 0.0131 vs 0.0120, fc2 0.0259 vs 0.0225); the same schedule with 6
-// stages (one block a SM) or 128 x 256 tiles was never the faster, so the pipelining alone buys
-// nothing: it is the second resident block that does.
-#define I8TMAP_ENTRY(NAME, BN, ST, MINB)                                                                                    \
-    extern "C" __global__ void __launch_bounds__(288, MINB)                                                                 \
-        NAME(const __grid_constant__ TmaMap ta, const __grid_constant__ TmaMap tb, void* y, const float* sx, const float* sw, \
-             const float* bias, const void* resid, int m, int n, int k_pad, int mode, int act, int dt) {                      \
-        if (dt & 1) i8tma_p<h16, BN, ST>(&ta, &tb, y, sx, sw, bias, resid, m, n, k_pad, mode, act);                           \
-        else i8tma_p<float, BN, ST>(&ta, &tb, y, sx, sw, bias, resid, m, n, k_pad, mode, act);                               \
-    }
-I8TMAP_ENTRY(i8gemm_tma_p128s3x2, 128, 3, 2)
+I8TMA_ENTRY(i8gemm_tma_n128s6, 128, 6, false, 384, 1)
+I8TMA_ENTRY(i8gemm_tma_n256s4, 256, 4, false, 384, 1)
+// i8gemm_tma_p128s3x2: LEAN, two blocks a SM. H200, stop 20: against tma_n128s6 it wins where
+// the grid is more than a wave (turbo q|k|v 0.0325 vs 0.0326 ms, fc1 0.0342 vs 0.0427, 16
+// windows' fc1 0.458 vs 0.619) and loses on a single wave (turbo out 0.0131 vs 0.0120, fc2
+// 0.0259 vs 0.0225); LEAN with 6 stages (one block a SM) or 128 x 256 tiles was never the faster,
+// so the pipelining alone buys nothing: it is the second resident block that does.
+I8TMA_ENTRY(i8gemm_tma_p128s3x2, 128, 3, true, 288, 2)
