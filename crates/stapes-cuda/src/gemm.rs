@@ -678,34 +678,26 @@ impl Lt {
             )
             .entered();
             let candidates = std::mem::take(&mut p.candidates);
-            let ctx = stream.context();
+            let by_graph = graph_timing_on() && m * n * k < GRAPH_TIMED_BELOW;
             let mut best: Option<(f32, lts::cublasLtMatmulAlgo_t)> = None;
             for algo in &candidates {
+                // the first run also loads the candidate's kernels (not allowed inside a capture)
                 if run(algo).is_err() {
                     continue;
                 }
-                let (Ok(e0), Ok(e1)) = (
-                    ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
-                    ctx.new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT)),
-                ) else {
-                    break;
+                let ms = if by_graph {
+                    time_in_graph(stream, || run(algo).is_ok())
+                } else {
+                    time_eager(stream, || run(algo).is_ok())
                 };
-                let _ = e0.record(stream);
-                for _ in 0..5 {
-                    let _ = run(algo);
-                }
-                let _ = e1.record(stream);
-                if let Ok(ms) = e0
-                    .elapsed_ms(&e1)
-                    .or_else(|_| e1.synchronize().and_then(|_| e0.elapsed_ms(&e1)))
-                {
+                if let Some(ms) = ms {
                     if best.is_none_or(|(b, _)| ms < b) {
                         best = Some((ms, *algo));
                     }
                 }
             }
             if let Some((ms, algo)) = best {
-                tracing::debug!(?key, ms_per_5 = ms, "cuBLASLt algorithm chosen");
+                tracing::debug!(?key, ms_per_run = ms, by_graph, "cuBLASLt algorithm chosen");
                 p.algo = algo;
                 self.saved
                     .lock()
@@ -717,6 +709,77 @@ impl Lt {
         p.candidates.clear();
         run(&p.algo).map_err(lt_err("cublasLtMatmul"))
     }
+}
+
+/// Runs of a candidate a graph timing averages over.
+const GRAPH_RUNS: usize = 10;
+/// Runs of a candidate an eager timing averages over (as before graph timing existed).
+const EAGER_RUNS: usize = 5;
+
+/// Shapes below this many multiply-adds (m·n·k) are timed in a graph: up to ~0.9 G (tiny's fc1,
+/// one FastConformer clip's GEMMs) a GEMM takes a few microseconds, less than cuBLASLt's host
+/// cost per eager call, and eager timing ranked the host (H200, stop 21 call 2: parakeet's
+/// 140-row GEMMs 8–11 µs a run timed eagerly, 3.4–7.9 µs in a graph). Larger shapes (turbo's,
+/// from 2.5 G) keep the eager timing, GPU-bound there, which chose better for 16 turbo windows
+/// (calls 2, 5, 6: 67.8–69.2 ms eager-tuned, 69.0–71.9 graph-tuned).
+const GRAPH_TIMED_BELOW: usize = 2_000_000_000;
+
+/// `STAPES_CUDA_LT_TIMING=eager`: time candidates by eager launches (the form before stop 21).
+fn graph_timing_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_LT_TIMING").map_or(true, |v| v.trim() != "eager"))
+}
+
+/// ms a run of `launch` takes on the GPU: [`GRAPH_RUNS`] runs captured into a graph, replayed
+/// once to warm it and once between events. Eager launches of a GEMM of a few microseconds are
+/// bound by cuBLASLt's host cost (~10 µs a call), so timing them ranks the host, not the kernels;
+/// in a graph they run back to back as they will in the encoder's graph. `None` if the capture
+/// or a launch fails (the stream is left out of capture either way).
+fn time_in_graph(stream: &Arc<CudaStream>, mut launch: impl FnMut() -> bool) -> Option<f32> {
+    use cudarc::driver::sys;
+    stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .ok()?;
+    let all = (0..GRAPH_RUNS).all(|_| launch());
+    let graph = stream
+        .end_capture(sys::CUgraphInstantiate_flags(0))
+        .ok()
+        .flatten()?;
+    if !all {
+        return None;
+    }
+    let ctx = stream.context();
+    let e0 = ctx
+        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .ok()?;
+    let e1 = ctx
+        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .ok()?;
+    graph.launch().ok()?;
+    e0.record(stream).ok()?;
+    graph.launch().ok()?;
+    e1.record(stream).ok()?;
+    e1.synchronize().ok()?;
+    let ms = e0.elapsed_ms(&e1).ok()?;
+    Some(ms / GRAPH_RUNS as f32)
+}
+
+/// ms a run of `launch` takes from eager launches, [`EAGER_RUNS`] of them between events.
+fn time_eager(stream: &Arc<CudaStream>, mut launch: impl FnMut() -> bool) -> Option<f32> {
+    use cudarc::driver::sys;
+    let ctx = stream.context();
+    let e0 = ctx
+        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .ok()?;
+    let e1 = ctx
+        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+        .ok()?;
+    e0.record(stream).ok()?;
+    let all = (0..EAGER_RUNS).all(|_| launch());
+    e1.record(stream).ok()?;
+    e1.synchronize().ok()?;
+    let ms = e0.elapsed_ms(&e1).ok()?;
+    all.then_some(ms / EAGER_RUNS as f32)
 }
 
 /// int8 GEMM through cublasGemmEx (TN, i32 out): the alternative to cuBLASLt, for benchmarks.
