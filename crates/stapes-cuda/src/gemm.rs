@@ -748,24 +748,18 @@ fn time_in_graph(stream: &Arc<CudaStream>, mut launch: impl FnMut() -> bool) -> 
     if !all {
         return None;
     }
-    let ctx = stream.context();
-    let e0 = ctx
-        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-        .ok()?;
-    let e1 = ctx
-        .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
-        .ok()?;
     graph.launch().ok()?;
-    e0.record(stream).ok()?;
-    graph.launch().ok()?;
-    e1.record(stream).ok()?;
-    e1.synchronize().ok()?;
-    let ms = e0.elapsed_ms(&e1).ok()?;
-    Some(ms / GRAPH_RUNS as f32)
+    Some(gpu_ms(stream, || graph.launch().is_ok())? / GRAPH_RUNS as f32)
 }
 
 /// ms a run of `launch` takes from eager launches, [`EAGER_RUNS`] of them between events.
 fn time_eager(stream: &Arc<CudaStream>, mut launch: impl FnMut() -> bool) -> Option<f32> {
+    Some(gpu_ms(stream, || (0..EAGER_RUNS).all(|_| launch()))? / EAGER_RUNS as f32)
+}
+
+/// ms between events recorded on `stream` before and after `enqueue`'s work, waited for; `None`
+/// if `enqueue` says it failed or an event call does.
+fn gpu_ms(stream: &Arc<CudaStream>, enqueue: impl FnOnce() -> bool) -> Option<f32> {
     use cudarc::driver::sys;
     let ctx = stream.context();
     let e0 = ctx
@@ -775,11 +769,11 @@ fn time_eager(stream: &Arc<CudaStream>, mut launch: impl FnMut() -> bool) -> Opt
         .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
         .ok()?;
     e0.record(stream).ok()?;
-    let all = (0..EAGER_RUNS).all(|_| launch());
+    let ok = enqueue();
     e1.record(stream).ok()?;
     e1.synchronize().ok()?;
     let ms = e0.elapsed_ms(&e1).ok()?;
-    all.then_some(ms / EAGER_RUNS as f32)
+    ok.then_some(ms)
 }
 
 /// int8 GEMM through cublasGemmEx (TN, i32 out): the alternative to cuBLASLt, for benchmarks.
