@@ -403,115 +403,129 @@ extern "C" __global__ void __launch_bounds__(128) rel_attn_ks_d128(void* out, co
 // Depthwise-striding subsampling, channel-last (src/conformer.rs: Backend::subsample_stem and
 // depthwise_conv2d_cl). Square kernels k, stride s, zero padding p on both axes; parameters f32.
 
-// Channels per block of fc_sub_stem (the host sizes the grid and the dynamic shared memory,
-// ((k−1)·s + k)·F + k·F1·SUB_CG floats, from the same number).
-#define SUB_CG 32
+// Channels per block of fc_sub_stem and fc_dw_cl, one a thread (the host sizes the grids from
+// the same number).
+#define SUB_CH 128
 
-// x (B, T, F) -> y (B, T2, F2, C) = dw(mask1(relu(conv0(mask0(x))))), w0, w1 (C, k, k), b0, b1 (C),
-// keep0 (B, T), keep1 (B, T1) of 0/1 or null. Block = one output frame t2 of one batch entry ×
-// SUB_CG channels: it stages the (k−1)·s + k input rows that frame reads, computes the k conv0
-// rows it needs (ReLU, mask) for its channels in shared memory, then the depthwise outputs. The
-// (B, C, T1, F1) conv0 map never reaches global memory.
+// x (B, T, F) -> y (B, T2, F2, C) = dw(mask1(relu(conv0(mask0(x))))) for kernel 3, stride 2,
+// padding 1 on both axes (NeMo's dw_striding; other forms take the composed path). w0, w1
+// (C, 3, 3), b0, b1 (C), keep0 (B, T), keep1 (B, T1) of 0/1 or null. Block = one output frame t2
+// of one batch entry × SUB_CH channels, a channel a thread with its 18 taps in registers. The
+// frame reads conv0 rows 2·t2 − 1 .. 2·t2 + 1, which read input rows 4·t2 − 3 .. 4·t2 + 3: those 7
+// rows are staged in shared memory, zero-padded (column fi at fi + 4, so each step's 4 new
+// columns are one aligned float4 a row). Each thread then walks f2 left to right: conv0 columns
+// 2·f2 and 2·f2 + 1 (3 rows each) from input columns 4·f2 − 1 .. 4·f2 + 3, the first carried from
+// the previous step, then the depthwise output from those and the carried conv0 column
+// 2·f2 − 1. The (B, C, T1, F1) conv0 map never reaches global memory.
 template <class Y, class X>
 __device__ __forceinline__ void sub_stem_k(void* y_, const void* x_, const float* __restrict__ keep0,
                                            const float* __restrict__ w0, const float* __restrict__ b0,
                                            const float* __restrict__ keep1, const float* __restrict__ w1,
                                            const float* __restrict__ b1, int T, int F, int C, int T1, int F1, int T2,
-                                           int F2, int k, int s, int p) {
+                                           int F2) {
     Y* y = (Y*)y_;
     const X* x = (const X*)x_;
-    extern __shared__ float sm[];
-    const int rows_in = (k - 1) * s + k;
-    float* xs = sm;                  // rows_in × F
-    float* hs = sm + rows_in * F;    // k × F1 × SUB_CG, [i][f1][c]
-    const int t2 = blockIdx.x, cg0 = blockIdx.y * SUB_CG, b = blockIdx.z;
-    const int t1_0 = t2 * s - p;     // first conv0 row the frame reads
-    const int ti_0 = t1_0 * s - p;   // first input row those read
-    for (int idx = threadIdx.x; idx < rows_in * F; idx += blockDim.x) {
-        int r = idx / F, f = idx - r * F, ti = ti_0 + r;
+    extern __shared__ float4 sm4[];
+    float* xs = (float*)sm4;         // 7 rows × W
+    const int W = 4 * F2 + 4;
+    const int t2 = blockIdx.x, b = blockIdx.z;
+    const int ti_0 = 4 * t2 - 3;
+    for (int idx = threadIdx.x; idx < 7 * W; idx += blockDim.x) {
+        int r = idx / W, fi = idx - r * W - 4, ti = ti_0 + r;
         float v = 0.f;
-        if (ti >= 0 && ti < T && (!keep0 || keep0[(long long)b * T + ti] != 0.f)) v = ldf(x, ((long long)b * T + ti) * F + f);
+        if (ti >= 0 && ti < T && fi >= 0 && fi < F && (!keep0 || keep0[b * T + ti] != 0.f)) v = ldf(x, ((long long)b * T + ti) * F + fi);
         xs[idx] = v;
     }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < k * F1 * SUB_CG; idx += blockDim.x) {
-        int c = idx % SUB_CG, rest = idx / SUB_CG;
-        int f1 = rest % F1, i = rest / F1;
-        int t1 = t1_0 + i, ch = cg0 + c;
-        float v = 0.f;
-        if (ch < C && t1 >= 0 && t1 < T1 && (!keep1 || keep1[(long long)b * T1 + t1] != 0.f)) {
-            float acc = b0[ch];
-            const float* wc = w0 + (long long)ch * k * k;
-            for (int u = 0; u < k; ++u) {
-                const float* xr = xs + (i * s + u) * F;
-                for (int vv = 0; vv < k; ++vv) {
-                    int fi = f1 * s - p + vv;
-                    if (fi >= 0 && fi < F) acc += wc[u * k + vv] * xr[fi];
-                }
-            }
-            v = fmaxf(acc, 0.f);
-        }
-        hs[idx] = v;
+    const int ch = blockIdx.y * SUB_CH + threadIdx.x, cw = min(ch, C - 1);
+    float a[9], d[9], m[3];
+#pragma unroll
+    for (int j = 0; j < 9; ++j) {
+        a[j] = w0[cw * 9 + j];
+        d[j] = w1[cw * 9 + j];
+    }
+    const float bias0 = b0[cw], bias1 = b1[cw];
+#pragma unroll
+    for (int i = 0; i < 3; ++i) {
+        int t1 = 2 * t2 - 1 + i;
+        m[i] = (t1 >= 0 && t1 < T1 && (!keep1 || keep1[b * T1 + t1] != 0.f)) ? 1.f : 0.f;
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < F2 * SUB_CG; idx += blockDim.x) {
-        int c = idx % SUB_CG, f2 = idx / SUB_CG, ch = cg0 + c;
-        if (ch >= C) continue;
-        float acc = b1[ch];
-        const float* wc = w1 + (long long)ch * k * k;
-        for (int i = 0; i < k; ++i) {
-            for (int j = 0; j < k; ++j) {
-                int f1 = f2 * s - p + j;
-                if (f1 >= 0 && f1 < F1) acc += wc[i * k + j] * hs[(i * F1 + f1) * SUB_CG + c];
+    float xp[7], hp[3] = {0.f, 0.f, 0.f};
+#pragma unroll
+    for (int r = 0; r < 7; ++r) xp[r] = xs[r * W + 3];
+    Y* yr = y + ((long long)b * T2 + t2) * F2 * C + ch;
+    for (int f2 = 0; f2 < F2; ++f2) {
+        float4 q[7];
+#pragma unroll
+        for (int r = 0; r < 7; ++r) q[r] = sm4[(r * W + 4 + 4 * f2) / 4];
+        const float odd = 2 * f2 + 1 < F1 ? 1.f : 0.f;  // conv0 column 2·f2 + 1 inside F1
+        float acc = bias1;
+#pragma unroll
+        for (int i = 0; i < 3; ++i) {
+            float s0 = bias0, s1 = bias0;
+#pragma unroll
+            for (int u = 0; u < 3; ++u) {
+                const float4 v = q[2 * i + u];
+                s0 = fmaf(a[3 * u], xp[2 * i + u], s0);
+                s0 = fmaf(a[3 * u + 1], v.x, s0);
+                s0 = fmaf(a[3 * u + 2], v.y, s0);
+                s1 = fmaf(a[3 * u], v.y, s1);
+                s1 = fmaf(a[3 * u + 1], v.z, s1);
+                s1 = fmaf(a[3 * u + 2], v.w, s1);
             }
+            const float h0 = fmaxf(s0, 0.f) * m[i], h1 = fmaxf(s1, 0.f) * m[i] * odd;
+            acc = fmaf(d[3 * i], hp[i], acc);
+            acc = fmaf(d[3 * i + 1], h0, acc);
+            acc = fmaf(d[3 * i + 2], h1, acc);
+            hp[i] = h1;
         }
-        stf(y, (((long long)b * T2 + t2) * F2 + f2) * C + ch, acc);
+#pragma unroll
+        for (int r = 0; r < 7; ++r) xp[r] = q[r].w;
+        if (ch < C) stf(yr, (long long)f2 * C, acc);
     }
 }
 extern "C" __global__ void fc_sub_stem(void* y, const void* x, const float* keep0, const float* w0, const float* b0,
                                        const float* keep1, const float* w1, const float* b1, int T, int F, int C, int T1,
-                                       int F1, int T2, int F2, int k, int s, int p, int dt) {
+                                       int F1, int T2, int F2, int dt) {
     PDL_ENTER();
-    DISPATCH_YX(dt, sub_stem_k, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2, k, s, p);
+    DISPATCH_YX(dt, sub_stem_k, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
 }
 
 // x (B, T, F, C) -> y (B, T2, F2, C): depthwise conv w (C, k, k) + bias (C) over relu(x) (when
-// `relu`) with frames whose keep (B, T) is 0 read as zero. One output per thread, channel
-// fastest, so a warp's taps read consecutive channels of one input pixel.
+// `relu`) with frames whose keep (B, T) is 0 read as zero. Block = one output pixel (t2, f2) of
+// one batch entry × SUB_CH channels (grid (T2, F2 · channel groups, B)), so each tap is one
+// consecutive-channel load a warp and the row masks are block-uniform; 32-bit index math
+// except for the element offsets.
 template <class Y, class X>
 __device__ __forceinline__ void dw_cl_k(void* y_, const void* x_, const float* __restrict__ keep,
-                                        const float* __restrict__ w, const float* __restrict__ bias, int bs, int T, int F,
+                                        const float* __restrict__ w, const float* __restrict__ bias, int T, int F,
                                         int C, int T2, int F2, int k, int s, int p, int relu) {
     Y* y = (Y*)y_;
     const X* x = (const X*)x_;
-    const long long n = (long long)bs * T2 * F2 * C;
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        int c = (int)(i % C);
-        long long r = i / C;
-        int f2 = (int)(r % F2);
-        r /= F2;
-        int t2 = (int)(r % T2);
-        long long b = r / T2;
-        float acc = bias[c];
-        const float* wc = w + (long long)c * k * k;
-        for (int u = 0; u < k; ++u) {
-            int ti = t2 * s - p + u;
-            if (ti < 0 || ti >= T || (keep && keep[b * T + ti] == 0.f)) continue;
-            for (int v = 0; v < k; ++v) {
-                int fi = f2 * s - p + v;
-                if (fi < 0 || fi >= F) continue;
-                float xv = ldf(x, ((b * T + ti) * F + fi) * C + c);
-                if (relu) xv = fmaxf(xv, 0.f);
-                acc += wc[u * k + v] * xv;
-            }
+    const int groups = (C + SUB_CH - 1) / SUB_CH;
+    const int f2 = blockIdx.y / groups, ch = (blockIdx.y - f2 * groups) * SUB_CH + threadIdx.x;
+    const int t2 = blockIdx.x, b = blockIdx.z;
+    if (ch >= C) return;
+    float acc = bias[ch];
+    const float* wc = w + ch * k * k;
+    for (int u = 0; u < k; ++u) {
+        const int ti = t2 * s - p + u;
+        if (ti < 0 || ti >= T || (keep && keep[b * T + ti] == 0.f)) continue;
+        const X* xr = x + (long long)(b * T + ti) * F * C + ch;
+        for (int v = 0; v < k; ++v) {
+            const int fi = f2 * s - p + v;
+            if (fi < 0 || fi >= F) continue;
+            float xv = ldf(xr, (long long)fi * C);
+            if (relu) xv = fmaxf(xv, 0.f);
+            acc = fmaf(wc[u * k + v], xv, acc);
         }
-        stf(y, i, acc);
     }
+    stf(y, ((long long)(b * T2 + t2) * F2 + f2) * C + ch, acc);
 }
-extern "C" __global__ void fc_dw_cl(void* y, const void* x, const float* keep, const float* w, const float* bias, int bs,
-                                    int T, int F, int C, int T2, int F2, int k, int s, int p, int relu, int dt) {
+extern "C" __global__ void fc_dw_cl(void* y, const void* x, const float* keep, const float* w, const float* bias, int T,
+                                    int F, int C, int T2, int F2, int k, int s, int p, int relu, int dt) {
     PDL_ENTER();
-    DISPATCH_YX(dt, dw_cl_k, y, x, keep, w, bias, bs, T, F, C, T2, F2, k, s, p, relu);
+    DISPATCH_YX(dt, dw_cl_k, y, x, keep, w, bias, T, F, C, T2, F2, k, s, p, relu);
 }
 
 // ---------------------------------------------------------------------------------------------

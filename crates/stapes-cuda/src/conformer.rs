@@ -27,8 +27,8 @@ const GDW_CH: usize = 64;
 /// `(GDW_ROWS + K − 1) · GDW_CH` floats (K = 255: 69 KB would exceed the 48 KB default).
 const GDW_MAX_K: usize = 128;
 
-/// Channels per block of `fc_sub_stem` (`SUB_CG` in the kernel).
-const SUB_CG: usize = 32;
+/// Channels per block of `fc_sub_stem` and `fc_dw_cl`, one a thread (`SUB_CH` in the kernels).
+const SUB_CH: usize = 128;
 /// Static plus dynamic shared memory a block may use without opting in to more.
 const SMEM_DEFAULT: usize = 48 * 1024;
 
@@ -295,8 +295,9 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
-    /// `fc_sub_stem`: conv0, ReLU, mask and the first depthwise conv in one kernel; inputs whose
-    /// staged rows do not fit the default shared memory take the composed default.
+    /// `fc_sub_stem`: conv0, ReLU, mask and the first depthwise conv in one kernel, for NeMo's
+    /// kernel 3, stride 2, padding 1; other forms, and inputs whose 7 staged rows do not fit the
+    /// default shared memory, take the composed default.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn subsample_stem_fused(
         &self,
@@ -313,9 +314,10 @@ impl CudaBackend {
         let (bs, t, f, c, t2, f2) =
             subsample_stem_dims(&x.shape, &w0.shape, &b0.shape, &w1.shape, &b1.shape, p)?;
         let (t1, f1) = (p.out_len(t), p.out_len(f));
-        let (k, s) = (p.kernel, p.stride);
-        let smem = (((k - 1) * s + k) * f + k * f1 * SUB_CG) * 4;
-        if !sub_fused_on() || smem > SMEM_DEFAULT {
+        // 7 input rows of 4 · F2 + 4 padded columns (the kernel's W)
+        let smem = 7 * (4 * f2 + 4) * 4;
+        let nemo_form = (p.kernel, p.stride, p.padding) == (3, 2, 1);
+        if !sub_fused_on() || !nemo_form || smem > SMEM_DEFAULT {
             return subsample_stem_composed(self, x, keep0, w0, b0, keep1, w1, b1, p);
         }
         check_keep(OP, keep0, bs, t)?;
@@ -341,17 +343,14 @@ impl CudaBackend {
             self.t(&w1),
             self.t(&b1),
         );
-        let [ti, fi, ci, t1i, f1i, t2i, f2i, ki, si, pi] =
-            [t, f, c, t1, f1, t2, f2, k, s, p.padding].map(|v| v as i32);
+        let [ti, fi, ci, t1i, f1i, t2i, f2i] = [t, f, c, t1, f1, t2, f2].map(|v| v as i32);
         let dt = out.bit() | (x.bit() << 1);
         self.launch(
             "fc_sub_stem",
-            (t2 as u32, c.div_ceil(SUB_CG) as u32, bs as u32),
-            (256, 1, 1),
+            (t2 as u32, c.div_ceil(SUB_CH) as u32, bs as u32),
+            (SUB_CH as u32, 1, 1),
             smem as u32,
-            args![
-                y, xp, k0p, w0p, b0p, k1p, w1p, b1p, ti, fi, ci, t1i, f1i, t2i, f2i, ki, si, pi, dt
-            ],
+            args![y, xp, k0p, w0p, b0p, k1p, w1p, b1p, ti, fi, ci, t1i, f1i, t2i, f2i, dt],
         )?;
         Ok(out)
     }
@@ -388,15 +387,15 @@ impl CudaBackend {
             self.t(&w),
             self.t(&bias),
         );
-        let [bi, ti, fi, ci, t2i, f2i, ki, si, pi] =
-            [bs, t, f, c, t2, f2, p.kernel, p.stride, p.padding].map(|v| v as i32);
+        let [ti, fi, ci, t2i, f2i, ki, si, pi] =
+            [t, f, c, t2, f2, p.kernel, p.stride, p.padding].map(|v| v as i32);
         let (relu, dt) = (relu_input as i32, out.bit() | (x.bit() << 1));
         self.launch(
             "fc_dw_cl",
-            grid_1d(out.numel()),
-            (256, 1, 1),
+            (t2 as u32, (f2 * c.div_ceil(SUB_CH)) as u32, bs as u32),
+            (SUB_CH as u32, 1, 1),
             0,
-            args![y, xp, kp, wp, bp, bi, ti, fi, ci, t2i, f2i, ki, si, pi, relu, dt],
+            args![y, xp, kp, wp, bp, ti, fi, ci, t2i, f2i, ki, si, pi, relu, dt],
         )?;
         Ok(out)
     }

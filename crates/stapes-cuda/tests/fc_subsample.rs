@@ -3,9 +3,9 @@
 //! channel-last) and `depthwise_conv2d_cl` (ReLU and mask on the input, depthwise conv), eager
 //! with f32 activations (one launch each) and inside an encoder chain with f16 activations (first
 //! run eager, second a graph replay: bit-identical); the masks must show. Shapes: the
-//! parakeet-tdt-0.6b-v2 stem on 1120 frames, odd lengths, channels off the 32-channel group.
-//! The fused kernels are off by default until they have passed on a GPU: each test turns them on
-//! (`STAPES_CUDA_FC_SUB=1`, read once per process) before its first op.
+//! parakeet-tdt-0.6b-v2 stem on 1120 frames, a padded batch of five, odd lengths, channels off
+//! the 128-channel group. Each test pins the fused kernels on (`STAPES_CUDA_FC_SUB=1`, read once
+//! per process) before its first op, whatever the environment says.
 //! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
@@ -25,10 +25,11 @@ const P: StridingParams = StridingParams {
     padding: 1,
 };
 
-/// (B, T, F, C): the 0.6b-v2 stem (1120 frames × 128 mels, 256 channels), odd T and F, C off the
-/// channel group, a single frame.
-const STEM: [(usize, usize, usize, usize); 4] = [
+/// (B, T, F, C): the 0.6b-v2 stem (1120 frames × 128 mels, 256 channels), a padded batch, odd T
+/// and F, C off the channel group, a single frame.
+const STEM: [(usize, usize, usize, usize); 5] = [
     (1, 1120, 128, 256),
+    (5, 203, 128, 256),
     (3, 37, 21, 40),
     (2, 9, 80, 33),
     (1, 1, 5, 8),
@@ -145,8 +146,9 @@ fn subsample_stem_f32_matches_the_composed_reference_in_one_launch() {
 }
 
 /// (B, T, F, C, relu_input): the 0.6b-v2 second stage (280 × 32 × 256), odd sizes.
-const DW: [(usize, usize, usize, usize, bool); 3] = [
+const DW: [(usize, usize, usize, usize, bool); 4] = [
     (1, 280, 32, 256, true),
+    (4, 37, 16, 300, true),
     (3, 19, 11, 40, true),
     (2, 6, 7, 33, false),
 ];
