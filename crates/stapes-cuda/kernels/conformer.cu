@@ -13,8 +13,10 @@
 // frames each side; w (C, K), bias (C) or null, keep (B, T) of 0/1 or null.
 // Block (256 threads = 64 channels × 4 row groups) owns GDW_ROWS output frames × GDW_CH channels:
 // it computes the GLU of the GDW_ROWS + K - 1 input frames it reads once into shared memory
-// (zero outside the sequence and where keep is 0), then each thread sums its K taps in order
-// (bias first, as the separate depthwise kernel does).
+// (zero outside the sequence and where keep is 0), four frames a thread at a time with every
+// load issued before any is used, then each thread sums the K taps of its GDW_ROWS / 4 outputs
+// in order (bias first, as the separate depthwise kernel does), the outputs side by side.
+#define GDW_NY 4
 template <class Y, class X>
 __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const float* __restrict__ keep,
                                              const float* __restrict__ w, const float* __restrict__ bias, int t, int c,
@@ -22,31 +24,48 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
     Y* y = (Y*)y_;
     const X* x = (const X*)x_;
     extern __shared__ float g[];  // (GDW_ROWS + kw - 1) × GDW_CH
-    const int tx = threadIdx.x % GDW_CH, ty = threadIdx.x / GDW_CH, ny = blockDim.x / GDW_CH;
+    const int tx = threadIdx.x % GDW_CH, ty = threadIdx.x / GDW_CH;
     const int ch = blockIdx.y * GDW_CH + tx;
     const int b = blockIdx.z;
     const int t0 = blockIdx.x * GDW_ROWS;
     const int rows = GDW_ROWS + kw - 1;
     const X* xb = x + (long long)b * t * 2 * c;
-    for (int r = ty; r < rows; r += ny) {
-        int ti = t0 - pad + r;
-        float v = 0.f;
-        if (ch < c && ti >= 0 && ti < t && (!keep || keep[(long long)b * t + ti] != 0.f)) {
-            float a = ldf(xb, (long long)ti * 2 * c + ch), gate = ldf(xb, (long long)ti * 2 * c + c + ch);
-            v = a / (1.f + expf(-gate));
+    for (int r0 = ty; r0 < rows; r0 += 4 * GDW_NY) {
+        float a[4], gate[4], kp[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int r = r0 + q * GDW_NY, ti = t0 - pad + r;
+            a[q] = gate[q] = 0.f;
+            kp[q] = 0.f;
+            if (r < rows && ch < c && ti >= 0 && ti < t) {
+                a[q] = ldf(xb, (long long)ti * 2 * c + ch);
+                gate[q] = ldf(xb, (long long)ti * 2 * c + c + ch);
+                kp[q] = keep ? keep[(long long)b * t + ti] : 1.f;
+            }
         }
-        g[r * GDW_CH + tx] = v;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int r = r0 + q * GDW_NY;
+            if (r < rows) g[r * GDW_CH + tx] = kp[q] != 0.f ? a[q] / (1.f + expf(-gate[q])) : 0.f;
+        }
     }
     __syncthreads();
     if (ch >= c) return;
     const float* wc = w + (long long)ch * kw;
     const float b0 = bias ? bias[ch] : 0.f;
-    for (int rr = ty; rr < GDW_ROWS; rr += ny) {
-        int to = t0 + rr;
-        if (to >= t_out) break;
-        float acc = b0;
-        for (int k = 0; k < kw; ++k) acc += wc[k] * g[(rr + k) * GDW_CH + tx];
-        stf(y, ((long long)b * t_out + to) * c + ch, act_apply(acc, act));
+    constexpr int PER = GDW_ROWS / GDW_NY;  // outputs rr = ty + GDW_NY·i
+    float acc[PER];
+#pragma unroll
+    for (int i = 0; i < PER; ++i) acc[i] = b0;
+    for (int k = 0; k < kw; ++k) {
+        const float wk = wc[k];
+#pragma unroll
+        for (int i = 0; i < PER; ++i) acc[i] += wk * g[(ty + GDW_NY * i + k) * GDW_CH + tx];
+    }
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+        const int to = t0 + ty + GDW_NY * i;
+        if (to < t_out) stf(y, ((long long)b * t_out + to) * c + ch, act_apply(acc[i], act));
     }
 }
 extern "C" __global__ void glu_dw_act(void* y, const void* x, const float* keep, const float* w, const float* bias, int t,
@@ -491,41 +510,68 @@ extern "C" __global__ void fc_sub_stem(void* y, const void* x, const float* keep
     DISPATCH_YX(dt, sub_stem_k, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
 }
 
-// x (B, T, F, C) -> y (B, T2, F2, C): depthwise conv w (C, k, k) + bias (C) over relu(x) (when
-// `relu`) with frames whose keep (B, T) is 0 read as zero. Block = one output pixel (t2, f2) of
-// one batch entry × SUB_CH channels (grid (T2, F2 · channel groups, B)), so each tap is one
-// consecutive-channel load a warp and the row masks are block-uniform; 32-bit index math
-// except for the element offsets.
+// Output columns f2 of fc_dw_cl are split over this many thread rows of a block.
+#define DW_FG 4
+
+// x (B, T, F, C) -> y (B, T2, F2, C): depthwise conv w (C, 3, 3) + bias (C), stride 2, padding
+// 1 (NeMo's dw_striding; other forms take the composed path), over relu(x) (when `relu`) with
+// frames whose keep (B, T) is 0 read as zero. Block = one output frame t2 of one batch entry ×
+// SUB_CH channels (threadIdx.x) × DW_FG runs of f2 (threadIdx.y); a thread walks its run left to
+// right, each step loading input columns 2·f2, 2·f2 + 1 of the 3 rows and carrying 2·f2 − 1 from
+// the step before, taps in registers, summed bias first then row by row as the composed conv.
 template <class Y, class X>
 __device__ __forceinline__ void dw_cl_k(void* y_, const void* x_, const float* __restrict__ keep,
                                         const float* __restrict__ w, const float* __restrict__ bias, int T, int F,
-                                        int C, int T2, int F2, int k, int s, int p, int relu) {
+                                        int C, int T2, int F2, int relu) {
     Y* y = (Y*)y_;
     const X* x = (const X*)x_;
-    const int groups = (C + SUB_CH - 1) / SUB_CH;
-    const int f2 = blockIdx.y / groups, ch = (blockIdx.y - f2 * groups) * SUB_CH + threadIdx.x;
-    const int t2 = blockIdx.x, b = blockIdx.z;
-    if (ch >= C) return;
-    float acc = bias[ch];
-    const float* wc = w + ch * k * k;
-    for (int u = 0; u < k; ++u) {
-        const int ti = t2 * s - p + u;
-        if (ti < 0 || ti >= T || (keep && keep[b * T + ti] == 0.f)) continue;
-        const X* xr = x + (long long)(b * T + ti) * F * C + ch;
-        for (int v = 0; v < k; ++v) {
-            const int fi = f2 * s - p + v;
-            if (fi < 0 || fi >= F) continue;
-            float xv = ldf(xr, (long long)fi * C);
-            if (relu) xv = fmaxf(xv, 0.f);
-            acc = fmaf(wc[u * k + v], xv, acc);
-        }
+    const int ch = blockIdx.y * SUB_CH + threadIdx.x, t2 = blockIdx.x, b = blockIdx.z;
+    const int per = (F2 + DW_FG - 1) / DW_FG, fa = threadIdx.y * per, fb = min(F2, fa + per);
+    if (ch >= C || fa >= fb) return;  // no block-wide sync below
+    float wr[9];
+#pragma unroll
+    for (int j = 0; j < 9; ++j) wr[j] = w[ch * 9 + j];
+    const float b0 = bias[ch];
+    const X* rows[3];
+    bool ok[3];
+#pragma unroll
+    for (int u = 0; u < 3; ++u) {
+        const int ti = 2 * t2 - 1 + u;
+        ok[u] = ti >= 0 && ti < T && (!keep || keep[b * T + ti] != 0.f);
+        rows[u] = x + (long long)(b * T + (ok[u] ? ti : 0)) * F * C + ch;
     }
-    stf(y, ((long long)(b * T2 + t2) * F2 + f2) * C + ch, acc);
+    auto tap = [&](int u, int fi) -> float {
+        if (!ok[u] || fi < 0 || fi >= F) return 0.f;
+        const float v = ldf(rows[u], (long long)fi * C);
+        return relu ? fmaxf(v, 0.f) : v;
+    };
+    float cp[3];
+#pragma unroll
+    for (int u = 0; u < 3; ++u) cp[u] = tap(u, 2 * fa - 1);
+    Y* yr = y + ((long long)(b * T2 + t2) * F2) * C + ch;
+#pragma unroll 4
+    for (int f2 = fa; f2 < fb; ++f2) {
+        float c0[3], c1[3];
+#pragma unroll
+        for (int u = 0; u < 3; ++u) {
+            c0[u] = tap(u, 2 * f2);
+            c1[u] = tap(u, 2 * f2 + 1);
+        }
+        float acc = b0;
+#pragma unroll
+        for (int u = 0; u < 3; ++u) {
+            acc += wr[3 * u] * cp[u];
+            acc += wr[3 * u + 1] * c0[u];
+            acc += wr[3 * u + 2] * c1[u];
+            cp[u] = c1[u];
+        }
+        stf(yr, (long long)f2 * C, acc);
+    }
 }
 extern "C" __global__ void fc_dw_cl(void* y, const void* x, const float* keep, const float* w, const float* bias, int T,
-                                    int F, int C, int T2, int F2, int k, int s, int p, int relu, int dt) {
+                                    int F, int C, int T2, int F2, int relu, int dt) {
     PDL_ENTER();
-    DISPATCH_YX(dt, dw_cl_k, y, x, keep, w, bias, T, F, C, T2, F2, k, s, p, relu);
+    DISPATCH_YX(dt, dw_cl_k, y, x, keep, w, bias, T, F, C, T2, F2, relu);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -81,21 +81,11 @@ extern "C" __global__ void layer_norm_rows(void* y, const void* x, const float* 
 // accesses of 8 halves, as many as the row has per lane held in registers (H200, stop 15: a
 // 1500 x 1280 turbo norm 5.4 -> 4.6 us back to back, 8.2 -> 5.5 us with cold caches).
 #define LN16_MAXC 8
-extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
-                                             const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
-    PDL_ENTER();
-    const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
-    if (r >= rows) return;
-    const uint4* xr = (const uint4*)(x + (long long)r * n);
-    uint4* yr = (uint4*)(y + (long long)r * n);
-    const int n8 = n >> 3;
-    uint4 v[LN16_MAXC];
-#pragma unroll
-    for (int j = 0; j < LN16_MAXC; ++j) {
-        const int i = lane + j * 32;
-        v[j] = i < n8 ? xr[i] : make_uint4(0, 0, 0, 0);
-    }
+// One warp's row held as v (lane's chunks lane, lane + 32, ...): normalizes it, stores it to yr,
+// and leaves v holding the stored halves (what a following norm of the stored row reads).
+__device__ __forceinline__ void ln16_pass(uint4 (&v)[LN16_MAXC], uint4* __restrict__ yr, const float* __restrict__ g,
+                                          const float* __restrict__ b, int n, float eps, int has_beta) {
+    const int lane = threadIdx.x & 31, n8 = n >> 3;
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < LN16_MAXC; ++j) {
@@ -139,8 +129,41 @@ extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __r
                 ow[e] = pack_h2(lo, hi);
             }
             yr[i] = o;
+            v[j] = o;
         }
     }
+}
+__device__ __forceinline__ void ln16_load(uint4 (&v)[LN16_MAXC], const uint4* __restrict__ xr, int n) {
+    const int lane = threadIdx.x & 31, n8 = n >> 3;
+#pragma unroll
+    for (int j = 0; j < LN16_MAXC; ++j) {
+        const int i = lane + j * 32;
+        v[j] = i < n8 ? xr[i] : make_uint4(0, 0, 0, 0);
+    }
+}
+extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
+                                             const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
+    PDL_ENTER();
+    const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    uint4 v[LN16_MAXC];
+    ln16_load(v, (const uint4*)(x + (long long)r * n), n);
+    ln16_pass(v, (uint4*)(y + (long long)r * n), g, b, n, eps, has_beta);
+}
+// layer_norm_pair's f16 form (src/conformer.rs, ln_launch; no quantized output): y = LN(x; g1, b1)
+// and z = LN(y as stored; g2, b2), a warp a row as layer_norm_rows16 (each result the bits that
+// kernel gives for its input).
+extern "C" __global__ void ln_pair_rows16(h16* __restrict__ y, h16* __restrict__ z, const h16* __restrict__ x,
+                                          const float* __restrict__ g1, const float* __restrict__ b1,
+                                          const float* __restrict__ g2, const float* __restrict__ b2, int rows, int n,
+                                          float eps) {
+    PDL_ENTER();
+    const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    uint4 v[LN16_MAXC];
+    ln16_load(v, (const uint4*)(x + (long long)r * n), n);
+    ln16_pass(v, (uint4*)(y + (long long)r * n), g1, b1, n, eps, b1 != nullptr);
+    ln16_pass(v, (uint4*)(z + (long long)r * n), g2, b2, n, eps, b2 != nullptr);
 }
 
 template <class Y, class X>

@@ -29,6 +29,8 @@ const GDW_MAX_K: usize = 128;
 
 /// Channels per block of `fc_sub_stem` and `fc_dw_cl`, one a thread (`SUB_CH` in the kernels).
 const SUB_CH: usize = 128;
+/// Thread rows of an `fc_dw_cl` block, each a run of output columns (`DW_FG` in the kernel).
+const DW_FG: u32 = 4;
 /// Static plus dynamic shared memory a block may use without opting in to more.
 const SMEM_DEFAULT: usize = 48 * 1024;
 
@@ -355,7 +357,8 @@ impl CudaBackend {
         Ok(out)
     }
 
-    /// `fc_dw_cl`: a channel-last depthwise conv, the input's ReLU and mask applied as it reads.
+    /// `fc_dw_cl`: a channel-last depthwise conv, the input's ReLU and mask applied as it reads,
+    /// for kernel 3, stride 2, padding 1; other forms take the composed default.
     pub(super) fn depthwise_conv2d_cl_fused(
         &self,
         x: &CudaTensor,
@@ -367,7 +370,7 @@ impl CudaBackend {
     ) -> Result<CudaTensor> {
         const OP: &str = "depthwise_conv2d_cl";
         let (bs, t, f, c, t2, f2) = depthwise_conv2d_cl_dims(&x.shape, &w.shape, &bias.shape, p)?;
-        if !sub_fused_on() {
+        if !sub_fused_on() || (p.kernel, p.stride, p.padding) != (3, 2, 1) {
             return depthwise_conv2d_cl_composed(self, x, keep, relu_input, w, bias, p);
         }
         check_keep(OP, keep, bs, t)?;
@@ -387,15 +390,14 @@ impl CudaBackend {
             self.t(&w),
             self.t(&bias),
         );
-        let [ti, fi, ci, t2i, f2i, ki, si, pi] =
-            [t, f, c, t2, f2, p.kernel, p.stride, p.padding].map(|v| v as i32);
+        let [ti, fi, ci, t2i, f2i] = [t, f, c, t2, f2].map(|v| v as i32);
         let (relu, dt) = (relu_input as i32, out.bit() | (x.bit() << 1));
         self.launch(
             "fc_dw_cl",
-            (t2 as u32, (f2 * c.div_ceil(SUB_CH)) as u32, bs as u32),
-            (SUB_CH as u32, 1, 1),
+            (t2 as u32, c.div_ceil(SUB_CH) as u32, bs as u32),
+            (SUB_CH as u32, DW_FG, 1),
             0,
-            args![y, xp, kp, wp, bp, ti, fi, ci, t2i, f2i, ki, si, pi, relu, dt],
+            args![y, xp, kp, wp, bp, ti, fi, ci, t2i, f2i, relu, dt],
         )?;
         Ok(out)
     }
@@ -480,6 +482,21 @@ impl CudaBackend {
         );
         let [mi, di, kpi] = [rows, d, kp].map(|v| v as i32);
         let (pair, dt) = (last as i32, outs[0].bit() | (x.bit() << 1));
+        // f16 rows in and out in whole 16-byte chunks, both results, no quantized form: a warp a
+        // row, the row in registers (ln_fused stages it in shared memory, a block a row)
+        if quant.is_none() && pair == 1 && dt == 3 && d.is_multiple_of(8) && d <= 2048 {
+            let (y, z) = (outs[0].buf.ptr, outs[1].buf.ptr);
+            if (y | z | xp).is_multiple_of(16) {
+                self.launch(
+                    "ln_pair_rows16",
+                    (rows.div_ceil(4) as u32, 1, 1),
+                    (128, 1, 1),
+                    0,
+                    args![y, z, xp, g1p, b1p, g2p, b2p, mi, di, eps],
+                )?;
+                return Ok(outs);
+            }
+        }
         let grid = if quant.is_some() { m_pad } else { rows };
         self.launch(
             "ln_fused",

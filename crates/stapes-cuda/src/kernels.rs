@@ -58,6 +58,7 @@ pub const FILES: &[KernelFile] = &[
             "layer_norm",
             "layer_norm_rows",
             "layer_norm_rows16",
+            "ln_pair_rows16",
             "rms_norm",
             "softmax",
             "argmax",

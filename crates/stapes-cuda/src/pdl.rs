@@ -94,6 +94,7 @@ pub const PDL_SAFE: &[&str] = &[
     "layer_norm_rows",
     "layer_norm_rows16",
     "ln_fused",
+    "ln_pair_rows16",
     "mask_fill",
     "quantize_rows_i8",
     "rel_attn_d128",
