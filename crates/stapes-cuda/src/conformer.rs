@@ -44,9 +44,11 @@ fn sub_fused_on() -> bool {
 
 /// `STAPES_CUDA_REL_ATTN_KS`: `1` = `rel_attention` always as the split-keys kernel
 /// (`rel_attn_ks_*`: 16 queries per block, keys split over its 4 warps), `auto` or unset (the
-/// default: parakeet encode 3.18 -> 3.04 ms, canary 4.11 -> 3.89 on the H200, stop 15) = where
-/// one sequence's blocks of the plain kernel would not fill the SMs (by T and heads only, never
-/// by batch size, so a clip's frames come out the same in any batch), `0` = never.
+/// default) = where the batch's blocks of the plain kernel would not fill the SMs, `0` = never.
+/// H200: one parakeet clip 3.18 -> 3.04 ms and canary 4.11 -> 3.89 split (stop 15); 16 parakeet
+/// clips 9.2–9.3 -> 8.8 ms plain (stop 22, call 3), hence the batch in the rule. A clip's
+/// attention rows then differ in the last bits between a batch and alone, as its GEMMs already
+/// do (cuBLASLt's choice depends on the row count).
 fn rel_attn_split_mode() -> u8 {
     static MODE: OnceLock<u8> = OnceLock::new();
     *MODE.get_or_init(|| {
@@ -115,7 +117,7 @@ impl CudaBackend {
         // plain: 64 queries of one (b, h) per block; split-keys: 16
         let split = match rel_attn_split_mode() {
             1 => true,
-            2 => t.div_ceil(64) * p.heads < self.sm_count(),
+            2 => bs * t.div_ceil(64) * p.heads < self.sm_count(),
             _ => false,
         };
         let kernel = match (dh, split) {
