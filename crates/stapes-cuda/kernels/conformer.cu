@@ -420,7 +420,7 @@ extern "C" __global__ void __launch_bounds__(128) rel_attn_ks_d128(void* out, co
 
 // ---------------------------------------------------------------------------------------------
 // Depthwise-striding subsampling, channel-last (src/conformer.rs: Backend::subsample_stem and
-// depthwise_conv2d_cl). Square kernels k, stride s, zero padding p on both axes; parameters f32.
+// depthwise_conv2d_cl), for kernel 3, stride 2, padding 1 on both axes; parameters f32.
 
 // Channels per block of fc_sub_stem and fc_dw_cl, one a thread (the host sizes the grids from
 // the same number).

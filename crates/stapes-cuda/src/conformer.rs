@@ -20,9 +20,11 @@ use super::{
     GEMV_MAX_M,
 };
 
-/// Output frames × channels per block of `glu_dw_act` (`GDW_ROWS`, `GDW_CH` in the kernel).
+/// Output frames × channels per block of `glu_dw_act` (`GDW_ROWS`, `GDW_CH` in the kernel), and
+/// its thread rows (`GDW_NY`: the kernel hands each thread GDW_ROWS / GDW_NY outputs).
 const GDW_ROWS: usize = 16;
 const GDW_CH: usize = 64;
+const GDW_NY: usize = 4;
 /// Kernels longer than this take the composed path: the block's shared memory holds
 /// `(GDW_ROWS + K − 1) · GDW_CH` floats (K = 255: 69 KB would exceed the 48 KB default).
 const GDW_MAX_K: usize = 128;
@@ -40,6 +42,12 @@ const SMEM_DEFAULT: usize = 48 * 1024;
 fn sub_fused_on() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var("STAPES_CUDA_FC_SUB").map_or(true, |v| v.trim() != "0"))
+}
+
+/// The subsampling kernels exist for NeMo's dw_striding form only (kernel 3, stride 2, padding
+/// 1); every other form, or `STAPES_CUDA_FC_SUB=0`, takes the composed path.
+fn sub_fused_for(p: &StridingParams) -> bool {
+    sub_fused_on() && (p.kernel, p.stride, p.padding) == (3, 2, 1)
 }
 
 /// `STAPES_CUDA_REL_ATTN_KS`: `1` = `rel_attention` always as the split-keys kernel
@@ -235,7 +243,7 @@ impl CudaBackend {
         self.launch(
             "glu_dw_act",
             grid,
-            (256, 1, 1),
+            ((GDW_CH * GDW_NY) as u32, 1, 1),
             smem,
             args![y, xp, kp, wp, bp, ti, ci, ki, pi, toi, a, dt],
         )?;
@@ -320,8 +328,7 @@ impl CudaBackend {
         let (t1, f1) = (p.out_len(t), p.out_len(f));
         // 7 input rows of 4 · F2 + 4 padded columns (the kernel's W)
         let smem = 7 * (4 * f2 + 4) * 4;
-        let nemo_form = (p.kernel, p.stride, p.padding) == (3, 2, 1);
-        if !sub_fused_on() || !nemo_form || smem > SMEM_DEFAULT {
+        if !sub_fused_for(p) || smem > SMEM_DEFAULT {
             return subsample_stem_composed(self, x, keep0, w0, b0, keep1, w1, b1, p);
         }
         check_keep(OP, keep0, bs, t)?;
@@ -372,7 +379,7 @@ impl CudaBackend {
     ) -> Result<CudaTensor> {
         const OP: &str = "depthwise_conv2d_cl";
         let (bs, t, f, c, t2, f2) = depthwise_conv2d_cl_dims(&x.shape, &w.shape, &bias.shape, p)?;
-        if !sub_fused_on() || (p.kernel, p.stride, p.padding) != (3, 2, 1) {
+        if !sub_fused_for(p) {
             return depthwise_conv2d_cl_composed(self, x, keep, relu_input, w, bias, p);
         }
         check_keep(OP, keep, bs, t)?;
