@@ -34,6 +34,19 @@ __device__ __forceinline__ float act_apply(float v, int act) {
     default: return tanhf(v);
     }
 }
+// act_apply with SiLU and sigmoid on the MUFU exp2 and reciprocal (__expf's error grows with
+// |v|: ~1e-6 relative at |v| < 8); for outputs rounded to f16, whose 2^-11 dwarfs it.
+__device__ __forceinline__ float act_apply_fast(float v, int act) {
+    switch (act) {
+    case 2: return __fdividef(v, 1.f + __expf(-v));
+    case 4: return __fdividef(1.f, 1.f + __expf(-v));
+    default: return act_apply(v, act);
+    }
+}
+// a · sigmoid(gate) (the GLU), fast as act_apply_fast where `fast`
+__device__ __forceinline__ float sigmoid_mul(float a, float gate, bool fast) {
+    return fast ? __fdividef(a, 1.f + __expf(-gate)) : a / (1.f + expf(-gate));
+}
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -123,6 +136,12 @@ __device__ __forceinline__ void tc_cp_commit() { asm volatile("cp.async.commit_g
 template <int N>
 __device__ __forceinline__ void tc_cp_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+// Four 8×8 b16 matrices from shared memory (a row-major tile as an mma A operand).
+__device__ __forceinline__ void tc_ldsm_x4(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
 }
 // Four 8×8 b16 matrices from shared memory, transposed (a row-major V tile as a col operand).
 __device__ __forceinline__ void tc_ldsm_x4_t(u32 addr, u32& r0, u32& r1, u32& r2, u32& r3) {

@@ -21,6 +21,9 @@ template <class Y, class X>
 __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const float* __restrict__ keep,
                                              const float* __restrict__ w, const float* __restrict__ bias, int t, int c,
                                              int kw, int pad, int t_out, int act) {
+    // f16 outputs take the MUFU exp and reciprocal (~1e-6 relative, under the output's 2^-11
+    // rounding): the kernel is bound by issuing the IEEE expf / division sequences (stop 22)
+    constexpr bool FAST = sizeof(Y) == 2;
     Y* y = (Y*)y_;
     const X* x = (const X*)x_;
     extern __shared__ float g[];  // (GDW_ROWS + kw - 1) × GDW_CH
@@ -46,7 +49,7 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
             const int r = r0 + q * GDW_NY;
-            if (r < rows) g[r * GDW_CH + tx] = kp[q] != 0.f ? a[q] / (1.f + expf(-gate[q])) : 0.f;
+            if (r < rows) g[r * GDW_CH + tx] = kp[q] != 0.f ? sigmoid_mul(a[q], gate[q], FAST) : 0.f;
         }
     }
     __syncthreads();
@@ -65,7 +68,7 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
 #pragma unroll
     for (int i = 0; i < PER; ++i) {
         const int to = t0 + ty + GDW_NY * i;
-        if (to < t_out) stf(y, ((long long)b * t_out + to) * c + ch, act_apply(acc[i], act));
+        if (to < t_out) stf(y, ((long long)b * t_out + to) * c + ch, FAST ? act_apply_fast(acc[i], act) : act_apply(acc[i], act));
     }
 }
 extern "C" __global__ void glu_dw_act(void* y, const void* x, const float* keep, const float* w, const float* bias, int t,
@@ -129,7 +132,9 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 // cores (mma.sync m16n8k16, f32 accumulate, online softmax): neither score matrix is stored.
 // qkv (B, T, 3C) f16 laid out q | k | v, C = H·D; pos (1, 2T-1, C) f16, row k = distance T-1-k;
 // bias_u, bias_v (C) f32; keep (B, T) f32 or null; out (B, T, C) of type Y.
-// Block = 4 warps = 64 queries of one (b, h); keys stream through shared memory 32 at a time.
+// Block = 1-4 warps of 16 queries each, of one (b, h) (the host picks the count by occupancy;
+// every warp walks all keys, so the count does not change a row's bits); keys stream through
+// shared memory 32 at a time.
 // For query r and key j the position term reads pos row T-1-r+j: a warp's 16 rows × 32 keys
 // need 47 consecutive rows, so the warp multiplies (q+v) by those 47 (48) rows straight from
 // global memory (L1/L2-resident: every block of head h reads the same rows) into a 16 × 48
@@ -141,7 +146,6 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 // 16 keys each (own K/V tiles and scratch, warp-synchronous), then merge their (max, sum, output)
 // through shared memory. Same arithmetic per key; the merge adds one exp2 rescale per warp.
 
-#define RA_BQ 64
 #define RA_BK 32
 #define RA_PW 48  // position rows per warp and key tile: RA_BK + 16 - 1, rounded up to 8
 #define RA_PAD 8
@@ -152,6 +156,8 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 __shared__ __align__(16) h16 ra_ks[RA_BK * (128 + RA_PAD)];
 __shared__ __align__(16) h16 ra_vs[RA_BK * (128 + RA_PAD)];
 __shared__ float ra_sc[4][16][RA_PW + 1];
+// the plain form's (q+v)·qs per warp, read back as mma A operands (48384 static bytes in all)
+__shared__ __align__(16) h16 ra_qp[4][16][128 + RA_PAD];
 // split-keys form: per warp a K and a V tile (the merge reuses them as 4 × 16 × D floats)
 __shared__ __align__(16) h16 rk_kv[4][2][RK_BK * (128 + RA_PAD)];
 __shared__ float rk_sc[4][16][RK_PW + 1];
@@ -186,13 +192,16 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     Y* Ob = out + (long long)b * T * C + h * D;
 
     // the warp's first query; its keys: tiles from k_first, every k_step
-    const int rw = SPLIT ? blockIdx.x * 16 : blockIdx.x * RA_BQ + warp * 16;
+    const int rw = SPLIT ? blockIdx.x * 16 : blockIdx.x * (blockDim.x / 2) + warp * 16;
     const int k_first = SPLIT ? warp * BK : 0, k_step = SPLIT ? 4 * BK : BK;
     const int ld_first = SPLIT ? lane : tid, ld_step = SPLIT ? 32 : (int)blockDim.x;
     const int r0 = rw + g, r1 = r0 + 8;
     const float qs = scale * 1.4426950408889634f;  // exp2 softmax
-    // (q+u)·qs and (q+v)·qs as mma A operands
-    u32 qa[D / 16][4], qp[D / 16][4];
+    // (q+u)·qs and (q+v)·qs as mma A operands: (q+v) in registers in the split form, parked in
+    // shared memory and read back each key tile in the plain form (32 registers fewer there,
+    // which decides how many blocks a SM holds)
+    u32 qa[D / 16][4], qp[SPLIT ? D / 16 : 1][4];
+    h16(*qps)[128 + RA_PAD] = ra_qp[warp];
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
         int c0 = kk * 16 + 2 * t;
@@ -212,11 +221,23 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
         qa[kk][1] = pack_h2((y0.x + bu[d0]) * qs, (y0.y + bu[d0 + 1]) * qs);
         qa[kk][2] = pack_h2((x8.x + bu[d8]) * qs, (x8.y + bu[d8 + 1]) * qs);
         qa[kk][3] = pack_h2((y8.x + bu[d8]) * qs, (y8.y + bu[d8 + 1]) * qs);
-        qp[kk][0] = pack_h2((x0.x + bv[d0]) * qs, (x0.y + bv[d0 + 1]) * qs);
-        qp[kk][1] = pack_h2((y0.x + bv[d0]) * qs, (y0.y + bv[d0 + 1]) * qs);
-        qp[kk][2] = pack_h2((x8.x + bv[d8]) * qs, (x8.y + bv[d8 + 1]) * qs);
-        qp[kk][3] = pack_h2((y8.x + bv[d8]) * qs, (y8.y + bv[d8 + 1]) * qs);
+        const u32 p0 = pack_h2((x0.x + bv[d0]) * qs, (x0.y + bv[d0 + 1]) * qs);
+        const u32 p1 = pack_h2((y0.x + bv[d0]) * qs, (y0.y + bv[d0 + 1]) * qs);
+        const u32 p2 = pack_h2((x8.x + bv[d8]) * qs, (x8.y + bv[d8 + 1]) * qs);
+        const u32 p3 = pack_h2((y8.x + bv[d8]) * qs, (y8.y + bv[d8 + 1]) * qs);
+        if constexpr (SPLIT) {
+            qp[kk][0] = p0;
+            qp[kk][1] = p1;
+            qp[kk][2] = p2;
+            qp[kk][3] = p3;
+        } else {
+            *(u32*)&qps[g][c0] = p0;
+            *(u32*)&qps[g + 8][c0] = p1;
+            *(u32*)&qps[g][c0 + 8] = p2;
+            *(u32*)&qps[g + 8][c0 + 8] = p3;
+        }
     }
+    if constexpr (!SPLIT) __syncwarp();
 
     float o[D / 8][4];
 #pragma unroll
@@ -240,17 +261,40 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
         // prow0 = T-16-rw+k0, so that row i, key k0+jj reads column 15-i+jj
         const int prow0 = T - 16 - rw + k0;
         float bd[PW / 8][4];
+        if constexpr (SPLIT) {
 #pragma unroll
-        for (int nt = 0; nt < PW / 8; ++nt) {
-            bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
-            int prow = prow0 + nt * 8 + g;
-            bool in = prow >= 0 && prow < np;
-            const h16* pr = Pb + (long long)(in ? prow : 0) * C;
+            for (int nt = 0; nt < PW / 8; ++nt) {
+                bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
+                int prow = prow0 + nt * 8 + g;
+                bool in = prow >= 0 && prow < np;
+                const h16* pr = Pb + (long long)(in ? prow : 0) * C;
+#pragma unroll
+                for (int kk = 0; kk < D / 16; ++kk) {
+                    u32 b0 = in ? *(const u32*)(pr + kk * 16 + 2 * t) : 0u;
+                    u32 b1 = in ? *(const u32*)(pr + kk * 16 + 2 * t + 8) : 0u;
+                    tc_mma16816(bd[nt], qp[kk][0], qp[kk][1], qp[kk][2], qp[kk][3], b0, b1);
+                }
+            }
+        } else {
+            // each (q+v) fragment read back once a tile: k outer, position rows inner (the
+            // same sums in the same order per output)
+            int poff[PW / 8];  // element offset of the lane's position row, -1 outside
+#pragma unroll
+            for (int nt = 0; nt < PW / 8; ++nt) {
+                bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
+                int prow = prow0 + nt * 8 + g;
+                poff[nt] = prow >= 0 && prow < np ? prow * (int)C + 2 * t : -1;
+            }
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
-                u32 b0 = in ? *(const u32*)(pr + kk * 16 + 2 * t) : 0u;
-                u32 b1 = in ? *(const u32*)(pr + kk * 16 + 2 * t + 8) : 0u;
-                tc_mma16816(bd[nt], qp[kk][0], qp[kk][1], qp[kk][2], qp[kk][3], b0, b1);
+                u32 a0, a1, a2, a3;
+                tc_ldsm_x4(tc_smem_u32(&qps[lm_key][kk * 16 + lm_col]), a0, a1, a2, a3);
+#pragma unroll
+                for (int nt = 0; nt < PW / 8; ++nt) {
+                    u32 b0 = poff[nt] >= 0 ? *(const u32*)(Pb + poff[nt] + kk * 16) : 0u;
+                    u32 b1 = poff[nt] >= 0 ? *(const u32*)(Pb + poff[nt] + kk * 16 + 8) : 0u;
+                    tc_mma16816(bd[nt], a0, a1, a2, a3, b0, b1);
+                }
             }
         }
 #pragma unroll
@@ -396,7 +440,10 @@ extern "C" __global__ void __launch_bounds__(128) rel_attn_d64(void* out, const 
     if (dt & 1) rel_attn_k<64, false, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
     else rel_attn_k<64, false, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
 }
-extern "C" __global__ void __launch_bounds__(128) rel_attn_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
+// At most 168 registers (ptxas: 32 bytes spilled): a SM sub-partition's 16384 registers then
+// hold 3 warps, so 4 blocks of 3 warps a SM and 16 parakeet clips' 384 blocks run in one wave
+// (unbounded, 254: 2 warps a sub-partition, 2 blocks a SM, 1.45 waves; 224 is no better).
+extern "C" __global__ void __maxnreg__(168) rel_attn_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
                                                                 const float* bv, const float* keep, int T, int H, float scale,
                                                                 int dt) {
     PDL_ENTER();

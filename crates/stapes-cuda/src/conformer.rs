@@ -6,6 +6,7 @@
 
 use std::ffi::c_void;
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use stapes_core::backend::{
@@ -71,6 +72,14 @@ fn rel_attn_split_mode() -> u8 {
     })
 }
 
+/// The `rel_attention` form forced for this process ([`CudaBackend::force_rel_attn_form`]):
+/// `REL_FORM_AUTO` = by shape, 0 = split keys, 1..=4 = the plain kernel with that many warps.
+static REL_FORM: AtomicU8 = AtomicU8::new(REL_FORM_AUTO);
+const REL_FORM_AUTO: u8 = u8::MAX;
+/// Warps a block of the plain kernel may have (16 queries each; `ra_sc` in the kernel is sized
+/// for this many).
+const REL_MAX_WARPS: u32 = 4;
+
 /// `layer_norm_pair` as one kernel (`ln_fused`, the default: parakeet encode 3.18 -> 3.10 ms on
 /// the H200, stop 15); `STAPES_CUDA_LN_PAIR=0`: two `layer_norm` launches.
 fn ln_pair_on() -> bool {
@@ -122,11 +131,12 @@ impl CudaBackend {
         const OP: &str = "rel_attention";
         let (bs, t, c, np) = rel_attention_dims(&qkv.shape, &pos.shape, p.heads)?;
         let dh = c / p.heads;
-        // plain: 64 queries of one (b, h) per block; split-keys: 16
-        let split = match rel_attn_split_mode() {
-            1 => true,
-            2 => bs * t.div_ceil(64) * p.heads < self.sm_count(),
-            _ => false,
+        // plain: 16 queries a warp, 1-4 warps of one (b, h) per block; split-keys: 16 a block
+        let forced = REL_FORM.load(Ordering::Relaxed);
+        let split = match (forced, rel_attn_split_mode()) {
+            (REL_FORM_AUTO, 1) => true,
+            (REL_FORM_AUTO, 2) => bs * t.div_ceil(64) * p.heads < self.sm_count(),
+            (f, _) => f == 0,
         };
         let kernel = match (dh, split) {
             (64, false) => "rel_attn_d64",
@@ -135,7 +145,9 @@ impl CudaBackend {
             (128, true) => "rel_attn_ks_d128",
             _ => "",
         };
-        if kernel.is_empty() || np + 1 != 2 * t || !rel_attn_fused_on() {
+        // the plain kernel offsets position rows in 32 bits
+        let pos_fits = np.checked_mul(c).is_some_and(|n| n <= i32::MAX as usize);
+        if kernel.is_empty() || np + 1 != 2 * t || !pos_fits || !rel_attn_fused_on() {
             return rel_attention_composed(self, qkv, pos, bias_u, bias_v, keep, p);
         }
         for (name, bb) in [("bias_u", bias_u), ("bias_v", bias_v)] {
@@ -169,17 +181,67 @@ impl CudaBackend {
             self.opt(keep32.as_ref()),
         );
         let (ti, hi, scale, dt) = (t as i32, p.heads as i32, p.scale, out.bit());
-        // queries of one (b, h) per block: the kernel's RA_BQ, or 16 in the split-keys form
-        let rows = if split { 16 } else { 64 };
+        let warps = match (split, forced) {
+            (true, _) => 4,
+            (false, REL_FORM_AUTO) => self.rel_attn_warps(kernel, bs, t, p.heads)?,
+            (false, w) => u32::from(w),
+        };
+        // queries of one (b, h) per block: 16 a warp, or 16 in all in the split-keys form
+        let rows = if split { 16 } else { 16 * warps as usize };
         let grid = (t.div_ceil(rows) as u32, p.heads as u32, bs as u32);
         self.launch(
             kernel,
             grid,
-            (128, 1, 1),
+            (32 * warps, 1, 1),
             0,
             args![y, xp, pp, bup, bvp, kp, ti, hi, scale, dt],
         )?;
         Ok(out)
+    }
+
+    /// Warps a block of the plain rel-attention kernel: each warp owns 16 queries and walks
+    /// every key, so the blocks of 1-4 warps do the same work a row and give the same bits; the
+    /// choice is by the fewest waves of blocks (the driver's occupancy answer), then the fewest
+    /// padded query rows, then the most warps (K/V tiles shared). 16 parakeet clips (T = 140,
+    /// 8 heads): 3 warps, 384 blocks in one wave and 144 rows, where 4 warps made 1.5 waves of
+    /// 192 rows.
+    fn rel_attn_warps(
+        &self,
+        kernel: &'static str,
+        bs: usize,
+        t: usize,
+        heads: usize,
+    ) -> Result<u32> {
+        let mut best = (usize::MAX, usize::MAX, REL_MAX_WARPS);
+        for w in (1..=REL_MAX_WARPS).rev() {
+            let rows = 16 * w as usize;
+            let blocks = bs * heads * t.div_ceil(rows);
+            let slots = self.resident_blocks(kernel, 32 * w, 0)? * self.sm_count();
+            let key = (blocks.div_ceil(slots), t.div_ceil(rows) * rows);
+            if key < (best.0, best.1) {
+                best = (key.0, key.1, w);
+            }
+        }
+        Ok(best.2)
+    }
+
+    /// Force the form of every later fused `rel_attention` in this process (benchmarks and
+    /// tests): `None` picks by shape (the default), `Some(0)` the split-keys kernel, `Some(w)`
+    /// for w in 1..=4 the plain kernel with w warps a block.
+    #[doc(hidden)]
+    pub fn force_rel_attn_form(&self, form: Option<u32>) -> Result<()> {
+        let v = match form {
+            None => REL_FORM_AUTO,
+            Some(w) if w <= REL_MAX_WARPS => w as u8,
+            Some(w) => {
+                return Err(Error::shape(
+                    "force_rel_attn_form",
+                    format!("{w} warps; 0 (split keys) ..={REL_MAX_WARPS} allowed"),
+                ))
+            }
+        };
+        REL_FORM.store(v, Ordering::Relaxed);
+        Ok(())
     }
 
     pub(super) fn glu_depthwise_act_fused(

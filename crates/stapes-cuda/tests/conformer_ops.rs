@@ -429,6 +429,25 @@ fn ra_inputs(
     Option<HostTensor>,
 ) {
     let (bs, t, h, dh, lens, _) = RA[i];
+    ra_case_inputs(1000 + i as u64, bs, t, h, dh, lens)
+}
+
+/// q|k|v, positions, u and v biases from `seed` (+ 100 · k for the k-th), and the frame mask of
+/// `lens` (none where empty).
+fn ra_case_inputs(
+    seed: u64,
+    bs: usize,
+    t: usize,
+    h: usize,
+    dh: usize,
+    lens: &[usize],
+) -> (
+    HostTensor,
+    HostTensor,
+    HostTensor,
+    HostTensor,
+    Option<HostTensor>,
+) {
     let c = h * dh;
     let keep = (!lens.is_empty()).then(|| {
         let data = lens
@@ -438,10 +457,10 @@ fn ra_inputs(
         HostTensor::new(vec![bs, t, 1], data).unwrap()
     });
     (
-        rnd(&[bs, t, 3 * c], 1000 + i as u64, 1.0),
-        rnd(&[1, 2 * t - 1, c], 1100 + i as u64, 1.0),
-        rnd(&[c], 1200 + i as u64, 0.3),
-        rnd(&[c], 1300 + i as u64, 0.3),
+        rnd(&[bs, t, 3 * c], seed, 1.0),
+        rnd(&[1, 2 * t - 1, c], seed + 100, 1.0),
+        rnd(&[c], seed + 200, 0.3),
+        rnd(&[c], seed + 300, 0.3),
         keep,
     )
 }
@@ -549,4 +568,69 @@ fn rel_attention_f32_matches_the_reference() {
             &want,
         );
     }
+}
+
+/// Every launch form of the fused kernel on the same inputs: the plain kernel with 1-4 warps a
+/// block gives the same bits (each warp walks every key in the same order), the split-keys form
+/// and the by-shape choice are within the Attention row of the reference. The cases add 16
+/// clips of the 0.6b shape, where the choice by shape is the plain kernel.
+#[test]
+fn rel_attention_forms_agree() {
+    let (g, _serial) = require_gpu!("rel_attention_forms_agree");
+    let r = ReferenceBackend::new();
+    let cases: Vec<RaCase> = RA
+        .iter()
+        .copied()
+        .chain([
+            (16, 140, 8, 128, &[][..], 256),
+            (5, 203, 2, 64, &[203, 7, 150, 1, 99][..], 16),
+        ])
+        .filter(|c| c.3 == 64 || c.3 == 128)
+        .collect();
+    for (i, &(bs, t, h, dh, lens, qb)) in cases.iter().enumerate() {
+        let what = format!("rel_attention b{bs} t{t} h{h} dh{dh} lengths {lens:?}");
+        let (qkv, pos, bu, bv, keep) = ra_case_inputs(2000 + 10 * i as u64, bs, t, h, dh, lens);
+        let p = RelAttnParams {
+            heads: h,
+            scale: 1.0 / (dh as f32).sqrt(),
+            query_block: qb,
+        };
+        fn run<B: Backend>(
+            be: &B,
+            x: &[&HostTensor; 4],
+            keep: Option<&HostTensor>,
+            p: &RelAttnParams,
+        ) -> HostTensor {
+            let k = keep.map(|k| be.upload(k).unwrap());
+            let up = |i: usize| be.upload(x[i]).unwrap();
+            let y = be
+                .rel_attention(&up(0), &up(1), &up(2), &up(3), k.as_ref(), p)
+                .unwrap();
+            be.download(&y).unwrap()
+        }
+        let xs = [&qkv, &pos, &bu, &bv];
+        let want = run(&r, &xs, keep.as_ref(), &p);
+        let tol = tol_for(Op::Attention, Lane::F16, "cuda");
+        let mut plain: Option<HostTensor> = None;
+        for form in [Some(1), Some(2), Some(3), Some(4), Some(0), None] {
+            g.force_rel_attn_form(form).unwrap();
+            let got = run(g, &xs, keep.as_ref(), &p);
+            check_with(&format!("{what} form {form:?}"), tol, &got, &want);
+            if let Some(w @ 1..=4) = form {
+                match &plain {
+                    None => plain = Some(got),
+                    Some(first) => assert!(
+                        first
+                            .data
+                            .iter()
+                            .zip(&got.data)
+                            .all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{what}: {w} warps a block differ from 1"
+                    ),
+                }
+            }
+        }
+    }
+    g.force_rel_attn_form(None).unwrap();
+    assert!(g.force_rel_attn_form(Some(5)).is_err());
 }
