@@ -142,9 +142,11 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 
 //
 // Split-keys form (rel_attn_ks_*, for grids too small to fill the GPU: one clip's 140 frames make
-// 3 × 8 blocks of the form above): a block owns 16 queries and its 4 warps take every 4th tile of
-// 16 keys each (own K/V tiles and scratch, warp-synchronous), then merge their (max, sum, output)
-// through shared memory. Same arithmetic per key; the merge adds one exp2 rescale per warp.
+// 3 × 8 blocks of the form above): a block owns 16 queries and its W warps (1-8, the host's pick)
+// take every W-th tile of 16 keys each (own K/V tiles and scratch in dynamic shared memory,
+// warp-synchronous), then merge their (max, sum, output) through shared memory. Same arithmetic
+// per key; the merge adds one exp2 rescale per warp. The grid is small (72 blocks for one clip),
+// so a block's time is its slowest warp's chain of key tiles: more warps, shorter chains.
 
 #define RA_BK 32
 #define RA_PW 48  // position rows per warp and key tile: RA_BK + 16 - 1, rounded up to 8
@@ -158,9 +160,14 @@ __shared__ __align__(16) h16 ra_vs[RA_BK * (128 + RA_PAD)];
 __shared__ float ra_sc[4][16][RA_PW + 1];
 // the plain form's (q+v)·qs per warp, read back as mma A operands (48384 static bytes in all)
 __shared__ __align__(16) h16 ra_qp[4][16][128 + RA_PAD];
-// split-keys form: per warp a K and a V tile (the merge reuses them as 4 × 16 × D floats)
-__shared__ __align__(16) h16 rk_kv[4][2][RK_BK * (128 + RA_PAD)];
-__shared__ float rk_sc[4][16][RK_PW + 1];
+// split-keys form, dynamic shared memory per warp: a K and a V tile, then its score scratch (the
+// merge reuses the whole as W × 16 × D floats and W × 16 × (m, l))
+template <int D>
+__host__ __device__ constexpr int rk_tile_bytes() { return RK_BK * (D + RA_PAD) * 2; }
+template <int D>
+__host__ __device__ constexpr int rk_warp_bytes() { return 2 * rk_tile_bytes<D>() + 16 * (RK_PW + 1) * 4; }
+static_assert(rk_warp_bytes<128>() == 10816 && rk_warp_bytes<64>() == 6720, "src/conformer.rs: REL_KS_WARP_BYTES");
+static_assert(rk_warp_bytes<128>() >= 16 * 128 * 4 + 16 * 2 * 4, "merge scratch fits");
 
 template <int D, bool SPLIT, class Y>
 __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ qkv, const h16* __restrict__ pos,
@@ -172,10 +179,12 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     Tile *Ks, *Vs;
     float (*sc)[PW + 1];
+    extern __shared__ __align__(16) unsigned char rk_sm[];
     if constexpr (SPLIT) {
-        Ks = (Tile*)rk_kv[warp][0];
-        Vs = (Tile*)rk_kv[warp][1];
-        sc = rk_sc[warp];
+        unsigned char* wb = rk_sm + warp * rk_warp_bytes<D>();
+        Ks = (Tile*)wb;
+        Vs = (Tile*)(wb + rk_tile_bytes<D>());
+        sc = (float(*)[PW + 1])(wb + 2 * rk_tile_bytes<D>());
     } else {
         Ks = (Tile*)ra_ks;
         Vs = (Tile*)ra_vs;
@@ -193,7 +202,8 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
 
     // the warp's first query; its keys: tiles from k_first, every k_step
     const int rw = SPLIT ? blockIdx.x * 16 : blockIdx.x * (blockDim.x / 2) + warp * 16;
-    const int k_first = SPLIT ? warp * BK : 0, k_step = SPLIT ? 4 * BK : BK;
+    const int nw = blockDim.x >> 5;
+    const int k_first = SPLIT ? warp * BK : 0, k_step = SPLIT ? nw * BK : BK;
     const int ld_first = SPLIT ? lane : tid, ld_step = SPLIT ? 32 : (int)blockDim.x;
     const int r0 = rw + g, r1 = r0 + 8;
     const float qs = scale * 1.4426950408889634f;  // exp2 softmax
@@ -386,10 +396,10 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
     if constexpr (SPLIT) {
-        // merge the 4 warps' partial rows: (max m, sum l, unnormalised o) each, over shared memory
+        // merge the warps' partial rows: (max m, sum l, unnormalised o) each, over shared memory
         __syncthreads();  // every warp is done with its tiles: they become the merge scratch
-        float* mo = (float*)&rk_kv[0][0][0];  // [warp][row 0..15][D]
-        float* ml = &rk_sc[0][0][0];          // [warp][row][2]: m, l
+        float* mo = (float*)rk_sm;    // [warp][row 0..15][D]
+        float* ml = mo + nw * 16 * D;  // [warp][row][2]: m, l
 #pragma unroll
         for (int dn = 0; dn < D / 8; ++dn) {
             int c = dn * 8 + 2 * t;
@@ -410,12 +420,10 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             int row = idx / D, c = idx - row * D;
             if (rw + row >= T) break;  // rows ascend with idx
             float mm = F_NEG_INF;
-#pragma unroll
-            for (int w = 0; w < 4; ++w) mm = fmaxf(mm, ml[(w * 16 + row) * 2]);
+            for (int w = 0; w < nw; ++w) mm = fmaxf(mm, ml[(w * 16 + row) * 2]);
             float sum = 0.f, acc = 0.f;
             if (mm != F_NEG_INF) {
-#pragma unroll
-                for (int w = 0; w < 4; ++w) {
+                for (int w = 0; w < nw; ++w) {
                     float f = exp2f(ml[(w * 16 + row) * 2] - mm);
                     sum += ml[(w * 16 + row) * 2 + 1] * f;
                     acc += mo[((long long)w * 16 + row) * D + c] * f;
@@ -450,14 +458,14 @@ extern "C" __global__ void __maxnreg__(168) rel_attn_d128(void* out, const h16* 
     if (dt & 1) rel_attn_k<128, false, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
     else rel_attn_k<128, false, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
 }
-extern "C" __global__ void __launch_bounds__(128) rel_attn_ks_d64(void* out, const h16* qkv, const h16* pos, const float* bu,
+extern "C" __global__ void __launch_bounds__(256) rel_attn_ks_d64(void* out, const h16* qkv, const h16* pos, const float* bu,
                                                                   const float* bv, const float* keep, int T, int H,
                                                                   float scale, int dt) {
     PDL_ENTER();
     if (dt & 1) rel_attn_k<64, true, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
     else rel_attn_k<64, true, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
 }
-extern "C" __global__ void __launch_bounds__(128) rel_attn_ks_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
+extern "C" __global__ void __launch_bounds__(256) rel_attn_ks_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
                                                                    const float* bv, const float* keep, int T, int H,
                                                                    float scale, int dt) {
     PDL_ENTER();

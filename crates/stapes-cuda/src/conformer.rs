@@ -52,7 +52,7 @@ fn sub_fused_for(p: &StridingParams) -> bool {
 }
 
 /// `STAPES_CUDA_REL_ATTN_KS`: `1` = `rel_attention` always as the split-keys kernel
-/// (`rel_attn_ks_*`: 16 queries per block, keys split over its 4 warps), `auto` or unset (the
+/// (`rel_attn_ks_*`: 16 queries per block, 16-key tiles dealt over its warps), `auto` or unset (the
 /// default) = where the batch's blocks of the plain kernel would not fill the SMs, `0` = never.
 /// H200: one parakeet clip 3.18 -> 3.04 ms and canary 4.11 -> 3.89 split (stop 15); 16 parakeet
 /// clips 9.2–9.3 -> 8.8 ms plain (stop 22, call 3), hence the batch in the rule. A clip's
@@ -79,6 +79,36 @@ const REL_FORM_AUTO: u8 = u8::MAX;
 /// Warps a block of the plain kernel may have (16 queries each; `ra_sc` in the kernel is sized
 /// for this many).
 const REL_MAX_WARPS: u32 = 4;
+/// Warps a block of the split-keys kernel may have: at its 254 registers a SM sub-partition
+/// holds two warps (`__launch_bounds__(256)` in the kernel). H200, one parakeet clip (stop 24
+/// call 1): 8 warps (one a 16-key tile of its 140 frames but the ninth) against stop 23's 4,
+/// 16.8 -> 15.3 µs a launch under ncu, encode 2.47-2.53 -> 2.45-2.46 ms.
+const REL_KS_MAX_WARPS: usize = 8;
+/// Keys a split-keys warp takes at a time (`RK_BK` in the kernel).
+const REL_KS_KEYS: usize = 16;
+/// Dynamic shared memory a split-keys warp uses for heads of 64 / 128 (`rk_warp_bytes` in the
+/// kernel: its K and V tiles and score scratch).
+const REL_KS_WARP_BYTES: [usize; 2] = [6720, 10816];
+
+/// Warps a block of the split-keys kernel, forced ([`CudaBackend::force_rel_ks_warps`]; 0 = by
+/// shape: a warp a 16-key tile, up to 8).
+static REL_KS_WARPS: AtomicU8 = AtomicU8::new(0);
+
+/// The split-keys kernel's warps a block: forced, else `STAPES_CUDA_REL_KS_WARPS=N` (1..=8, for
+/// comparisons), else by shape.
+fn rel_ks_warps(t: usize) -> usize {
+    static ENV: OnceLock<Option<usize>> = OnceLock::new();
+    let env = *ENV.get_or_init(|| {
+        std::env::var("STAPES_CUDA_REL_KS_WARPS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|w| (1..=REL_KS_MAX_WARPS).contains(w))
+    });
+    match REL_KS_WARPS.load(Ordering::Relaxed) {
+        0 => env.unwrap_or_else(|| t.div_ceil(REL_KS_KEYS).clamp(1, REL_KS_MAX_WARPS)),
+        w => usize::from(w),
+    }
+}
 
 /// `layer_norm_pair` as one kernel (`ln_fused`, the default: parakeet encode 3.18 -> 3.10 ms on
 /// the H200, stop 15); `STAPES_CUDA_LN_PAIR=0`: two `layer_norm` launches.
@@ -182,9 +212,17 @@ impl CudaBackend {
         );
         let (ti, hi, scale, dt) = (t as i32, p.heads as i32, p.scale, out.bit());
         let warps = match (split, forced) {
-            (true, _) => 4,
+            // a warp a tile of keys: the block's time is its longest chain of tiles
+            (true, _) => rel_ks_warps(t) as u32,
             (false, REL_FORM_AUTO) => self.rel_attn_warps(kernel, bs, t, p.heads)?,
             (false, w) => u32::from(w),
+        };
+        let smem = if split {
+            let bytes = warps as usize * REL_KS_WARP_BYTES[usize::from(dh == 128)];
+            self.allow_dyn_smem(kernel, bytes)?;
+            bytes as u32
+        } else {
+            0
         };
         // queries of one (b, h) per block: 16 a warp, or 16 in all in the split-keys form
         let rows = if split { 16 } else { 16 * warps as usize };
@@ -193,7 +231,7 @@ impl CudaBackend {
             kernel,
             grid,
             (32 * warps, 1, 1),
-            0,
+            smem,
             args![y, xp, pp, bup, bvp, kp, ti, hi, scale, dt],
         )?;
         Ok(out)
@@ -241,6 +279,24 @@ impl CudaBackend {
             }
         };
         REL_FORM.store(v, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Force the split-keys kernel's warps a block for every later fused `rel_attention` in this
+    /// process (tests): `None` by shape (the default), `Some(w)` for w in 1..=8.
+    #[doc(hidden)]
+    pub fn force_rel_ks_warps(&self, warps: Option<u32>) -> Result<()> {
+        let v = match warps {
+            None => 0,
+            Some(w) if (1..=REL_KS_MAX_WARPS as u32).contains(&w) => w as u8,
+            Some(w) => {
+                return Err(Error::shape(
+                    "force_rel_ks_warps",
+                    format!("{w} warps; 1..={REL_KS_MAX_WARPS} allowed"),
+                ))
+            }
+        };
+        REL_KS_WARPS.store(v, Ordering::Relaxed);
         Ok(())
     }
 

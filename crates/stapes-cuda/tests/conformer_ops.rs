@@ -572,8 +572,9 @@ fn rel_attention_f32_matches_the_reference() {
 
 /// Every launch form of the fused kernel on the same inputs: the plain kernel with 1-4 warps a
 /// block gives the same bits (each warp walks every key in the same order), the split-keys form
-/// and the by-shape choice are within the Attention row of the reference. The cases add 16
-/// clips of the 0.6b shape, where the choice by shape is the plain kernel.
+/// (by shape, and with 1, 3 and 8 warps: warps with two tiles, one, none) and the by-shape choice
+/// are within the Attention row of the reference. The cases add 16 clips of the 0.6b shape,
+/// where the choice by shape is the plain kernel.
 #[test]
 fn rel_attention_forms_agree() {
     let (g, _serial) = require_gpu!("rel_attention_forms_agree");
@@ -612,10 +613,21 @@ fn rel_attention_forms_agree() {
         let want = run(&r, &xs, keep.as_ref(), &p);
         let tol = tol_for(Op::Attention, Lane::F16, "cuda");
         let mut plain: Option<HostTensor> = None;
-        for form in [Some(1), Some(2), Some(3), Some(4), Some(0), None] {
+        let forms = [1, 2, 3, 4]
+            .map(|w| (Some(w), None))
+            .into_iter()
+            .chain([None, Some(1), Some(3), Some(8)].map(|ks| (Some(0), ks)))
+            .chain([(None, None)]);
+        for (form, ks) in forms {
             g.force_rel_attn_form(form).unwrap();
+            g.force_rel_ks_warps(ks).unwrap();
             let got = run(g, &xs, keep.as_ref(), &p);
-            check_with(&format!("{what} form {form:?}"), tol, &got, &want);
+            check_with(
+                &format!("{what} form {form:?} split warps {ks:?}"),
+                tol,
+                &got,
+                &want,
+            );
             if let Some(w @ 1..=4) = form {
                 match &plain {
                     None => plain = Some(got),
@@ -632,5 +644,8 @@ fn rel_attention_forms_agree() {
         }
     }
     g.force_rel_attn_form(None).unwrap();
+    g.force_rel_ks_warps(None).unwrap();
     assert!(g.force_rel_attn_form(Some(5)).is_err());
+    assert!(g.force_rel_ks_warps(Some(0)).is_err());
+    assert!(g.force_rel_ks_warps(Some(9)).is_err());
 }
