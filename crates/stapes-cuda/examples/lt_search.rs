@@ -453,16 +453,22 @@ impl Problem {
     }
 }
 
-fn cfg_get(algo: &lts::cublasLtMatmulAlgo_t, a: lts::cublasLtMatmulAlgoConfigAttributes_t) -> u64 {
-    let mut v = 0u64;
+/// A config attribute in its documented width (cuBLASLt refuses any other size).
+fn cfg_get(algo: &lts::cublasLtMatmulAlgo_t, a: lts::cublasLtMatmulAlgoConfigAttributes_t) -> u32 {
+    use lts::cublasLtMatmulAlgoConfigAttributes_t as C;
+    let size = match a {
+        C::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID | C::CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID => 2,
+        _ => 4,
+    };
+    let mut v = 0u32;
     let mut w = 0usize;
-    // SAFETY: an 8-byte buffer; the attribute is at most 4 bytes.
+    // SAFETY: a 4-byte buffer, told `size` <= 4.
     unsafe {
         lts::cublasLtMatmulAlgoConfigGetAttribute(
             algo,
             a,
-            &mut v as *mut u64 as *mut c_void,
-            8,
+            &mut v as *mut u32 as *mut c_void,
+            size,
             &mut w,
         );
     }
@@ -534,12 +540,12 @@ fn describe(algo: &lts::cublasLtMatmulAlgo_t) -> String {
         cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_ID) as i32,
         cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_TILE_ID),
         cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_STAGES_ID),
-        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID) & 0xffff,
-        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_SPLITK_NUM) as u32,
-        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME) as u32,
-        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING) as u32,
-        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION) as u32,
-        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID) & 0xffff,
+        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
+        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING),
+        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION),
+        cfg_get(algo, C::CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID),
     )
 }
 
