@@ -187,15 +187,11 @@ struct Problem {
     c: u64,
     d: u64,
     ws: u64,
-    /// set on the descriptor before each run (variant 1), else 0
-    bias: u64,
     beta: f32,
 }
 
 impl Problem {
-    /// `variant` 0: the encoder's descriptor with the bias pointer in it; 1: the pointer set
-    /// before each run instead (as `gemm.rs`); 2: no epilogue at all (a fallback for diagnosis).
-    fn new(h: lts::cublasLtHandle_t, s: &Shape, variant: u32) -> R<Self> {
+    fn new(h: lts::cublasLtHandle_t, s: &Shape) -> R<Self> {
         let f16 = lts::cudaDataType_t::CUDA_R_16F;
         let (m, n, k) = (s.m as u64, s.n as u64, s.k as u64);
         let desc = ltr::create_matmul_desc(
@@ -228,41 +224,22 @@ impl Problem {
             _ => lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS,
         };
         let bt = lts::cudaDataType_t::CUDA_R_16F;
-        // SAFETY: attribute values of the documented types and sizes.
-        unsafe {
+        {
             use lts::cublasLtMatmulDescAttributes_t as A;
-            ltr::set_matmul_desc_attribute(
+            set_desc(desc, A::CUBLASLT_MATMUL_DESC_TRANSA, &t, "TRANSA")?;
+            set_desc(desc, A::CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, "EPILOGUE")?;
+            set_desc(
                 desc,
-                A::CUBLASLT_MATMUL_DESC_TRANSA,
-                &t as *const i32 as *const c_void,
-                4,
-            )
-            .map_err(|e| format!("TRANSA: {e:?}"))?;
-            if variant < 2 {
-                ltr::set_matmul_desc_attribute(
-                    desc,
-                    A::CUBLASLT_MATMUL_DESC_EPILOGUE,
-                    &epi as *const _ as *const c_void,
-                    std::mem::size_of_val(&epi),
-                )
-                .map_err(|e| format!("EPILOGUE: {e:?}"))?;
-                ltr::set_matmul_desc_attribute(
-                    desc,
-                    A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
-                    &bt as *const _ as *const c_void,
-                    std::mem::size_of_val(&bt),
-                )
-                .map_err(|e| format!("BIAS_DATA_TYPE: {e:?}"))?;
-            }
-            if variant == 0 {
-                ltr::set_matmul_desc_attribute(
-                    desc,
-                    A::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                    &bp as *const u64 as *const c_void,
-                    8,
-                )
-                .map_err(|e| format!("BIAS_POINTER: {e:?}"))?;
-            }
+                A::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                &bt,
+                "BIAS_DATA_TYPE",
+            )?;
+            set_desc(
+                desc,
+                A::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                &bp,
+                "BIAS_POINTER",
+            )?;
         }
         let la =
             ltr::create_matrix_layout(f16, k, m, k as i64).map_err(|e| format!("layout: {e:?}"))?;
@@ -281,7 +258,6 @@ impl Problem {
             c,
             d,
             ws,
-            bias: if variant == 1 { bp } else { 0 },
             beta: if s.epi == Epi::BiasC { 1.0 } else { 0.0 },
         })
     }
@@ -294,12 +270,6 @@ impl Problem {
             let s = lts::cublasLtMatmulAlgoCheck(
                 self.h, self.desc, self.la, self.lb, self.lc, self.lc, algo, &mut r,
             );
-            static FIRST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            if s != lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS
-                && FIRST.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 3
-            {
-                println!("check: {s:?}");
-            }
             (s == lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS && r.workspaceSize <= WORKSPACE)
                 .then_some(r.wavesCount)
         }
@@ -310,14 +280,6 @@ impl Problem {
         let cp = if self.beta != 0.0 { self.c } else { self.d };
         // SAFETY: buffers sized for this shape, descriptors live, the stream belongs to the context.
         unsafe {
-            if self.bias != 0 {
-                let _ = ltr::set_matmul_desc_attribute(
-                    self.desc,
-                    lts::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                    &self.bias as *const u64 as *const c_void,
-                    8,
-                );
-            }
             ltr::matmul(
                 self.h,
                 self.desc,
@@ -433,24 +395,36 @@ impl Problem {
                 &mut count,
             );
             let _ = ltr::destroy_matmul_pref(pref);
-            println!("heuristic: {s:?}, {count} results");
             if s != lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
+                println!("heuristic: {s:?}");
                 return Vec::new();
             }
             res.set_len(count.clamp(0, want as i32) as usize);
-        }
-        for r in res
-            .iter()
-            .filter(|r| r.state != lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
-            .take(2)
-        {
-            println!("heuristic result state {:?}", r.state);
         }
         res.iter()
             .filter(|r| r.state == lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
             .map(|r| r.algo)
             .collect()
     }
+}
+
+/// Sets a matmul descriptor attribute from a value of its documented type.
+fn set_desc<T>(
+    desc: lts::cublasLtMatmulDesc_t,
+    attr: lts::cublasLtMatmulDescAttributes_t,
+    v: &T,
+    what: &str,
+) -> R<()> {
+    // SAFETY: `v` is a live value of the size passed; cuBLASLt copies it.
+    unsafe {
+        ltr::set_matmul_desc_attribute(
+            desc,
+            attr,
+            v as *const T as *const c_void,
+            std::mem::size_of::<T>(),
+        )
+    }
+    .map_err(|e| format!("{what}: {e:?}"))
 }
 
 /// A config attribute in its documented width (cuBLASLt refuses any other size).
@@ -551,19 +525,8 @@ fn describe(algo: &lts::cublasLtMatmulAlgo_t) -> String {
 
 fn search(stream: &Arc<CudaStream>, h: lts::cublasLtHandle_t, s: &Shape, budget_s: f64) -> R<()> {
     use lts::cublasLtMatmulAlgoConfigAttributes_t as C;
-    let mut p = Problem::new(h, s, 0)?;
-    let mut heur = p.heuristic(32);
-    for variant in 1..3 {
-        if !heur.is_empty() {
-            break;
-        }
-        println!(
-            "{}/{}: no heuristic result; descriptor variant {variant}",
-            s.group, s.name
-        );
-        p = Problem::new(h, s, variant)?;
-        heur = p.heuristic(32);
-    }
+    let p = Problem::new(h, s)?;
+    let heur = p.heuristic(32);
     let runs = (2_000_000_000 / (s.m * s.n * s.k)).clamp(4, 40);
     let tag = format!("{}/{}", s.group, s.name);
     println!(
@@ -653,14 +616,6 @@ fn search(stream: &Arc<CudaStream>, h: lts::cublasLtHandle_t, s: &Shape, budget_
             lts::cublasLtMatmulAlgoCapAttributes_t::CUBLASLT_ALGO_CAP_STAGES_IDS,
         );
         stages.insert(0, 0);
-        if s.group == "turbo" && s.name == "qkv" {
-            println!(
-                "id {id}: {} tiles {:?}, {} stages",
-                tiles.len(),
-                &tiles[..tiles.len().min(12)],
-                stages.len()
-            );
-        }
         for &tile in &tiles {
             for &cl in CLUSTERS {
                 for &sg in &stages {
