@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Registers, spills and shared memory of every CUDA kernel, or one kernel's SASS, on a machine
 without a GPU: compiles a kernels/*.cu file the way the backend does (common.cuh prepended,
---std=c++17, sm_90a for the files in kernels.rs's ARCH_SPECIFIC, sm_90 otherwise) through
+kernels.rs's OPTIONS, sm_90a for the files in its ARCH_SPECIFIC, sm_90 otherwise) through
 NVRTC with ptxas's verbose report.
 
 Needs `pip install nvidia-cuda-nvrtc==13.0.88` (what CI installs); for --sass also
@@ -51,18 +51,22 @@ def nvrtc():
     sys.exit("kernel_info: libnvrtc.so.13 not found (pip install nvidia-cuda-nvrtc==13.0.88, or set STAPES_NVRTC_LIB)")
 
 
-def arch_specific():
-    m = re.search(r"ARCH_SPECIFIC:\s*&\[&str\]\s*=\s*&\[([^\]]*)\]", KERNELS_RS.read_text())
-    return set(re.findall(r'"([^"]+)"', m.group(1))) if m else set()
+def str_list(const):
+    """The strings of `const NAME: &[&str] = &[...]` in kernels.rs, so this script compiles as the
+    backend does without restating its lists."""
+    m = re.search(const + r":\s*&\[&str\]\s*=\s*&\[([^\]]*)\]", KERNELS_RS.read_text())
+    if not m:
+        sys.exit(f"kernel_info: {const} not found in {KERNELS_RS}")
+    return re.findall(r'"([^"]+)"', m.group(1))
 
 
-def compile_file(lib, name, arch):
+def compile_file(lib, name, arch, options):
     """(ptxas log, CUBIN bytes) of kernels/<name>.cu for `arch` (sm_XY)."""
     src = (KERNELS / "common.cuh").read_text() + f'\n#line 1 "{name}.cu"\n' + (KERNELS / f"{name}.cu").read_text()
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), f"{name}.cu".encode(), 0, None, None) != 0:
         sys.exit(f"kernel_info: nvrtcCreateProgram failed for {name}.cu")
-    opts = [b"--std=c++17", f"--gpu-architecture={arch}".encode(), b"-Xptxas", b"-v"]
+    opts = [o.encode() for o in options] + [f"--gpu-architecture={arch}".encode(), b"-Xptxas", b"-v"]
     rc = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
     n = ctypes.c_size_t()
     lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
@@ -79,7 +83,7 @@ def compile_file(lib, name, arch):
 
 
 def entries(log):
-    """[(entry, registers, spill stores, spill loads, stack, smem)] from ptxas's verbose log."""
+    """One dict per entry (name, regs, st / ld: spill bytes, stack, smem) from ptxas's verbose log."""
     out, cur = [], None
     for line in log.splitlines():
         m = re.search(r"Function properties for (\S+)", line)
@@ -118,7 +122,7 @@ def main():
     ap.add_argument("--sass", metavar="ENTRY", help="print this entry's SASS instead of the table")
     a = ap.parse_args()
     names = a.files or sorted(p.stem for p in KERNELS.glob("*.cu"))
-    special = arch_specific()
+    special, options = set(str_list("ARCH_SPECIFIC")), str_list("OPTIONS")
     lib = nvrtc()
     if not a.sass:
         print(f"{'file':<12} {'entry':<32} {'regs':>4} {'spill st/ld':>11} {'stack':>5} {'smem':>6}")
@@ -126,7 +130,7 @@ def main():
         if not (KERNELS / f"{name}.cu").exists():
             sys.exit(f"kernel_info: no kernel file {name}.cu in {KERNELS}")
         arch = a.arch + "a" if a.arch == "sm_90" and name in special else a.arch
-        log, bin_ = compile_file(lib, name, arch)
+        log, bin_ = compile_file(lib, name, arch, options)
         if a.sass:
             if any(e["name"] == a.sass for e in entries(log)):
                 print(sass(bin_, a.sass))
