@@ -97,6 +97,9 @@ pub fn run(a: Args) -> Result<(), StapesError> {
             )
         };
         row("encode, one window", &report.encode);
+        if let Some(s) = &report.encode_device {
+            row("  features on the device", s);
+        }
         if let Some(s) = &report.encode_batched {
             row(&format!("encode, {} windows", report.batch), s);
         }

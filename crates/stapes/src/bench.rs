@@ -52,7 +52,12 @@ impl Stats {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
+    /// One window or clip from host features: the upload of the features is timed too.
     pub encode: Stats,
+    /// The same window or clip from features already on the device, as the PyTorch anchor times
+    /// its encoders (and as `encode_batched` always was): the encoder alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub encode_device: Option<Stats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encode_batched: Option<Stats>,
     pub batch: usize,
@@ -90,6 +95,22 @@ fn time<F: FnMut() -> Result<(), StapesError>>(
     Ok(Stats::of(ms))
 }
 
+/// Times `encode` on `features (T, n_mels)` uploaded once beforehand as `(1, T, n_mels)`.
+fn encode_on_device<B: Backend>(
+    be: &B,
+    features: &HostTensor,
+    iters: usize,
+    mut encode: impl FnMut(&B::Tensor) -> Result<(), StapesError>,
+) -> Result<Stats, StapesError> {
+    let x = be.upload(features)?;
+    let x = be.reshape(&x, &[1, features.shape[0], features.shape[1]])?;
+    time(iters, 3, || {
+        encode(&x)?;
+        be.synchronize()?;
+        Ok(())
+    })
+}
+
 pub(crate) fn whisper<B: Backend>(
     m: &Whisper<B>,
     o: &BenchOptions,
@@ -103,6 +124,10 @@ pub(crate) fn whisper<B: Backend>(
         be.synchronize()?;
         Ok(())
     })?;
+    let encode_device = Some(encode_on_device(be, &mel, o.iters, |x| {
+        m.encode(x)?;
+        Ok(())
+    })?);
     let encode_batched = if o.batch > 1 {
         let melb = HostTensor::random(vec![o.batch, frames, cfg.n_mels], 9, 1.0);
         let x = be.upload(&melb)?;
@@ -237,6 +262,7 @@ pub(crate) fn whisper<B: Backend>(
     }
     Ok(BenchReport {
         encode,
+        encode_device,
         encode_batched,
         batch: o.batch,
         decode_token,
@@ -265,6 +291,10 @@ pub(crate) fn parakeet<B: Backend>(
         be.synchronize()?;
         Ok(())
     })?;
+    let encode_device = Some(encode_on_device(be, &feats, o.iters, |x| {
+        m.encode(x)?;
+        Ok(())
+    })?);
     let encode_batched = if o.batch > 1 {
         let (t, mels) = (feats.shape[0], feats.shape[1]);
         let data: Vec<f32> = (0..o.batch)
@@ -333,6 +363,7 @@ pub(crate) fn parakeet<B: Backend>(
     }
     Ok(BenchReport {
         encode,
+        encode_device,
         encode_batched,
         batch: o.batch,
         decode_token: None,
@@ -367,6 +398,10 @@ pub(crate) fn canary<B: Backend>(
         be.synchronize()?;
         Ok(())
     })?;
+    let encode_device = Some(encode_on_device(be, &feats, o.iters, |x| {
+        m.encode(x)?;
+        Ok(())
+    })?);
     let enc = m.encode_host(&feats)?;
     // The model's own en->en prompt; synthetic models have no tokenizer: canary2's length in
     // plain ids.
@@ -399,6 +434,7 @@ pub(crate) fn canary<B: Backend>(
     };
     Ok(BenchReport {
         encode,
+        encode_device,
         encode_batched: None,
         batch: o.batch,
         decode_token: Some(Stats::of(per_token)),

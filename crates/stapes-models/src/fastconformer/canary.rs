@@ -748,7 +748,22 @@ impl<B: Backend> Canary<B> {
             return Err(ModelError::BadInput("too few feature frames".into()));
         }
         let b = &self.backend;
-        let x = b.reshape(&b.upload(features)?, &[1, features.shape[0], mels])?;
+        self.encode(&b.reshape(&b.upload(features)?, &[1, features.shape[0], mels])?)
+    }
+
+    /// Encodes device features `(1, T, n_mels)` → `(1, T', d_decoder)` (after the projection).
+    pub fn encode(&self, x: &B::Tensor) -> Result<B::Tensor> {
+        let mels = self.config.encoder.num_mel_bins;
+        let shape = x.shape();
+        if shape.len() != 3 || shape[0] != 1 || shape[2] != mels {
+            return Err(ModelError::BadInput(format!(
+                "features must be (1, T, {mels}), got {shape:?}"
+            )));
+        }
+        if self.config.encoder.output_frames(shape[1]) == 0 {
+            return Err(ModelError::BadInput("too few feature frames".into()));
+        }
+        let b = &self.backend;
         let run = ChainedEncoder {
             encoder: &self.encoder,
             chains: &self.chains,
@@ -757,7 +772,7 @@ impl<B: Backend> Canary<B> {
             name: "canary",
             label: "canary encoder",
         };
-        let (enc, _) = run.encode_padded(b, &x, None)?;
+        let (enc, _) = run.encode_padded(b, x, None)?;
         match &self.enc_proj {
             Some(p) => p.forward(b, &enc),
             None => Ok(enc),
