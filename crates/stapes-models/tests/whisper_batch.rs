@@ -8,6 +8,7 @@ use stapes_core::Lane;
 use stapes_models::transcript::Transcript;
 use stapes_models::whisper::batch::BatchInput;
 use stapes_models::whisper::WhisperOptions;
+use whisper_common::probe;
 use whisper_common::*;
 
 const MODEL: &str = "whisper-tiny.en";
@@ -144,6 +145,99 @@ fn batch_throughput_cpu() {
                 16.0 / t,
                 stats.encoder_batches
             );
+        }
+    }
+}
+
+/// Who is inside a backend op: the owning thread and its nesting depth (provided ops call the
+/// required ones), and how many times another thread entered meanwhile.
+#[derive(Default)]
+struct Overlaps {
+    owner: std::sync::Mutex<Option<(std::thread::ThreadId, usize)>>,
+    seen: std::sync::atomic::AtomicUsize,
+}
+
+impl probe::Hook for Overlaps {
+    type Token = bool;
+    fn enter(&self, _op: &'static str) -> bool {
+        let me = std::thread::current().id();
+        let mut o = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *o {
+            None => *o = Some((me, 1)),
+            Some((t, d)) if *t == me => *d += 1,
+            Some(_) => {
+                self.seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return false;
+            }
+        }
+        true
+    }
+    fn exit(&self, _op: &'static str, owned: bool) {
+        if !owned {
+            return;
+        }
+        let mut o = self.owner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, d)) = &mut *o {
+            *d -= 1;
+            if *d == 0 {
+                *o = None;
+            }
+        }
+    }
+}
+
+/// Where the home captures chains (a GPU), the batch's threads take turns on it: no two are
+/// inside a backend op at once, so the decoder keeps its step chains. Without chains they run
+/// side by side, which is what shows this probe can see two threads in ops at once. Either way
+/// each input's result is the one it gets alone.
+#[test]
+fn batch_takes_turns_where_chains_are_captured() {
+    use probe::Probe;
+    let ckpt =
+        stapes_models::whisper::weights::load_checkpoint(&cache().join("models").join(MODEL))
+            .unwrap_or_else(|e| panic!("{MODEL}: {e} (run scripts/fetch-models.sh {MODEL})"));
+    let opts = ref_options(1);
+    let inputs: Vec<Vec<f32>> = SHORT.iter().map(|c| audio(c)).collect();
+    for chains in [true, false] {
+        let mut b = Probe::new(
+            stapes_cpu::CpuBackend::new(0).expect("cpu"),
+            Overlaps::default(),
+        );
+        b.chains = chains;
+        let m = stapes_models::whisper::Whisper::new(b, &ckpt, Lane::F32).expect("model");
+        let each: Vec<BatchInput<'_>> = inputs
+            .iter()
+            .map(|samples| BatchInput {
+                samples,
+                options: &opts,
+            })
+            .collect();
+        let (batched, stats) = m.transcribe_batch_each(&each, inputs.len());
+        assert_eq!(
+            stats.encoder_batches.first(),
+            Some(&inputs.len()),
+            "{stats:?}"
+        );
+        let seen = m
+            .backend()
+            .hook
+            .seen
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if chains {
+            assert_eq!(
+                seen, 0,
+                "threads were inside backend ops at once {seen} times"
+            );
+        } else {
+            assert!(
+                seen > 0,
+                "the threads never overlapped: the probe cannot tell turns apart"
+            );
+        }
+        for (i, (samples, got)) in inputs.iter().zip(&batched).enumerate() {
+            let got = got.as_ref().unwrap_or_else(|e| panic!("input {i}: {e}"));
+            let alone = m.transcribe(samples, &opts).expect("transcribe alone");
+            assert_eq!(got, &alone, "input {i} (chains {chains}): result differs");
         }
     }
 }

@@ -61,164 +61,24 @@ fn bench_jfk() {
 
 /// Time per op kind over one transcription (where the time goes; ignored like the bench).
 mod timed {
-    use stapes_core::*;
+    use super::whisper_common::probe::Hook;
     use std::collections::BTreeMap;
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
 
-    pub struct Timed<B> {
-        pub inner: B,
-        pub t: Mutex<BTreeMap<&'static str, (Duration, u64)>>,
-    }
+    #[derive(Default)]
+    pub struct Times(pub Mutex<BTreeMap<&'static str, (Duration, u64)>>);
 
-    impl<B: Backend> Timed<B> {
-        fn time<R>(&self, op: &'static str, f: impl FnOnce() -> R) -> R {
-            let s = Instant::now();
-            let r = f();
-            let mut m = self.t.lock().unwrap_or_else(|p| p.into_inner());
+    impl Hook for Times {
+        type Token = Instant;
+        fn enter(&self, _op: &'static str) -> Instant {
+            Instant::now()
+        }
+        fn exit(&self, op: &'static str, s: Instant) {
+            let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
             let e = m.entry(op).or_default();
             e.0 += s.elapsed();
             e.1 += 1;
-            r
-        }
-    }
-
-    type R<T> = Result<T>;
-
-    impl<B: Backend> Backend for Timed<B> {
-        type Tensor = B::Tensor;
-        type Weight = B::Weight;
-        fn name(&self) -> &'static str {
-            self.inner.name()
-        }
-        fn supports_lane(&self, lane: Lane) -> bool {
-            self.inner.supports_lane(lane)
-        }
-        fn counters(&self) -> &Counters {
-            self.inner.counters()
-        }
-        fn upload(&self, t: &HostTensor) -> R<B::Tensor> {
-            self.time("upload", || self.inner.upload(t))
-        }
-        fn download(&self, t: &B::Tensor) -> R<HostTensor> {
-            self.time("download", || self.inner.download(t))
-        }
-        fn weight(&self, w: &HostTensor, lane: Lane) -> R<B::Weight> {
-            self.inner.weight(w, lane)
-        }
-        fn weight_shape(&self, w: &B::Weight) -> (usize, usize) {
-            self.inner.weight_shape(w)
-        }
-        fn reshape(&self, t: &B::Tensor, s: &[usize]) -> R<B::Tensor> {
-            self.time("reshape", || self.inner.reshape(t, s))
-        }
-        fn transpose_last2(&self, t: &B::Tensor) -> R<B::Tensor> {
-            self.time("transpose", || self.inner.transpose_last2(t))
-        }
-        fn slice(&self, t: &B::Tensor, d: usize, s: usize, l: usize) -> R<B::Tensor> {
-            self.time("slice", || self.inner.slice(t, d, s, l))
-        }
-        fn concat(&self, ts: &[&B::Tensor], d: usize) -> R<B::Tensor> {
-            self.time("concat", || self.inner.concat(ts, d))
-        }
-        fn write_rows(&self, dst: &mut B::Tensor, src: &B::Tensor, o: usize) -> R<()> {
-            self.time("write_rows", || self.inner.write_rows(dst, src, o))
-        }
-        fn gather_batch(&self, t: &B::Tensor, i: &[usize]) -> R<B::Tensor> {
-            self.time("gather_batch", || self.inner.gather_batch(t, i))
-        }
-        fn gather_rows(&self, t: &B::Tensor, i: &[u32]) -> R<B::Tensor> {
-            self.time("gather_rows", || self.inner.gather_rows(t, i))
-        }
-        fn linear(&self, x: &B::Tensor, w: &B::Weight, b: Option<&B::Tensor>) -> R<B::Tensor> {
-            let m: usize = x.shape().iter().rev().skip(1).product();
-            let op = if m > 64 {
-                "linear (M>64)"
-            } else {
-                "linear (M≤64)"
-            };
-            self.time(op, || self.inner.linear(x, w, b))
-        }
-        fn matmul(&self, a: &B::Tensor, b: &B::Tensor, t: bool) -> R<B::Tensor> {
-            self.time("matmul", || self.inner.matmul(a, b, t))
-        }
-        fn conv1d(
-            &self,
-            x: &B::Tensor,
-            w: &B::Weight,
-            b: Option<&B::Tensor>,
-            p: Conv1dParams,
-        ) -> R<B::Tensor> {
-            self.time("conv1d", || self.inner.conv1d(x, w, b, p))
-        }
-        fn depthwise_conv1d(
-            &self,
-            x: &B::Tensor,
-            w: &B::Tensor,
-            b: Option<&B::Tensor>,
-            s: usize,
-            p: usize,
-        ) -> R<B::Tensor> {
-            self.time("dwconv", || self.inner.depthwise_conv1d(x, w, b, s, p))
-        }
-        fn conv2d(
-            &self,
-            x: &B::Tensor,
-            w: &B::Tensor,
-            b: Option<&B::Tensor>,
-            p: Conv2dParams,
-        ) -> R<B::Tensor> {
-            self.time("conv2d", || self.inner.conv2d(x, w, b, p))
-        }
-        fn attention(
-            &self,
-            q: &B::Tensor,
-            k: &B::Tensor,
-            v: &B::Tensor,
-            p: &AttnParams,
-        ) -> R<B::Tensor> {
-            let op = if q.shape()[1] > 64 {
-                "attention (Tq>64)"
-            } else {
-                "attention (Tq≤64)"
-            };
-            self.time(op, || self.inner.attention(q, k, v, p))
-        }
-        fn attention_probs(&self, q: &B::Tensor, k: &B::Tensor, p: &AttnParams) -> R<B::Tensor> {
-            self.time("attention_probs", || self.inner.attention_probs(q, k, p))
-        }
-        fn layer_norm(
-            &self,
-            x: &B::Tensor,
-            g: &B::Tensor,
-            b: Option<&B::Tensor>,
-            e: f32,
-        ) -> R<B::Tensor> {
-            self.time("layer_norm", || self.inner.layer_norm(x, g, b, e))
-        }
-        fn rms_norm(&self, x: &B::Tensor, g: &B::Tensor, e: f32) -> R<B::Tensor> {
-            self.time("rms_norm", || self.inner.rms_norm(x, g, e))
-        }
-        fn activation(&self, x: &B::Tensor, a: Activation) -> R<B::Tensor> {
-            self.time("activation", || self.inner.activation(x, a))
-        }
-        fn glu(&self, x: &B::Tensor) -> R<B::Tensor> {
-            self.time("glu", || self.inner.glu(x))
-        }
-        fn softmax(&self, x: &B::Tensor) -> R<B::Tensor> {
-            self.time("softmax", || self.inner.softmax(x))
-        }
-        fn log_softmax(&self, x: &B::Tensor) -> R<B::Tensor> {
-            self.time("log_softmax", || self.inner.log_softmax(x))
-        }
-        fn add(&self, a: &B::Tensor, b: &B::Tensor) -> R<B::Tensor> {
-            self.time("add", || self.inner.add(a, b))
-        }
-        fn mul(&self, a: &B::Tensor, b: &B::Tensor) -> R<B::Tensor> {
-            self.time("mul", || self.inner.mul(a, b))
-        }
-        fn affine(&self, x: &B::Tensor, s: f32, t: f32) -> R<B::Tensor> {
-            self.time("affine", || self.inner.affine(x, s, t))
         }
     }
 }
@@ -232,18 +92,18 @@ fn profile_jfk() {
         for lane in list("STAPES_BENCH_LANES", "f32,q8") {
             let lane: Lane = lane.parse().expect("lane");
             let ckpt = load_checkpoint(&cache().join("models").join(&name)).expect("weights");
-            let b = timed::Timed {
-                inner: stapes_cpu::CpuBackend::new(0).expect("cpu"),
-                t: Default::default(),
-            };
+            let b = whisper_common::probe::Probe::new(
+                stapes_cpu::CpuBackend::new(0).expect("cpu"),
+                timed::Times::default(),
+            );
             let m = stapes_models::whisper::Whisper::new(b, &ckpt, lane).expect("model");
             let beam: usize = list("STAPES_BENCH_BEAMS", "1")[0].parse().expect("beam");
             let _ = m.transcribe(&samples, &ref_options(beam)).unwrap();
-            m.backend().t.lock().unwrap().clear();
+            m.backend().hook.0.lock().unwrap().clear();
             let t = Instant::now();
             let _ = m.transcribe(&samples, &ref_options(beam)).unwrap();
             let total = t.elapsed().as_secs_f64();
-            let map = m.backend().t.lock().unwrap().clone();
+            let map = m.backend().hook.0.lock().unwrap().clone();
             let mut rows: Vec<_> = map.into_iter().collect();
             rows.sort_by_key(|r| std::cmp::Reverse(r.1 .0));
             let in_ops: f64 = rows.iter().map(|r| r.1 .0.as_secs_f64()).sum();

@@ -11,12 +11,20 @@
 //!
 //! At most `max_batch` inputs are in flight; when one finishes, its thread takes the next input,
 //! so a long input does not hold the batch below `max_batch` while short ones remain.
+//!
+//! On a home that captures chains (a GPU), the threads take turns on the device: a thread holds
+//! the turn from the moment its encoding comes back until it asks for its next window (or its
+//! input ends), so no two threads launch work at once and the decoder keeps its captured step
+//! chains. The GPU ran their steps one after another anyway; what it lost without turns was the
+//! step chains, which a capture racing another thread's launches on the one stream would break.
+//! Elsewhere the threads decode side by side, as each CPU thread does its own work.
 
 use super::decoding::WhisperOptions;
 use super::model::Whisper;
 use crate::transcript::Transcript;
 use crate::{ModelError, Result};
 use stapes_core::{Backend, HostTensor};
+use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -233,20 +241,34 @@ impl<B: Backend> Whisper<B> {
         if threads == 0 {
             return BatchStats::default();
         }
-        if threads > 1 {
+        let turns = threads > 1 && self.backend.captures_chains();
+        if threads > 1 && !turns {
             self.decoder.expect_concurrent();
         }
         let rv = Rendezvous::new(self, threads);
         let next = AtomicUsize::new(0);
+        let device = Mutex::new(());
         std::thread::scope(|scope| {
             for who in 0..threads {
-                let (rv, next) = (&rv, &next);
+                let (rv, next, device) = (&rv, &next, &device);
                 scope.spawn(move || {
                     let _leave = Leave(rv);
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(input) = inputs.get(i) else { break };
-                        let encode = |mel: HostTensor| rv.encode(who, mel);
+                        // this thread's turn on the device, when turns are taken (module doc)
+                        let turn: RefCell<Option<MutexGuard<'_, ()>>> = RefCell::new(None);
+                        let encode = |mel: HostTensor| {
+                            // given up before parking: the round's encode runs while every
+                            // live thread waits at the rendezvous, none holding the turn
+                            turn.borrow_mut().take();
+                            let r = rv.encode(who, mel);
+                            if turns {
+                                *turn.borrow_mut() =
+                                    Some(device.lock().unwrap_or_else(|p| p.into_inner()));
+                            }
+                            r
+                        };
                         let r = catch_unwind(AssertUnwindSafe(|| {
                             self.transcribe_windows(
                                 input.samples,
@@ -261,6 +283,8 @@ impl<B: Backend> Whisper<B> {
                                 "input {i}: the transcription panicked"
                             )))
                         });
+                        // before `leave` or the next input's rendezvous, which may encode
+                        turn.borrow_mut().take();
                         deliver(i, r);
                     }
                 });

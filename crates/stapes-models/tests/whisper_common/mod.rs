@@ -2,6 +2,8 @@
 //! the faster-whisper fixtures dumped by `tools/reference/whisper_fw.py`.
 #![allow(dead_code)]
 
+pub mod probe;
+
 use serde_json::Value;
 use stapes_core::{HostTensor, Lane};
 use stapes_cpu::CpuBackend;
