@@ -187,9 +187,10 @@ impl probe::Hook for Overlaps {
 }
 
 /// Where the home captures chains (a GPU), the batch's threads take turns on it: no two are
-/// inside a backend op at once, so the decoder keeps its step chains. Without chains they run
-/// side by side, which is what shows this probe can see two threads in ops at once. Either way
-/// each input's result is the one it gets alone.
+/// inside a backend op at once, so the decoder keeps its step chains; two batches running at
+/// once on the model take turns too. Without chains the threads run side by side, which is what
+/// shows this probe can see two threads in ops at once. Either way each input's result is the
+/// one it gets alone.
 #[test]
 fn batch_takes_turns_where_chains_are_captured() {
     use probe::Probe;
@@ -212,12 +213,29 @@ fn batch_takes_turns_where_chains_are_captured() {
                 options: &opts,
             })
             .collect();
-        let (batched, stats) = m.transcribe_batch_each(&each, inputs.len());
-        assert_eq!(
-            stats.encoder_batches.first(),
-            Some(&inputs.len()),
-            "{stats:?}"
-        );
+        let batched = if chains {
+            // two batches of two inputs at once
+            let (a, b) = each.split_at(2);
+            let ((ra, sa), (rb, sb)) = std::thread::scope(|s| {
+                let ta = s.spawn(|| m.transcribe_batch_each(a, 2));
+                let tb = s.spawn(|| m.transcribe_batch_each(b, 2));
+                (
+                    ta.join().expect("first batch"),
+                    tb.join().expect("second batch"),
+                )
+            });
+            assert_eq!(sa.encoder_batches.first(), Some(&2), "{sa:?}");
+            assert_eq!(sb.encoder_batches.first(), Some(&2), "{sb:?}");
+            ra.into_iter().chain(rb).collect::<Vec<_>>()
+        } else {
+            let (r, stats) = m.transcribe_batch_each(&each, inputs.len());
+            assert_eq!(
+                stats.encoder_batches.first(),
+                Some(&inputs.len()),
+                "{stats:?}"
+            );
+            r
+        };
         let seen = m
             .backend()
             .hook

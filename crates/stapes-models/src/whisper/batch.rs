@@ -14,8 +14,9 @@
 //!
 //! On a home that captures chains (a GPU), the threads take turns on the device: a thread holds
 //! the turn from the moment its encoding comes back until it asks for its next window (or its
-//! input ends), so no two threads launch work at once and the decoder keeps its captured step
-//! chains. The GPU ran their steps one after another anyway; what it lost without turns was the
+//! input ends), and a round's encode holds it too (the turn is the model's, so two batches
+//! running at once take turns as well). No two threads launch work at once, and the decoder
+//! keeps its captured step chains. The GPU ran their steps one after another anyway; what it lost without turns was the
 //! step chains, which a capture racing another thread's launches on the one stream would break.
 //! Elsewhere the threads decode side by side, as each CPU thread does its own work.
 
@@ -67,14 +68,17 @@ struct Round<T> {
 
 struct Rendezvous<'m, B: Backend> {
     model: &'m Whisper<B>,
+    /// Threads take turns on the device (module doc): the round's encode takes one too.
+    turns: bool,
     round: Mutex<Round<B::Tensor>>,
     wake: Condvar,
 }
 
 impl<'m, B: Backend> Rendezvous<'m, B> {
-    fn new(model: &'m Whisper<B>, threads: usize) -> Self {
+    fn new(model: &'m Whisper<B>, threads: usize, turns: bool) -> Self {
         Self {
             model,
+            turns,
             round: Mutex::new(Round {
                 live: threads,
                 pending: Vec::with_capacity(threads),
@@ -120,6 +124,8 @@ impl<'m, B: Backend> Rendezvous<'m, B> {
         let batch = std::mem::take(&mut g.pending);
         g.batches.push(batch.len());
         // A panic here would strand every parked thread: turn it into each window's error.
+        // every live thread of this batch is parked here, but another batch's may hold the turn
+        let _turn = self.turns.then(|| self.model.take_device_turn());
         let results =
             catch_unwind(AssertUnwindSafe(|| self.encode_all(&batch))).unwrap_or_else(|_| {
                 batch
@@ -182,6 +188,11 @@ impl<B: Backend> Drop for Leave<'_, '_, B> {
 }
 
 impl<B: Backend> Whisper<B> {
+    fn take_device_turn(&self) -> MutexGuard<'_, ()> {
+        // the guarded value is `()`: a panicking holder leaves nothing half-done behind
+        self.device_turn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Transcribe several independent inputs (16 kHz mono) with the same options, their encoder
     /// windows batched; result `i` is what [`Self::transcribe`] returns for `inputs[i]`.
     pub fn transcribe_batch(
@@ -245,12 +256,11 @@ impl<B: Backend> Whisper<B> {
         if threads > 1 && !turns {
             self.decoder.expect_concurrent();
         }
-        let rv = Rendezvous::new(self, threads);
+        let rv = Rendezvous::new(self, threads, turns);
         let next = AtomicUsize::new(0);
-        let device = Mutex::new(());
         std::thread::scope(|scope| {
             for who in 0..threads {
-                let (rv, next, device) = (&rv, &next, &device);
+                let (rv, next) = (&rv, &next);
                 scope.spawn(move || {
                     let _leave = Leave(rv);
                     loop {
@@ -264,8 +274,7 @@ impl<B: Backend> Whisper<B> {
                             turn.borrow_mut().take();
                             let r = rv.encode(who, mel);
                             if turns {
-                                *turn.borrow_mut() =
-                                    Some(device.lock().unwrap_or_else(|p| p.into_inner()));
+                                *turn.borrow_mut() = Some(self.take_device_turn());
                             }
                             r
                         };

@@ -358,6 +358,9 @@ pub struct Whisper<B: Backend> {
     pub(crate) decoder: Decoder<B>,
     /// Encoder chain inputs by batch size `(B, n_frames, n_mels)` (see [`Whisper::encode`]).
     chain_inputs: std::sync::Mutex<BTreeMap<usize, B::Tensor>>,
+    /// The device's turn among batched transcriptions' threads (batch.rs), one per model so
+    /// that two batches running at once take turns too.
+    pub(crate) device_turn: std::sync::Mutex<()>,
     /// Token choice on the device: 0 where the backend selects there, 1 on, 2 off
     /// (`Whisper::set_device_select`).
     pub(crate) select: std::sync::atomic::AtomicU8,
@@ -497,6 +500,7 @@ impl<B: Backend> Whisper<B> {
             encoder,
             decoder,
             chain_inputs: std::sync::Mutex::new(BTreeMap::new()),
+            device_turn: std::sync::Mutex::new(()),
             select: std::sync::atomic::AtomicU8::new(0),
         })
     }
