@@ -16,9 +16,10 @@
 //! the turn from the moment its encoding comes back until it asks for its next window (or its
 //! input ends), and a round's encode holds it too (the turn is the model's, so two batches
 //! running at once take turns as well). No two threads launch work at once, and the decoder
-//! keeps its captured step chains. The GPU ran their steps one after another anyway; what it lost without turns was the
-//! step chains, which a capture racing another thread's launches on the one stream would break.
-//! Elsewhere the threads decode side by side, as each CPU thread does its own work.
+//! keeps its captured step chains. The GPU ran their steps one after another anyway; without
+//! turns it lost the step chains, which a capture racing another thread's launches on the one
+//! stream would break. Elsewhere the threads decode side by side, each CPU thread doing its own
+//! work.
 
 use super::decoding::WhisperOptions;
 use super::model::Whisper;
@@ -123,9 +124,9 @@ impl<'m, B: Backend> Rendezvous<'m, B> {
     fn run(&self, g: &mut Round<B::Tensor>) {
         let batch = std::mem::take(&mut g.pending);
         g.batches.push(batch.len());
-        // A panic here would strand every parked thread: turn it into each window's error.
         // every live thread of this batch is parked here, but another batch's may hold the turn
         let _turn = self.turns.then(|| self.model.take_device_turn());
+        // A panic here would strand every parked thread: turn it into each window's error.
         let results =
             catch_unwind(AssertUnwindSafe(|| self.encode_all(&batch))).unwrap_or_else(|_| {
                 batch
@@ -269,8 +270,8 @@ impl<B: Backend> Whisper<B> {
                         // this thread's turn on the device, when turns are taken (module doc)
                         let turn: RefCell<Option<MutexGuard<'_, ()>>> = RefCell::new(None);
                         let encode = |mel: HostTensor| {
-                            // given up before parking: the round's encode runs while every
-                            // live thread waits at the rendezvous, none holding the turn
+                            // given up before parking: the round's encode takes the turn
+                            // while every live thread of this batch waits at the rendezvous
                             turn.borrow_mut().take();
                             let r = rv.encode(who, mel);
                             if turns {
