@@ -97,9 +97,7 @@ pub fn run(a: Args) -> Result<(), StapesError> {
             )
         };
         row("encode, one window", &report.encode);
-        if let Some(s) = &report.encode_device {
-            row("  features on the device", s);
-        }
+        row("  features on the device", &report.encode_device);
         if let Some(s) = &report.encode_batched {
             row(&format!("encode, {} windows", report.batch), s);
         }

@@ -25,6 +25,17 @@ fn long_input() -> Vec<f32> {
     out
 }
 
+/// Every input with the same options.
+fn each<'a>(inputs: &'a [impl AsRef<[f32]>], opts: &'a WhisperOptions) -> Vec<BatchInput<'a>> {
+    inputs
+        .iter()
+        .map(|samples| BatchInput {
+            samples: samples.as_ref(),
+            options: opts,
+        })
+        .collect()
+}
+
 fn ids(t: &Transcript) -> Vec<Vec<u32>> {
     t.segments.iter().map(|s| s.tokens.clone()).collect()
 }
@@ -36,14 +47,7 @@ fn check(beam: usize) {
     inputs.push(long_input());
     let views: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
 
-    let each: Vec<BatchInput<'_>> = views
-        .iter()
-        .map(|samples| BatchInput {
-            samples,
-            options: &opts,
-        })
-        .collect();
-    let (batched, stats) = m.transcribe_batch_each(&each, 8);
+    let (batched, stats) = m.transcribe_batch_each(&each(&views, &opts), 8);
     // All five first windows go in one encoder call, then the long input's two others alone.
     assert_eq!(stats.encoder_batches.first(), Some(&5), "{stats:?}");
     assert!(stats.windows() >= 7, "{stats:?}");
@@ -194,9 +198,7 @@ impl probe::Hook for Overlaps {
 #[test]
 fn batch_takes_turns_where_chains_are_captured() {
     use probe::Probe;
-    let ckpt =
-        stapes_models::whisper::weights::load_checkpoint(&cache().join("models").join(MODEL))
-            .unwrap_or_else(|e| panic!("{MODEL}: {e} (run scripts/fetch-models.sh {MODEL})"));
+    let ckpt = checkpoint(MODEL);
     let opts = ref_options(1);
     let inputs: Vec<Vec<f32>> = SHORT.iter().map(|c| audio(c)).collect();
     for chains in [true, false] {
@@ -206,16 +208,10 @@ fn batch_takes_turns_where_chains_are_captured() {
         );
         b.chains = chains;
         let m = stapes_models::whisper::Whisper::new(b, &ckpt, Lane::F32).expect("model");
-        let each: Vec<BatchInput<'_>> = inputs
-            .iter()
-            .map(|samples| BatchInput {
-                samples,
-                options: &opts,
-            })
-            .collect();
+        let all = each(&inputs, &opts);
         let batched = if chains {
             // two batches of two inputs at once
-            let (a, b) = each.split_at(2);
+            let (a, b) = all.split_at(2);
             let ((ra, sa), (rb, sb)) = std::thread::scope(|s| {
                 let ta = s.spawn(|| m.transcribe_batch_each(a, 2));
                 let tb = s.spawn(|| m.transcribe_batch_each(b, 2));
@@ -228,7 +224,7 @@ fn batch_takes_turns_where_chains_are_captured() {
             assert_eq!(sb.encoder_batches.first(), Some(&2), "{sb:?}");
             ra.into_iter().chain(rb).collect::<Vec<_>>()
         } else {
-            let (r, stats) = m.transcribe_batch_each(&each, inputs.len());
+            let (r, stats) = m.transcribe_batch_each(&all, inputs.len());
             assert_eq!(
                 stats.encoder_batches.first(),
                 Some(&inputs.len()),

@@ -56,8 +56,7 @@ pub struct BenchReport {
     pub encode: Stats,
     /// The same window or clip from features already on the device, as the PyTorch anchor times
     /// its encoders (and as `encode_batched` always was): the encoder alone.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub encode_device: Option<Stats>,
+    pub encode_device: Stats,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub encode_batched: Option<Stats>,
     pub batch: usize,
@@ -124,10 +123,10 @@ pub(crate) fn whisper<B: Backend>(
         be.synchronize()?;
         Ok(())
     })?;
-    let encode_device = Some(encode_on_device(be, &mel, o.iters, |x| {
+    let encode_device = encode_on_device(be, &mel, o.iters, |x| {
         m.encode(x)?;
         Ok(())
-    })?);
+    })?;
     let encode_batched = if o.batch > 1 {
         let melb = HostTensor::random(vec![o.batch, frames, cfg.n_mels], 9, 1.0);
         let x = be.upload(&melb)?;
@@ -291,10 +290,10 @@ pub(crate) fn parakeet<B: Backend>(
         be.synchronize()?;
         Ok(())
     })?;
-    let encode_device = Some(encode_on_device(be, &feats, o.iters, |x| {
+    let encode_device = encode_on_device(be, &feats, o.iters, |x| {
         m.encode(x)?;
         Ok(())
-    })?);
+    })?;
     let encode_batched = if o.batch > 1 {
         let (t, mels) = (feats.shape[0], feats.shape[1]);
         let data: Vec<f32> = (0..o.batch)
@@ -398,10 +397,10 @@ pub(crate) fn canary<B: Backend>(
         be.synchronize()?;
         Ok(())
     })?;
-    let encode_device = Some(encode_on_device(be, &feats, o.iters, |x| {
+    let encode_device = encode_on_device(be, &feats, o.iters, |x| {
         m.encode(x)?;
         Ok(())
-    })?);
+    })?;
     let enc = m.encode_host(&feats)?;
     // The model's own en->en prompt; synthetic models have no tokenizer: canary2's length in
     // plain ids.

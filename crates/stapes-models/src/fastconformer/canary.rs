@@ -744,9 +744,6 @@ impl<B: Backend> Canary<B> {
                 features.shape
             )));
         }
-        if self.config.encoder.output_frames(features.shape[0]) == 0 {
-            return Err(ModelError::BadInput("too few feature frames".into()));
-        }
         let b = &self.backend;
         self.encode(&b.reshape(&b.upload(features)?, &[1, features.shape[0], mels])?)
     }

@@ -7,7 +7,7 @@ pub mod probe;
 use serde_json::Value;
 use stapes_core::{HostTensor, Lane};
 use stapes_cpu::CpuBackend;
-use stapes_models::whisper::weights::load_checkpoint;
+use stapes_models::whisper::weights::{load_checkpoint, WhisperCheckpoint};
 use stapes_models::whisper::{Whisper, WhisperOptions};
 use std::path::{Path, PathBuf};
 
@@ -53,16 +53,20 @@ pub fn audio(name: &str) -> Vec<f32> {
         .unwrap_or_else(|e| panic!("{}: {e} (run scripts/fetch-models.sh audio)", p.display()))
 }
 
-pub fn model(name: &str, lane: Lane) -> Whisper<CpuBackend> {
+/// The cached weights of `name`, for a model on a backend of the test's choosing.
+pub fn checkpoint(name: &str) -> WhisperCheckpoint {
     let dir = cache().join("models").join(name);
-    let ckpt = load_checkpoint(&dir).unwrap_or_else(|e| {
+    load_checkpoint(&dir).unwrap_or_else(|e| {
         panic!(
             "{}: {e} (run scripts/fetch-models.sh {name})",
             dir.display()
         )
-    });
+    })
+}
+
+pub fn model(name: &str, lane: Lane) -> Whisper<CpuBackend> {
     let cpu = CpuBackend::new(0).expect("cpu backend");
-    Whisper::new(cpu, &ckpt, lane).expect("upload weights")
+    Whisper::new(cpu, &checkpoint(name), lane).expect("upload weights")
 }
 
 pub fn reference() -> Value {
