@@ -518,6 +518,27 @@ pub trait Backend: Send + Sync {
         Ok((y, z))
     }
 
+    /// A linear landing on a residual stream and the layer norms that follow it:
+    /// `s = x · Wᵀ + b + r` and, for one norm, `LN(s; γ₁, β₁)`, for two,
+    /// [`Backend::layer_norm_pair`]'s results over `s`. Returns `(s, norms' results)`; `next` is
+    /// the linear the last norm feeds (see [`Backend::layer_norm_feeding`]). A GPU home may sum a
+    /// split-K GEMM's partial products in the norms' own pass (CUDA: one launch fewer than
+    /// cuBLASLt's split-K reduction and a separate norm). The default composes
+    /// [`Backend::linear_add`] and the norm ops.
+    #[allow(clippy::too_many_arguments)]
+    fn linear_add_norms(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+        r: &Self::Tensor,
+        norms: &[(&Self::Tensor, Option<&Self::Tensor>)],
+        eps: f32,
+        next: Option<&Self::Weight>,
+    ) -> Result<(Self::Tensor, Vec<Self::Tensor>)> {
+        linear_add_norms_composed(self, x, w, bias, r, norms, eps, next)
+    }
+
     /// A tensor made before an encoder chain and read by every pass of it (a shape bucket's
     /// constants), in the form the chain's ops read it (CUDA: f16 where encoder chains keep
     /// f16 activations; their kernels would otherwise convert it on every pass). The same
@@ -1101,6 +1122,37 @@ pub fn norm_linear_composed<B: Backend + ?Sized>(
         }
         None => Ok(y),
     }
+}
+
+/// [`Backend::linear_add_norms`] from other ops: what every home's default computes (and what
+/// a home's fused form falls back to).
+#[allow(clippy::too_many_arguments)]
+pub fn linear_add_norms_composed<B: Backend + ?Sized>(
+    b: &B,
+    x: &B::Tensor,
+    w: &B::Weight,
+    bias: Option<&B::Tensor>,
+    r: &B::Tensor,
+    norms: &[(&B::Tensor, Option<&B::Tensor>)],
+    eps: f32,
+    next: Option<&B::Weight>,
+) -> Result<(B::Tensor, Vec<B::Tensor>)> {
+    let s = b.linear_add(x, w, bias, r)?;
+    let outs = match (norms, next) {
+        ([(g, be)], Some(nw)) => vec![b.layer_norm_feeding(&s, g, *be, eps, nw)?],
+        ([(g, be)], None) => vec![b.layer_norm(&s, g, *be, eps)?],
+        ([n1, n2], _) => {
+            let (y, z) = b.layer_norm_pair(&s, [*n1, *n2], eps, next)?;
+            vec![y, z]
+        }
+        _ => {
+            return Err(crate::Error::shape(
+                "linear_add_norms",
+                format!("{} norms: one or two follow the linear", norms.len()),
+            ))
+        }
+    };
+    Ok((s, outs))
 }
 
 /// [`Backend::qkv_step`] from other ops: what every home's default computes.

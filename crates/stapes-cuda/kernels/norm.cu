@@ -166,6 +166,98 @@ extern "C" __global__ void ln_pair_rows16(h16* __restrict__ y, h16* __restrict__
     ln16_pass(v, (uint4*)(z + (long long)r * n), g2, b2, n, eps, b2 != nullptr);
 }
 
+// A split-K GEMM's last step and the norms after it (src/conformer.rs, linear_add_norms_fused):
+// y = Σ_s p[s] + bias + r, rounded to f16 once (p: S planes of (rows, n) f32 partial products; r
+// f16), then z1 = LN(y as stored; g1, b1) and, given z2, z2 = LN(z1 as stored; g2, b2). A block
+// a row and 8 values a thread (n ≤ 8·1024), every load issued before any is used: one row's work
+// is small, so the loads' round trip and the norms' block sums are what it takes.
+__device__ __forceinline__ void ln_block8(float (&v)[8], bool in, h16* __restrict__ zr, const float* __restrict__ g,
+                                          const float* __restrict__ b, int n, float eps, float* scratch) {
+    const int i = threadIdx.x;
+    float s = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s += v[e];
+    const float mean = block_sum(s, scratch) / n;
+    float q = 0.f;
+    if (in) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) q += (v[e] - mean) * (v[e] - mean);
+    }
+    const float inv = rsqrtf(block_sum(q, scratch) / n + eps);
+    if (!in) return;
+    const float4 g0 = ((const float4*)g)[2 * i], g1 = ((const float4*)g)[2 * i + 1];
+    float4 b0 = make_float4(0.f, 0.f, 0.f, 0.f), b1 = b0;
+    if (b) {
+        b0 = ((const float4*)b)[2 * i];
+        b1 = ((const float4*)b)[2 * i + 1];
+    }
+    const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+    const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    uint4 o;
+    u32* ow = (u32*)&o;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        ow[e] = pack_h2((v[2 * e] - mean) * inv * gg[2 * e] + bb[2 * e],
+                        (v[2 * e + 1] - mean) * inv * gg[2 * e + 1] + bb[2 * e + 1]);
+        v[2 * e] = h2f((h16)(ow[e] & 0xffff));
+        v[2 * e + 1] = h2f((h16)(ow[e] >> 16));
+    }
+    ((uint4*)zr)[i] = o;
+}
+template <int S>
+__device__ __forceinline__ void splitk_add_ln16_k(h16* __restrict__ y, h16* __restrict__ z1, h16* __restrict__ z2,
+                                                  const float* __restrict__ p, const float* __restrict__ bias,
+                                                  const h16* __restrict__ r, const float* __restrict__ g1,
+                                                  const float* __restrict__ b1, const float* __restrict__ g2,
+                                                  const float* __restrict__ b2, int rows, int n, float eps) {
+    __shared__ float scratch[32];
+    const int i = threadIdx.x;
+    const bool in = i < (n >> 3);
+    const long long base = (long long)blockIdx.x * n, plane = (long long)rows * n;
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (in) {
+        float4 q[S][2];
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+            const float4* ps = (const float4*)(p + s * plane + base) + 2 * i;
+            q[s][0] = ps[0];
+            q[s][1] = ps[1];
+        }
+        float4 bl = make_float4(0.f, 0.f, 0.f, 0.f), bh = bl;
+        if (bias) {
+            bl = ((const float4*)bias)[2 * i];
+            bh = ((const float4*)bias)[2 * i + 1];
+        }
+        const uint4 rv = ((const uint4*)(r + base))[i];
+        float a[8] = {bl.x, bl.y, bl.z, bl.w, bh.x, bh.y, bh.z, bh.w};
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+            a[0] += q[s][0].x; a[1] += q[s][0].y; a[2] += q[s][0].z; a[3] += q[s][0].w;
+            a[4] += q[s][1].x; a[5] += q[s][1].y; a[6] += q[s][1].z; a[7] += q[s][1].w;
+        }
+        const u32* rw = (const u32*)&rv;
+        uint4 o;
+        u32* ow = (u32*)&o;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            ow[e] = pack_h2(a[2 * e] + h2f((h16)(rw[e] & 0xffff)), a[2 * e + 1] + h2f((h16)(rw[e] >> 16)));
+            v[2 * e] = h2f((h16)(ow[e] & 0xffff));
+            v[2 * e + 1] = h2f((h16)(ow[e] >> 16));
+        }
+        ((uint4*)(y + base))[i] = o;
+    }
+    ln_block8(v, in, z1 + base, g1, b1, n, eps, scratch);
+    if (z2) ln_block8(v, in, z2 + base, g2, b2, n, eps, scratch);
+}
+// grid: one block a row, blockDim.x ≥ n / 8 (a multiple of 32); splits 2 or 4
+extern "C" __global__ void splitk_add_ln16(h16* y, h16* z1, h16* z2, const float* p, int splits, const float* bias,
+                                           const h16* r, const float* g1, const float* b1, const float* g2,
+                                           const float* b2, int rows, int n, float eps) {
+    PDL_ENTER();
+    if (splits == 4) splitk_add_ln16_k<4>(y, z1, z2, p, bias, r, g1, b1, g2, b2, rows, n, eps);
+    else splitk_add_ln16_k<2>(y, z1, z2, p, bias, r, g1, b1, g2, b2, rows, n, eps);
+}
+
 template <class Y, class X>
 __device__ __forceinline__ void rms_norm_k(void* y_, const void* x_, const float* __restrict__ g, int n, float eps) {
     __shared__ float scratch[32];

@@ -262,6 +262,9 @@ pub struct CudaBackend {
     /// the H200 has no plan for an f16 output with an f32 bias; `STAPES_CUDA_BIAS16=0` turns it off).
     bias16_on: AtomicBool,
     bias16: Mutex<BiasCache>,
+    /// K slices of `linear_add_norms`' split form, 0 or 1 for the composed form (conformer.rs).
+    split_ln: std::sync::atomic::AtomicUsize,
+    split_ln_runs: std::sync::atomic::AtomicU64,
     /// Functions of this backend's modules (by `CUfunction` address) whose dynamic
     /// shared-memory limit was raised, with the limit (`allow_dyn_smem`). Kept per backend: a
     /// module loaded by a later backend may reuse a dropped one's function addresses.
@@ -378,6 +381,8 @@ impl CudaBackend {
                     .unwrap_or(true),
             ),
             bias16: Mutex::new(BiasCache::new()),
+            split_ln: std::sync::atomic::AtomicUsize::new(conformer::split_ln_default()),
+            split_ln_runs: std::sync::atomic::AtomicU64::new(0),
             smem_raised: Mutex::new(Vec::new()),
             arch,
             name,
@@ -1846,6 +1851,19 @@ impl Backend for CudaBackend {
         next: Option<&CudaWeight>,
     ) -> Result<(CudaTensor, CudaTensor)> {
         self.layer_norm_pair_fused(x, norms, eps, next)
+    }
+
+    fn linear_add_norms(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        r: &CudaTensor,
+        norms: &[(&CudaTensor, Option<&CudaTensor>)],
+        eps: f32,
+        next: Option<&CudaWeight>,
+    ) -> Result<(CudaTensor, Vec<CudaTensor>)> {
+        self.linear_add_norms_fused(x, w, bias, r, norms, eps, next)
     }
 
     fn layer_norm_feeding(

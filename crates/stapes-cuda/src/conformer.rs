@@ -706,3 +706,156 @@ impl CudaBackend {
         }
     }
 }
+
+/// `STAPES_CUDA_SPLIT_LN`: K slices (2 or 4, the default) of `linear_add_norms`' own split-K
+/// form (else always the composed form, cuBLASLt's GEMM — with its own split-K reduction where it
+/// picks one — and the norm kernel); the backend's starting value. H200, stop 29 call 3, fc2
+/// only: one parakeet clip 2.40–2.44 ms composed, 2.20–2.22 in 2 slices, 2.15–2.18 in 4.
+pub(super) fn split_ln_default() -> usize {
+    std::env::var("STAPES_CUDA_SPLIT_LN")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(4, |s| s.min(8))
+}
+
+/// `STAPES_CUDA_SPLIT_LN_MIN_K`: the smallest K `linear_add_norms` splits. Default 1024: at
+/// d = 1024 that takes the attention's output projection and the conv module's second pointwise
+/// conv besides the feed-forwards' second GEMM (H200, stop 29 call 4, one parakeet clip on the
+/// device: composed 2.40–2.46 ms, fc2 only (2048) 2.16–2.22, all three 2.03–2.06; canary
+/// 3.17–3.23, 2.84–2.89, 2.68–2.71). Read once.
+fn split_ln_min_k() -> usize {
+    static K: OnceLock<usize> = OnceLock::new();
+    *K.get_or_init(|| {
+        std::env::var("STAPES_CUDA_SPLIT_LN_MIN_K")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(1024)
+    })
+}
+
+/// Rows up to which `linear_add_norms` splits K: a few clips' frames, whose output tiles leave
+/// most SMs idle without a split (parakeet's 140 rows: cuBLASLt splits fc2 there itself).
+const SPLIT_LN_MAX_M: usize = 512;
+/// Widest row of `splitk_add_ln16` (a block a row, 8 values a thread, 1024 threads).
+const SPLIT_LN_MAX_N: usize = 8 * 1024;
+
+impl CudaBackend {
+    /// K slices of `linear_add_norms`' split form from now on (2 or 4; anything else composes),
+    /// for A/B runs and tests; the default comes from `STAPES_CUDA_SPLIT_LN`.
+    #[doc(hidden)]
+    pub fn set_split_ln(&self, slices: usize) {
+        self.split_ln.store(slices.min(8), Ordering::SeqCst);
+    }
+
+    /// Calls of `linear_add_norms` that took the split form (tests prove it ran).
+    #[doc(hidden)]
+    pub fn split_ln_runs(&self) -> u64 {
+        self.split_ln_runs.load(Ordering::SeqCst)
+    }
+
+    /// [`Backend::linear_add_norms`]: in an f16 chain, over at most [`SPLIT_LN_MAX_M`] rows and
+    /// K ≥ [`split_ln_min_k`], the GEMM's K slices as one strided-batched cuBLAS GEMM into f32
+    /// partial products, then `splitk_add_ln16` sums them with the bias and residual and runs
+    /// the norms in the same pass: two launches where the composed form has cuBLASLt's split
+    /// GEMM, its reduction and the norm kernel. The sum differs from the composed one in the
+    /// order of its f32 additions only. Anything else composes.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn linear_add_norms_fused(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        r: &CudaTensor,
+        norms: &[(&CudaTensor, Option<&CudaTensor>)],
+        eps: f32,
+        next: Option<&CudaWeight>,
+    ) -> Result<(CudaTensor, Vec<CudaTensor>)> {
+        let compose = || {
+            stapes_core::backend::linear_add_norms_composed(self, x, w, bias, r, norms, eps, next)
+        };
+        let splits = self.split_ln.load(Ordering::Relaxed);
+        let (n, k) = (w.n, w.k);
+        let m = x.numel() / k.max(1);
+        let mut shape = x.shape.clone();
+        *shape.last_mut().unwrap_or(&mut 0) = n;
+        let shapes_ok = x.shape.last() == Some(&k)
+            && r.shape == shape
+            && bias.is_none_or(|b| b.numel() == n)
+            && norms
+                .iter()
+                .all(|(g, b)| g.numel() == n && b.is_none_or(|b| b.numel() == n));
+        if !(splits == 2 || splits == 4)
+            || !shapes_ok
+            || !(1..=2).contains(&norms.len())
+            || x.dtype != Dtype::F16
+            || r.dtype != Dtype::F16
+            || self.out_dt() != Dtype::F16
+            || m <= GEMV_MAX_M
+            || m > SPLIT_LN_MAX_M
+            || k < split_ln_min_k()
+            || !k.is_multiple_of(splits * 8)
+            || !n.is_multiple_of(8)
+            || n > SPLIT_LN_MAX_N
+            || self.ln_q8_target(next, m, n).is_some()
+        {
+            return compose();
+        }
+        let wb = match &w.data {
+            WeightData::F16(b) => b.clone(),
+            WeightData::Q8 { .. } => match self.q8_f16_weight(w, m)? {
+                Some(h) => h,
+                None => return compose(),
+            },
+        };
+        let s = self.alloc(&shape, Dtype::F16)?;
+        let outs = norms
+            .iter()
+            .map(|_| self.alloc(&shape, Dtype::F16))
+            .collect::<Result<Vec<_>>>()?;
+        let gs = norms
+            .iter()
+            .map(|(g, _)| self.as_dtype(g, Dtype::F32))
+            .collect::<Result<Vec<_>>>()?;
+        let bs = norms
+            .iter()
+            .map(|(_, b)| self.param(*b))
+            .collect::<Result<Vec<_>>>()?;
+        let bias32 = self.param(bias)?;
+        let partials = self.pool.alloc(splits * m * n * 4)?;
+        let (xp, wp, rp, pp) = (self.t(x), self.p(&wb), self.t(r), partials.ptr);
+        let last = norms.len() - 1;
+        let (yp, z1, z2) = (
+            s.buf.ptr,
+            outs[0].buf.ptr,
+            if last == 1 { outs[1].buf.ptr } else { 0 },
+        );
+        if (xp | wp | rp | pp | yp | z1 | z2) % 16 != 0 {
+            return compose();
+        }
+        {
+            let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: x (m, k) and w (n, k) f16, partials (splits, m, n) f32, all live; k is a
+            // multiple of splits.
+            unsafe { crate::gemm::split_k_partials(*blas.handle(), pp, xp, wp, m, n, k, splits)? };
+        }
+        let (g1, b1) = (self.t(&gs[0]), self.opt(bs[0].as_ref()));
+        let (g2, b2) = (self.t(&gs[last]), self.opt(bs[last].as_ref()));
+        let bp = self.opt(bias32.as_ref());
+        let [mi, ni, si] = [m, n, splits].map(|v| v as i32);
+        let threads = (n / 8).div_ceil(32) * 32;
+        self.launch(
+            "splitk_add_ln16",
+            (m as u32, 1, 1),
+            (threads as u32, 1, 1),
+            0,
+            args![yp, z1, z2, pp, si, bp, rp, g1, b1, g2, b2, mi, ni, eps],
+        )?;
+        let counter = match w.data {
+            WeightData::F16(_) => &self.counters.gemm_f16,
+            WeightData::Q8 { .. } => &self.counters.gemm_q8_f16,
+        };
+        stapes_core::Counters::bump(counter);
+        self.split_ln_runs.fetch_add(1, Ordering::Relaxed);
+        Ok((s, outs))
+    }
+}

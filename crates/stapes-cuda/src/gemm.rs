@@ -70,6 +70,54 @@ pub unsafe fn f16_linear(
     .map_err(blas_err("cublasGemmEx f16"))
 }
 
+/// Split-K partial products of the row-major `x (m, k) · w (n, k)ᵀ`: plane `s` of `p (splits,
+/// m, n)` f32 is `x[:, s·kₛ .. (s+1)·kₛ] · w[:, same]ᵀ`, `kₛ = k / splits`, f16 operands, f32
+/// accumulation: one strided-batched GEMM whose batches are the K slices (lda = ldb = k).
+///
+/// # Safety
+/// Pointers must be valid device buffers of the stated sizes on the handle's stream;
+/// `k % splits == 0`.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn split_k_partials(
+    handle: bsys::cublasHandle_t,
+    p: u64,
+    x16: u64,
+    w16: u64,
+    m: usize,
+    n: usize,
+    k: usize,
+    splits: usize,
+) -> Result<(), CudaError> {
+    let (alpha, beta) = (1f32, 0f32);
+    let ks = k / splits.max(1);
+    cublas::result::gemm_strided_batched_ex(
+        handle,
+        bsys::cublasOperation_t::CUBLAS_OP_T,
+        bsys::cublasOperation_t::CUBLAS_OP_N,
+        n as i32,
+        m as i32,
+        ks as i32,
+        &alpha as *const f32 as *const c_void,
+        w16 as *const c_void,
+        bsys::cudaDataType_t::CUDA_R_16F,
+        k as i32,
+        ks as i64,
+        x16 as *const c_void,
+        bsys::cudaDataType_t::CUDA_R_16F,
+        k as i32,
+        ks as i64,
+        &beta as *const f32 as *const c_void,
+        p as *mut c_void,
+        bsys::cudaDataType_t::CUDA_R_32F,
+        n as i32,
+        (m * n) as i64,
+        splits as i32,
+        bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+        bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+    )
+    .map_err(blas_err("cublasGemmStridedBatchedEx (split K)"))
+}
+
 /// Batched row-major `c (b, m, n) = a (b, m, k) · op(bm)`, `op` = transpose when `trans_b`
 /// (`bm (b, n, k)`), else `bm (b, k, n)`. `stride_b = 0` broadcasts one `bm` over the batch.
 /// `ab16`: a and bm are f16 (tensor cores, f32 accumulation) with c f16 or f32 (`c16`); else

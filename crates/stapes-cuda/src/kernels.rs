@@ -59,6 +59,7 @@ pub const FILES: &[KernelFile] = &[
             "layer_norm_rows",
             "layer_norm_rows16",
             "ln_pair_rows16",
+            "splitk_add_ln16",
             "rms_norm",
             "softmax",
             "argmax",

@@ -141,11 +141,6 @@ impl<B: Backend> Linear<B> {
     pub fn forward(&self, be: &B, x: &B::Tensor) -> Result<B::Tensor> {
         Ok(be.linear(x, &self.w, self.b.as_ref())?)
     }
-
-    /// `forward(x) + r`, the residual added inside the GEMM where the home can.
-    pub fn forward_add(&self, be: &B, x: &B::Tensor, r: &B::Tensor) -> Result<B::Tensor> {
-        Ok(be.linear_add(x, &self.w, self.b.as_ref(), r)?)
-    }
 }
 
 struct Norm<B: Backend> {
@@ -160,12 +155,12 @@ impl<B: Backend> Norm<B> {
             beta: t.tensor(b, &format!("{prefix}.bias"))?,
         })
     }
-    fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
-        Ok(b.layer_norm(x, &self.gamma, Some(&self.beta), NORM_EPS)?)
-    }
     /// The norm whose result is the input of the linear of weight `next`.
     fn feeding(&self, b: &B, x: &B::Tensor, next: &B::Weight) -> Result<B::Tensor> {
         Ok(b.layer_norm_feeding(x, &self.gamma, Some(&self.beta), NORM_EPS, next)?)
+    }
+    fn params(&self) -> (&B::Tensor, Option<&B::Tensor>) {
+        (&self.gamma, Some(&self.beta))
     }
 }
 
@@ -637,14 +632,17 @@ impl<B: Backend> RelAttention<B> {
     }
 
     /// Transformer-XL attention: scores = ((q+u)·kᵀ + shift((q+v)·pᵀ))·scale, over `h (B, T, d)`,
-    /// its output projection landing on the residual stream `x`.
-    fn forward(
+    /// its output projection landing on the residual stream `x`, then `norms` of the result (the
+    /// last feeding the linear of weight `next`): `(x', norms' results)`.
+    fn forward_norms(
         &self,
         b: &B,
         h: &B::Tensor,
         cx: &AttnCtx<'_, B>,
         x: &B::Tensor,
-    ) -> Result<B::Tensor> {
+        norms: &[(&B::Tensor, Option<&B::Tensor>)],
+        next: Option<&B::Weight>,
+    ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         let qkv = self.qkv.forward(b, h)?; // (B, T, 3d)
         let projected;
         let p = match cx.pos_proj {
@@ -660,7 +658,9 @@ impl<B: Backend> RelAttention<B> {
             query_block: cx.chunk,
         };
         let out = b.rel_attention(&qkv, p, &self.bias_u, &self.bias_v, cx.keep, &params)?;
-        self.o.forward_add(b, &out, x) // (B, T, d)
+        let o = &self.o;
+        Ok(b.linear_add_norms(&out, &o.w, o.b.as_ref(), x, norms, NORM_EPS, next)?)
+        // (B, T, d)
     }
 }
 
@@ -696,19 +696,24 @@ impl<B: Backend> ConvModule<B> {
         })
     }
 
-    /// Over the normed `h (B, T, d)`, landing on the residual stream `x`.
-    fn forward(
+    /// Over the normed `h (B, T, d)`, landing on the residual stream `x`, then `norms` of the
+    /// result (the last feeding the linear of weight `next`): `(x', norms' results)`.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_norms(
         &self,
         b: &B,
         h: &B::Tensor,
         act: Activation,
         keep: Option<&B::Tensor>,
         x: &B::Tensor,
-    ) -> Result<B::Tensor> {
+        norms: &[(&B::Tensor, Option<&B::Tensor>)],
+        next: Option<&B::Weight>,
+    ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         let h = self.pw1.forward(b, h)?; // (B, T, 2C)
                                          // GLU, zeros past each sequence (as its own pass sees), depthwise conv, activation.
         let h = b.glu_depthwise_act(&h, keep, &self.dw_w, Some(&self.dw_b), act)?; // (B, T, C)
-        self.pw2.forward_add(b, &h, x)
+        let pw2 = &self.pw2;
+        Ok(b.linear_add_norms(&h, &pw2.w, pw2.b.as_ref(), x, norms, NORM_EPS, next)?)
     }
 }
 
@@ -719,12 +724,31 @@ impl<B: Backend> FeedForward<B> {
             l2: Linear::load_scaled(b, t, &n.ff(which, 2), lane, 0.5)?,
         })
     }
-    /// Over the normed `h (B, T, d)`, landing on the residual stream `x`.
-    fn forward(&self, b: &B, h: &B::Tensor, act: Activation, x: &B::Tensor) -> Result<B::Tensor> {
+    /// Over the normed `h (B, T, d)`, landing on the residual stream `x`, followed by `norms`
+    /// of the result (the next sub-block's, or the block's closing norm and the next block's
+    /// first), the last feeding the linear of weight `next`: `(x', norms' results)`.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_norms(
+        &self,
+        b: &B,
+        h: &B::Tensor,
+        act: Activation,
+        x: &B::Tensor,
+        norms: &[(&B::Tensor, Option<&B::Tensor>)],
+        next: Option<&B::Weight>,
+    ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         // the activation in l1's epilogue where the home fuses it
         let h = b.linear_act(h, &self.l1.w, self.l1.b.as_ref(), act)?;
-        self.l2.forward_add(b, &h, x)
+        let l2 = &self.l2;
+        Ok(b.linear_add_norms(&h, &l2.w, l2.b.as_ref(), x, norms, NORM_EPS, next)?)
     }
+}
+
+/// The last of a fused op's results (`linear_add_norms` returns one per norm).
+fn last<T>(v: &mut Vec<T>) -> Result<T> {
+    v.pop().ok_or_else(|| {
+        ModelError::BadInput("linear_add_norms returned fewer results than norms".into())
+    })
 }
 
 impl<B: Backend> Block<B> {
@@ -759,24 +783,34 @@ impl<B: Backend> Block<B> {
             Some(h) => h,
             None => self.norm_ff1.feeding(b, x, &self.ff1.l1.w)?,
         };
-        let x = self.ff1.forward(b, &h, act, x)?;
-        let h = self.norm_att.feeding(b, &x, &self.attn.qkv.w)?;
-        let x = self.attn.forward(b, &h, cx, &x)?;
-        let h = self.norm_conv.feeding(b, &x, &self.conv.pw1.w)?;
-        let x = self.conv.forward(b, &h, act, cx.keep, &x)?;
-        let h = self.norm_ff2.feeding(b, &x, &self.ff2.l1.w)?;
-        let x = self.ff2.forward(b, &h, act, &x)?;
+        let norm_att = [self.norm_att.params()];
+        let (x, mut hs) =
+            self.ff1
+                .forward_norms(b, &h, act, x, &norm_att, Some(&self.attn.qkv.w))?;
+        let h = last(&mut hs)?;
+        let norm_conv = [self.norm_conv.params()];
+        let (x, mut hs) =
+            self.attn
+                .forward_norms(b, &h, cx, &x, &norm_conv, Some(&self.conv.pw1.w))?;
+        let h = last(&mut hs)?;
+        let norm_ff2 = [self.norm_ff2.params()];
+        let (x, mut hs) =
+            self.conv
+                .forward_norms(b, &h, act, cx.keep, &x, &norm_ff2, Some(&self.ff2.l1.w))?;
+        let h = last(&mut hs)?;
         match next {
             Some(n) => {
-                let (out, first) = (&self.norm_out, &n.norm_ff1);
-                let norms = [
-                    (&out.gamma, Some(&out.beta)),
-                    (&first.gamma, Some(&first.beta)),
-                ];
-                let (y, z) = b.layer_norm_pair(&x, norms, NORM_EPS, Some(&n.ff1.l1.w))?;
-                Ok((y, Some(z)))
+                let norms = [self.norm_out.params(), n.norm_ff1.params()];
+                let next_w = Some(&n.ff1.l1.w);
+                let (_, mut yz) = self.ff2.forward_norms(b, &h, act, &x, &norms, next_w)?;
+                let z = last(&mut yz)?;
+                Ok((last(&mut yz)?, Some(z)))
             }
-            None => Ok((self.norm_out.forward(b, &x)?, None)),
+            None => {
+                let norms = [self.norm_out.params()];
+                let (_, mut y) = self.ff2.forward_norms(b, &h, act, &x, &norms, None)?;
+                Ok((last(&mut y)?, None))
+            }
         }
     }
 }
