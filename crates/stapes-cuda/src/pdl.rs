@@ -106,6 +106,7 @@ pub const PDL_SAFE: &[&str] = &[
     "rel_shift_softmax_rows",
     "rms_norm",
     "softmax",
+    "splitk_add_ln16",
     "step_gemv_1",
     "step_gemv_1_c1",
     "step_gemv_2",
