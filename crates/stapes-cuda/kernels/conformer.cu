@@ -136,15 +136,18 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 // every warp walks all keys, so the count does not change a row's bits); keys stream through
 // shared memory 32 at a time.
 // For query r and key j the position term reads pos row T-1-r+j: a warp's 16 rows × 32 keys
-// need 47 consecutive rows, so the warp multiplies (q+v) by those 47 (48) rows straight from
-// global memory (L1/L2-resident: every block of head h reads the same rows) into a 16 × 48
-// product, parks it in its own shared scratch and reads it back along the diagonals.
+// need 47 consecutive rows, so the warp multiplies (q+v) by those 47 (48) rows into a 16 × 48
+// product, parks it in its own shared scratch and reads it back along the diagonals. The rows
+// come into shared memory by cp.async beside each key tile's K and V rows (a block of W warps
+// reads 16·W + 32 consecutive rows a tile; dynamic shared memory) and reach the mma by ldmatrix:
+// loaded as 32-bit words from global memory in every lane instead, one clip's split-keys launch
+// took 15.6 µs against 14.8 and 16 clips' encode 7.79 ms against 7.57 (H200, stop 30).
 
 //
 // Split-keys form (rel_attn_ks_*, for grids too small to fill the GPU: one clip's 140 frames make
-// 3 × 8 blocks of the form above): a block owns 16 queries and its W warps (1-8, the host's pick)
-// take every W-th tile of 16 keys each (own K/V tiles and scratch in dynamic shared memory,
-// warp-synchronous), then merge their (max, sum, output) through shared memory. Same arithmetic
+// 3 × 8 blocks of the form above): a block owns 16 queries and its W warps (1-9, the host's pick)
+// take every W-th tile of 16 keys each (own K/V tiles, position rows, scratch and (q+v) operands
+// in dynamic shared memory, warp-synchronous), then merge their (max, sum, output) through shared memory. Same arithmetic
 // per key; the merge adds one exp2 rescale per warp. The grid is small (72 blocks for one clip),
 // so a block's time is its slowest warp's chain of key tiles: more warps, shorter chains.
 
@@ -160,24 +163,50 @@ __shared__ __align__(16) h16 ra_vs[RA_BK * (128 + RA_PAD)];
 __shared__ float ra_sc[4][16][RA_PW + 1];
 // the plain form's (q+v)·qs per warp, read back as mma A operands (48384 static bytes in all)
 __shared__ __align__(16) h16 ra_qp[4][16][128 + RA_PAD];
-// split-keys form, dynamic shared memory per warp: a K and a V tile, then its score scratch (the
-// merge reuses the whole as W × 16 × D floats and W × 16 × (m, l))
+// split-keys form, dynamic shared memory per warp: a K and a V tile, its score scratch, then its
+// position rows (the merge reuses the whole as W × 16 × D floats and W × 16 × (m, l))
 template <int D>
 __host__ __device__ constexpr int rk_tile_bytes() { return RK_BK * (D + RA_PAD) * 2; }
 template <int D>
-__host__ __device__ constexpr int rk_warp_bytes() { return 2 * rk_tile_bytes<D>() + 16 * (RK_PW + 1) * 4; }
-static_assert(rk_warp_bytes<128>() == 10816 && rk_warp_bytes<64>() == 6720, "src/conformer.rs: REL_KS_WARP_BYTES");
+__host__ __device__ constexpr int rk_scratch_end() { return 2 * rk_tile_bytes<D>() + 16 * (RK_PW + 1) * 4; }
+template <int D>
+__host__ __device__ constexpr int rk_qp_at() { return rk_scratch_end<D>() + RK_PW * (D + RA_PAD) * 2; }
+template <int D>
+__host__ __device__ constexpr int rk_warp_bytes() { return rk_qp_at<D>() + 16 * (128 + RA_PAD) * 2; }
+static_assert(rk_warp_bytes<128>() == 23872 && rk_warp_bytes<64>() == 15680, "src/conformer.rs: REL_KS_WARP_BYTES");
 static_assert(rk_warp_bytes<128>() >= 16 * 128 * 4 + 16 * 2 * 4, "merge scratch fits");
+// the plain form's staged position rows, dynamic shared memory: a block of W warps reads 16·W + 32
+// consecutive rows a key tile (warp w's 48 start 16·(W-1-w) rows in)
+template <int D>
+__host__ __device__ constexpr int ra_pos_bytes(int warps) { return (16 * warps + RA_BK) * (D + RA_PAD) * 2; }
+static_assert(ra_pos_bytes<128>(3) == 21760 && ra_pos_bytes<64>(4) == 13824, "src/conformer.rs: rel_attn_smem");
+
+// The position product's B operands from staged rows `ps` (row stride D + RA_PAD), PW/8 groups of
+// 8 rows (n) × the 16 dims kk·16 … kk·16+15 (k), onto bd; a the (q+v) fragment of those dims.
+template <int D, int PW>
+__device__ __forceinline__ void rel_pos_mma(float (&bd)[PW / 8][4], const h16* ps, int kk, u32 a0, u32 a1, u32 a2,
+                                            u32 a3, int lane) {
+    // ldmatrix x4: lanes 0-7 / 8-15 address rows n..n+7 at dims +0 / +8, lanes 16-31 the next 8 rows
+    const h16* base = ps + ((lane & 7) + ((lane >> 4) << 3)) * (D + RA_PAD) + kk * 16 + ((lane >> 3) & 1) * 8;
+#pragma unroll
+    for (int nt = 0; nt < PW / 8; nt += 2) {
+        u32 b0, b1, b2, b3;
+        tc_ldsm_x4(tc_smem_u32(base + nt * 8 * (D + RA_PAD)), b0, b1, b2, b3);
+        tc_mma16816(bd[nt], a0, a1, a2, a3, b0, b1);
+        tc_mma16816(bd[nt + 1], a0, a1, a2, a3, b2, b3);
+    }
+}
 
 template <int D, bool SPLIT, class Y>
 __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ qkv, const h16* __restrict__ pos,
                                            const float* __restrict__ bu, const float* __restrict__ bv,
                                            const float* __restrict__ keep, int T, int H, float scale) {
     constexpr int BK = SPLIT ? RK_BK : RA_BK, PW = SPLIT ? RK_PW : RA_PW;
+    static_assert(PW % 16 == 0, "position rows come in pairs of 8-row groups");
     Y* __restrict__ out = (Y*)out_;
     typedef h16 Tile[D + RA_PAD];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    Tile *Ks, *Vs;
+    Tile *Ks, *Vs, *Ps;
     float (*sc)[PW + 1];
     extern __shared__ __align__(16) unsigned char rk_sm[];
     if constexpr (SPLIT) {
@@ -185,10 +214,12 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
         Ks = (Tile*)wb;
         Vs = (Tile*)(wb + rk_tile_bytes<D>());
         sc = (float(*)[PW + 1])(wb + 2 * rk_tile_bytes<D>());
+        Ps = (Tile*)(wb + rk_scratch_end<D>());
     } else {
         Ks = (Tile*)ra_ks;
         Vs = (Tile*)ra_vs;
         sc = ra_sc[warp];
+        Ps = (Tile*)rk_sm;
     }
     const int g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z;
@@ -210,8 +241,8 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     // (q+u)·qs and (q+v)·qs as mma A operands: (q+v) in registers in the split form, parked in
     // shared memory and read back each key tile in the plain form (32 registers fewer there,
     // which decides how many blocks a SM holds)
-    u32 qa[D / 16][4], qp[SPLIT ? D / 16 : 1][4];
-    h16(*qps)[128 + RA_PAD] = ra_qp[warp];
+    u32 qa[D / 16][4];
+    h16(*qps)[128 + RA_PAD] = SPLIT ? (h16(*)[128 + RA_PAD])(rk_sm + warp * rk_warp_bytes<D>() + rk_qp_at<D>()) : ra_qp[warp];
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
         int c0 = kk * 16 + 2 * t;
@@ -235,19 +266,12 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
         const u32 p1 = pack_h2((y0.x + bv[d0]) * qs, (y0.y + bv[d0 + 1]) * qs);
         const u32 p2 = pack_h2((x8.x + bv[d8]) * qs, (x8.y + bv[d8 + 1]) * qs);
         const u32 p3 = pack_h2((y8.x + bv[d8]) * qs, (y8.y + bv[d8 + 1]) * qs);
-        if constexpr (SPLIT) {
-            qp[kk][0] = p0;
-            qp[kk][1] = p1;
-            qp[kk][2] = p2;
-            qp[kk][3] = p3;
-        } else {
-            *(u32*)&qps[g][c0] = p0;
-            *(u32*)&qps[g + 8][c0] = p1;
-            *(u32*)&qps[g][c0 + 8] = p2;
-            *(u32*)&qps[g + 8][c0 + 8] = p3;
-        }
+        *(u32*)&qps[g][c0] = p0;
+        *(u32*)&qps[g + 8][c0] = p1;
+        *(u32*)&qps[g][c0 + 8] = p2;
+        *(u32*)&qps[g + 8][c0 + 8] = p3;
     }
-    if constexpr (!SPLIT) __syncwarp();
+    __syncwarp();
 
     float o[D / 8][4];
 #pragma unroll
@@ -265,47 +289,33 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             tc_cp_async16(&Ks[key][c8], Kb + off, in ? 16 : 0);
             tc_cp_async16(&Vs[key][c8], Vb + off, in ? 16 : 0);
         }
+        // position rows from pbase: the warp's PW (split) or the block's 16·W + BK (plain)
+        const int pbase = SPLIT ? T - 16 - rw + k0 : T - (int)blockIdx.x * 16 * nw - 16 * nw + k0;
+        const int rows = SPLIT ? PW : 16 * nw + BK;
+        for (int idx = ld_first; idx < rows * (D / 8); idx += ld_step) {
+            int r = idx / (D / 8), c8 = (idx - r * (D / 8)) * 8;
+            int prow = pbase + r;
+            bool in = prow >= 0 && prow < np;
+            tc_cp_async16(&Ps[r][c8], Pb + (in ? (long long)prow * C + c8 : 0), in ? 16 : 0);
+        }
         tc_cp_commit();
 
-        // position term while the tiles load: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c],
-        // prow0 = T-16-rw+k0, so that row i, key k0+jj reads column 15-i+jj
+        // position term: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c], prow0 = T-16-rw+k0, so that
+        // row i, key k0+jj reads column 15-i+jj
         const int prow0 = T - 16 - rw + k0;
         float bd[PW / 8][4];
-        if constexpr (SPLIT) {
 #pragma unroll
-            for (int nt = 0; nt < PW / 8; ++nt) {
-                bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
-                int prow = prow0 + nt * 8 + g;
-                bool in = prow >= 0 && prow < np;
-                const h16* pr = Pb + (long long)(in ? prow : 0) * C;
+        for (int nt = 0; nt < PW / 8; ++nt) bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
+        tc_cp_wait<0>();
+        // tiles and rows in (split: the warp's own; else every warp's)
+        if constexpr (SPLIT) __syncwarp();
+        else __syncthreads();
+        const h16* ps = &Ps[prow0 - pbase][0];
 #pragma unroll
-                for (int kk = 0; kk < D / 16; ++kk) {
-                    u32 b0 = in ? *(const u32*)(pr + kk * 16 + 2 * t) : 0u;
-                    u32 b1 = in ? *(const u32*)(pr + kk * 16 + 2 * t + 8) : 0u;
-                    tc_mma16816(bd[nt], qp[kk][0], qp[kk][1], qp[kk][2], qp[kk][3], b0, b1);
-                }
-            }
-        } else {
-            // each (q+v) fragment read back once a tile: k outer, position rows inner (the
-            // same sums in the same order per output)
-            int poff[PW / 8];  // element offset of the lane's position row, -1 outside
-#pragma unroll
-            for (int nt = 0; nt < PW / 8; ++nt) {
-                bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
-                int prow = prow0 + nt * 8 + g;
-                poff[nt] = prow >= 0 && prow < np ? prow * (int)C + 2 * t : -1;
-            }
-#pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                u32 a0, a1, a2, a3;
-                tc_ldsm_x4(tc_smem_u32(&qps[lm_key][kk * 16 + lm_col]), a0, a1, a2, a3);
-#pragma unroll
-                for (int nt = 0; nt < PW / 8; ++nt) {
-                    u32 b0 = poff[nt] >= 0 ? *(const u32*)(Pb + poff[nt] + kk * 16) : 0u;
-                    u32 b1 = poff[nt] >= 0 ? *(const u32*)(Pb + poff[nt] + kk * 16 + 8) : 0u;
-                    tc_mma16816(bd[nt], a0, a1, a2, a3, b0, b1);
-                }
-            }
+        for (int kk = 0; kk < D / 16; ++kk) {
+            u32 a0, a1, a2, a3;
+            tc_ldsm_x4(tc_smem_u32(&qps[lm_key][kk * 16 + lm_col]), a0, a1, a2, a3);
+            rel_pos_mma<D, PW>(bd, ps, kk, a0, a1, a2, a3, lane);
         }
 #pragma unroll
         for (int nt = 0; nt < PW / 8; ++nt) {
@@ -315,10 +325,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             sc[g + 8][c] = bd[nt][2];
             sc[g + 8][c + 1] = bd[nt][3];
         }
-        tc_cp_wait<0>();
-        // tiles and scratch written (split: the warp's own; else every warp's)
-        if constexpr (SPLIT) __syncwarp();
-        else __syncthreads();
+        __syncwarp();  // the warp's scratch written
 
         float s[BK / 8][4];
 #pragma unroll
@@ -441,37 +448,20 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
         if (r1 < T) st2(Ob + (long long)r1 * C + c, 0, make_float2(o[dn][2] * inv1, o[dn][3] * inv1));
     }
 }
-extern "C" __global__ void __launch_bounds__(128) rel_attn_d64(void* out, const h16* qkv, const h16* pos, const float* bu,
-                                                               const float* bv, const float* keep, int T, int H, float scale,
-                                                               int dt) {
-    PDL_ENTER();
-    if (dt & 1) rel_attn_k<64, false, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
-    else rel_attn_k<64, false, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
-}
-// At most 168 registers (ptxas: 32 bytes spilled): a SM sub-partition's 16384 registers then
-// hold 3 warps, so 4 blocks of 3 warps a SM and 16 parakeet clips' 384 blocks run in one wave
-// (unbounded, 254: 2 warps a sub-partition, 2 blocks a SM, 1.45 waves; 224 is no better).
-extern "C" __global__ void __maxnreg__(168) rel_attn_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
-                                                                const float* bv, const float* keep, int T, int H, float scale,
-                                                                int dt) {
-    PDL_ENTER();
-    if (dt & 1) rel_attn_k<128, false, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
-    else rel_attn_k<128, false, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
-}
-extern "C" __global__ void __launch_bounds__(256) rel_attn_ks_d64(void* out, const h16* qkv, const h16* pos, const float* bu,
-                                                                  const float* bv, const float* keep, int T, int H,
-                                                                  float scale, int dt) {
-    PDL_ENTER();
-    if (dt & 1) rel_attn_k<64, true, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
-    else rel_attn_k<64, true, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
-}
-extern "C" __global__ void __launch_bounds__(256) rel_attn_ks_d128(void* out, const h16* qkv, const h16* pos, const float* bu,
-                                                                   const float* bv, const float* keep, int T, int H,
-                                                                   float scale, int dt) {
-    PDL_ENTER();
-    if (dt & 1) rel_attn_k<128, true, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);
-    else rel_attn_k<128, true, float>(out, qkv, pos, bu, bv, keep, T, H, scale);
-}
+#define REL_ATTN_ENTRY(NAME, BOUNDS, D, SPLIT)                                                                      \
+    extern "C" __global__ void BOUNDS NAME(void* out, const h16* qkv, const h16* pos, const float* bu, const float* bv, \
+                                           const float* keep, int T, int H, float scale, int dt) {                     \
+        PDL_ENTER();                                                                                                   \
+        if (dt & 1) rel_attn_k<D, SPLIT, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);                              \
+        else rel_attn_k<D, SPLIT, float>(out, qkv, pos, bu, bv, keep, T, H, scale);                                   \
+    }
+REL_ATTN_ENTRY(rel_attn_d64, __launch_bounds__(128), 64, false)
+// At most 168 registers: a SM sub-partition's 16384 registers then hold 3 warps, so 16 parakeet
+// clips' 384 blocks of 3 warps run in one wave (3 blocks a SM, by shared memory; unbounded, 254:
+// 2 warps a sub-partition, 2 blocks a SM, 1.45 waves; 224 is no better).
+REL_ATTN_ENTRY(rel_attn_d128, __maxnreg__(168), 128, false)
+REL_ATTN_ENTRY(rel_attn_ks_d64, __launch_bounds__(288), 64, true)
+REL_ATTN_ENTRY(rel_attn_ks_d128, __launch_bounds__(288), 128, true)
 
 // ---------------------------------------------------------------------------------------------
 // Depthwise-striding subsampling, channel-last (src/conformer.rs: Backend::subsample_stem and

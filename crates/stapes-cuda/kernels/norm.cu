@@ -83,6 +83,26 @@ extern "C" __global__ void layer_norm_rows(void* y, const void* x, const float* 
 #define LN16_MAXC 8
 // One warp's row held as v (lane's chunks lane, lane + 32, ...): normalizes it, stores it to yr,
 // and leaves v holding the stored halves (what a following norm of the stored row reads).
+// Values 8i … 8i+7 of a normed row, (x - mean)·inv·g + b (b null: none), as 8 f16.
+__device__ __forceinline__ uint4 ln_out8(const float (&x)[8], float mean, float inv, const float* __restrict__ g,
+                                         const float* __restrict__ b, int i) {
+    const float4 g0 = ((const float4*)g)[2 * i], g1 = ((const float4*)g)[2 * i + 1];
+    float4 b0 = make_float4(0.f, 0.f, 0.f, 0.f), b1 = b0;
+    if (b) {
+        b0 = ((const float4*)b)[2 * i];
+        b1 = ((const float4*)b)[2 * i + 1];
+    }
+    const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+    const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    uint4 o;
+    u32* ow = (u32*)&o;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        ow[e] = pack_h2((x[2 * e] - mean) * inv * gg[2 * e] + bb[2 * e],
+                        (x[2 * e + 1] - mean) * inv * gg[2 * e + 1] + bb[2 * e + 1]);
+    }
+    return o;
+}
 __device__ __forceinline__ void ln16_pass(uint4 (&v)[LN16_MAXC], uint4* __restrict__ yr, const float* __restrict__ g,
                                           const float* __restrict__ b, int n, float eps, int has_beta) {
     const int lane = threadIdx.x & 31, n8 = n >> 3;
@@ -111,23 +131,14 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[LN16_MAXC], uint4* __restri
     for (int j = 0; j < LN16_MAXC; ++j) {
         const int i = lane + j * 32;
         if (i < n8) {
-            const float4 g0 = ((const float4*)g)[2 * i], g1 = ((const float4*)g)[2 * i + 1];
-            float4 b0 = make_float4(0.f, 0.f, 0.f, 0.f), b1 = b0;
-            if (has_beta) {
-                b0 = ((const float4*)b)[2 * i];
-                b1 = ((const float4*)b)[2 * i + 1];
-            }
-            const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-            const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
             const u32* w = (const u32*)&v[j];
-            uint4 o;
-            u32* ow = (u32*)&o;
+            float x[8];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const float lo = (h2f((h16)(w[e] & 0xffff)) - mean) * inv * gg[2 * e] + bb[2 * e];
-                const float hi = (h2f((h16)(w[e] >> 16)) - mean) * inv * gg[2 * e + 1] + bb[2 * e + 1];
-                ow[e] = pack_h2(lo, hi);
+                x[2 * e] = h2f((h16)(w[e] & 0xffff));
+                x[2 * e + 1] = h2f((h16)(w[e] >> 16));
             }
+            const uint4 o = ln_out8(x, mean, inv, g, has_beta ? b : nullptr, i);
             yr[i] = o;
             v[j] = o;
         }
@@ -185,20 +196,10 @@ __device__ __forceinline__ void ln_block8(float (&v)[8], bool in, h16* __restric
     }
     const float inv = rsqrtf(block_sum(q, scratch) / n + eps);
     if (!in) return;
-    const float4 g0 = ((const float4*)g)[2 * i], g1 = ((const float4*)g)[2 * i + 1];
-    float4 b0 = make_float4(0.f, 0.f, 0.f, 0.f), b1 = b0;
-    if (b) {
-        b0 = ((const float4*)b)[2 * i];
-        b1 = ((const float4*)b)[2 * i + 1];
-    }
-    const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-    const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-    uint4 o;
-    u32* ow = (u32*)&o;
+    const uint4 o = ln_out8(v, mean, inv, g, b, i);
+    const u32* ow = (const u32*)&o;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-        ow[e] = pack_h2((v[2 * e] - mean) * inv * gg[2 * e] + bb[2 * e],
-                        (v[2 * e + 1] - mean) * inv * gg[2 * e + 1] + bb[2 * e + 1]);
         v[2 * e] = h2f((h16)(ow[e] & 0xffff));
         v[2 * e + 1] = h2f((h16)(ow[e] >> 16));
     }

@@ -265,6 +265,8 @@ pub struct CudaBackend {
     /// K slices of `linear_add_norms`' split form, 0 or 1 for the composed form (conformer.rs).
     split_ln: std::sync::atomic::AtomicUsize,
     split_ln_runs: std::sync::atomic::AtomicU64,
+    /// The smallest K the split form takes.
+    split_ln_min_k: std::sync::atomic::AtomicUsize,
     /// Functions of this backend's modules (by `CUfunction` address) whose dynamic
     /// shared-memory limit was raised, with the limit (`allow_dyn_smem`). Kept per backend: a
     /// module loaded by a later backend may reuse a dropped one's function addresses.
@@ -383,6 +385,7 @@ impl CudaBackend {
             bias16: Mutex::new(BiasCache::new()),
             split_ln: std::sync::atomic::AtomicUsize::new(conformer::split_ln_default()),
             split_ln_runs: std::sync::atomic::AtomicU64::new(0),
+            split_ln_min_k: std::sync::atomic::AtomicUsize::new(conformer::split_ln_min_k_default()),
             smem_raised: Mutex::new(Vec::new()),
             arch,
             name,

@@ -79,22 +79,24 @@ const REL_FORM_AUTO: u8 = u8::MAX;
 /// Warps a block of the plain kernel may have (16 queries each; `ra_sc` in the kernel is sized
 /// for this many).
 const REL_MAX_WARPS: u32 = 4;
-/// Warps a block of the split-keys kernel may have: at its 254 registers a SM sub-partition
-/// holds two warps (`__launch_bounds__(256)` in the kernel). H200, one parakeet clip (stop 24
-/// call 1): 8 warps (one a 16-key tile of its 140 frames but the ninth) against stop 23's 4,
-/// 16.8 -> 15.3 µs a launch under ncu, encode 2.47-2.53 -> 2.45-2.46 ms.
-const REL_KS_MAX_WARPS: usize = 8;
+/// Warps a block of the split-keys kernel may have (`__launch_bounds__(288)` in the kernel: 160
+/// registers; 9 warps' shared memory is 210 KiB): one a 16-key tile of a 140-frame clip. H200,
+/// one parakeet clip (stop 24 call 1): 8 warps against stop 23's 4, 16.8 -> 15.3 µs a launch
+/// under ncu, encode 2.47-2.53 -> 2.45-2.46 ms.
+const REL_KS_MAX_WARPS: usize = 9;
 /// Keys a split-keys warp takes at a time (`RK_BK` in the kernel).
 const REL_KS_KEYS: usize = 16;
 /// Dynamic shared memory a split-keys warp uses for heads of 64 / 128 (`rk_warp_bytes` in the
-/// kernel: its K and V tiles and score scratch).
-const REL_KS_WARP_BYTES: [usize; 2] = [6720, 10816];
+/// kernel: its K and V tiles, score scratch, position rows and (q+v) operands).
+const REL_KS_WARP_BYTES: [usize; 2] = [15680, 23872];
+/// Keys a tile of the plain kernel (`RA_BK`).
+const REL_PLAIN_KEYS: usize = 32;
 
 /// Warps a block of the split-keys kernel, forced ([`CudaBackend::force_rel_ks_warps`]; 0 = by
 /// shape: a warp a 16-key tile, up to 8).
 static REL_KS_WARPS: AtomicU8 = AtomicU8::new(0);
 
-/// The split-keys kernel's warps a block: forced, else `STAPES_CUDA_REL_KS_WARPS=N` (1..=8, for
+/// The split-keys kernel's warps a block: forced, else `STAPES_CUDA_REL_KS_WARPS=N` (1..=9, for
 /// comparisons), else by shape.
 fn rel_ks_warps(t: usize) -> usize {
     static ENV: OnceLock<Option<usize>> = OnceLock::new();
@@ -108,6 +110,19 @@ fn rel_ks_warps(t: usize) -> usize {
         0 => env.unwrap_or_else(|| t.div_ceil(REL_KS_KEYS).clamp(1, REL_KS_MAX_WARPS)),
         w => usize::from(w),
     }
+}
+
+/// Dynamic shared memory of a fused rel-attention launch of `warps` warps (`rk_warp_bytes` and
+/// `ra_pos_bytes` in the kernel): the split-keys form's per-warp tiles, scratch and position
+/// rows; the plain form's position rows (its tiles are static).
+fn rel_attn_smem(split: bool, warps: u32, dh: usize) -> u32 {
+    let w = warps as usize;
+    let bytes = if split {
+        w * REL_KS_WARP_BYTES[usize::from(dh == 128)]
+    } else {
+        (16 * w + REL_PLAIN_KEYS) * (dh + 8) * 2
+    };
+    bytes as u32
 }
 
 /// `layer_norm_pair` as one kernel (`ln_fused`, the default: parakeet encode 3.18 -> 3.10 ms on
@@ -214,16 +229,11 @@ impl CudaBackend {
         let warps = match (split, forced) {
             // a warp a tile of keys: the block's time is its longest chain of tiles
             (true, _) => rel_ks_warps(t) as u32,
-            (false, REL_FORM_AUTO) => self.rel_attn_warps(kernel, bs, t, p.heads)?,
+            (false, REL_FORM_AUTO) => self.rel_attn_warps(kernel, bs, t, p.heads, dh)?,
             (false, w) => u32::from(w),
         };
-        let smem = if split {
-            let bytes = warps as usize * REL_KS_WARP_BYTES[usize::from(dh == 128)];
-            self.allow_dyn_smem(kernel, bytes)?;
-            bytes as u32
-        } else {
-            0
-        };
+        let smem = rel_attn_smem(split, warps, dh);
+        self.allow_dyn_smem(kernel, smem as usize)?;
         // queries of one (b, h) per block: 16 a warp, or 16 in all in the split-keys form
         let rows = if split { 16 } else { 16 * warps as usize };
         let grid = (t.div_ceil(rows) as u32, p.heads as u32, bs as u32);
@@ -249,12 +259,15 @@ impl CudaBackend {
         bs: usize,
         t: usize,
         heads: usize,
+        dh: usize,
     ) -> Result<u32> {
         let mut best = (usize::MAX, usize::MAX, REL_MAX_WARPS);
         for w in (1..=REL_MAX_WARPS).rev() {
             let rows = 16 * w as usize;
             let blocks = bs * heads * t.div_ceil(rows);
-            let slots = self.resident_blocks(kernel, 32 * w, 0)? * self.sm_count();
+            let smem = rel_attn_smem(false, w, dh);
+            self.allow_dyn_smem(kernel, smem as usize)?;
+            let slots = self.resident_blocks(kernel, 32 * w, smem)? * self.sm_count();
             let key = (blocks.div_ceil(slots), t.div_ceil(rows) * rows);
             if key < (best.0, best.1) {
                 best = (key.0, key.1, w);
@@ -283,7 +296,7 @@ impl CudaBackend {
     }
 
     /// Force the split-keys kernel's warps a block for every later fused `rel_attention` in this
-    /// process (tests): `None` by shape (the default), `Some(w)` for w in 1..=8.
+    /// process (tests): `None` by shape (the default), `Some(w)` for w in 1..=9.
     #[doc(hidden)]
     pub fn force_rel_ks_warps(&self, warps: Option<u32>) -> Result<()> {
         let v = match warps {
@@ -546,6 +559,21 @@ impl CudaBackend {
         }
     }
 
+    /// The gains (f32) and biases (f32 where given) of `norms`, as the norm kernels read them.
+    #[allow(clippy::type_complexity)]
+    fn norm_params(
+        &self,
+        norms: &[(&CudaTensor, Option<&CudaTensor>)],
+    ) -> Result<(Vec<CudaTensor>, Vec<Option<CudaTensor>>)> {
+        let mut gs = Vec::with_capacity(norms.len());
+        let mut bs = Vec::with_capacity(norms.len());
+        for (g, b) in norms {
+            gs.push(self.as_dtype(g, Dtype::F32)?);
+            bs.push(self.param(*b)?);
+        }
+        Ok((gs, bs))
+    }
+
     /// `ln_fused` over `x (.., d)`: one norm, or two in a row (`norms.len() == 2`), the last
     /// result also quantized for a q8 linear when `k_pad` is given (remembered as that linear's
     /// prepared input). Returns the norms' results.
@@ -578,14 +606,7 @@ impl CudaBackend {
         if rows == 0 {
             return Ok(outs);
         }
-        let gs = norms
-            .iter()
-            .map(|(g, _)| self.as_dtype(g, Dtype::F32))
-            .collect::<Result<Vec<_>>>()?;
-        let bs = norms
-            .iter()
-            .map(|(_, b)| self.param(*b))
-            .collect::<Result<Vec<_>>>()?;
+        let (gs, bs) = self.norm_params(norms)?;
         let m_pad = round_up(rows, 16);
         let quant = match k_pad {
             Some(kp) => Some((
@@ -718,19 +739,16 @@ pub(super) fn split_ln_default() -> usize {
         .map_or(4, |s| s.min(8))
 }
 
-/// `STAPES_CUDA_SPLIT_LN_MIN_K`: the smallest K `linear_add_norms` splits. Default 1024: at
-/// d = 1024 that takes the attention's output projection and the conv module's second pointwise
-/// conv besides the feed-forwards' second GEMM (H200, stop 29 call 4, one parakeet clip on the
-/// device: composed 2.40–2.46 ms, fc2 only (2048) 2.16–2.22, all three 2.03–2.06; canary
-/// 3.17–3.23, 2.84–2.89, 2.68–2.71). Read once.
-fn split_ln_min_k() -> usize {
-    static K: OnceLock<usize> = OnceLock::new();
-    *K.get_or_init(|| {
-        std::env::var("STAPES_CUDA_SPLIT_LN_MIN_K")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(1024)
-    })
+/// `STAPES_CUDA_SPLIT_LN_MIN_K`: the smallest K `linear_add_norms` splits; the backend's starting
+/// value. Default 1024: at d = 1024 that takes the attention's output projection and the conv
+/// module's second pointwise conv besides the feed-forwards' second GEMM (H200, stop 29 call 4,
+/// one parakeet clip on the device: composed 2.40–2.46 ms, fc2 only (2048) 2.16–2.22, all three
+/// 2.03–2.06; canary 3.17–3.23, 2.84–2.89, 2.68–2.71).
+pub(super) fn split_ln_min_k_default() -> usize {
+    std::env::var("STAPES_CUDA_SPLIT_LN_MIN_K")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(1024)
 }
 
 /// Rows up to which `linear_add_norms` splits K: a few clips' frames, whose output tiles leave
@@ -747,6 +765,19 @@ impl CudaBackend {
         self.split_ln.store(slices.min(8), Ordering::SeqCst);
     }
 
+    /// The smallest K `linear_add_norms` splits from now on (A/B runs and tests; the default
+    /// comes from `STAPES_CUDA_SPLIT_LN_MIN_K`).
+    #[doc(hidden)]
+    pub fn set_split_ln_min_k(&self, k: usize) {
+        self.split_ln_min_k.store(k, Ordering::SeqCst);
+    }
+
+    /// The smallest K `linear_add_norms` splits now.
+    #[doc(hidden)]
+    pub fn split_ln_min_k(&self) -> usize {
+        self.split_ln_min_k.load(Ordering::SeqCst)
+    }
+
     /// Calls of `linear_add_norms` that took the split form (tests prove it ran).
     #[doc(hidden)]
     pub fn split_ln_runs(&self) -> u64 {
@@ -754,7 +785,7 @@ impl CudaBackend {
     }
 
     /// [`Backend::linear_add_norms`]: in an f16 chain, over at most [`SPLIT_LN_MAX_M`] rows and
-    /// K ≥ [`split_ln_min_k`], the GEMM's K slices as one strided-batched cuBLAS GEMM into f32
+    /// K ≥ [`CudaBackend::split_ln_min_k`], the GEMM's K slices as one strided-batched cuBLAS GEMM into f32
     /// partial products, then `splitk_add_ln16` sums them with the bias and residual and runs
     /// the norms in the same pass: two launches where the composed form has cuBLASLt's split
     /// GEMM, its reduction and the norm kernel. The sum differs from the composed one in the
@@ -792,7 +823,7 @@ impl CudaBackend {
             || self.out_dt() != Dtype::F16
             || m <= GEMV_MAX_M
             || m > SPLIT_LN_MAX_M
-            || k < split_ln_min_k()
+            || k < self.split_ln_min_k()
             || !k.is_multiple_of(splits * 8)
             || !n.is_multiple_of(8)
             || n > SPLIT_LN_MAX_N
@@ -812,14 +843,7 @@ impl CudaBackend {
             .iter()
             .map(|_| self.alloc(&shape, Dtype::F16))
             .collect::<Result<Vec<_>>>()?;
-        let gs = norms
-            .iter()
-            .map(|(g, _)| self.as_dtype(g, Dtype::F32))
-            .collect::<Result<Vec<_>>>()?;
-        let bs = norms
-            .iter()
-            .map(|(_, b)| self.param(*b))
-            .collect::<Result<Vec<_>>>()?;
+        let (gs, bs) = self.norm_params(norms)?;
         let bias32 = self.param(bias)?;
         let partials = self.pool.alloc(splits * m * n * 4)?;
         let (xp, wp, rp, pp) = (self.t(x), self.p(&wb), self.t(r), partials.ptr);

@@ -32,14 +32,6 @@ const CASES: [(usize, usize, usize, usize, bool); 6] = [
 /// Rows up to which the backend splits (conformer.rs `SPLIT_LN_MAX_M`).
 const SPLIT_MAX_M: usize = 512;
 
-/// The smallest K the backend splits (conformer.rs `split_ln_min_k`).
-fn split_min_k() -> usize {
-    std::env::var("STAPES_CUDA_SPLIT_LN_MIN_K")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(1024)
-}
-
 struct Case {
     x: HostTensor,
     w: HostTensor,
@@ -150,7 +142,7 @@ fn split_form_matches_the_reference_and_the_composed_form_and_replays() {
                 "{what}: the captured launch differs from eager"
             );
             assert_eq!(first, third, "{what}: a replay differs from eager");
-            let splits = shape.0 <= SPLIT_MAX_M && shape.2 >= split_min_k();
+            let splits = shape.0 <= SPLIT_MAX_M && shape.2 >= g.split_ln_min_k();
             // eager once, then the capture; replays run no host code
             assert_eq!(
                 split_runs,
@@ -196,4 +188,11 @@ fn split_form_matches_the_reference_and_the_composed_form_and_replays() {
         &reference(&c)[0],
     );
     g.set_split_ln(4);
+    // a K bound above the case's K composes too
+    let min_k = g.split_ln_min_k();
+    g.set_split_ln_min_k(CASES[0].2 + 1);
+    let before = g.split_ln_runs();
+    run(g, &c, "test-encoder/lan-min-k", false);
+    assert_eq!(g.split_ln_runs(), before, "K below the bound composes");
+    g.set_split_ln_min_k(min_k);
 }
