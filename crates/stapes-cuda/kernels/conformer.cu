@@ -174,7 +174,7 @@ __host__ __device__ constexpr int rk_qp_at() { return rk_scratch_end<D>() + RK_P
 template <int D>
 __host__ __device__ constexpr int rk_warp_bytes() { return rk_qp_at<D>() + 16 * (128 + RA_PAD) * 2; }
 static_assert(rk_warp_bytes<128>() == 23872 && rk_warp_bytes<64>() == 15680, "src/conformer.rs: REL_KS_WARP_BYTES");
-static_assert(rk_warp_bytes<128>() >= 16 * 128 * 4 + 16 * 2 * 4, "merge scratch fits");
+static_assert(rk_warp_bytes<128>() >= 16 * 128 * 4 + 16 * 3 * 4, "merge scratch fits");
 // the plain form's staged position rows, dynamic shared memory: a block of W warps reads 16·W + 32
 // consecutive rows a key tile (warp w's 48 start 16·(W-1-w) rows in)
 template <int D>
@@ -238,6 +238,30 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     const int ld_first = SPLIT ? lane : tid, ld_step = SPLIT ? 32 : (int)blockDim.x;
     const int r0 = rw + g, r1 = r0 + 8;
     const float qs = scale * 1.4426950408889634f;  // exp2 softmax
+    const int np = 2 * T - 1;
+    // K, V and position rows of the key tile at k0 into shared memory, one cp.async group. The
+    // position rows start at pbase: the warp's PW (split) or the block's 16·W + BK (plain).
+    auto load_tile = [&](int k0) {
+        for (int idx = ld_first; idx < BK * (D / 8); idx += ld_step) {
+            int key = idx / (D / 8), c8 = (idx - key * (D / 8)) * 8;
+            int j = k0 + key;
+            bool in = j < T;
+            long long off = in ? (long long)j * ld + c8 : 0;
+            tc_cp_async16(&Ks[key][c8], Kb + off, in ? 16 : 0);
+            tc_cp_async16(&Vs[key][c8], Vb + off, in ? 16 : 0);
+        }
+        const int pbase = SPLIT ? T - 16 - rw + k0 : T - (int)blockIdx.x * 16 * nw - 16 * nw + k0;
+        const int rows = SPLIT ? PW : 16 * nw + BK;
+        for (int idx = ld_first; idx < rows * (D / 8); idx += ld_step) {
+            int r = idx / (D / 8), c8 = (idx - r * (D / 8)) * 8;
+            int prow = pbase + r;
+            bool in = prow >= 0 && prow < np;
+            tc_cp_async16(&Ps[r][c8], Pb + (in ? (long long)prow * C + c8 : 0), in ? 16 : 0);
+        }
+        tc_cp_commit();
+    };
+    // the first tile's loads in flight while the queries load
+    if (k_first < T) load_tile(k_first);
     // (q+u)·qs and (q+v)·qs as mma A operands: (q+v) in registers in the split form, parked in
     // shared memory and read back each key tile in the plain form (32 registers fewer there,
     // which decides how many blocks a SM holds)
@@ -278,27 +302,10 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m0 = F_NEG_INF, m1 = F_NEG_INF, l0 = 0.f, l1 = 0.f;
     const int lm_key = (lane & 7) + ((lane >> 3) & 1) * 8, lm_col = (lane >> 4) * 8;
-    const int np = 2 * T - 1;
 
     for (int k0 = k_first; k0 < T; k0 += k_step) {
-        for (int idx = ld_first; idx < BK * (D / 8); idx += ld_step) {
-            int key = idx / (D / 8), c8 = (idx - key * (D / 8)) * 8;
-            int j = k0 + key;
-            bool in = j < T;
-            long long off = in ? (long long)j * ld + c8 : 0;
-            tc_cp_async16(&Ks[key][c8], Kb + off, in ? 16 : 0);
-            tc_cp_async16(&Vs[key][c8], Vb + off, in ? 16 : 0);
-        }
-        // position rows from pbase: the warp's PW (split) or the block's 16·W + BK (plain)
+        if (k0 != k_first) load_tile(k0);
         const int pbase = SPLIT ? T - 16 - rw + k0 : T - (int)blockIdx.x * 16 * nw - 16 * nw + k0;
-        const int rows = SPLIT ? PW : 16 * nw + BK;
-        for (int idx = ld_first; idx < rows * (D / 8); idx += ld_step) {
-            int r = idx / (D / 8), c8 = (idx - r * (D / 8)) * 8;
-            int prow = pbase + r;
-            bool in = prow >= 0 && prow < np;
-            tc_cp_async16(&Ps[r][c8], Pb + (in ? (long long)prow * C + c8 : 0), in ? 16 : 0);
-        }
-        tc_cp_commit();
 
         // position term: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c], prow0 = T-16-rw+k0, so that
         // row i, key k0+jj reads column 15-i+jj
@@ -423,20 +430,24 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             ml[(warp * 16 + g + 8) * 2 + 1] = l1;
         }
         __syncthreads();
+        // each warp's weight in a row, exp2(m_w - max m) / Σ_w l_w·exp2(m_w - max m), once a row
+        float* fw = ml + nw * 16 * 2;  // [warp][row]
+        if (tid < 16) {
+            float mm = F_NEG_INF, sum = 0.f;
+            for (int w = 0; w < nw; ++w) mm = fmaxf(mm, ml[(w * 16 + tid) * 2]);
+            if (mm != F_NEG_INF) {
+                for (int w = 0; w < nw; ++w) sum += ml[(w * 16 + tid) * 2 + 1] * exp2f(ml[(w * 16 + tid) * 2] - mm);
+            }
+            const float inv = sum > 0.f ? 1.f / sum : 0.f;
+            for (int w = 0; w < nw; ++w) fw[w * 16 + tid] = mm != F_NEG_INF ? exp2f(ml[(w * 16 + tid) * 2] - mm) * inv : 0.f;
+        }
+        __syncthreads();
         for (int idx = tid; idx < 16 * D; idx += blockDim.x) {
             int row = idx / D, c = idx - row * D;
             if (rw + row >= T) break;  // rows ascend with idx
-            float mm = F_NEG_INF;
-            for (int w = 0; w < nw; ++w) mm = fmaxf(mm, ml[(w * 16 + row) * 2]);
-            float sum = 0.f, acc = 0.f;
-            if (mm != F_NEG_INF) {
-                for (int w = 0; w < nw; ++w) {
-                    float f = exp2f(ml[(w * 16 + row) * 2] - mm);
-                    sum += ml[(w * 16 + row) * 2 + 1] * f;
-                    acc += mo[((long long)w * 16 + row) * D + c] * f;
-                }
-            }
-            stf(Ob, (long long)(rw + row) * C + c, sum > 0.f ? acc / sum : 0.f);
+            float acc = 0.f;
+            for (int w = 0; w < nw; ++w) acc += mo[((long long)w * 16 + row) * D + c] * fw[w * 16 + row];
+            stf(Ob, (long long)(rw + row) * C + c, acc);
         }
         return;
     }
