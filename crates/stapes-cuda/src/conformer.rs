@@ -81,8 +81,8 @@ const REL_FORM_AUTO: u8 = u8::MAX;
 const REL_MAX_WARPS: u32 = 4;
 /// Warps a block of the split-keys kernel may have (`__launch_bounds__(288)` in the kernel: 160
 /// registers; 9 warps' shared memory is 210 KiB): one a 16-key tile of a 140-frame clip. H200,
-/// one parakeet clip (stop 24 call 1): 8 warps against stop 23's 4, 16.8 -> 15.3 µs a launch
-/// under ncu, encode 2.47-2.53 -> 2.45-2.46 ms.
+/// one parakeet clip: 8 warps against 4, 16.8 -> 15.3 µs a launch under ncu, encode 2.47-2.53 ->
+/// 2.45-2.46 ms (stop 24); 9 against 8 within the encode's spread, ncu 14.8 -> 13.9 µs (stop 30).
 const REL_KS_MAX_WARPS: usize = 9;
 /// Keys a split-keys warp takes at a time (`RK_BK` in the kernel).
 const REL_KS_KEYS: usize = 16;
@@ -93,7 +93,7 @@ const REL_KS_WARP_BYTES: [usize; 2] = [15680, 23872];
 const REL_PLAIN_KEYS: usize = 32;
 
 /// Warps a block of the split-keys kernel, forced ([`CudaBackend::force_rel_ks_warps`]; 0 = by
-/// shape: a warp a 16-key tile, up to 8).
+/// shape: a warp a 16-key tile, up to [`REL_KS_MAX_WARPS`]).
 static REL_KS_WARPS: AtomicU8 = AtomicU8::new(0);
 
 /// The split-keys kernel's warps a block: forced, else `STAPES_CUDA_REL_KS_WARPS=N` (1..=9, for
@@ -785,11 +785,11 @@ impl CudaBackend {
     }
 
     /// [`Backend::linear_add_norms`]: in an f16 chain, over at most [`SPLIT_LN_MAX_M`] rows and
-    /// K ≥ [`CudaBackend::split_ln_min_k`], the GEMM's K slices as one strided-batched cuBLAS GEMM into f32
-    /// partial products, then `splitk_add_ln16` sums them with the bias and residual and runs
-    /// the norms in the same pass: two launches where the composed form has cuBLASLt's split
-    /// GEMM, its reduction and the norm kernel. The sum differs from the composed one in the
-    /// order of its f32 additions only. Anything else composes.
+    /// K ≥ [`CudaBackend::split_ln_min_k`], the GEMM's K slices as one strided-batched cuBLAS
+    /// GEMM into f32 partial products, then `splitk_add_ln16` sums them with the bias and
+    /// residual and runs the norms in the same pass: two launches where the composed form has
+    /// cuBLASLt's split GEMM, its reduction and the norm kernel. The sum differs from the
+    /// composed one in the order of its f32 additions only. Anything else composes.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn linear_add_norms_fused(
         &self,
