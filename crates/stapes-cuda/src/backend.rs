@@ -186,6 +186,13 @@ fn grid_1d(n: usize) -> (u32, u32, u32) {
     (n.div_ceil(256).clamp(1, 132 * 32) as u32, 1, 1)
 }
 
+/// The grid of an element-wise kernel over `n` values that takes them 4 at a time when `wide`
+/// (kernels/elementwise.cu): a thread an access, so no block is launched only to find nothing
+/// left (one parakeet clip's SiLU pass: 560 blocks instead of 2240).
+fn grid_1d_x4(n: usize, wide: bool) -> (u32, u32, u32) {
+    grid_1d(if wide { n / 4 } else { n })
+}
+
 /// A GEMM input converted once (to f16, or quantized to int8 + row scales) and reused by the
 /// following linears that read the same tensor: q, k and v all read one layer-normed activation.
 /// Tensors are immutable once written except through `write_rows`, `write_host` and graph
@@ -1295,7 +1302,7 @@ impl CudaBackend {
         let dt = out.bit() | (a.bit() << 1) | (b.bit() << 2);
         self.launch(
             "binary",
-            grid_1d(n),
+            grid_1d_x4(n, n.is_multiple_of(4) && nb.is_multiple_of(4)),
             (256, 1, 1),
             0,
             args![y, ap, bp, ni, nbi, opcode, dt],
@@ -2213,7 +2220,8 @@ impl Backend for CudaBackend {
         if n > 0 {
             let (y, xp, ni, a) = (out.buf.ptr, self.t(x), n as i64, act_code(act));
             let dt = out.bit() | (x.bit() << 1);
-            self.launch("act", grid_1d(n), (256, 1, 1), 0, args![y, xp, ni, a, dt])?;
+            let grid = grid_1d_x4(n, n.is_multiple_of(4));
+            self.launch("act", grid, (256, 1, 1), 0, args![y, xp, ni, a, dt])?;
         }
         Ok(out)
     }
@@ -2268,7 +2276,7 @@ impl Backend for CudaBackend {
             let dt = out.bit() | (x.bit() << 1);
             self.launch(
                 "affine",
-                grid_1d(n),
+                grid_1d_x4(n, n.is_multiple_of(4)),
                 (256, 1, 1),
                 0,
                 args![y, xp, ni, s, t, dt],
