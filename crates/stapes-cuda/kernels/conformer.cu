@@ -147,8 +147,8 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 // Split-keys form (rel_attn_ks_*, for grids too small to fill the GPU: one clip's 140 frames make
 // 3 × 8 blocks of the form above): a block owns 16 queries and its W warps (1-9, the host's pick)
 // take every W-th tile of 16 keys each (own K/V tiles, position rows, scratch and (q+v) operands
-// in dynamic shared memory, warp-synchronous), then merge their (max, sum, output) through shared memory. Same arithmetic
-// per key; the merge adds one exp2 rescale per warp. The grid is small (72 blocks for one clip),
+// in dynamic shared memory, warp-synchronous), then merge their (max, sum, output) through shared
+// memory. Same arithmetic per key; the merge adds one exp2 rescale per warp. The grid is small (72 blocks for one clip),
 // so a block's time is its slowest warp's chain of key tiles: more warps, shorter chains.
 
 #define RA_BK 32
@@ -161,10 +161,11 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 __shared__ __align__(16) h16 ra_ks[RA_BK * (128 + RA_PAD)];
 __shared__ __align__(16) h16 ra_vs[RA_BK * (128 + RA_PAD)];
 __shared__ float ra_sc[4][16][RA_PW + 1];
-// the plain form's (q+v)·qs per warp, read back as mma A operands (48384 static bytes in all)
+// the plain form's (q+v)·qs per warp, read back as mma A operands (47360 static bytes in all)
 __shared__ __align__(16) h16 ra_qp[4][16][128 + RA_PAD];
-// split-keys form, dynamic shared memory per warp: a K and a V tile, its score scratch, then its
-// position rows (the merge reuses the whole as W × 16 × D floats and W × 16 × (m, l))
+// split-keys form, dynamic shared memory per warp: a K and a V tile, its score scratch, its
+// position rows, then its (q+v)·qs operands (the merge reuses the whole as W × 16 × D floats,
+// W × 16 × (m, l) and W × 16 weights)
 template <int D>
 __host__ __device__ constexpr int rk_tile_bytes() { return RK_BK * (D + RA_PAD) * 2; }
 template <int D>
@@ -239,8 +240,12 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     const int r0 = rw + g, r1 = r0 + 8;
     const float qs = scale * 1.4426950408889634f;  // exp2 softmax
     const int np = 2 * T - 1;
-    // K, V and position rows of the key tile at k0 into shared memory, one cp.async group. The
-    // position rows start at pbase: the warp's PW (split) or the block's 16·W + BK (plain).
+    // the first position row staged for the key tile at k0: the warp's PW rows (split) or the
+    // block's 16·W + BK (plain, warp w's 48 starting 16·(W-1-w) rows in)
+    auto pos_base = [&](int k0) {
+        return SPLIT ? T - 16 - rw + k0 : T - (int)blockIdx.x * 16 * nw - 16 * nw + k0;
+    };
+    // K, V and position rows of the key tile at k0 into shared memory, one cp.async group
     auto load_tile = [&](int k0) {
         for (int idx = ld_first; idx < BK * (D / 8); idx += ld_step) {
             int key = idx / (D / 8), c8 = (idx - key * (D / 8)) * 8;
@@ -250,7 +255,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             tc_cp_async16(&Ks[key][c8], Kb + off, in ? 16 : 0);
             tc_cp_async16(&Vs[key][c8], Vb + off, in ? 16 : 0);
         }
-        const int pbase = SPLIT ? T - 16 - rw + k0 : T - (int)blockIdx.x * 16 * nw - 16 * nw + k0;
+        const int pbase = pos_base(k0);
         const int rows = SPLIT ? PW : 16 * nw + BK;
         for (int idx = ld_first; idx < rows * (D / 8); idx += ld_step) {
             int r = idx / (D / 8), c8 = (idx - r * (D / 8)) * 8;
@@ -262,9 +267,9 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     };
     // the first tile's loads in flight while the queries load
     if (k_first < T) load_tile(k_first);
-    // (q+u)·qs and (q+v)·qs as mma A operands: (q+v) in registers in the split form, parked in
-    // shared memory and read back each key tile in the plain form (32 registers fewer there,
-    // which decides how many blocks a SM holds)
+    // (q+u)·qs and (q+v)·qs as mma A operands: (q+u) in registers, (q+v) parked in shared memory
+    // and read back each key tile (32 registers fewer, which decides how many blocks of the plain
+    // form a SM holds and lets the split form run 9 warps)
     u32 qa[D / 16][4];
     h16(*qps)[128 + RA_PAD] = SPLIT ? (h16(*)[128 + RA_PAD])(rk_sm + warp * rk_warp_bytes<D>() + rk_qp_at<D>()) : ra_qp[warp];
 #pragma unroll
@@ -305,7 +310,6 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
 
     for (int k0 = k_first; k0 < T; k0 += k_step) {
         if (k0 != k_first) load_tile(k0);
-        const int pbase = SPLIT ? T - 16 - rw + k0 : T - (int)blockIdx.x * 16 * nw - 16 * nw + k0;
 
         // position term: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c], prow0 = T-16-rw+k0, so that
         // row i, key k0+jj reads column 15-i+jj
@@ -317,7 +321,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
         // tiles and rows in (split: the warp's own; else every warp's)
         if constexpr (SPLIT) __syncwarp();
         else __syncthreads();
-        const h16* ps = &Ps[prow0 - pbase][0];
+        const h16* ps = &Ps[prow0 - pos_base(k0)][0];
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             u32 a0, a1, a2, a3;

@@ -81,8 +81,6 @@ extern "C" __global__ void layer_norm_rows(void* y, const void* x, const float* 
 // accesses of 8 halves, as many as the row has per lane held in registers (H200, stop 15: a
 // 1500 x 1280 turbo norm 5.4 -> 4.6 us back to back, 8.2 -> 5.5 us with cold caches).
 #define LN16_MAXC 8
-// One warp's row held as v (lane's chunks lane, lane + 32, ...): normalizes it, stores it to yr,
-// and leaves v holding the stored halves (what a following norm of the stored row reads).
 // Values 8i … 8i+7 of a normed row, (x - mean)·inv·g + b (b null: none), as 8 f16.
 __device__ __forceinline__ uint4 ln_out8(const float (&x)[8], float mean, float inv, const float* __restrict__ g,
                                          const float* __restrict__ b, int i) {
@@ -103,6 +101,8 @@ __device__ __forceinline__ uint4 ln_out8(const float (&x)[8], float mean, float 
     }
     return o;
 }
+// One warp's row held as v (lane's chunks lane, lane + 32, ...): normalizes it, stores it to yr,
+// and leaves v holding the stored halves (what a following norm of the stored row reads).
 __device__ __forceinline__ void ln16_pass(uint4 (&v)[LN16_MAXC], uint4* __restrict__ yr, const float* __restrict__ g,
                                           const float* __restrict__ b, int n, float eps, int has_beta) {
     const int lane = threadIdx.x & 31, n8 = n >> 3;
