@@ -101,10 +101,7 @@ static REL_KS_WARPS: AtomicU8 = AtomicU8::new(0);
 fn rel_ks_warps(t: usize) -> usize {
     static ENV: OnceLock<Option<usize>> = OnceLock::new();
     let env = *ENV.get_or_init(|| {
-        std::env::var("STAPES_CUDA_REL_KS_WARPS")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|w| (1..=REL_KS_MAX_WARPS).contains(w))
+        crate::env_usize("STAPES_CUDA_REL_KS_WARPS").filter(|w| (1..=REL_KS_MAX_WARPS).contains(w))
     });
     match REL_KS_WARPS.load(Ordering::Relaxed) {
         0 => env.unwrap_or_else(|| t.div_ceil(REL_KS_KEYS).clamp(1, REL_KS_MAX_WARPS)),
@@ -733,10 +730,7 @@ impl CudaBackend {
 /// picks one — and the norm kernel); the backend's starting value. H200, stop 29 call 3, fc2
 /// only: one parakeet clip 2.40–2.44 ms composed, 2.20–2.22 in 2 slices, 2.15–2.18 in 4.
 pub(super) fn split_ln_default() -> usize {
-    std::env::var("STAPES_CUDA_SPLIT_LN")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .map_or(4, |s| s.min(8))
+    crate::env_usize("STAPES_CUDA_SPLIT_LN").map_or(4, |s| s.min(8))
 }
 
 /// `STAPES_CUDA_SPLIT_LN_MIN_K`: the smallest K `linear_add_norms` splits; the backend's starting
@@ -745,10 +739,7 @@ pub(super) fn split_ln_default() -> usize {
 /// one parakeet clip on the device: composed 2.40–2.46 ms, fc2 only (2048) 2.16–2.22, all three
 /// 2.03–2.06; canary 3.17–3.23, 2.84–2.89, 2.68–2.71).
 pub(super) fn split_ln_min_k_default() -> usize {
-    std::env::var("STAPES_CUDA_SPLIT_LN_MIN_K")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(1024)
+    crate::env_usize("STAPES_CUDA_SPLIT_LN_MIN_K").unwrap_or(1024)
 }
 
 /// Rows up to which `linear_add_norms` splits K: a few clips' frames, whose output tiles leave

@@ -360,9 +360,7 @@ impl Drop for Lt {
 fn candidates() -> usize {
     static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *N.get_or_init(|| {
-        std::env::var("STAPES_CUDA_LT_CANDIDATES")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
+        crate::env_usize("STAPES_CUDA_LT_CANDIDATES")
             .filter(|n| (1..=64).contains(n))
             .unwrap_or(8)
     })

@@ -51,6 +51,14 @@ mod transducer;
 
 pub use backend::{CudaBackend, CudaTensor, CudaWeight, Q8Mix};
 
+/// A tuning switch's count from the environment: `None` unset or not a whole number (callers
+/// check its range and supply their default).
+pub(crate) fn env_usize(name: &str) -> Option<usize> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+}
+
 /// Everything that can go wrong below the op contract. Converted to
 /// `stapes_core::Error::Device` at the trait boundary.
 #[derive(Debug, thiserror::Error)]

@@ -388,9 +388,7 @@ const TG_COLS: usize = 8;
 /// which block computes a column and never its value; fewer columns a block give one clip's
 /// 2560-wide LSTM gates more blocks than the default's 80 on the H200's 132 SMs.
 fn gemv_cols() -> usize {
-    std::env::var("STAPES_PARAKEET_GEMV_COLS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
+    crate::env_usize("STAPES_PARAKEET_GEMV_COLS")
         .filter(|c| c % 8 == 0 && (8..=256).contains(c))
         .unwrap_or(TG_COLS)
 }
