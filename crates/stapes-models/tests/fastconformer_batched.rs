@@ -147,3 +147,35 @@ fn padding_without_masks_breaks_the_bar() {
         "unmasked padding stayed near the bar: {e}"
     );
 }
+
+/// A bucketed chain slot (the CUDA home's shape buckets, here on the CPU) serves several
+/// lengths: its masks must follow each call's lengths, also when a call repeats the last
+/// lengths and rewrites nothing.
+#[test]
+fn bucketed_slot_follows_each_calls_lengths() {
+    let inputs = read("inputs.safetensors");
+    let mut m = Parakeet::new(
+        CpuBackend::new(2).unwrap(),
+        &fixtures().join("tdt"),
+        Lane::F32,
+    )
+    .expect("model");
+    let clip = &inputs["features.jfk"];
+    let lens = [300, 290, 300, 300, 290];
+    let exact: Vec<HostTensor> = lens
+        .iter()
+        .map(|&n| {
+            let e = m.encode_host(&cut(clip, n)).expect("exact");
+            m.backend().download(&e).unwrap()
+        })
+        .collect();
+    m.graph_bucket = 32;
+    for (n, want) in lens.iter().zip(&exact) {
+        let e = m.encode_host(&cut(clip, *n)).expect("bucketed");
+        let got = m.backend().download(&e).unwrap();
+        assert_eq!(got.shape, want.shape, "{n} frames");
+        let err = rel_l2(&got.data, &want.data);
+        eprintln!("jfk[..{n}] in a 320-frame slot: rel L2 {err:.2e}");
+        assert!(err <= SAME_HOME_BAR, "{n} frames: rel L2 {err}");
+    }
+}

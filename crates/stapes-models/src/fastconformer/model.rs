@@ -30,6 +30,9 @@ pub(crate) struct ChainSlot<B: Backend> {
     /// `(B, T_bucket, n_mels)`
     input: B::Tensor,
     prep: Prepared<B>,
+    /// Feature frames per sequence that `prep`'s masks hold (`None`: unmasked), so a call with
+    /// the same lengths as the last one rewrites nothing.
+    lengths: Option<Vec<usize>>,
 }
 
 /// The FastConformer encoder run as one chain per shape bucket (see
@@ -111,14 +114,18 @@ impl<B: Backend> ChainedEncoder<'_, B> {
             std::collections::btree_map::Entry::Occupied(e) => {
                 let slot = e.into_mut();
                 if let Some(l) = lengths {
-                    let fresh = self.encoder.masks(b, batch, tb, l)?;
-                    slot.prep.refresh_masks(b, &fresh)?;
+                    if slot.lengths.as_deref() != Some(l) {
+                        let fresh = self.encoder.masks(b, batch, tb, l)?;
+                        slot.prep.refresh_masks(b, &fresh)?;
+                        slot.lengths = Some(l.to_vec());
+                    }
                 }
                 slot
             }
             std::collections::btree_map::Entry::Vacant(e) => e.insert(ChainSlot {
                 input: b.upload(&HostTensor::zeros(vec![batch, tb, mels]))?,
                 prep: self.encoder.prepare(b, batch, tb, lengths)?,
+                lengths: lengths.map(<[usize]>::to_vec),
             }),
         };
         // Rows past T keep an earlier call's values: the masks zero them.
