@@ -81,34 +81,41 @@ extern "C" __global__ void layer_norm_rows(void* y, const void* x, const float* 
 // accesses of 8 halves, as many as the row has per lane held in registers (H200, stop 15: a
 // 1500 x 1280 turbo norm 5.4 -> 4.6 us back to back, 8.2 -> 5.5 us with cold caches).
 #define LN16_MAXC 8
-// Values 8i … 8i+7 of a normed row, (x - mean)·inv·g + b (b null: none), as 8 f16.
-__device__ __forceinline__ uint4 ln_out8(const float (&x)[8], float mean, float inv, const float* __restrict__ g,
-                                         const float* __restrict__ b, int i) {
+// Gamma and beta of values 8i … 8i+7 of a row (b null: zeros).
+struct Gb8 {
+    float g[8], b[8];
+};
+__device__ __forceinline__ Gb8 ln_gb8(const float* __restrict__ g, const float* __restrict__ b, int i) {
     const float4 g0 = ((const float4*)g)[2 * i], g1 = ((const float4*)g)[2 * i + 1];
     float4 b0 = make_float4(0.f, 0.f, 0.f, 0.f), b1 = b0;
     if (b) {
         b0 = ((const float4*)b)[2 * i];
         b1 = ((const float4*)b)[2 * i + 1];
     }
-    const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-    const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+    return Gb8{{g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w}, {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w}};
+}
+// Values 8i … 8i+7 of a normed row, (x - mean)·inv·g + b, as 8 f16.
+__device__ __forceinline__ uint4 ln_out8(const float (&x)[8], float mean, float inv, const Gb8& p) {
     uint4 o;
     u32* ow = (u32*)&o;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-        ow[e] = pack_h2((x[2 * e] - mean) * inv * gg[2 * e] + bb[2 * e],
-                        (x[2 * e + 1] - mean) * inv * gg[2 * e + 1] + bb[2 * e + 1]);
+        ow[e] = pack_h2((x[2 * e] - mean) * inv * p.g[2 * e] + p.b[2 * e],
+                        (x[2 * e + 1] - mean) * inv * p.g[2 * e + 1] + p.b[2 * e + 1]);
     }
     return o;
 }
-// One warp's row held as v (lane's chunks lane, lane + 32, ...): normalizes it, stores it to yr,
-// and leaves v holding the stored halves (what a following norm of the stored row reads).
-__device__ __forceinline__ void ln16_pass(uint4 (&v)[LN16_MAXC], uint4* __restrict__ yr, const float* __restrict__ g,
-                                          const float* __restrict__ b, int n, float eps, int has_beta) {
+// One warp's row held as v (lane's chunks lane, lane + 32, …, C of them): normalizes it, stores it
+// to yr, and leaves v holding the stored halves (what a following norm of the stored row reads).
+// gb: the lane's chunks' gamma and beta, loaded beside the row (ln16_gb) so that their round trip
+// is not added after the row's two sums; null: loaded here.
+template <int C>
+__device__ __forceinline__ void ln16_pass(uint4 (&v)[C], uint4* __restrict__ yr, const Gb8* gb, const float* __restrict__ g,
+                                          const float* __restrict__ b, int n, float eps) {
     const int lane = threadIdx.x & 31, n8 = n >> 3;
     float s = 0.f;
 #pragma unroll
-    for (int j = 0; j < LN16_MAXC; ++j) {
+    for (int j = 0; j < C; ++j) {
         const u32* w = (const u32*)&v[j];
 #pragma unroll
         for (int e = 0; e < 4; ++e) s += h2f((h16)(w[e] & 0xffff)) + h2f((h16)(w[e] >> 16));
@@ -116,7 +123,7 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[LN16_MAXC], uint4* __restri
     const float mean = warp_sum(s) / n;
     float q = 0.f;
 #pragma unroll
-    for (int j = 0; j < LN16_MAXC; ++j) {
+    for (int j = 0; j < C; ++j) {
         if (lane + j * 32 < n8) {
             const u32* w = (const u32*)&v[j];
 #pragma unroll
@@ -128,7 +135,7 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[LN16_MAXC], uint4* __restri
     }
     const float inv = rsqrtf(warp_sum(q) / n + eps);
 #pragma unroll
-    for (int j = 0; j < LN16_MAXC; ++j) {
+    for (int j = 0; j < C; ++j) {
         const int i = lane + j * 32;
         if (i < n8) {
             const u32* w = (const u32*)&v[j];
@@ -138,32 +145,100 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[LN16_MAXC], uint4* __restri
                 x[2 * e] = h2f((h16)(w[e] & 0xffff));
                 x[2 * e + 1] = h2f((h16)(w[e] >> 16));
             }
-            const uint4 o = ln_out8(x, mean, inv, g, has_beta ? b : nullptr, i);
+            const uint4 o = ln_out8(x, mean, inv, gb ? gb[j] : ln_gb8(g, b, i));
             yr[i] = o;
             v[j] = o;
         }
     }
 }
-__device__ __forceinline__ void ln16_load(uint4 (&v)[LN16_MAXC], const uint4* __restrict__ xr, int n) {
+template <int C>
+__device__ __forceinline__ void ln16_load(uint4 (&v)[C], const uint4* __restrict__ xr, int n) {
     const int lane = threadIdx.x & 31, n8 = n >> 3;
 #pragma unroll
-    for (int j = 0; j < LN16_MAXC; ++j) {
+    for (int j = 0; j < C; ++j) {
         const int i = lane + j * 32;
         v[j] = i < n8 ? xr[i] : make_uint4(0, 0, 0, 0);
     }
+}
+template <int C>
+__device__ __forceinline__ void ln16_gb(Gb8 (&gb)[C], const float* __restrict__ g, const float* __restrict__ b, int n) {
+    const int lane = threadIdx.x & 31, n8 = n >> 3;
+#pragma unroll
+    for (int j = 0; j < C; ++j) {
+        const int i = lane + j * 32;
+        if (i < n8) gb[j] = ln_gb8(g, b, i);
+    }
+}
+// Chunks of 8 halves a lane for a row of n (n % 8 == 0, n <= 2048): the kernels below are
+// instantiated for each count so a lane holds exactly its row's chunks.
+#define LN16_DISPATCH(n, F, ...)                                \
+    switch (((n >> 3) + 31) >> 5) {                           \
+        case 1: F<1>(__VA_ARGS__); break;                     \
+        case 2: F<2>(__VA_ARGS__); break;                     \
+        case 3: F<3>(__VA_ARGS__); break;                     \
+        case 4: F<4>(__VA_ARGS__); break;                     \
+        case 5: F<5>(__VA_ARGS__); break;                     \
+        case 6: F<6>(__VA_ARGS__); break;                     \
+        case 7: F<7>(__VA_ARGS__); break;                     \
+        default: F<LN16_MAXC>(__VA_ARGS__); break;            \
+    }
+// PRE: the lane's gamma and beta loaded beside its row.
+template <int C, bool PRE>
+__device__ __forceinline__ void layer_norm_rows16_k(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
+                                                    const float* __restrict__ b, int r, int n, float eps) {
+    uint4 v[C];
+    Gb8 gb[PRE ? C : 1];
+    ln16_load(v, (const uint4*)(x + (long long)r * n), n);
+    if constexpr (PRE) ln16_gb(gb, g, b, n);
+    ln16_pass(v, (uint4*)(y + (long long)r * n), PRE ? gb : nullptr, g, b, n, eps);
+}
+template <int C>
+__device__ __forceinline__ void ln_rows16_plain(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps) {
+    layer_norm_rows16_k<C, false>(y, x, g, b, r, n, eps);
+}
+template <int C>
+__device__ __forceinline__ void ln_rows16_gb(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps) {
+    layer_norm_rows16_k<C, true>(y, x, g, b, r, n, eps);
 }
 extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
                                              const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
     PDL_ENTER();
     const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
-    uint4 v[LN16_MAXC];
-    ln16_load(v, (const uint4*)(x + (long long)r * n), n);
-    ln16_pass(v, (uint4*)(y + (long long)r * n), g, b, n, eps, has_beta);
+    LN16_DISPATCH(n, ln_rows16_plain, y, x, g, has_beta ? b : nullptr, r, n, eps);
+}
+// The same with the parameters in flight beside the row, so their round trip is not added after
+// the row's sums (n <= 8 · 32 · LN16_GB_MAXC). It takes ~120 registers where the plain form takes
+// ~60, so the host picks it where its grid still fits one wave (a 1500-row turbo norm), and the
+// plain form for larger batches, which need the occupancy more.
+#define LN16_GB_MAXC 5
+extern "C" __global__ void layer_norm_rows16_gb(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
+                                                const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
+    PDL_ENTER();
+    const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (r >= rows) return;
+    const float* bb = has_beta ? b : nullptr;
+    switch (((n >> 3) + 31) >> 5) {
+        case 1: ln_rows16_gb<1>(y, x, g, bb, r, n, eps); break;
+        case 2: ln_rows16_gb<2>(y, x, g, bb, r, n, eps); break;
+        case 3: ln_rows16_gb<3>(y, x, g, bb, r, n, eps); break;
+        case 4: ln_rows16_gb<4>(y, x, g, bb, r, n, eps); break;
+        default: ln_rows16_gb<LN16_GB_MAXC>(y, x, g, bb, r, n, eps); break;
+    }
 }
 // layer_norm_pair's f16 form (src/conformer.rs, ln_launch; no quantized output): y = LN(x; g1, b1)
 // and z = LN(y as stored; g2, b2), a warp a row as layer_norm_rows16 (each result the bits that
 // kernel gives for its input).
+template <int C>
+__device__ __forceinline__ void ln_pair_rows16_k(h16* __restrict__ y, h16* __restrict__ z, const h16* __restrict__ x,
+                                                 const float* __restrict__ g1, const float* __restrict__ b1,
+                                                 const float* __restrict__ g2, const float* __restrict__ b2, int r, int n,
+                                                 float eps) {
+    uint4 v[C];
+    ln16_load(v, (const uint4*)(x + (long long)r * n), n);
+    ln16_pass(v, (uint4*)(y + (long long)r * n), nullptr, g1, b1, n, eps);
+    ln16_pass(v, (uint4*)(z + (long long)r * n), nullptr, g2, b2, n, eps);
+}
 extern "C" __global__ void ln_pair_rows16(h16* __restrict__ y, h16* __restrict__ z, const h16* __restrict__ x,
                                           const float* __restrict__ g1, const float* __restrict__ b1,
                                           const float* __restrict__ g2, const float* __restrict__ b2, int rows, int n,
@@ -171,10 +246,7 @@ extern "C" __global__ void ln_pair_rows16(h16* __restrict__ y, h16* __restrict__
     PDL_ENTER();
     const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
-    uint4 v[LN16_MAXC];
-    ln16_load(v, (const uint4*)(x + (long long)r * n), n);
-    ln16_pass(v, (uint4*)(y + (long long)r * n), g1, b1, n, eps, b1 != nullptr);
-    ln16_pass(v, (uint4*)(z + (long long)r * n), g2, b2, n, eps, b2 != nullptr);
+    LN16_DISPATCH(n, ln_pair_rows16_k, y, z, x, g1, b1, g2, b2, r, n, eps);
 }
 
 // A split-K GEMM's last step and the norms after it (src/conformer.rs, linear_add_norms_fused):
@@ -182,8 +254,8 @@ extern "C" __global__ void ln_pair_rows16(h16* __restrict__ y, h16* __restrict__
 // f16), then z1 = LN(y as stored; g1, b1) and, given z2, z2 = LN(z1 as stored; g2, b2). A block
 // a row and 8 values a thread (n ≤ 8·1024), every load issued before any is used: one row's work
 // is small, so the loads' round trip and the norms' block sums are what it takes.
-__device__ __forceinline__ void ln_block8(float (&v)[8], bool in, h16* __restrict__ zr, const float* __restrict__ g,
-                                          const float* __restrict__ b, int n, float eps, float* scratch) {
+__device__ __forceinline__ void ln_block8(float (&v)[8], bool in, h16* __restrict__ zr, const Gb8& p, int n, float eps,
+                                          float* scratch) {
     const int i = threadIdx.x;
     float s = 0.f;
 #pragma unroll
@@ -196,7 +268,7 @@ __device__ __forceinline__ void ln_block8(float (&v)[8], bool in, h16* __restric
     }
     const float inv = rsqrtf(block_sum(q, scratch) / n + eps);
     if (!in) return;
-    const uint4 o = ln_out8(v, mean, inv, g, b, i);
+    const uint4 o = ln_out8(v, mean, inv, p);
     const u32* ow = (const u32*)&o;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -216,6 +288,7 @@ __device__ __forceinline__ void splitk_add_ln16_k(h16* __restrict__ y, h16* __re
     const bool in = i < (n >> 3);
     const long long base = (long long)blockIdx.x * n, plane = (long long)rows * n;
     float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    Gb8 p1{}, p2{};
     if (in) {
         float4 q[S][2];
 #pragma unroll
@@ -230,6 +303,9 @@ __device__ __forceinline__ void splitk_add_ln16_k(h16* __restrict__ y, h16* __re
             bh = ((const float4*)bias)[2 * i + 1];
         }
         const uint4 rv = ((const uint4*)(r + base))[i];
+        // the norms' parameters in flight with the row's loads, not after its sums
+        p1 = ln_gb8(g1, b1, i);
+        if (z2) p2 = ln_gb8(g2, b2, i);
         float a[8] = {bl.x, bl.y, bl.z, bl.w, bh.x, bh.y, bh.z, bh.w};
 #pragma unroll
         for (int s = 0; s < S; ++s) {
@@ -247,8 +323,8 @@ __device__ __forceinline__ void splitk_add_ln16_k(h16* __restrict__ y, h16* __re
         }
         ((uint4*)(y + base))[i] = o;
     }
-    ln_block8(v, in, z1 + base, g1, b1, n, eps, scratch);
-    if (z2) ln_block8(v, in, z2 + base, g2, b2, n, eps, scratch);
+    ln_block8(v, in, z1 + base, p1, n, eps, scratch);
+    if (z2) ln_block8(v, in, z2 + base, p2, n, eps, scratch);
 }
 // grid: one block a row, blockDim.x ≥ n / 8 (a multiple of 32); splits 2 or 4
 extern "C" __global__ void splitk_add_ln16(h16* y, h16* z1, h16* z2, const float* p, int splits, const float* bias,

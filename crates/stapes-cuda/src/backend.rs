@@ -32,6 +32,9 @@ pub(crate) enum Dtype {
     F16,
 }
 
+/// Widest row of `layer_norm_rows16_gb` (norm.cu: 5 chunks of 8 halves a lane).
+const LN16_GB_MAX_N: usize = 1280;
+
 impl Dtype {
     pub(crate) fn size(self) -> usize {
         match self {
@@ -657,6 +660,25 @@ impl CudaBackend {
         unsafe { result::memcpy_htod_async(dst.buf.ptr, &src.data, self.stream.cu_stream()) }
             .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
         Ok(())
+    }
+
+    /// `y = act(x)` over `x`'s elements into `y` of type `y_dt` (`y` may be `x` itself: each
+    /// thread reads its values before it writes them).
+    fn act_launch(&self, y: u64, y_dt: Dtype, x: &CudaTensor, act: Activation) -> Result<()> {
+        let n = x.numel();
+        if n == 0 {
+            return Ok(());
+        }
+        let (xp, ni, a) = (self.t(x), n as i64, act_code(act));
+        let dt = y_dt.bit() | (x.bit() << 1);
+        let grid = grid_1d_x4(n, n.is_multiple_of(4));
+        self.launch("act", grid, (256, 1, 1), 0, args![y, xp, ni, a, dt])
+    }
+
+    /// `x = act(x)` where nothing else holds `x` (a GEMM's fresh output): no second buffer, so
+    /// the values stay in the cache lines the GEMM just wrote.
+    pub(crate) fn activation_in_place(&self, x: &CudaTensor, act: Activation) -> Result<()> {
+        self.act_launch(x.buf.ptr, x.dtype, x, act)
     }
 
     fn elementwise_out(&self, x: &CudaTensor) -> Result<CudaTensor> {
@@ -2159,10 +2181,18 @@ impl Backend for CudaBackend {
         let dt = out.bit() | (x.bit() << 1);
         // f16 rows in and out, whole 16-byte chunks: the 16-byte form
         if dt == 3 && n.is_multiple_of(8) && n <= 2048 && (y | xp).is_multiple_of(16) {
-            let ri = rows as i32;
+            let (ri, blocks) = (rows as i32, rows.div_ceil(4));
+            // the form with gamma/beta loaded beside the row where its grid is one wave
+            let gb = n <= LN16_GB_MAX_N
+                && blocks
+                    <= self.resident_blocks("layer_norm_rows16_gb", 128, 0)? * self.sm_count();
             self.launch(
-                "layer_norm_rows16",
-                (rows.div_ceil(4) as u32, 1, 1),
+                if gb {
+                    "layer_norm_rows16_gb"
+                } else {
+                    "layer_norm_rows16"
+                },
+                (blocks as u32, 1, 1),
                 (128, 1, 1),
                 0,
                 args![y, xp, gp, bp, ri, ni, eps, hb],
@@ -2216,13 +2246,7 @@ impl Backend for CudaBackend {
 
     fn activation(&self, x: &CudaTensor, act: Activation) -> Result<CudaTensor> {
         let out = self.elementwise_out(x)?;
-        let n = x.numel();
-        if n > 0 {
-            let (y, xp, ni, a) = (out.buf.ptr, self.t(x), n as i64, act_code(act));
-            let dt = out.bit() | (x.bit() << 1);
-            let grid = grid_1d_x4(n, n.is_multiple_of(4));
-            self.launch("act", grid, (256, 1, 1), 0, args![y, xp, ni, a, dt])?;
-        }
+        self.act_launch(out.buf.ptr, out.dtype, x, act)?;
         Ok(out)
     }
 

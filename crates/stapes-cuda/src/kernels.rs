@@ -58,6 +58,7 @@ pub const FILES: &[KernelFile] = &[
             "layer_norm",
             "layer_norm_rows",
             "layer_norm_rows16",
+            "layer_norm_rows16_gb",
             "ln_pair_rows16",
             "splitk_add_ln16",
             "rms_norm",

@@ -234,7 +234,10 @@ impl CudaBackend {
         if done {
             return Ok(y);
         }
-        self.activation(&y, act)
+        // in place on the GEMM's fresh output: no second buffer, and the values stay in the
+        // cache lines the GEMM just wrote (H200, stop 31: 16 parakeet clips −0.03 ms)
+        self.activation_in_place(&y, act)?;
+        Ok(y)
     }
 
     /// `act(x · Wᵀ + b)`. q8 weights at > 8 rows on int8 (q8_mix.rs): the int8 GEMM, then one

@@ -93,6 +93,7 @@ pub const PDL_SAFE: &[&str] = &[
     "layer_norm",
     "layer_norm_rows",
     "layer_norm_rows16",
+    "layer_norm_rows16_gb",
     "ln_fused",
     "ln_pair_rows16",
     "mask_fill",

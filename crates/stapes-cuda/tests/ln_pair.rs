@@ -250,3 +250,64 @@ fn norms_feeding_a_q8_linear_prepare_its_input_exactly() {
     }
     g.set_q8_mix(Q8Mix::F16);
 }
+
+/// The f16 layer norm's two warp-a-row forms (`layer_norm_rows16`, and `_gb` with gamma/beta
+/// loaded beside the row, which the home picks where its grid is one wave): 6000 rows take the
+/// plain form on any card below 375 SMs, the same rows 500 at a time the `_gb` form. Same
+/// arithmetic, so the same bits; both against the reference. Widths: whisper tiny's, the
+/// FastConformer's, turbo's (the `_gb` form's widest) and one past it (plain either way).
+#[test]
+fn layer_norm_f16_forms_agree_bit_for_bit() {
+    let (g, _serial) = require_gpu!("layer_norm_f16_forms_agree_bit_for_bit");
+    const ROWS: usize = 6000;
+    const PART: usize = 500;
+    for (i, d) in [384usize, 1024, 1280, 2048].into_iter().enumerate() {
+        let s = 100 + 10 * i as u64;
+        let mut x = rnd(&[ROWS, d], s, 3.0);
+        x.data.iter_mut().for_each(|v| *v += 0.7);
+        let (gam, beta) = (rnd(&[d], s + 1, 1.5), rnd(&[d], s + 2, 0.5));
+        let (up, gu, bu) = (
+            g.upload(&x).unwrap(),
+            g.upload(&gam).unwrap(),
+            g.upload(&beta).unwrap(),
+        );
+        g.set_f16_activations(true);
+        let out = g
+            .chain(&format!("test-encoder/ln-forms-{d}"), &mut |be| {
+                let x16 = be.affine(&up, 1.0, 0.0)?;
+                let mut outs = vec![be.layer_norm(&x16, &gu, Some(&bu), EPS)?];
+                for r0 in (0..ROWS).step_by(PART) {
+                    let part = be.slice(&x16, 0, r0, PART)?;
+                    outs.push(be.layer_norm(&part, &gu, Some(&bu), EPS)?);
+                }
+                Ok(outs)
+            })
+            .unwrap();
+        let host: Vec<HostTensor> = out.iter().map(|t| g.download(t).unwrap()).collect();
+        let parts: Vec<f32> = host[1..].iter().flat_map(|h| h.data.clone()).collect();
+        assert!(
+            host[0]
+                .data
+                .iter()
+                .zip(&parts)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "d = {d}: the 6000-row norm and its 500-row parts differ"
+        );
+        let r = ReferenceBackend::new();
+        let want = r
+            .layer_norm(
+                &r.upload(&round16(&x)).unwrap(),
+                &r.upload(&gam).unwrap(),
+                Some(&r.upload(&beta).unwrap()),
+                EPS,
+            )
+            .unwrap();
+        let tol = tol_for(Op::LayerNorm, Lane::F32, "cuda-f16act");
+        check_with(
+            &format!("layer_norm f16 ({ROWS}, {d})"),
+            tol,
+            &host[0],
+            &r.download(&want).unwrap(),
+        );
+    }
+}
