@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use stapes_core::{Activation, Backend, Counters, DeviceTensor, Error, Result};
+use stapes_core::{Activation, Counters, DeviceTensor, Error, Result};
 
 use super::{
     act_code, grid_1d, round_up, CudaBackend, CudaTensor, CudaWeight, Dtype, PrepKind, WeightData,
