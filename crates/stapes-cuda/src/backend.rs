@@ -14,7 +14,7 @@ use stapes_core::{
     HostTensor, Lane, Result, WeightData as CoreWeightData, WeightView,
 };
 
-use crate::gemm::{self, Lt, LtKind};
+use crate::gemm::{self, EpiAct, Lt, LtKind};
 use crate::graph::Graphs;
 use crate::kernels::Kernels;
 use crate::pool::{Block, Pool};
@@ -768,9 +768,9 @@ impl CudaBackend {
         bias: u64,
         bias16: u64,
         resid: u64,
-        gelu: bool,
+        act: EpiAct,
     ) -> Result<bool> {
-        let mut gelu_done = false;
+        let mut act_done = false;
         let x = self.p(xb);
         let (n, k) = (w.n, w.k);
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
@@ -789,8 +789,8 @@ impl CudaBackend {
                     )?;
                     self.add_in_place(y, resid, m * n, y_dt)?;
                 } else {
-                    gelu_done =
-                        self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid, gelu)?;
+                    act_done =
+                        self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid, act)?;
                 }
                 Counters::bump(&self.counters.gemm_f16);
             }
@@ -815,8 +815,8 @@ impl CudaBackend {
                 } else if let Some(wh) = self.q8_f16_weight(w, m)? {
                     // the f16 tensor cores on the lane's values where they beat int8 (q8_mix.rs)
                     let wp = self.p(&wh);
-                    gelu_done =
-                        self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid, gelu)?;
+                    act_done =
+                        self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid, act)?;
                     Counters::bump(&self.counters.gemm_q8_f16);
                 } else if self
                     .i8gemm_linear(y, y_dt, xb, x, x_dt, m, n, k, wp, sp, *k_pad, bias, resid)?
@@ -848,7 +848,7 @@ impl CudaBackend {
                 Counters::bump(&self.counters.gemm_q8);
             }
         }
-        Ok(gelu_done)
+        Ok(act_done)
     }
 
     /// `y = x · Wᵀ + bias (+ resid)` on the f16 tensor cores for `m` > [`GEMV_MAX_M`] rows, `w`
@@ -867,7 +867,7 @@ impl CudaBackend {
         bias: u64,
         bias16: u64,
         resid: u64,
-        gelu: bool,
+        act: EpiAct,
     ) -> Result<bool> {
         let x = self.p(xb);
         let ni = n as i32;
@@ -913,11 +913,11 @@ impl CudaBackend {
                 m,
                 k,
                 tune,
-                gelu && resid == 0,
+                if resid == 0 { act } else { EpiAct::None },
             )
         };
         if fused.is_ok() {
-            return Ok(gelu && resid == 0);
+            return Ok(act != EpiAct::None && resid == 0);
         }
         if let Err(e) = fused {
             // shapes cuBLASLt has no kernel for (odd leading dimensions): plain GemmEx

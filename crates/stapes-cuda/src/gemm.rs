@@ -185,6 +185,15 @@ pub enum LtKind {
     I8,
 }
 
+/// An activation cuBLASLt applies in the GEMM's epilogue, after the bias.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EpiAct {
+    None,
+    /// cuBLASLt's GELU, the tanh form.
+    Gelu,
+    Relu,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Key {
     kind: LtKind,
@@ -195,8 +204,8 @@ struct Key {
     /// `D = A·B + C` with beta = 1 (a residual added by the GEMM, `Backend::linear_add`):
     /// timed and saved apart from the beta = 0 plan, whose best algorithm can differ.
     c: bool,
-    /// GELU (cuBLASLt's, the tanh form) after the bias, in the epilogue.
-    gelu: bool,
+    /// The activation after the bias, in the epilogue.
+    act: EpiAct,
 }
 
 /// A cached plan for `D (m × n) = Aᵀ · B (+ bias per row of D)`, A stored k × m, B stored
@@ -252,7 +261,11 @@ impl AlgoCache {
         let mut text = String::new();
         for (k, d) in &self.saved {
             let plus_c = if k.c { "+C" } else { "" };
-            let plus_g = if k.gelu { "+G" } else { "" };
+            let plus_g = match k.act {
+                EpiAct::None => "",
+                EpiAct::Gelu => "+G",
+                EpiAct::Relu => "+R",
+            };
             text.push_str(&format!(
                 "{:?}{plus_c}{plus_g} {} {} {} {}",
                 k.kind, k.m, k.n, k.k, k.bias as u8
@@ -277,9 +290,10 @@ impl AlgoCache {
 fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
     let mut it = line.split_whitespace();
     let word = it.next()?;
-    let (word, gelu) = match word.strip_suffix("+G") {
-        Some(w) => (w, true),
-        None => (word, false),
+    let (word, act) = match (word.strip_suffix("+G"), word.strip_suffix("+R")) {
+        (Some(w), _) => (w, EpiAct::Gelu),
+        (_, Some(w)) => (w, EpiAct::Relu),
+        _ => (word, EpiAct::None),
     };
     let (word, c) = match word.strip_suffix("+C") {
         Some(w) => (w, true),
@@ -308,7 +322,7 @@ fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
             k,
             bias: bias != 0,
             c,
-            gelu,
+            act,
         },
         data,
     ))
@@ -488,11 +502,13 @@ impl Lt {
                 4,
             )
             .map_err(lt_err("TRANSA"))?;
-            let epi = match (key.bias, key.gelu) {
-                (true, false) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS),
-                (true, true) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_BIAS),
-                (false, true) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU),
-                (false, false) => None,
+            let epi = match (key.bias, key.act) {
+                (true, EpiAct::None) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS),
+                (true, EpiAct::Gelu) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_BIAS),
+                (false, EpiAct::Gelu) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU),
+                (true, EpiAct::Relu) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU_BIAS),
+                (false, EpiAct::Relu) => Some(lts::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU),
+                (false, EpiAct::None) => None,
             };
             if let Some(epi) = epi {
                 ltr::set_matmul_desc_attribute(
@@ -621,11 +637,25 @@ impl Lt {
         k: usize,
         tune: bool,
     ) -> Result<(), CudaError> {
-        self.matmul_c(stream, kind, d, a, b, bias, 0, ws, m, n, k, tune, false)
+        self.matmul_c(
+            stream,
+            kind,
+            d,
+            a,
+            b,
+            bias,
+            0,
+            ws,
+            m,
+            n,
+            k,
+            tune,
+            EpiAct::None,
+        )
     }
 
     /// [`Lt::matmul`] plus `c` (m×n, of D's type, not aliasing `d`) with beta = 1:
-    /// `D = Aᵀ·B + bias + C`. `c = 0` is `matmul`. `gelu`: `D = gelu(Aᵀ·B + bias)` in the
+    /// `D = Aᵀ·B + bias + C`. `c = 0` is `matmul`. `act`: `D = act(Aᵀ·B + bias)` in the
     /// epilogue (cuBLASLt's GELU is the tanh form), with `c = 0`.
     ///
     /// # Safety
@@ -645,7 +675,7 @@ impl Lt {
         n: usize,
         k: usize,
         tune: bool,
-        gelu: bool,
+        act: EpiAct,
     ) -> Result<(), CudaError> {
         let key = Key {
             kind,
@@ -654,7 +684,7 @@ impl Lt {
             k,
             bias: bias != 0,
             c: c != 0,
-            gelu,
+            act,
         };
         let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
         let entry = match plans.entry(key) {
@@ -882,7 +912,7 @@ mod tests {
             k: 1152,
             bias: false,
             c: false,
-            gelu: false,
+            act: EpiAct::None,
         };
         let data = [1, u64::MAX, 0, 0x00ab_cdef_0123_4567, 5, 6, 7, 8];
         cache.save(key, &lts::cublasLtMatmulAlgo_t { data });
@@ -909,7 +939,7 @@ mod tests {
         let key_g = Key {
             kind: LtKind::F16Out16,
             bias: true,
-            gelu: true,
+            act: EpiAct::Gelu,
             ..key
         };
         cache.save(key_g, &lts::cublasLtMatmulAlgo_t { data: data_c });
@@ -917,6 +947,17 @@ mod tests {
         assert!(text_g.contains("F16Out16+G 384 1504 1152 1 "), "{text_g}");
         let got_g: Vec<_> = text_g.lines().filter_map(parse_line).collect();
         assert!(got_g.contains(&(key_g, data_c)), "{got_g:?}");
+        // and the ReLU epilogue's, a key apart from the GELU one of the same shape
+        let key_r = Key {
+            act: EpiAct::Relu,
+            ..key_g
+        };
+        cache.save(key_r, &lts::cublasLtMatmulAlgo_t { data });
+        let text_r = std::fs::read_to_string(&path).expect("cache file rewritten");
+        assert!(text_r.contains("F16Out16+R 384 1504 1152 1 "), "{text_r}");
+        let got_r: Vec<_> = text_r.lines().filter_map(parse_line).collect();
+        assert!(got_r.contains(&(key_r, data)), "{got_r:?}");
+        assert!(got_r.contains(&(key_g, data_c)), "{got_r:?}");
         let line = text.lines().next().unwrap_or_default();
         assert!(line.starts_with("I8 384 1504 1152 0 "), "{line}");
         // a truncated line, an extra word, an unknown kind

@@ -13,7 +13,7 @@ use super::{
     act_code, grid_1d, round_up, CudaBackend, CudaTensor, CudaWeight, Dtype, PrepKind, WeightData,
     GEMV_MAX_M,
 };
-use crate::gemm::LtKind;
+use crate::gemm::{EpiAct, LtKind};
 use crate::pool::Block;
 
 /// 0: not read yet, 1 off, 2 on.
@@ -54,7 +54,9 @@ impl CudaBackend {
         bias: Option<&CudaTensor>,
         r: Option<&CudaTensor>,
     ) -> Result<CudaTensor> {
-        Ok(self.linear_epi(x, w, bias, r, false, self.out_dt())?.0)
+        Ok(self
+            .linear_epi(x, w, bias, r, EpiAct::None, self.out_dt())?
+            .0)
     }
 
     /// [`Backend::linear_compact`]: with f16 compact storage on (`STAPES_CUDA_CROSS_F16`), the
@@ -70,19 +72,22 @@ impl CudaBackend {
         if !crate::step::cross_f16_on() {
             return self.linear_with(x, w, bias, None);
         }
-        Ok(self.linear_epi(x, w, bias, None, false, Dtype::F16)?.0)
+        Ok(self
+            .linear_epi(x, w, bias, None, EpiAct::None, Dtype::F16)?
+            .0)
     }
 
-    /// [`Self::linear_with`] into an output of type `out_dt`, asking for cuBLASLt's GELU (tanh
-    /// form) in the GEMM's epilogue when `gelu`; the flag says whether the output has it (only
-    /// f16 tensor-core GEMMs without a residual do; elsewhere the caller runs the activation).
+    /// [`Self::linear_with`] into an output of type `out_dt`, asking for activation `act` in the
+    /// GEMM's epilogue (cuBLASLt's GELU is the tanh form); the flag says whether the output has
+    /// it (only f16 tensor-core GEMMs without a residual do; elsewhere the caller runs the
+    /// activation).
     fn linear_epi(
         &self,
         x: &CudaTensor,
         w: &CudaWeight,
         bias: Option<&CudaTensor>,
         r: Option<&CudaTensor>,
-        gelu: bool,
+        act: EpiAct,
         out_dt: Dtype,
     ) -> Result<(CudaTensor, bool)> {
         let op = if r.is_some() { "linear_add" } else { "linear" };
@@ -118,7 +123,7 @@ impl CudaBackend {
         let out = self.alloc(&shape, out_dt)?;
         if m == 0 || w.n == 0 {
             // nothing to apply the activation to: done either way
-            return Ok((out, gelu));
+            return Ok((out, act != EpiAct::None));
         }
         let bias32 = self.param(bias)?;
         let bp = self.opt(bias32.as_ref());
@@ -151,7 +156,7 @@ impl CudaBackend {
             bp,
             bp16,
             rp,
-            gelu,
+            act,
         )?;
         Ok((out, done))
     }
@@ -213,9 +218,10 @@ impl CudaBackend {
         Ok((acc, sx))
     }
 
-    /// `act(x · Wᵀ + b)` as a linear and an activation pass, or one cuBLASLt GEMM with GELU in
-    /// its epilogue: always for `GeluTanh` (the epilogue's own form), and for the erf `Gelu`
-    /// where [`gelu_epilogue_on`]. The tanh form stands in for erf there as in whisper.cpp's
+    /// `act(x · Wᵀ + b)` as a linear and an activation pass, or one cuBLASLt GEMM with the
+    /// activation in its epilogue: ReLU (the same bits: rounding to f16 commutes with it),
+    /// always for `GeluTanh` (the epilogue's own form), and for the erf `Gelu` where
+    /// [`gelu_epilogue_on`]. The tanh form stands in for erf there as in whisper.cpp's
     /// GELU: |Δ| ≤ 4.8e-4 (at x ≈ 2.7, a quarter of an f16 step of the value), within the GPU
     /// lanes' `Op::Linear` rows (tests/linear_add.rs holds it to them).
     fn linear_then_act(
@@ -225,12 +231,13 @@ impl CudaBackend {
         bias: Option<&CudaTensor>,
         act: Activation,
     ) -> Result<CudaTensor> {
-        let gelu = match act {
-            Activation::GeluTanh => true,
-            Activation::Gelu => gelu_epilogue_on(),
-            _ => false,
+        let epi = match act {
+            Activation::GeluTanh => EpiAct::Gelu,
+            Activation::Gelu if gelu_epilogue_on() => EpiAct::Gelu,
+            Activation::Relu => EpiAct::Relu,
+            _ => EpiAct::None,
         };
-        let (y, done) = self.linear_epi(x, w, bias, None, gelu, self.out_dt())?;
+        let (y, done) = self.linear_epi(x, w, bias, None, epi, self.out_dt())?;
         if done {
             return Ok(y);
         }

@@ -199,7 +199,7 @@ fn linear_act_then_linear_add_mlp() {
     // (rows, d, hidden): GEMV path, odd sizes, and a Whisper-tiny-sized block
     let shapes = [(5, 64, 256), (9, 36, 100), (33, 100, 172), (300, 384, 1536)];
     for lane in LANES {
-        for act in [Activation::Gelu, Activation::Silu] {
+        for act in [Activation::Gelu, Activation::Silu, Activation::Relu] {
             for (i, &(m, d, hid)) in shapes.iter().enumerate() {
                 let x = rnd(&[1, m, d], 50 + i as u64, 1.0);
                 let w1 = rnd(&[hid, d], 60 + i as u64, 2.0 / (d as f32).sqrt());
@@ -225,8 +225,23 @@ fn linear_act_then_linear_add_mlp() {
                 let xg = g.upload(&x).unwrap();
 
                 // eager, f32 activations
+                let sa = g.counters().snapshot();
                 let h = g.linear_act(&xg, &w1g, Some(&b1g), act).unwrap();
                 let s0 = g.counters().snapshot();
+                if lane == Lane::F16 && m > 8 && act == Activation::Relu {
+                    // no launch beyond a plain linear's on the same (already cast) input
+                    let plain = g.linear(&xg, &w1g, Some(&b1g)).unwrap();
+                    let sp = g.counters().snapshot();
+                    let again = g.linear_act(&xg, &w1g, Some(&b1g), act).unwrap();
+                    let sr = g.counters().snapshot();
+                    assert_eq!(
+                        sr.ops - sp.ops,
+                        sp.ops - s0.ops,
+                        "{what}: ReLU should run in the GEMM's epilogue (first call {})",
+                        s0.ops - sa.ops
+                    );
+                    drop((plain, again));
+                }
                 let y = g.linear_add(&h, &w2g, Some(&b2g), &xg).unwrap();
                 let s1 = g.counters().snapshot();
                 let (want_h, want_y) = want_for(false);

@@ -526,20 +526,24 @@ impl<B: Backend> Encoder<B> {
             &first.dw_b,
             &p,
         )?;
+        let last = self.stages.len() - 1;
         for (i, st) in self.stages.iter().enumerate() {
             if i > 0 {
                 // the previous stage's ReLU is applied as this conv reads its input
                 x = b.depthwise_conv2d_cl(&x, keep_of(i + 1), true, &st.dw_w, &st.dw_b, &p)?;
             }
             let s = x.shape().to_vec(); // (B, T_l, F_l, C)
-            let y = st
-                .pw
-                .forward(b, &b.reshape(&x, &[s[0], s[1] * s[2], s[3]])?)?;
+            let x2 = b.reshape(&x, &[s[0], s[1] * s[2], s[3]])?;
+            // the last stage's ReLU (before `sub_linear`) where the home fuses it into the GEMM
+            let y = if i == last {
+                b.linear_act(&x2, &st.pw.w, st.pw.b.as_ref(), Activation::Relu)?
+            } else {
+                st.pw.forward(b, &x2)?
+            };
             x = b.reshape(&y, &s)?;
         }
         let s = x.shape().to_vec();
-        let y = b.activation(&x, Activation::Relu)?;
-        let y = b.reshape(&y, &[bs, s[1], s[2] * s[3]])?;
+        let y = b.reshape(&x, &[bs, s[1], s[2] * s[3]])?;
         self.sub_linear.forward(b, &y)
     }
 }
