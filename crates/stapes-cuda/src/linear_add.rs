@@ -219,7 +219,7 @@ impl CudaBackend {
     }
 
     /// `act(x · Wᵀ + b)` as a linear and an activation pass, or one cuBLASLt GEMM with the
-    /// activation in its epilogue: ReLU (the same bits: rounding to f16 commutes with it),
+    /// activation in its epilogue: ReLU (max(·, 0) commutes with the rounding to the output type),
     /// always for `GeluTanh` (the epilogue's own form), and for the erf `Gelu` where
     /// [`gelu_epilogue_on`]. The tanh form stands in for erf there as in whisper.cpp's
     /// GELU: |Δ| ≤ 4.8e-4 (at x ≈ 2.7, a quarter of an f16 step of the value), within the GPU
