@@ -208,7 +208,8 @@ extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __r
     LN16_DISPATCH(n, ln_rows16_plain, y, x, g, has_beta ? b : nullptr, r, n, eps);
 }
 // The same with the parameters in flight beside the row, so their round trip is not added after
-// the row's sums (n <= 8 · 32 · LN16_GB_MAXC). It takes ~120 registers where the plain form takes
+// the row's sums. Rows up to 8 · 32 · LN16_GB_MAXC = 1280 wide only (the host's LN16_GB_MAX_N;
+// it launches the plain form for wider ones). It takes ~120 registers where the plain form takes
 // ~60, so the host picks it where its grid still fits one wave (a 1500-row turbo norm), and the
 // plain form for larger batches, which need the occupancy more.
 #define LN16_GB_MAXC 5
