@@ -196,10 +196,6 @@ template <int C>
 __device__ __forceinline__ void ln_rows16_plain(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps) {
     layer_norm_rows16_k<C, false>(y, x, g, b, r, n, eps);
 }
-template <int C>
-__device__ __forceinline__ void ln_rows16_gb(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps) {
-    layer_norm_rows16_k<C, true>(y, x, g, b, r, n, eps);
-}
 extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
                                              const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
     PDL_ENTER();
@@ -213,19 +209,18 @@ extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __r
 // ~60, so the host picks it where its grid still fits one wave (a 1500-row turbo norm), and the
 // plain form for larger batches, which need the occupancy more.
 #define LN16_GB_MAXC 5
+// (counts past LN16_GB_MAXC, which the host never launches, share the widest instantiation, so
+// no case of the dispatch raises the kernel's register count)
+template <int C>
+__device__ __forceinline__ void ln_rows16_gb(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps) {
+    layer_norm_rows16_k<(C < LN16_GB_MAXC ? C : LN16_GB_MAXC), true>(y, x, g, b, r, n, eps);
+}
 extern "C" __global__ void layer_norm_rows16_gb(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
                                                 const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
     PDL_ENTER();
     const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
-    const float* bb = has_beta ? b : nullptr;
-    switch (((n >> 3) + 31) >> 5) {
-        case 1: ln_rows16_gb<1>(y, x, g, bb, r, n, eps); break;
-        case 2: ln_rows16_gb<2>(y, x, g, bb, r, n, eps); break;
-        case 3: ln_rows16_gb<3>(y, x, g, bb, r, n, eps); break;
-        case 4: ln_rows16_gb<4>(y, x, g, bb, r, n, eps); break;
-        default: ln_rows16_gb<LN16_GB_MAXC>(y, x, g, bb, r, n, eps); break;
-    }
+    LN16_DISPATCH(n, ln_rows16_gb, y, x, g, has_beta ? b : nullptr, r, n, eps);
 }
 // layer_norm_pair's f16 form (src/conformer.rs, ln_launch; no quantized output): y = LN(x; g1, b1)
 // and z = LN(y as stored; g2, b2), a warp a row as layer_norm_rows16 (each result the bits that
