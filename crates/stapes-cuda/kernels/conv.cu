@@ -3,23 +3,37 @@
 // subsampling stems and conformer depthwise blocks).
 
 // x (b, t, c) -> cols (b * t_out, c * kw) with column index ci * kw + kk (the [c_in][k] weight order).
-// Block x = one output row (bi * t_out + to), a thread an input channel and its kw taps in turn:
-// the reads run along channels (coalesced), the index math is 32-bit and division-free past the
-// row's split (H200 under ncu, tiny's stem: 6.7 and 11.7 µs with an element a thread and 64-bit
-// divisions, stop 19; 5.5 and 7.6 µs this way, stop 20).
+// Block x = one output row (bi * t_out + to); each thread writes IM2COL_PER consecutive columns
+// of it with one store, its loads all issued before it: a thread a channel with its kw taps in
+// turn (stop 20) waited for each load before its store (cols and x may alias as far as the
+// compiler knows) and wrote 2-byte values kw apart (turbo's conv2, 1500 × 3840: 20.4 µs under
+// ncu, stop 24). Index math is 32-bit; a row whose width is not a multiple of IM2COL_PER
+// takes its columns one a thread.
+#define IM2COL_PER 4
 template <class Y, class X>
 __device__ __forceinline__ void im2col_1d_k(void* cols_, const void* x_, int b, int t, int c, int kw, int stride, int pad,
                                             int t_out) {
     const int row = blockIdx.x;
-    const int ci = blockIdx.y * blockDim.x + threadIdx.x;
-    if (ci >= c) return;
+    const int ck = c * kw;
+    const int per = ck % IM2COL_PER == 0 ? IM2COL_PER : 1;
+    const int j0 = (blockIdx.y * blockDim.x + threadIdx.x) * per;
+    if (j0 >= ck) return;
     const int bi = row / t_out, to = row - bi * t_out;
-    Y* cols = (Y*)cols_ + ((long long)row * c + ci) * kw;
-    const X* x = (const X*)x_ + (long long)bi * t * c + ci;
-    for (int kk = 0; kk < kw; ++kk) {
-        const int ti = to * stride + kk - pad;
-        stf(cols, kk, (ti >= 0 && ti < t) ? ldf(x, (long long)ti * c) : 0.f);
+    const X* x = (const X*)x_ + (long long)bi * t * c;
+    int ci = j0 / kw, kk = j0 - ci * kw;
+    float v[IM2COL_PER];
+#pragma unroll
+    for (int e = 0; e < IM2COL_PER; ++e) {
+        v[e] = 0.f;
+        if (e < per) {
+            const int ti = to * stride + kk - pad;
+            if (ti >= 0 && ti < t) v[e] = ldf(x, (long long)ti * c + ci);
+            if (++kk == kw) kk = 0, ++ci;
+        }
     }
+    const long long o = (long long)row * ck + j0;
+    if (per == IM2COL_PER) st4((Y*)cols_, o / IM2COL_PER, make_float4(v[0], v[1], v[2], v[3]));
+    else stf((Y*)cols_, o, v[0]);
 }
 extern "C" __global__ void im2col_1d(void* cols, const void* x, int b, int t, int c, int kw, int stride, int pad, int t_out,
                                      int dt) {

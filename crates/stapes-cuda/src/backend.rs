@@ -987,9 +987,15 @@ impl CudaBackend {
             );
             let rows = u32::try_from(b * t_out)
                 .map_err(|_| Error::shape("conv1d", "output rows over the grid limit"))?;
+            // IM2COL_PER (kernels/conv.cu) columns a thread where they divide the row
+            let per = if (c * p.kernel).is_multiple_of(4) {
+                4
+            } else {
+                1
+            };
             self.launch(
                 "im2col_1d",
-                (rows, c.div_ceil(128) as u32, 1),
+                (rows, (c * p.kernel).div_ceil(per * 128) as u32, 1),
                 (128, 1, 1),
                 0,
                 args![cp, xp, bi, ti, ci, kw, si, pi, to, dt],
