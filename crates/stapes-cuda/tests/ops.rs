@@ -274,6 +274,35 @@ fn attention_fused_and_rows() {
     g.set_attention_variant(1);
 }
 
+/// Element-wise activations over more 4-value accesses than the grid has threads (132 · 32
+/// blocks of 256 at most), so the grid-stride loop hands most threads two accesses and some one:
+/// 16 parakeet clips' SiLU (2240 × 4096), a size just past the grid, and an odd count (the
+/// one-value path).
+#[test]
+fn activations_past_the_grid_cap() {
+    let (g, _serial) = require_gpu!("activations_past_the_grid_cap");
+    let r = ReferenceBackend::new();
+    for (i, shape) in [vec![2240usize, 4096], vec![3, 1000, 1500], vec![4_325_377]]
+        .iter()
+        .enumerate()
+    {
+        let x = rnd(shape, 150 + i as u64, 4.0);
+        for act in [Activation::Silu, Activation::Gelu] {
+            let (got, want) = both!(g, &r, |be| {
+                let xt = be.upload(&x).unwrap();
+                be.download(&be.activation(&xt, act).unwrap()).unwrap()
+            });
+            check(
+                &format!("activation {act:?} {shape:?}"),
+                Op::Activation,
+                Lane::F16,
+                &got,
+                &want,
+            );
+        }
+    }
+}
+
 #[test]
 fn norms_activations_softmax() {
     let (g, _serial) = require_gpu!("norms_activations_softmax");
