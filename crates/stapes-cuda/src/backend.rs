@@ -34,6 +34,9 @@ pub(crate) enum Dtype {
 
 /// Widest row of `layer_norm_rows16_gb` (norm.cu: 5 chunks of 8 halves a lane).
 const LN16_GB_MAX_N: usize = 1280;
+/// Columns an `im2col_1d` thread writes where they divide the row (`IM2COL_PER` in
+/// kernels/conv.cu); the launch sizes its grid by them.
+const IM2COL_PER: usize = 4;
 
 impl Dtype {
     pub(crate) fn size(self) -> usize {
@@ -987,9 +990,8 @@ impl CudaBackend {
             );
             let rows = u32::try_from(b * t_out)
                 .map_err(|_| Error::shape("conv1d", "output rows over the grid limit"))?;
-            // IM2COL_PER (kernels/conv.cu) columns a thread where they divide the row
-            let per = if (c * p.kernel).is_multiple_of(4) {
-                4
+            let per = if (c * p.kernel).is_multiple_of(IM2COL_PER) {
+                IM2COL_PER
             } else {
                 1
             };

@@ -274,6 +274,26 @@ fn attention_fused_and_rows() {
     g.set_attention_variant(1);
 }
 
+/// `act` over `x` on the CUDA home against the reference, at the activation bar.
+fn check_activation(
+    g: &stapes_cuda::CudaBackend,
+    r: &ReferenceBackend,
+    x: &HostTensor,
+    act: Activation,
+) {
+    let (got, want) = both!(g, r, |be| {
+        let xt = be.upload(x).unwrap();
+        be.download(&be.activation(&xt, act).unwrap()).unwrap()
+    });
+    check(
+        &format!("activation {act:?} {:?}", x.shape),
+        Op::Activation,
+        Lane::F16,
+        &got,
+        &want,
+    );
+}
+
 /// Element-wise activations over more 4-value accesses than the grid has threads (132 · 32
 /// blocks of 256 at most), so the grid-stride loop hands most threads two accesses and some one:
 /// 16 parakeet clips' SiLU (2240 × 4096), a size just past the grid, and an odd count (the
@@ -288,17 +308,7 @@ fn activations_past_the_grid_cap() {
     {
         let x = rnd(shape, 150 + i as u64, 4.0);
         for act in [Activation::Silu, Activation::Gelu] {
-            let (got, want) = both!(g, &r, |be| {
-                let xt = be.upload(&x).unwrap();
-                be.download(&be.activation(&xt, act).unwrap()).unwrap()
-            });
-            check(
-                &format!("activation {act:?} {shape:?}"),
-                Op::Activation,
-                Lane::F16,
-                &got,
-                &want,
-            );
+            check_activation(g, &r, &x, act);
         }
     }
 }
@@ -367,17 +377,7 @@ fn norms_activations_softmax() {
             Activation::Sigmoid,
             Activation::Tanh,
         ] {
-            let (got, want) = both!(g, &r, |be| {
-                let xt = be.upload(&x).unwrap();
-                be.download(&be.activation(&xt, act).unwrap()).unwrap()
-            });
-            check(
-                &format!("activation {act:?} {shape:?}"),
-                Op::Activation,
-                Lane::F16,
-                &got,
-                &want,
-            );
+            check_activation(g, &r, &x, act);
         }
         let (got, want) = both!(g, &r, |be| {
             let xt = be.upload(&x).unwrap();
