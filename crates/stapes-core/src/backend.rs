@@ -890,6 +890,26 @@ pub trait Backend: Send + Sync {
         crate::select::select_host(&self.download_step(logits)?, req)
     }
 
+    /// [`Backend::select_tokens`] that also writes each row's best candidate into `feed`, a
+    /// step tensor `(1, 1, 1 + rows)`, as the [`StepParams`] of the step at `position`. A chain
+    /// queued after this call reads its tokens from `feed` without the host in between, and the
+    /// selection itself is collected afterwards ([`crate::select::PendingSelect::wait`]). The
+    /// default selects at once and writes `feed` from the host.
+    fn select_tokens_feed<'a>(
+        &'a self,
+        logits: &Self::Tensor,
+        req: &crate::select::SelectRequest<'_>,
+        feed: &mut Self::Tensor,
+        position: usize,
+    ) -> Result<crate::select::PendingSelect<'a>> {
+        let sel = self.select_tokens(logits, req)?;
+        let ids = (0..req.rows.len())
+            .map(|r| sel.row(r).next().map_or(0, |(id, _)| id))
+            .collect();
+        self.write_host(feed, &StepParams { position, ids }.to_host()?)?;
+        Ok(crate::select::PendingSelect::ready(sel))
+    }
+
     /// Whether [`Backend::select_tokens`] runs on the device here (callers keep their own host
     /// path where it does not: same values, and their host code is tuned for it).
     fn selects_on_device(&self) -> bool {

@@ -82,6 +82,36 @@ impl Selected {
     }
 }
 
+/// A selection that may still be on its way back from the device
+/// ([`crate::Backend::select_tokens_feed`]): the caller queues more work (the next step) and
+/// then [`Self::wait`]s, so the device does not idle while the host handles the answer.
+pub struct PendingSelect<'a>(Pending<'a>);
+
+enum Pending<'a> {
+    Ready(Selected),
+    Later(Box<dyn FnOnce() -> Result<Selected> + 'a>),
+}
+
+impl<'a> PendingSelect<'a> {
+    /// An answer already on the host.
+    pub fn ready(sel: Selected) -> Self {
+        Self(Pending::Ready(sel))
+    }
+
+    /// An answer that `wait` fetches (it blocks until the device has written it).
+    pub fn later(wait: impl FnOnce() -> Result<Selected> + 'a) -> Self {
+        Self(Pending::Later(Box::new(wait)))
+    }
+
+    /// The answer, once it is on the host.
+    pub fn wait(self) -> Result<Selected> {
+        match self.0 {
+            Pending::Ready(sel) => Ok(sel),
+            Pending::Later(f) => f(),
+        }
+    }
+}
+
 /// Check a request against logits of `shape`; returns `(rows, V)`.
 pub fn select_dims(shape: &[usize], req: &SelectRequest<'_>) -> Result<(usize, usize)> {
     const OP: &str = "select_tokens";

@@ -533,3 +533,14 @@ extern "C" __global__ void __launch_bounds__(256)
     if (dt & 2) split_k<h16>((const h16*)logits, params, stats, cand_v, cand_i, counters, out, S);
     else split_k<float>((const float*)logits, params, stats, cand_v, cand_i, counters, out, S);
 }
+
+// The next decoding step's parameters from this one's answer: step = (position, the best id of
+// each row), as the floats step.cu reads (step_int), so that a step chain queued behind the
+// selection needs no host round trip. `rec` = 2k + 1 words a row. An id at or past V (the host
+// reports it as an error) is written as V, which embed_step turns into NaN, not a stray read.
+extern "C" __global__ void select_feed(const u32* __restrict__ out, float* __restrict__ step, int rows, int rec, int v,
+                                       float position) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r == 0) step[0] = position;
+    if (r < rows) step[1 + r] = (float)min(out[(long long)r * rec], (u32)v);
+}

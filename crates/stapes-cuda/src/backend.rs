@@ -2529,6 +2529,16 @@ impl Backend for CudaBackend {
         self.select_tokens_k(logits, req)
     }
 
+    fn select_tokens_feed<'a>(
+        &'a self,
+        logits: &CudaTensor,
+        req: &stapes_core::select::SelectRequest<'_>,
+        feed: &mut CudaTensor,
+        position: usize,
+    ) -> Result<stapes_core::select::PendingSelect<'a>> {
+        self.select_tokens_feed_k(logits, req, feed, position)
+    }
+
     fn selects_on_device(&self) -> bool {
         crate::select::select_on()
     }

@@ -200,7 +200,7 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "select",
         source: include_str!("../kernels/select.cu"),
-        entries: &["select_topk", "select_stats", "select_split"],
+        entries: &["select_topk", "select_stats", "select_split", "select_feed"],
     },
 ];
 

@@ -10,9 +10,11 @@
 use std::ffi::c_void;
 use std::sync::{Mutex, OnceLock};
 
-use cudarc::driver::result;
-use stapes_core::select::{select_dims, select_host, SelectRequest, Selected, MAX_K, MAX_RANGES};
-use stapes_core::{Backend, DeviceTensor, Error, Result};
+use cudarc::driver::{result, sys};
+use stapes_core::select::{
+    select_dims, select_host, PendingSelect, SelectRequest, Selected, MAX_K, MAX_RANGES,
+};
+use stapes_core::{Backend, DeviceTensor, Error, Result, StepParams};
 
 use crate::backend::{CudaBackend, CudaTensor};
 use crate::CudaError;
@@ -103,10 +105,57 @@ impl CudaBackend {
         logits: &CudaTensor,
         req: &SelectRequest<'_>,
     ) -> Result<Selected> {
+        self.select_begin(logits, req, None)?.wait()
+    }
+
+    /// [`Backend::select_tokens_feed`]: as [`Self::select_tokens_k`], plus `select_feed` writing
+    /// each row's best id into the step tensor `feed` on the stream, and the answer collected by
+    /// the returned [`PendingSelect`] (it waits on an event after the answer's copy, not on the
+    /// stream, so work queued after this call keeps running).
+    pub(crate) fn select_tokens_feed_k<'a>(
+        &'a self,
+        logits: &CudaTensor,
+        req: &SelectRequest<'_>,
+        feed: &mut CudaTensor,
+        position: usize,
+    ) -> Result<PendingSelect<'a>> {
+        let rows = req.rows.len();
+        let want = [1, 1, 1 + rows];
+        if feed.is_f16() || feed.shape() != want.as_slice() {
+            return Err(Error::shape(
+                "select_tokens_feed",
+                format!("step tensor {:?}: want f32 {want:?}", feed.shape()),
+            ));
+        }
+        if position >= 1 << 24 {
+            return Err(Error::shape(
+                "select_tokens_feed",
+                format!("position {position}: want below 2^24"),
+            ));
+        }
+        self.select_begin(logits, req, Some((feed, position)))
+    }
+
+    fn select_begin<'a>(
+        &'a self,
+        logits: &CudaTensor,
+        req: &SelectRequest<'_>,
+        feed: Option<(&mut CudaTensor, usize)>,
+    ) -> Result<PendingSelect<'a>> {
         let (rows, v) = select_dims(logits.shape(), req)?;
         let fits = req.k <= MAX_K && v <= MAX_V && rows <= u32::MAX as usize;
+        let host = |feed: Option<(&mut CudaTensor, usize)>| -> Result<PendingSelect<'a>> {
+            let sel = select_host(&self.download_step(logits)?, req)?;
+            if let Some((t, position)) = feed {
+                let ids = (0..rows)
+                    .map(|r| sel.row(r).next().map_or(0, |(id, _)| id))
+                    .collect();
+                self.write_host(t, &StepParams { position, ids }.to_host()?)?;
+            }
+            Ok(PendingSelect::ready(sel))
+        };
         if !select_on() || !fits || self.capturing.load(std::sync::atomic::Ordering::Relaxed) {
-            return select_host(&self.download_step(logits)?, req);
+            return host(feed);
         }
         let mut params = encode(req, v);
         let slices = v.div_ceil(SLICE_IDS).clamp(1, MAX_SLICES);
@@ -126,8 +175,8 @@ impl CudaBackend {
         let need = params.len() + out_words;
         if guard.as_ref().is_none_or(|s| s.len < need) {
             if let Some(old) = guard.take() {
-                // SAFETY: allocated below by malloc_host; no copy is in flight (every call
-                // synchronizes before the lock is released)
+                // SAFETY: allocated below by malloc_host; no copy is in flight (a pending
+                // selection holds the lock until its answer has arrived)
                 unsafe { result::free_host(old.ptr.cast()) }
                     .map_err(err("free pinned host memory"))?;
             }
@@ -141,22 +190,23 @@ impl CudaBackend {
             });
         }
         let Some(pin) = guard.as_ref() else {
-            return select_host(&self.download_step(logits)?, req);
+            drop(guard);
+            return host(feed);
         };
-        // SAFETY: `pin.ptr` holds `pin.len ≥ need` words, only touched under the lock; the
-        // stream is synchronized before the lock is released and before `answer` is read
+        // SAFETY: `pin.ptr` holds `pin.len ≥ need` words, only touched under the lock, which
+        // the pending answer keeps until its event has completed
         let (up, answer) = unsafe {
             let all = std::slice::from_raw_parts_mut(pin.ptr, need);
             all.split_at_mut(params.len())
         };
         up.copy_from_slice(&params);
         // SAFETY: `dev_params` holds params.len() words; the source stays untouched until the
-        // synchronize below
+        // answer's event has completed
         unsafe { result::memcpy_htod_async(dev_params.ptr, &*up, self.stream.cu_stream()) }
             .map_err(err("memcpy HtoD (select request)"))?;
         let (lp, pp, op) = (self.p(&logits.buf), dev_params.ptr, dev_out.ptr);
         let dt = (logits.is_f16() as i32) << 1;
-        // the split form's scratch, kept until the stream is synchronized below
+        // the split form's scratch, kept until the answer has arrived
         let mut scratch = Vec::new();
         if split {
             let per = v.div_ceil(slices);
@@ -193,33 +243,61 @@ impl CudaBackend {
                 args![lp, pp, op, dt],
             )?;
         }
+        if let Some((t, position)) = feed {
+            // a GEMM input prepared from the step tensor would be stale after this write
+            self.forget_prep();
+            let (fp, n, rec, vv) = (
+                self.p(&t.buf),
+                rows as i32,
+                (2 * req.k + 1) as i32,
+                v as i32,
+            );
+            let pos = position as f32;
+            self.launch(
+                "select_feed",
+                ((rows as u32).div_ceil(256), 1, 1),
+                (256, 1, 1),
+                0,
+                args![op, fp, n, rec, vv, pos],
+            )?;
+        }
         // SAFETY: `dev_out` holds out_words words written by the kernel on this stream
         unsafe { result::memcpy_dtoh_async(&mut *answer, dev_out.ptr, self.stream.cu_stream()) }
             .map_err(err("memcpy DtoH (select answer)"))?;
-        self.stream
-            .synchronize()
-            .map_err(err("stream synchronize"))?;
-        drop(scratch);
-        let k = req.k;
-        let mut sel = Selected {
-            k,
-            ids: Vec::with_capacity(rows * k),
-            scores: Vec::with_capacity(rows * k),
-            probs: req.prob_of.map(|_| Vec::with_capacity(rows)),
-        };
-        for rec in answer.chunks(2 * k + 1) {
-            sel.ids.extend_from_slice(&rec[..k]);
-            sel.scores
-                .extend(rec[k..2 * k].iter().map(|&b| f32::from_bits(b)));
-            if let Some(p) = sel.probs.as_mut() {
-                p.push(f32::from_bits(rec[2 * k]));
+        let done = self
+            .stream
+            .context()
+            .new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+            .map_err(err("create event (select answer)"))?;
+        done.record(&self.stream)
+            .map_err(err("record event (select answer)"))?;
+        let (k, want_probs) = (req.k, req.prob_of.is_some());
+        Ok(PendingSelect::later(move || {
+            done.synchronize()
+                .map_err(err("event synchronize (select answer)"))?;
+            drop((scratch, dev_params, dev_out));
+            let answer: &[u32] = answer;
+            let mut sel = Selected {
+                k,
+                ids: Vec::with_capacity(rows * k),
+                scores: Vec::with_capacity(rows * k),
+                probs: want_probs.then(|| Vec::with_capacity(rows)),
+            };
+            for rec in answer.chunks(2 * k + 1) {
+                sel.ids.extend_from_slice(&rec[..k]);
+                sel.scores
+                    .extend(rec[k..2 * k].iter().map(|&b| f32::from_bits(b)));
+                if let Some(p) = sel.probs.as_mut() {
+                    p.push(f32::from_bits(rec[2 * k]));
+                }
             }
-        }
-        if let Some(&bad) = sel.ids.iter().find(|&&id| id as usize >= v) {
-            return Err(Error::Device(format!(
-                "select_topk returned id {bad} for a vocabulary of {v}"
-            )));
-        }
-        Ok(sel)
+            drop(guard);
+            if let Some(&bad) = sel.ids.iter().find(|&&id| id as usize >= v) {
+                return Err(Error::Device(format!(
+                    "select_topk returned id {bad} for a vocabulary of {v}"
+                )));
+            }
+            Ok(sel)
+        }))
     }
 }

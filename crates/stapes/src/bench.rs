@@ -181,16 +181,15 @@ pub(crate) fn whisper<B: Backend>(
                     let logits = m.decode_step(&mut st, &next)?; // (1, V)
                     vec![argmax(&logits.data)]
                 } else {
-                    let sel = m.decode_step_select(
+                    let sel = m.decode_step_select_ahead(
                         &mut st,
                         &next,
                         &rules,
                         step,
                         0,
                         &[&seq],
-                        None,
-                        1,
-                        None,
+                        (None, 1, None),
+                        step + 1 < steps,
                     )?;
                     sel.ids
                 };

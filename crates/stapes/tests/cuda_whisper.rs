@@ -2,6 +2,9 @@
 //! Without a CUDA device every test prints `SKIPPED (no CUDA device): <name>` and returns.
 //! On the GPU machine `STAPES_GPU_MODEL` names real Whisper weights (any format we read).
 
+#[path = "../../stapes-models/tests/support/ahead.rs"]
+mod ahead;
+
 use stapes_core::{tensor::rel_l2, Backend, DeviceTensor, HostTensor, Lane};
 use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
@@ -352,6 +355,48 @@ fn real_weights_step_graph_ids_equal_host_params() {
                 assert!(!all_ids(&got).is_empty(), "{lane} {clip}: empty transcript");
                 assert!(replays > 0, "{lane} {clip} beam {beam}: no graph replayed");
             }
+        }
+    }
+}
+
+/// Steps queued ahead with the ids written by `select_feed` on the device choose the ids and
+/// scores, bit for bit, of steps run in turn with host-written parameters: synthetic tiny through
+/// a fed-back, a substituted and a batch-expanded step (the CPU test's script), f16 and q8; and
+/// real tiny.en's greedy transcripts of jfk and a LibriVox clip.
+#[test]
+fn steps_queued_ahead_equal_steps_in_turn() {
+    let name = "steps_queued_ahead_equal_steps_in_turn";
+    if !gpu(name) {
+        return;
+    }
+    let cfg = WhisperConfig::published("whisper-tiny").expect("shape");
+    let ck = synthetic_checkpoint(&cfg, 6).expect("synthetic");
+    for lane in [Lane::F16, Lane::Q8] {
+        let m = Whisper::new(CudaBackend::new(0).expect("cuda"), &ck, lane).expect("model");
+        let want = ahead::script(&m, false);
+        let got = ahead::script(&m, true);
+        ahead::check(&want, &got, &format!("synthetic tiny {lane}"));
+    }
+    let Some(ck) = real_checkpoint(name) else {
+        return;
+    };
+    let o = WhisperOptions {
+        beam_size: 1,
+        ..Default::default()
+    };
+    for lane in [Lane::F16, Lane::Q8] {
+        let m = Whisper::new(CudaBackend::new(0).expect("cuda"), &ck, lane).expect("gpu model");
+        for (clip, audio) in [("jfk", jfk()), ("librivox-0870", librivox_clip())] {
+            m.set_decode_ahead(Some(false));
+            let want = m.transcribe(&audio, &o).expect("steps in turn");
+            m.set_decode_ahead(Some(true));
+            let got = m.transcribe(&audio, &o).expect("steps ahead");
+            println!("{lane} {clip}: {:?}", got.text());
+            assert!(
+                !all_ids(&want).is_empty(),
+                "{lane} {clip}: empty transcript"
+            );
+            assert_eq!(all_ids(&got), all_ids(&want), "{lane} {clip}: ids differ");
         }
     }
 }

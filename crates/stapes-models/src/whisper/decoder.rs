@@ -6,6 +6,7 @@ use super::config::WhisperConfig;
 use super::encoder::LN_EPS;
 use super::model::{attn_params, Attn, Linear, Mlp, Norm, Tensors};
 use crate::{ModelError, Result};
+use stapes_core::select::{SelectRequest, Selected};
 use stapes_core::{
     Activation, Backend, DeviceTensor, HostTensor, Lane, LinearFusion, NormRef, StepParams,
 };
@@ -143,6 +144,9 @@ pub(crate) struct Decoder<B: Backend> {
     /// Per-token steps through [`Decoder::step_logits`]'s chain: 0 = where the home captures
     /// chains (the default), 1 = always, 2 = never.
     device_steps: AtomicU8,
+    /// [`Decoder::select_step_ahead`] queues the next step: 0 = unless `STAPES_DECODE_AHEAD=0`
+    /// (the default), 1 = always, 2 = never.
+    ahead: AtomicU8,
 }
 
 /// Self-attention caches of `batch` sequences, per layer `(batch, n_text_ctx, d)`, and the step
@@ -208,10 +212,26 @@ pub struct DecoderState<'a, B: Backend> {
     cross: &'a CrossKv<B>,
     /// The window's cross K/V copied where the step chain reads it (on the first step).
     cross_slot: Option<CrossSlot<B>>,
+    /// A step already queued behind the last selection, fed its ids on the device
+    /// ([`Decoder::select_step_ahead`]); `len` counts it.
+    ahead: Option<Ahead<B::Tensor>>,
     slots: Arc<Mutex<Slots<B>>>,
 }
 
+/// The ids a queued step was fed and the logits it writes.
+struct Ahead<T> {
+    ids: Vec<u32>,
+    logits: T,
+}
+
 impl<B: Backend> DecoderState<'_, B> {
+    /// Forget a step queued ahead (its position is written again by whatever runs next).
+    fn drop_ahead(&mut self) {
+        if self.ahead.take().is_some() {
+            self.len -= 1;
+        }
+    }
+
     /// Swap in another self slot (another batch size); returns the one it held.
     fn swap_slot(&mut self, s: SelfSlot<B>) -> SelfSlot<B> {
         let old = SelfSlot {
@@ -274,6 +294,18 @@ impl<B: Backend> DecoderState<'_, B> {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// Whether a step is queued ahead, fed the last selection's ids on the device
+    /// ([`Decoder::select_step_ahead`]).
+    pub fn queued_ahead(&self) -> bool {
+        self.ahead.is_some()
+    }
+}
+
+/// The default of [`Decoder::set_ahead`]: on unless `STAPES_DECODE_AHEAD=0` (read once; the
+/// A/B switch for timing).
+fn ahead_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("STAPES_DECODE_AHEAD").is_ok_and(|v| v.trim() == "0"))
 }
 
 impl<B: Backend> Decoder<B> {
@@ -349,7 +381,27 @@ impl<B: Backend> Decoder<B> {
                 concurrent: false,
             })),
             device_steps: AtomicU8::new(0),
+            ahead: AtomicU8::new(0),
         })
+    }
+
+    /// Whether [`Self::select_step_ahead`] may queue the next step: `None` = yes unless
+    /// `STAPES_DECODE_AHEAD=0` (the default), `Some(on)` = forced (tests compare both).
+    pub fn set_ahead(&self, on: Option<bool>) {
+        let v = match on {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.ahead.store(v, Ordering::Relaxed);
+    }
+
+    fn ahead_enabled(&self) -> bool {
+        match self.ahead.load(Ordering::Relaxed) {
+            1 => true,
+            2 => false,
+            _ => ahead_on(),
+        }
     }
 
     /// Whether [`Self::step_logits`] runs the step chain (device-side parameters, captured and
@@ -529,6 +581,7 @@ impl<B: Backend> Decoder<B> {
             step: s.step,
             cross,
             cross_slot: None,
+            ahead: None,
             slots: self.slots.clone(),
         })
     }
@@ -545,6 +598,7 @@ impl<B: Backend> Decoder<B> {
         if idx.len() == st.batch && idx.iter().enumerate().all(|(i, &j)| i == j) {
             return Ok(());
         }
+        st.drop_ahead();
         // Another batch size moves into that size's buffers, so its step chain finds them.
         let mut fresh = if idx.len() != st.batch {
             Some(self.lease_self(b, idx.len())?)
@@ -637,6 +691,7 @@ impl<B: Backend> Decoder<B> {
         n: usize,
         probs_of: &[usize],
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
+        st.drop_ahead();
         self.check_tokens(st, tokens, n)?;
         let batch = st.batch;
         let offset = st.len;
@@ -826,8 +881,13 @@ impl<B: Backend> Decoder<B> {
         st: &mut DecoderState<'_, B>,
         tokens: &[u32],
     ) -> Result<B::Tensor> {
+        match st.ahead.take() {
+            // queued behind the last selection with these very ids: same position, same values
+            Some(a) if a.ids == tokens => return Ok(a.logits),
+            Some(_) => st.len -= 1,
+            None => {}
+        }
         self.check_tokens(st, tokens, 1)?;
-        let batch = st.batch;
         if !self.device_steps(b) {
             let (x, _) = self.forward_inner(b, st, tokens, 1, &[])?; // (batch, 1, d)
             return self.logits_of_stream(b, &x); // (batch, 1, V)
@@ -845,6 +905,51 @@ impl<B: Backend> Decoder<B> {
             Some(t) => b.write_host(t, &params)?,
             None => st.step = Some(b.upload(&params)?),
         }
+        self.step_chain(b, st)
+    }
+
+    /// Choose each row's tokens from `logits`, the last step's `(batch, 1, V)`, by `req`, and
+    /// with `more` (another step will follow) and where it can — the step chain in use, one
+    /// candidate a row ([`ahead_on`]) — queue that next step behind the selection with the
+    /// chosen ids written into its parameters on the device
+    /// ([`Backend::select_tokens_feed`]): the device then does not wait for the host between
+    /// steps. [`Self::step_logits_device`] with the same ids returns the queued step's logits;
+    /// other ids, [`Self::reorder`] or a forward pass drop it and write its position again.
+    pub fn select_step_ahead(
+        &self,
+        b: &B,
+        st: &mut DecoderState<'_, B>,
+        logits: &B::Tensor,
+        req: &SelectRequest<'_>,
+        more: bool,
+    ) -> Result<Selected> {
+        let can = more
+            && self.ahead_enabled()
+            && req.k == 1
+            && st.ahead.is_none()
+            && st.len < self.n_ctx
+            && st.step.is_some()
+            && st.cross_slot.is_some()
+            && self.device_steps(b);
+        let Some(step) = st.step.as_mut().filter(|_| can) else {
+            return Ok(b.select_tokens(logits, req)?);
+        };
+        let pending = b.select_tokens_feed(logits, req, step, st.len)?;
+        let next = self.step_chain(b, st);
+        let sel = pending.wait();
+        // the answer is waited for whether or not the queued step failed
+        let next = next?;
+        let sel = sel.inspect_err(|_| st.len -= 1)?;
+        let ids = (0..st.batch)
+            .map(|r| sel.row(r).next().map_or(0, |(id, _)| id))
+            .collect();
+        st.ahead = Some(Ahead { ids, logits: next });
+        Ok(sel)
+    }
+
+    /// Replay (or record) the step chain on the parameters already in the state's step tensor.
+    fn step_chain(&self, b: &B, st: &mut DecoderState<'_, B>) -> Result<B::Tensor> {
+        let batch = st.batch;
         let (Some(step), Some(cross)) = (&st.step, &st.cross_slot) else {
             return Err(ModelError::BadInput("decoder step buffers missing".into()));
         };

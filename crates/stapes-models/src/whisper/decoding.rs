@@ -526,6 +526,13 @@ impl<B: Backend> Whisper<B> {
         self.select.store(v, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether greedy steps queue the next step behind each selection with its tokens fed on
+    /// the device (`None`: yes unless `STAPES_DECODE_AHEAD=0`); see
+    /// [`Self::decode_step_select_ahead`]. Both give the same ids and scores.
+    pub fn set_decode_ahead(&self, on: Option<bool>) {
+        self.decoder.set_ahead(on);
+    }
+
     /// Whether greedy and beam steps choose tokens on the device now.
     pub fn device_select(&self) -> bool {
         match self.select.load(std::sync::atomic::Ordering::Relaxed) {
@@ -551,6 +558,27 @@ impl<B: Backend> Whisper<B> {
         k: usize,
         prob_of: Option<u32>,
     ) -> Result<Selected> {
+        let sel = (offsets, k, prob_of);
+        self.decode_step_select_ahead(state, tokens, rules, step, sample_begin, seqs, sel, false)
+    }
+
+    /// [`Self::decode_step_select`] with `more` (another step follows, fed this step's best
+    /// ids): where the decoder can, that next step is queued on the device behind this
+    /// selection ([`super::decoder::Decoder::select_step_ahead`]), and the next call with those
+    /// ids finds it done. `sel` = `(offsets, k, prob_of)` as in [`Self::decode_step_select`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn decode_step_select_ahead(
+        &self,
+        state: &mut DecoderState<'_, B>,
+        tokens: &[u32],
+        rules: &LogitRules,
+        step: usize,
+        sample_begin: usize,
+        seqs: &[&[u32]],
+        sel: (Option<&[f32]>, usize, Option<u32>),
+        more: bool,
+    ) -> Result<Selected> {
+        let (offsets, k, prob_of) = sel;
         let logits = self
             .decoder
             .step_logits_device(&self.backend, state, tokens)?; // (rows, 1, V)
@@ -571,7 +599,8 @@ impl<B: Backend> Whisper<B> {
             k,
             prob_of,
         };
-        Ok(self.backend.select_tokens(&logits, &req)?)
+        self.decoder
+            .select_step_ahead(&self.backend, state, &logits, &req, more)
     }
 
     /// Reorder (and possibly resize) a state's batch: row `i` continues row `idx[i]` (what beam
@@ -729,16 +758,17 @@ impl<B: Backend> Whisper<B> {
             let picks: Vec<(usize, f32)> = if on_device {
                 let seqs: Vec<&[u32]> = alive.iter().map(|&h| hyps[h].tokens.as_slice()).collect();
                 let prob_of = no_speech_id.filter(|_| step == 0).map(|id| id as u32);
-                let sel = self.decode_step_select(
+                // the next input is this step's pick only past the forced prefix
+                let more = step + 1 < max_len && step >= prefix.len();
+                let sel = self.decode_step_select_ahead(
                     state,
                     &input,
                     rules,
                     step,
                     prefix.len(),
                     &seqs,
-                    None,
-                    1,
-                    prob_of,
+                    (None, 1, prob_of),
+                    more,
                 )?;
                 if let Some(&p) = sel.probs.as_ref().and_then(|p| p.first()) {
                     no_speech = Some(p);
