@@ -247,6 +247,10 @@ pub(crate) fn whisper<B: Backend>(
             "decode_token_device_select".to_string(),
             f64::from(u8::from(m.device_select())),
         ),
+        (
+            "decode_token_queued_ahead".to_string(),
+            f64::from(u8::from(m.decode_ahead())),
+        ),
     ]
     .into();
     if let Some((c, windows)) = capped_ms {

@@ -396,7 +396,8 @@ impl<B: Backend> Decoder<B> {
         self.ahead.store(v, Ordering::Relaxed);
     }
 
-    fn ahead_enabled(&self) -> bool {
+    /// The setting of [`Self::set_ahead`], resolved.
+    pub fn ahead_enabled(&self) -> bool {
         match self.ahead.load(Ordering::Relaxed) {
             1 => true,
             2 => false,

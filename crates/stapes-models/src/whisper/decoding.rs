@@ -533,6 +533,12 @@ impl<B: Backend> Whisper<B> {
         self.decoder.set_ahead(on);
     }
 
+    /// Whether greedy steps may be queued ahead now ([`Self::set_decode_ahead`]; they are where
+    /// the step chain runs and tokens are chosen on the device).
+    pub fn decode_ahead(&self) -> bool {
+        self.decoder.ahead_enabled()
+    }
+
     /// Whether greedy and beam steps choose tokens on the device now.
     pub fn device_select(&self) -> bool {
         match self.select.load(std::sync::atomic::Ordering::Relaxed) {
