@@ -8,15 +8,16 @@
 //! (download, host selection) and Whisper keeps its own host path.
 
 use std::ffi::c_void;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::{result, sys, CudaEvent, CudaStream};
 use stapes_core::select::{
     select_dims, select_host, PendingSelect, SelectRequest, Selected, MAX_K, MAX_RANGES,
 };
 use stapes_core::{Backend, DeviceTensor, Error, Result, StepParams};
 
 use crate::backend::{CudaBackend, CudaTensor};
+use crate::pool::Block;
 use crate::CudaError;
 
 macro_rules! args {
@@ -65,6 +66,36 @@ struct Pinned {
 unsafe impl Send for Pinned {}
 
 static PINNED: Mutex<Option<Pinned>> = Mutex::new(None);
+
+/// A selection's copies in flight: the pinned buffer's lock, the device buffers they use, and
+/// the event after the answer's copy. Dropped unwaited (an error on the way, a pending
+/// selection nobody collected), it drains the stream first, so no copy outlives the lock.
+struct InFlight {
+    done: Option<CudaEvent>,
+    stream: Arc<CudaStream>,
+    keep: Vec<Arc<Block>>,
+    _pinned: MutexGuard<'static, Option<Pinned>>,
+}
+
+impl InFlight {
+    fn wait(&mut self) -> Result<()> {
+        let r = match self.done.take() {
+            Some(e) => e.synchronize(),
+            None => self.stream.synchronize(),
+        };
+        self.keep.clear();
+        r.map_err(|e| Error::from(CudaError::driver("event synchronize (select answer)", e)))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.done.is_some() || !self.keep.is_empty() {
+            // nothing to report to here; the next selection's own wait reports a broken stream
+            let _ = self.wait();
+        }
+    }
+}
 
 /// The request as select.cu reads it.
 fn encode(req: &SelectRequest<'_>, v: usize) -> Vec<u32> {
@@ -189,14 +220,21 @@ impl CudaBackend {
                 len,
             });
         }
-        let Some(pin) = guard.as_ref() else {
+        let Some(pin_ptr) = guard.as_ref().map(|p| p.ptr) else {
             drop(guard);
             return host(feed);
         };
-        // SAFETY: `pin.ptr` holds `pin.len ≥ need` words, only touched under the lock, which
-        // the pending answer keeps until its event has completed
+        // from here on the lock is released only once the stream has passed this call's copies
+        let mut flight = InFlight {
+            done: None,
+            stream: self.stream.clone(),
+            keep: vec![dev_params.clone(), dev_out.clone()],
+            _pinned: guard,
+        };
+        // SAFETY: `pin_ptr` holds ≥ need words, only touched under the lock, which `flight`
+        // keeps until the copies below have completed
         let (up, answer) = unsafe {
-            let all = std::slice::from_raw_parts_mut(pin.ptr, need);
+            let all = std::slice::from_raw_parts_mut(pin_ptr, need);
             all.split_at_mut(params.len())
         };
         up.copy_from_slice(&params);
@@ -206,8 +244,6 @@ impl CudaBackend {
             .map_err(err("memcpy HtoD (select request)"))?;
         let (lp, pp, op) = (self.p(&logits.buf), dev_params.ptr, dev_out.ptr);
         let dt = (logits.is_f16() as i32) << 1;
-        // the split form's scratch, kept until the answer has arrived
-        let mut scratch = Vec::new();
         if split {
             let per = v.div_ceil(slices);
             let smem = (per.div_ceil(32) * 4) as u32;
@@ -215,7 +251,8 @@ impl CudaBackend {
             let cand_v = self.pool.alloc(rows * slices * req.k * 4)?;
             let cand_i = self.pool.alloc(rows * slices * req.k * 4)?;
             let (sp, cv, ci) = (stats.ptr, cand_v.ptr, cand_i.ptr);
-            scratch.extend([stats, cand_v, cand_i]);
+            // the split form's scratch, kept until the answer has arrived
+            flight.keep.extend([stats, cand_v, cand_i]);
             let cp = dev_params.ptr + (counters_at * 4) as u64;
             let si = slices as i32;
             let grid = (slices as u32, rows as u32, 1);
@@ -271,11 +308,10 @@ impl CudaBackend {
             .map_err(err("create event (select answer)"))?;
         done.record(&self.stream)
             .map_err(err("record event (select answer)"))?;
+        flight.done = Some(done);
         let (k, want_probs) = (req.k, req.prob_of.is_some());
         Ok(PendingSelect::later(move || {
-            done.synchronize()
-                .map_err(err("event synchronize (select answer)"))?;
-            drop((scratch, dev_params, dev_out));
+            flight.wait()?;
             let answer: &[u32] = answer;
             let mut sel = Selected {
                 k,
@@ -291,7 +327,7 @@ impl CudaBackend {
                     p.push(f32::from_bits(rec[2 * k]));
                 }
             }
-            drop(guard);
+            drop(flight);
             if let Some(&bad) = sel.ids.iter().find(|&&id| id as usize >= v) {
                 return Err(Error::Device(format!(
                     "select_topk returned id {bad} for a vocabulary of {v}"
