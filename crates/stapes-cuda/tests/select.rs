@@ -4,7 +4,8 @@
 //! begin suppression; the mass rule on rows where it fires and where it does not), k ∈ {1, 10},
 //! rows ∈ {1, 5}, V = 51866 and an awkward V, both kernel forms (block per row; split into
 //! slices, `STAPES_CUDA_SELECT_SPLIT=1`). Ids must be equal, scores within 1e-5 (relative
-//! beyond 1), probabilities within 1e-6. Without a GPU each test prints
+//! beyond 1), probabilities within 1e-6. `select_tokens_feed` on every request: the same answer,
+//! and the step tensor holding the position and each row's best id. Without a GPU each test prints
 //! `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
@@ -94,6 +95,30 @@ fn check(g: &stapes_cuda::CudaBackend, v: usize, tb: u32, eot: u32, launches: u6
                     "{what}: kernel launches"
                 );
                 assert_eq!(got.ids, want.ids, "{what}: ids");
+                // the same selection with its best ids fed to a step tensor: same answer bit for
+                // bit, one launch more, and the tensor holds (position, each row's first id)
+                let position = 37 + s;
+                let mut feed = g
+                    .upload(&HostTensor::new(vec![1, 1, 1 + rows], vec![0.0; 1 + rows]).expect("t"))
+                    .expect("upload step tensor");
+                let ops = g.counters().ops.load(Ordering::Relaxed);
+                let fed = g
+                    .select_tokens_feed(&dev, &req, &mut feed, position)
+                    .and_then(|p| p.wait())
+                    .expect("cuda select with a feed");
+                assert_eq!(
+                    g.counters().ops.load(Ordering::Relaxed),
+                    ops + launches + 1,
+                    "{what}: kernel launches with a feed"
+                );
+                assert_eq!(fed, got, "{what}: the fed selection's answer");
+                let firsts = (0..rows).map(|r| (got.ids[r * k]) as f32);
+                let want_feed: Vec<f32> = std::iter::once(position as f32).chain(firsts).collect();
+                assert_eq!(
+                    g.download(&feed).expect("download step tensor").data,
+                    want_feed,
+                    "{what}: step tensor"
+                );
                 for (a, b) in got.scores.iter().zip(&want.scores) {
                     assert!(
                         (a - b).abs() <= 1e-5 * b.abs().max(1.0),
@@ -163,4 +188,12 @@ fn select_refuses_bad_requests() {
         ..req
     };
     assert!(g.select_tokens(&x, &req).is_err(), "k > V");
+    let req = SelectRequest { k: 1, ..req };
+    let mut short = g
+        .upload(&HostTensor::new(vec![1, 1, 2], vec![0.0; 2]).expect("t"))
+        .expect("upload");
+    assert!(
+        g.select_tokens_feed(&x, &req, &mut short, 0).is_err(),
+        "a step tensor for 1 row, 2 rows selected"
+    );
 }
