@@ -903,9 +903,7 @@ pub trait Backend: Send + Sync {
         position: usize,
     ) -> Result<crate::select::PendingSelect<'a>> {
         let sel = self.select_tokens(logits, req)?;
-        let ids = (0..req.rows.len())
-            .map(|r| sel.row(r).next().map_or(0, |(id, _)| id))
-            .collect();
+        let ids = sel.best_ids(req.rows.len());
         self.write_host(feed, &StepParams { position, ids }.to_host()?)?;
         Ok(crate::select::PendingSelect::ready(sel))
     }

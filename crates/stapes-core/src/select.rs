@@ -80,6 +80,14 @@ impl Selected {
             .copied()
             .zip(self.scores[lo..hi].iter().copied())
     }
+
+    /// Each of `rows` rows' best id (0 for a row with no candidate): what a greedy step feeds
+    /// to the next one.
+    pub fn best_ids(&self, rows: usize) -> Vec<u32> {
+        (0..rows)
+            .map(|r| self.row(r).next().map_or(0, |(id, _)| id))
+            .collect()
+    }
 }
 
 /// A selection that may still be on its way back from the device

@@ -84,7 +84,7 @@ impl InFlight {
             None => self.stream.synchronize(),
         };
         self.keep.clear();
-        r.map_err(|e| Error::from(CudaError::driver("event synchronize (select answer)", e)))
+        r.map_err(|e| Error::from(CudaError::driver("synchronize (select answer)", e)))
     }
 }
 
@@ -178,9 +178,7 @@ impl CudaBackend {
         let host = |feed: Option<(&mut CudaTensor, usize)>| -> Result<PendingSelect<'a>> {
             let sel = select_host(&self.download_step(logits)?, req)?;
             if let Some((t, position)) = feed {
-                let ids = (0..rows)
-                    .map(|r| sel.row(r).next().map_or(0, |(id, _)| id))
-                    .collect();
+                let ids = sel.best_ids(rows);
                 self.write_host(t, &StepParams { position, ids }.to_host()?)?;
             }
             Ok(PendingSelect::ready(sel))

@@ -154,13 +154,7 @@ pub(crate) fn whisper<B: Backend>(
     let rules = LogitRules {
         suppress: m.generation.suppress_tokens.clone(),
         suppress_begin: m.generation.begin_suppress_tokens.clone(),
-        timestamps: Some(TimestampRules {
-            eot: sp.eot,
-            no_timestamps: sp.no_timestamps,
-            timestamp_begin: sp.timestamp_begin,
-            timestamp_end: (cfg.vocab_size - 1) as u32,
-            max_initial_timestamp: sp.timestamp_begin + 50,
-        }),
+        timestamps: Some(TimestampRules::whisper(sp, cfg.vocab_size, 50)),
     };
     let (mut per_token, mut per_token_host, mut per_token_download) =
         (Vec::new(), Vec::new(), Vec::new());

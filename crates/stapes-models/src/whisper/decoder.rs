@@ -910,8 +910,8 @@ impl<B: Backend> Decoder<B> {
     }
 
     /// Choose each row's tokens from `logits`, the last step's `(batch, 1, V)`, by `req`, and
-    /// with `more` (another step will follow) and where it can — the step chain in use, one
-    /// candidate a row ([`ahead_on`]) — queue that next step behind the selection with the
+    /// with `more` (another step will follow) and where it can — [`Self::set_ahead`] on, the
+    /// step chain in use, one candidate a row — queue that next step behind the selection with the
     /// chosen ids written into its parameters on the device
     /// ([`Backend::select_tokens_feed`]): the device then does not wait for the host between
     /// steps. [`Self::step_logits_device`] with the same ids returns the queued step's logits;
@@ -929,7 +929,6 @@ impl<B: Backend> Decoder<B> {
             && req.k == 1
             && st.ahead.is_none()
             && st.len < self.n_ctx
-            && st.step.is_some()
             && st.cross_slot.is_some()
             && self.device_steps(b);
         let Some(step) = st.step.as_mut().filter(|_| can) else {
@@ -941,10 +940,10 @@ impl<B: Backend> Decoder<B> {
         // the answer is waited for whether or not the queued step failed
         let next = next?;
         let sel = sel.inspect_err(|_| st.len -= 1)?;
-        let ids = (0..st.batch)
-            .map(|r| sel.row(r).next().map_or(0, |(id, _)| id))
-            .collect();
-        st.ahead = Some(Ahead { ids, logits: next });
+        st.ahead = Some(Ahead {
+            ids: sel.best_ids(st.batch),
+            logits: next,
+        });
         Ok(sel)
     }
 

@@ -133,6 +133,24 @@ pub struct TimestampRules {
     pub max_initial_timestamp: u32,
 }
 
+impl TimestampRules {
+    /// The rules of a Whisper vocabulary of `vocab_size` ids (its timestamps run to the last
+    /// id), the first timestamp at most `max_initial_index` steps past the first one.
+    pub fn whisper(
+        sp: &super::tokenizer::SpecialTokens,
+        vocab_size: usize,
+        max_initial_index: u32,
+    ) -> Self {
+        Self {
+            eot: sp.eot,
+            no_timestamps: sp.no_timestamps,
+            timestamp_begin: sp.timestamp_begin,
+            timestamp_end: (vocab_size - 1) as u32,
+            max_initial_timestamp: sp.timestamp_begin + max_initial_index,
+        }
+    }
+}
+
 /// Everything applied to one row of logits before a token is chosen.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogitRules {
@@ -677,12 +695,8 @@ impl<B: Backend> Whisper<B> {
             } else {
                 Vec::new()
             },
-            timestamps: (prompt[prompt_length - 1] != sp.no_timestamps).then(|| TimestampRules {
-                eot: sp.eot,
-                no_timestamps: sp.no_timestamps,
-                timestamp_begin: sp.timestamp_begin,
-                timestamp_end: (self.config.vocab_size - 1) as u32,
-                max_initial_timestamp: sp.timestamp_begin + o.max_initial_timestamp_index,
+            timestamps: (prompt[prompt_length - 1] != sp.no_timestamps).then(|| {
+                TimestampRules::whisper(&sp, self.config.vocab_size, o.max_initial_timestamp_index)
             }),
         };
         let first_step_no_speech = sot_is_start.then_some(sp.no_speech as usize);

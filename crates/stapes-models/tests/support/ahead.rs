@@ -21,13 +21,7 @@ pub fn script<B: Backend>(m: &Whisper<B>, ahead: bool) -> Trace {
     let rules = LogitRules {
         suppress: vec![220, 50257],
         suppress_begin: vec![220, sp.eot],
-        timestamps: Some(TimestampRules {
-            eot: sp.eot,
-            no_timestamps: sp.no_timestamps,
-            timestamp_begin: sp.timestamp_begin,
-            timestamp_end: (cfg.vocab_size - 1) as u32,
-            max_initial_timestamp: sp.timestamp_begin + 50,
-        }),
+        timestamps: Some(TimestampRules::whisper(&sp, cfg.vocab_size, 50)),
     };
     let b = m.backend();
     let enc = b
