@@ -356,6 +356,23 @@ pub trait Backend: Send + Sync {
         self.attention(&q, &k, &v, p)
     }
 
+    /// `r + attention_packed(qkv, p) · Woᵀ + bo`: self-attention and its output projection,
+    /// added to the residual `r (B, T, N)`. A home may keep the attention's result in the
+    /// projection's input form as well (the CUDA home's q8 lane writes it in e4m3 for its FP8
+    /// GEMM beside the f16 result). The default composes [`Backend::attention_packed`] and
+    /// [`Backend::linear_add`].
+    fn attention_packed_add(
+        &self,
+        qkv: &Self::Tensor,
+        p: &AttnParams,
+        wo: &Self::Weight,
+        bo: Option<&Self::Tensor>,
+        r: &Self::Tensor,
+    ) -> Result<Self::Tensor> {
+        let a = self.attention_packed(qkv, p)?;
+        self.linear_add(&a, wo, bo, r)
+    }
+
     /// `act(x · Wᵀ + b)`: a linear followed by its activation (an MLP's first projection). A GPU
     /// home applies `act` in the GEMM's epilogue (and may prepare the output for the next GEMM
     /// there). The default composes `linear` and `activation`.
@@ -368,6 +385,26 @@ pub trait Backend: Send + Sync {
     ) -> Result<Self::Tensor> {
         let y = self.linear(x, w, bias)?;
         self.activation(&y, act)
+    }
+
+    /// `r + act(x · W1ᵀ + b1) · W2ᵀ + b2`: a transformer MLP and the residual it is added to;
+    /// `x (.., d)`, `W1 (n1, d)`, `W2 (d, n1)`, `r` shaped as the output. A home may keep the
+    /// hidden `(.., n1)` in a form of its own between the two GEMMs (the CUDA home's q8 lane
+    /// keeps it in e4m3 for its FP8 GEMMs and never writes it as f16). The default composes
+    /// [`Backend::linear_act`] and [`Backend::linear_add`].
+    #[allow(clippy::too_many_arguments)]
+    fn mlp_add(
+        &self,
+        x: &Self::Tensor,
+        w1: &Self::Weight,
+        b1: Option<&Self::Tensor>,
+        act: Activation,
+        w2: &Self::Weight,
+        b2: Option<&Self::Tensor>,
+        r: &Self::Tensor,
+    ) -> Result<Self::Tensor> {
+        let h = self.linear_act(x, w1, b1, act)?;
+        self.linear_add(&h, w2, b2, r)
     }
 
     /// `act(conv1d(x))`: a convolution followed by its activation (Whisper's stem). A home

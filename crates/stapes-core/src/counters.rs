@@ -15,6 +15,9 @@ pub struct Counters {
     /// Of the q8 GEMMs, those a GPU home ran on the f16 tensor cores over an f16 copy of the
     /// weight's q8 values (CUDA `q8_mix.rs`).
     pub gemm_q8_f16: AtomicU64,
+    /// Of the q8 GEMMs, those a GPU home ran on the e4m3 (FP8) tensor cores over an e4m3 copy of
+    /// the weight (CUDA `fp8.rs`).
+    pub gemm_q8_fp8: AtomicU64,
     /// Graph captures and replays (GPU homes).
     pub graph_captures: AtomicU64,
     pub graph_replays: AtomicU64,
@@ -41,6 +44,7 @@ impl Counters {
             gemm_f16: self.gemm_f16.load(Ordering::Relaxed),
             gemm_q8: self.gemm_q8.load(Ordering::Relaxed),
             gemm_q8_f16: self.gemm_q8_f16.load(Ordering::Relaxed),
+            gemm_q8_fp8: self.gemm_q8_fp8.load(Ordering::Relaxed),
             graph_captures: self.graph_captures.load(Ordering::Relaxed),
             graph_replays: self.graph_replays.load(Ordering::Relaxed),
             declines: self
@@ -59,6 +63,7 @@ pub struct CounterSnapshot {
     pub gemm_f16: u64,
     pub gemm_q8: u64,
     pub gemm_q8_f16: u64,
+    pub gemm_q8_fp8: u64,
     pub graph_captures: u64,
     pub graph_replays: u64,
     pub declines: BTreeMap<String, u64>,

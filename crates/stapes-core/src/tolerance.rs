@@ -434,8 +434,14 @@ pub static TABLE: &[Row] = &[
         op: Op::Linear,
         lane: Some(Lane::Q8),
         backend: "cuda-f16act",
-        tol: tol(0.0, 0.03, 0.012),
-        reason: "the cuda Linear q8 row; the f16 output rounding is 25× inside it",
+        tol: tol(0.0, 0.10, 0.06),
+        reason: "in f16 chains on an sm_89+ device the q8 lane runs FP8 (cuda fp8.rs): the \
+                 activation and the weight's q8 values/scale each rounded to e4m3 (3 mantissa \
+                 bits, rms relative error 2⁻⁴/√3·√0.54 ≈ 0.027 for values spread over a binade), \
+                 √2 × that ≈ 0.037 rel_l2 for an output without cancellation, bar ×1.6; the \
+                 worst of ~10⁵ elements ≈ 4.5σ of that against a range of ~4 rms, bar 0.10. \
+                 Elsewhere (older GPUs, Q8Mix::F16/Int8) the cuda Linear q8 row's forms, well \
+                 inside this",
     },
     Row {
         op: Op::Conv1d,
@@ -449,8 +455,8 @@ pub static TABLE: &[Row] = &[
         op: Op::Conv1d,
         lane: Some(Lane::Q8),
         backend: "cuda-f16act",
-        tol: tol(0.0, 0.03, 0.012),
-        reason: "im2col, then the q8 lane's linear",
+        tol: tol(0.0, 0.10, 0.06),
+        reason: "im2col (exact), then the q8 lane's linear: the cuda-f16act Linear q8 row (FP8)",
     },
     Row {
         op: Op::Attention,
@@ -511,16 +517,21 @@ pub static FAMILY: &[FamilyRow] = &[
         family: "fastconformer",
         lane: Lane::Q8,
         backend: "cuda",
-        encoder_rel_l2: 5e-2,
+        encoder_rel_l2: 0.15,
         ids: IdsRule::UntilMarginBelow { factor: 2.0 },
         reason: "CUDA q8 re-lays the 32-blocks as per-row int8 and quantizes activations per \
                  row; emulated on the fixtures' weights it moves logits by up to 0.15-0.45 \
                  (lane_logit_error.q8 in expected.json / expected_canary_lanes.json), above \
                  many fixture margins, so ids can \
                  only be required identical while every f32 margin exceeds 2× that bound (a \
-                 margin m cannot flip while logits move < m/2). Encoder: the CPU q8 lane \
-                 (32-block activations) measures 1.1-1.6e-2; per-row activation scales over \
-                 64-wide rows cost up to ~3× that",
+                 margin m cannot flip while logits move < m/2). Encoder: on sm_89+ the large \
+                 GEMMs run FP8 (cuda fp8.rs: both operands rounded to e4m3, ~0.037 rel_l2 a \
+                 GEMM, the cuda-f16act Linear q8 row); the f16 row's model for the same ~20 \
+                 GEMM inputs over two blocks (√20 × one GEMM's error, which over-predicts its \
+                 own measurement 1.2-2×) gives √20 × 0.037 ≈ 0.165 undamped, ~0.08-0.14 by \
+                 that ratio; bar 0.15 (H200, stop 34: 0.052-0.095 over the Parakeet and \
+                 Canary fixtures). Without FP8 (older GPUs, Q8Mix::F16) the int8 forms' \
+                 1-5e-2",
     },
 ];
 

@@ -46,7 +46,8 @@ __device__ __forceinline__ void awg_mma_bt(float* d, const u32* a, unsigned long
 
 template <int STAGES, bool SPLIT>
 __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* O, const void* Q, int Tq, int H, int kv_len,
-                                      int ldq, float scale, int dt, float* PO, float* PML, int nsplit, int tps) {
+                                      int ldq, float scale, int dt, float* PO, float* PML, int nsplit, int tps,
+                                      unsigned char* O8) {
 #if defined(SM90A_ON)
     extern __shared__ __align__(1024) unsigned char awg_sm[];
     const u32 sm0 = (u32)__cvta_generic_to_shared(awg_sm);
@@ -224,6 +225,13 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
         if (o16) {
             if (ra < Tq) st2((h16*)O + ia, 0, outa);
             if (rb < Tq) st2((h16*)O + ib, 0, outb);
+            // the stored halves as e4m3 too, for the FP8 output projection (src/fp8.rs)
+            if (O8) {
+                const float2 ha = make_float2(h2f(f2h(outa.x)), h2f(f2h(outa.y)));
+                const float2 hb = make_float2(h2f(f2h(outb.x)), h2f(f2h(outb.y)));
+                if (ra < Tq) *(unsigned short*)(O8 + ia) = e4m3x2(ha.x, ha.y);
+                if (rb < Tq) *(unsigned short*)(O8 + ib) = e4m3x2(hb.x, hb.y);
+            }
         } else {
             if (ra < Tq) st2((float*)O + ia, 0, outa);
             if (rb < Tq) st2((float*)O + ib, 0, outb);
@@ -234,16 +242,17 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
 
 // Entry points: 256 threads; dynamic shared memory STAGES·16 KB + 1024 (alignment) + 16·STAGES
 // (mbarriers); tensor maps of K and V (attention.rs: 4-D (64, H, kv_len, B), boxes of
-// 64 x 1 x 64 x 1, 128-byte swizzle). dt bit 0: O is f16, bit 1: Q is.
+// 64 x 1 x 64 x 1, 128-byte swizzle). dt bit 0: O is f16, bit 1: Q is. O8 (whole form, f16 O):
+// null, or O's values also as e4m3 in O's layout (one byte a value).
 // The two forms the backend launches (attention.rs: WG_UNSPLIT, WG_SPLIT): 4 stages whole,
 // 3 split.
 extern "C" __global__ void __launch_bounds__(256, 2)
     awg64_s4(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, void* O, const void* Q, int Tq, int H,
-             int kv_len, int ldq, float scale, int dt) {
-    awg64<4, false>(&tk, &tv, O, Q, Tq, H, kv_len, ldq, scale, dt, nullptr, nullptr, 1, 0);
+             int kv_len, int ldq, float scale, int dt, unsigned char* O8) {
+    awg64<4, false>(&tk, &tv, O, Q, Tq, H, kv_len, ldq, scale, dt, nullptr, nullptr, 1, 0, O8);
 }
 extern "C" __global__ void __launch_bounds__(256, 2)
     awg64s_s3(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, float* PO, float* PML, const void* Q,
               int Tq, int H, int kv_len, int ldq, float scale, int dt, int nsplit, int tps) {
-    awg64<3, true>(&tk, &tv, nullptr, Q, Tq, H, kv_len, ldq, scale, dt & 2, PO, PML, nsplit, tps);
+    awg64<3, true>(&tk, &tv, nullptr, Q, Tq, H, kv_len, ldq, scale, dt & 2, PO, PML, nsplit, tps, nullptr);
 }

@@ -22,6 +22,25 @@ __device__ __forceinline__ h16 f2h(float f) {
 __device__ __forceinline__ u32 pack_h2(float lo, float hi) {
     return (u32)f2h(lo) | ((u32)f2h(hi) << 16);
 }
+// ---- e4m3 (FP8) [fp8: src/fp8.rs] ----
+// e4m3 needs sm_89; below it the conversion compiles to 0 and the host never asks for it.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890)
+#define FP8_OK 1
+#else
+#define FP8_OK 0
+#endif
+
+// Two floats as two e4m3 bytes in memory order (lo first).
+__device__ __forceinline__ unsigned short e4m3x2(float lo, float hi) {
+#if FP8_OK
+    unsigned short d;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(d) : "f"(hi), "f"(lo));
+    return d;
+#else
+    return 0;
+#endif
+}
+
 // The backend's activation codes: 0 gelu(erf), 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh.
 // One definition for every file, so a fused kernel rounds as the separate activation does.
 __device__ __forceinline__ float act_apply(float v, int act) {

@@ -108,10 +108,11 @@ __device__ __forceinline__ uint4 ln_out8(const float (&x)[8], float mean, float 
 // One warp's row held as v (lane's chunks lane, lane + 32, …, C of them): normalizes it, stores it
 // to yr, and leaves v holding the stored halves (what a following norm of the stored row reads).
 // gb: the lane's chunks' gamma and beta, loaded beside the row (ln16_gb) so that their round trip
-// is not added after the row's two sums; null: loaded here.
+// is not added after the row's two sums; null: loaded here. y8r, where given: the stored halves
+// also as e4m3 (the FP8 GEMM's input: the bits quant_fp8 makes of the stored row).
 template <int C>
 __device__ __forceinline__ void ln16_pass(uint4 (&v)[C], uint4* __restrict__ yr, const Gb8* gb, const float* __restrict__ g,
-                                          const float* __restrict__ b, int n, float eps) {
+                                          const float* __restrict__ b, int n, float eps, uint2* __restrict__ y8r = nullptr) {
     const int lane = threadIdx.x & 31, n8 = n >> 3;
     float s = 0.f;
 #pragma unroll
@@ -148,6 +149,17 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[C], uint4* __restrict__ yr,
             const uint4 o = ln_out8(x, mean, inv, gb ? gb[j] : ln_gb8(g, b, i));
             yr[i] = o;
             v[j] = o;
+            if (y8r) {
+                const u32* ow = (const u32*)&o;
+                u32 p[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const u32 a = ow[2 * e], c = ow[2 * e + 1];
+                    p[e] = (u32)e4m3x2(h2f((h16)(a & 0xffff)), h2f((h16)(a >> 16))) |
+                           ((u32)e4m3x2(h2f((h16)(c & 0xffff)), h2f((h16)(c >> 16))) << 16);
+                }
+                y8r[i] = make_uint2(p[0], p[1]);
+            }
         }
     }
 }
@@ -185,23 +197,28 @@ __device__ __forceinline__ void ln16_gb(Gb8 (&gb)[C], const float* __restrict__ 
 // PRE: the lane's gamma and beta loaded beside its row.
 template <int C, bool PRE>
 __device__ __forceinline__ void layer_norm_rows16_k(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
-                                                    const float* __restrict__ b, int r, int n, float eps) {
+                                                    const float* __restrict__ b, int r, int n, float eps,
+                                                    unsigned char* __restrict__ y8) {
     uint4 v[C];
     Gb8 gb[PRE ? C : 1];
     ln16_load(v, (const uint4*)(x + (long long)r * n), n);
     if constexpr (PRE) ln16_gb(gb, g, b, n);
-    ln16_pass(v, (uint4*)(y + (long long)r * n), PRE ? gb : nullptr, g, b, n, eps);
+    ln16_pass(v, (uint4*)(y + (long long)r * n), PRE ? gb : nullptr, g, b, n, eps,
+              y8 ? (uint2*)(y8 + (long long)r * n) : nullptr);
 }
 template <int C>
-__device__ __forceinline__ void ln_rows16_plain(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps) {
-    layer_norm_rows16_k<C, false>(y, x, g, b, r, n, eps);
+__device__ __forceinline__ void ln_rows16_plain(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps,
+                                                unsigned char* y8) {
+    layer_norm_rows16_k<C, false>(y, x, g, b, r, n, eps, y8);
 }
+// y8: null, or the rows also as e4m3 for an FP8 GEMM that reads this norm (src/fp8.rs).
 extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
-                                             const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
+                                             const float* __restrict__ b, int rows, int n, float eps, int has_beta,
+                                             unsigned char* __restrict__ y8) {
     PDL_ENTER();
     const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
-    LN16_DISPATCH(n, ln_rows16_plain, y, x, g, has_beta ? b : nullptr, r, n, eps);
+    LN16_DISPATCH(n, ln_rows16_plain, y, x, g, has_beta ? b : nullptr, r, n, eps, y8);
 }
 // The same with the parameters in flight beside the row, so their round trip is not added after
 // the row's sums. Rows up to 8 · 32 · LN16_GB_MAXC = 1280 wide only (the host's LN16_GB_MAX_N;
@@ -212,15 +229,17 @@ extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __r
 // (counts past LN16_GB_MAXC, which the host never launches, share the widest instantiation, so
 // no case of the dispatch raises the kernel's register count)
 template <int C>
-__device__ __forceinline__ void ln_rows16_gb(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps) {
-    layer_norm_rows16_k<(C < LN16_GB_MAXC ? C : LN16_GB_MAXC), true>(y, x, g, b, r, n, eps);
+__device__ __forceinline__ void ln_rows16_gb(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps,
+                                             unsigned char* y8) {
+    layer_norm_rows16_k<(C < LN16_GB_MAXC ? C : LN16_GB_MAXC), true>(y, x, g, b, r, n, eps, y8);
 }
 extern "C" __global__ void layer_norm_rows16_gb(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
-                                                const float* __restrict__ b, int rows, int n, float eps, int has_beta) {
+                                                const float* __restrict__ b, int rows, int n, float eps, int has_beta,
+                                                unsigned char* __restrict__ y8) {
     PDL_ENTER();
     const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
-    LN16_DISPATCH(n, ln_rows16_gb, y, x, g, has_beta ? b : nullptr, r, n, eps);
+    LN16_DISPATCH(n, ln_rows16_gb, y, x, g, has_beta ? b : nullptr, r, n, eps, y8);
 }
 // layer_norm_pair's f16 form (src/conformer.rs, ln_launch; no quantized output): y = LN(x; g1, b1)
 // and z = LN(y as stored; g2, b2), a warp a row as layer_norm_rows16 (each result the bits that
@@ -278,7 +297,8 @@ __device__ __forceinline__ void splitk_add_ln16_k(h16* __restrict__ y, h16* __re
                                                   const float* __restrict__ p, const float* __restrict__ bias,
                                                   const h16* __restrict__ r, const float* __restrict__ g1,
                                                   const float* __restrict__ b1, const float* __restrict__ g2,
-                                                  const float* __restrict__ b2, int rows, int n, float eps) {
+                                                  const float* __restrict__ b2, int rows, int n, float eps,
+                                                  unsigned char* __restrict__ z8) {
     __shared__ float scratch[32];
     const int i = threadIdx.x;
     const bool in = i < (n >> 3);
@@ -321,14 +341,21 @@ __device__ __forceinline__ void splitk_add_ln16_k(h16* __restrict__ y, h16* __re
     }
     ln_block8(v, in, z1 + base, p1, n, eps, scratch);
     if (z2) ln_block8(v, in, z2 + base, p2, n, eps, scratch);
+    // the last norm's stored halves as e4m3 too, for the FP8 GEMM that reads it (src/fp8.rs)
+    if (z8 && in) {
+        const u32 lo = (u32)e4m3x2(v[0], v[1]) | ((u32)e4m3x2(v[2], v[3]) << 16);
+        const u32 hi = (u32)e4m3x2(v[4], v[5]) | ((u32)e4m3x2(v[6], v[7]) << 16);
+        ((uint2*)(z8 + base))[i] = make_uint2(lo, hi);
+    }
 }
-// grid: one block a row, blockDim.x ≥ n / 8 (a multiple of 32); splits 2 or 4
+// grid: one block a row, blockDim.x ≥ n / 8 (a multiple of 32); splits 2 or 4; z8 null or the
+// last norm's result as e4m3 (rows · n bytes)
 extern "C" __global__ void splitk_add_ln16(h16* y, h16* z1, h16* z2, const float* p, int splits, const float* bias,
                                            const h16* r, const float* g1, const float* b1, const float* g2,
-                                           const float* b2, int rows, int n, float eps) {
+                                           const float* b2, int rows, int n, float eps, unsigned char* z8) {
     PDL_ENTER();
-    if (splits == 4) splitk_add_ln16_k<4>(y, z1, z2, p, bias, r, g1, b1, g2, b2, rows, n, eps);
-    else splitk_add_ln16_k<2>(y, z1, z2, p, bias, r, g1, b1, g2, b2, rows, n, eps);
+    if (splits == 4) splitk_add_ln16_k<4>(y, z1, z2, p, bias, r, g1, b1, g2, b2, rows, n, eps, z8);
+    else splitk_add_ln16_k<2>(y, z1, z2, p, bias, r, g1, b1, g2, b2, rows, n, eps, z8);
 }
 
 template <class Y, class X>

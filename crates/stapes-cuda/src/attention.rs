@@ -154,6 +154,9 @@ struct Flash64 {
     tk: usize,
     heads: usize,
     kv_len: usize,
+    /// 0, or `(batch, tq, heads · 64)` bytes the whole warpgroup form also writes the f16
+    /// output to as e4m3 (the FP8 output projection's input, fp8.rs).
+    o8: u64,
 }
 
 impl CudaBackend {
@@ -305,6 +308,7 @@ impl CudaBackend {
             tk: k.shape[1],
             heads: p.n_heads,
             kv_len: p.kv_len.unwrap_or(k.shape[1]),
+            o8: 0,
         };
         self.launch_flash64(&out, &f, p)?;
         Ok(Some(out))
@@ -313,11 +317,15 @@ impl CudaBackend {
     /// [`Backend::attention_packed`]: `qkv (B, T, 3·H·Dh)` → `(B, T, H·Dh)`. Head size 64 with
     /// ≥ 16 rows reads q, k and v in place (k and v from one f16 copy of `qkv` when it is f32);
     /// other shapes slice q, k, v and run `attention`.
+    ///
+    /// `o8` (0 = none, else `B·T·H·Dh` bytes): where the whole warpgroup form runs on an f16
+    /// output it also writes the result there as e4m3; the flag says whether it did.
     pub(super) fn attention_packed_impl(
         &self,
         qkv: &CudaTensor,
         p: &AttnParams,
-    ) -> Result<CudaTensor> {
+        o8: u64,
+    ) -> Result<(CudaTensor, bool)> {
         const OP: &str = "attention_packed";
         let s = &qkv.shape;
         if s.len() != 3
@@ -342,7 +350,7 @@ impl CudaBackend {
             let q = self.slice(qkv, 2, 0, c)?;
             let k = self.slice(qkv, 2, c, c)?;
             let v = self.slice(qkv, 2, 2 * c, c)?;
-            return self.attention(&q, &k, &v, p);
+            return Ok((self.attention(&q, &k, &v, p)?, false));
         }
         let out = self.alloc(&[b, t, c], self.out_dt())?;
         // q is read as stored (f32 stays f32, as in `attention`); k and v need f16
@@ -360,9 +368,10 @@ impl CudaBackend {
             tk: t,
             heads: p.n_heads,
             kv_len,
+            o8,
         };
-        self.launch_flash64(&out, &f, p)?;
-        Ok(out)
+        let wrote = self.launch_flash64(&out, &f, p)?;
+        Ok((out, wrote))
     }
 
     /// The kernel to run: the forced one, else 4 warps of 2×16 rows, double-buffered.
@@ -375,9 +384,10 @@ impl CudaBackend {
         }
     }
 
-    fn launch_flash64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<()> {
+    /// Runs the head-size-64 attention into `out`; whether `f.o8` was written too.
+    fn launch_flash64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<bool> {
         if f.batch * f.tq * f.heads == 0 {
-            return Ok(());
+            return Ok(false);
         }
         let (name, rows, threads) = Self::flash64_pick();
         let grid = (f.tq.div_ceil(rows) as u32, f.heads as u32, f.batch as u32);
@@ -391,8 +401,10 @@ impl CudaBackend {
         let (ldq, ldkv) = (i32_of("row stride", f.ldq)?, i32_of("row stride", f.ldkv)?);
         let (scale, causal) = (p.scale, p.causal as i32);
         let dt = out.bit() | ((f.q16 as i32) << 1);
-        if self.wg_applies(p) && f.kv_len > 0 && self.launch_awg64(out, f, p)? {
-            return Ok(());
+        if self.wg_applies(p) && f.kv_len > 0 {
+            if let Some(wrote) = self.launch_awg64(out, f, p)? {
+                return Ok(wrote);
+            }
         }
         let ns = self.flash64_splits(f, rows, 2);
         if ns > 1 {
@@ -405,7 +417,8 @@ impl CudaBackend {
                 0,
                 args![po, pml, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt, nsi, tpsi],
             )?;
-            return self.combine_splits(out, f, &sp);
+            self.combine_splits(out, f, &sp)?;
+            return Ok(false);
         }
         self.launch(
             name,
@@ -413,14 +426,17 @@ impl CudaBackend {
             (threads, 1, 1),
             0,
             args![o, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt],
-        )
+        )?;
+        Ok(false)
     }
 
     /// The warpgroup-MMA form of [`CudaBackend::launch_flash64`] (sm_90, not causal): K and V
     /// described to TMA as `(64, heads, kv_len, batch)` f16, innermost first, so a tile never
     /// reads past its window's `kv_len` (zero-filled, then masked). `Ok(false)`: the driver
-    /// refused the TMA description (flash64 runs instead, same bits).
-    fn launch_awg64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<bool> {
+    /// refused the TMA description (flash64 runs instead, same bits). `Ok(None)`: not taken
+    /// (flash64 runs instead, same bits); else whether `f.o8` was written (the whole form on
+    /// an f16 output).
+    fn launch_awg64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<Option<bool>> {
         use cudarc::driver::sys::CUtensorMapDataType as T;
         let row_bytes = (f.ldkv * 2) as u64;
         let dims = [D as u64, f.heads as u64, f.kv_len as u64, f.batch as u64];
@@ -439,7 +455,7 @@ impl CudaBackend {
             (Ok(k), Ok(v)) => (k, v),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::debug!("awg64 not taken: {e}");
-                return Ok(false);
+                return Ok(None);
             }
         };
         let (o, q) = (self.t(out), f.q);
@@ -470,20 +486,21 @@ impl CudaBackend {
             )?;
             WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
             self.combine_splits(out, f, &sp)?;
-            return Ok(true);
+            return Ok(Some(false));
         }
         let (name, stages) = WG_UNSPLIT;
         let bytes = smem(stages);
         self.allow_dyn_smem(name, bytes)?;
+        let o8 = if out.dtype == Dtype::F16 { f.o8 } else { 0 };
         self.launch(
             name,
             (blocks, f.heads as u32, f.batch as u32),
             (256, 1, 1),
             bytes as u32,
-            args![tk, tv, o, q, tq, h, kv, ldq, scale, dt],
+            args![tk, tv, o, q, tq, h, kv, ldq, scale, dt, o8],
         )?;
         WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-        Ok(true)
+        Ok(Some(o8 != 0))
     }
 
     /// Scratch and launch parameters for splitting `f`'s keys `ns` ways.

@@ -126,6 +126,9 @@ pub struct CudaWeight {
     /// q8: the lane's values as `(n, k)` f16 for the GEMM shapes that run on the f16 tensor
     /// cores, made at the first such use (q8_mix.rs).
     pub(crate) f16_copy: Mutex<Option<Arc<Block>>>,
+    /// q8: the e4m3 copy and its scale for the GEMMs that run on FP8 (fp8.rs), made at the
+    /// first such use.
+    pub(crate) fp8_copy: Mutex<Option<Arc<fp8::Fp8Weight>>>,
 }
 
 impl CudaWeight {
@@ -215,6 +218,7 @@ struct Prep {
 enum PrepKind {
     F16,
     I8 { k_pad: usize },
+    Fp8,
 }
 
 /// f32 bias block address -> (that block, its f16 copy).
@@ -244,6 +248,9 @@ mod attention;
 #[path = "q8_mix.rs"]
 mod q8_mix;
 pub use q8_mix::Q8Mix;
+// the q8 lane's large GEMMs on the e4m3 tensor cores (fp8.rs)
+#[path = "fp8.rs"]
+mod fp8;
 
 /// The op contract on one GPU. All work goes to one stream, in call order; ops may be called
 /// from any thread (the context is made current as needed), but a graph capture records every
@@ -815,6 +822,15 @@ impl CudaBackend {
                         args![y, x, wp, sp, bias, mi, ni, ki, kp, dt],
                     )?;
                     self.add_in_place(y, resid, m * n, y_dt)?;
+                } else if let Some(done) = match self.q8_fp8_weight(w, m, y_dt)? {
+                    // FP8 needs the bias in f16 (an f32 one takes the f16 copy's path)
+                    Some(f) if bias == 0 || bias16 != 0 => {
+                        self.fp8_linear(y, xb, x_dt, m, n, k, &f, bias16, resid, act)?
+                    }
+                    _ => None,
+                } {
+                    act_done = done;
+                    Counters::bump(&self.counters.gemm_q8_fp8);
                 } else if let Some(wh) = self.q8_f16_weight(w, m)? {
                     // the f16 tensor cores on the lane's values where they beat int8 (q8_mix.rs)
                     let wp = self.p(&wh);
@@ -1605,7 +1621,83 @@ impl CudaBackend {
             lane,
             data,
             f16_copy: Mutex::new(None),
+            fp8_copy: Mutex::new(None),
         })
+    }
+}
+
+impl CudaBackend {
+    /// [`Backend::layer_norm`]; `y8` (0 = none, else `rows · n` bytes): the f16 16-byte form
+    /// also writes the result as e4m3 there (the FP8 GEMM's input, fp8.rs). Returns the result
+    /// and whether `y8` was written (the other forms do not).
+    pub(crate) fn layer_norm_y8(
+        &self,
+        x: &CudaTensor,
+        gamma: &CudaTensor,
+        beta: Option<&CudaTensor>,
+        eps: f32,
+        y8: u64,
+    ) -> Result<(CudaTensor, bool)> {
+        let n = *x.shape.last().unwrap_or(&0);
+        if gamma.numel() != n || beta.is_some_and(|b| b.numel() != n) {
+            return Err(Error::shape(
+                "layer_norm",
+                format!("x {:?} gamma {:?}", x.shape, gamma.shape),
+            ));
+        }
+        let out = self.elementwise_out(x)?;
+        let rows = x.numel() / n.max(1);
+        if rows * n == 0 {
+            return Ok((out, false));
+        }
+        let (gamma, beta) = (self.as_dtype(gamma, Dtype::F32)?, self.param(beta)?);
+        let (y, xp, gp, bp, ni, hb) = (
+            out.buf.ptr,
+            self.t(x),
+            self.t(&gamma),
+            self.opt(beta.as_ref()),
+            n as i32,
+            beta.is_some() as i32,
+        );
+        let dt = out.bit() | (x.bit() << 1);
+        // f16 rows in and out, whole 16-byte chunks: the 16-byte form
+        if dt == 3 && n.is_multiple_of(8) && n <= 2048 && (y | xp).is_multiple_of(16) {
+            let (ri, blocks) = (rows as i32, rows.div_ceil(4));
+            // the form with gamma/beta loaded beside the row where its grid is one wave
+            let gb = n <= LN16_GB_MAX_N
+                && blocks
+                    <= self.resident_blocks("layer_norm_rows16_gb", 128, 0)? * self.sm_count();
+            self.launch(
+                if gb {
+                    "layer_norm_rows16_gb"
+                } else {
+                    "layer_norm_rows16"
+                },
+                (blocks as u32, 1, 1),
+                (128, 1, 1),
+                0,
+                args![y, xp, gp, bp, ri, ni, eps, hb, y8],
+            )?;
+            return Ok((out, y8 != 0));
+        } else if n.is_multiple_of(4) && n <= 2048 {
+            let ri = rows as i32;
+            self.launch(
+                "layer_norm_rows",
+                (rows.div_ceil(4) as u32, 1, 1),
+                (128, 1, 1),
+                0,
+                args![y, xp, gp, bp, ri, ni, eps, hb, dt],
+            )?;
+        } else {
+            self.launch(
+                "layer_norm",
+                (rows as u32, 1, 1),
+                (256, 1, 1),
+                0,
+                args![y, xp, gp, bp, ni, eps, hb, dt],
+            )?;
+        }
+        Ok((out, false))
     }
 }
 
@@ -1842,6 +1934,24 @@ impl Backend for CudaBackend {
         act: Activation,
     ) -> Result<CudaTensor> {
         self.linear_act_fused(x, w, bias, act)
+    }
+
+    fn mlp_add(
+        &self,
+        x: &CudaTensor,
+        w1: &CudaWeight,
+        b1: Option<&CudaTensor>,
+        act: Activation,
+        w2: &CudaWeight,
+        b2: Option<&CudaTensor>,
+        r: &CudaTensor,
+    ) -> Result<CudaTensor> {
+        let epi = linear_add::epilogue_act(act);
+        if let Some(y) = self.mlp_add_fp8(x, w1, b1, epi, w2, b2, r)? {
+            return Ok(y);
+        }
+        let h = self.linear_act(x, w1, b1, act)?;
+        self.linear_add(&h, w2, b2, r)
     }
 
     fn glu_depthwise_act(
@@ -2155,7 +2265,18 @@ impl Backend for CudaBackend {
     }
 
     fn attention_packed(&self, qkv: &CudaTensor, p: &AttnParams) -> Result<CudaTensor> {
-        self.attention_packed_impl(qkv, p)
+        Ok(self.attention_packed_impl(qkv, p, 0)?.0)
+    }
+
+    fn attention_packed_add(
+        &self,
+        qkv: &CudaTensor,
+        p: &AttnParams,
+        wo: &CudaWeight,
+        bo: Option<&CudaTensor>,
+        r: &CudaTensor,
+    ) -> Result<CudaTensor> {
+        self.attention_packed_add_fp8(qkv, p, wo, bo, r)
     }
 
     fn layer_norm(
@@ -2165,65 +2286,7 @@ impl Backend for CudaBackend {
         beta: Option<&CudaTensor>,
         eps: f32,
     ) -> Result<CudaTensor> {
-        let n = *x.shape.last().unwrap_or(&0);
-        if gamma.numel() != n || beta.is_some_and(|b| b.numel() != n) {
-            return Err(Error::shape(
-                "layer_norm",
-                format!("x {:?} gamma {:?}", x.shape, gamma.shape),
-            ));
-        }
-        let out = self.elementwise_out(x)?;
-        let rows = x.numel() / n.max(1);
-        if rows * n == 0 {
-            return Ok(out);
-        }
-        let (gamma, beta) = (self.as_dtype(gamma, Dtype::F32)?, self.param(beta)?);
-        let (y, xp, gp, bp, ni, hb) = (
-            out.buf.ptr,
-            self.t(x),
-            self.t(&gamma),
-            self.opt(beta.as_ref()),
-            n as i32,
-            beta.is_some() as i32,
-        );
-        let dt = out.bit() | (x.bit() << 1);
-        // f16 rows in and out, whole 16-byte chunks: the 16-byte form
-        if dt == 3 && n.is_multiple_of(8) && n <= 2048 && (y | xp).is_multiple_of(16) {
-            let (ri, blocks) = (rows as i32, rows.div_ceil(4));
-            // the form with gamma/beta loaded beside the row where its grid is one wave
-            let gb = n <= LN16_GB_MAX_N
-                && blocks
-                    <= self.resident_blocks("layer_norm_rows16_gb", 128, 0)? * self.sm_count();
-            self.launch(
-                if gb {
-                    "layer_norm_rows16_gb"
-                } else {
-                    "layer_norm_rows16"
-                },
-                (blocks as u32, 1, 1),
-                (128, 1, 1),
-                0,
-                args![y, xp, gp, bp, ri, ni, eps, hb],
-            )?;
-        } else if n.is_multiple_of(4) && n <= 2048 {
-            let ri = rows as i32;
-            self.launch(
-                "layer_norm_rows",
-                (rows.div_ceil(4) as u32, 1, 1),
-                (128, 1, 1),
-                0,
-                args![y, xp, gp, bp, ri, ni, eps, hb, dt],
-            )?;
-        } else {
-            self.launch(
-                "layer_norm",
-                (rows as u32, 1, 1),
-                (256, 1, 1),
-                0,
-                args![y, xp, gp, bp, ni, eps, hb, dt],
-            )?;
-        }
-        Ok(out)
+        Ok(self.layer_norm_y8(x, gamma, beta, eps, 0)?.0)
     }
 
     fn rms_norm(&self, x: &CudaTensor, gamma: &CudaTensor, eps: f32) -> Result<CudaTensor> {

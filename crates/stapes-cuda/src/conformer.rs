@@ -701,9 +701,23 @@ impl CudaBackend {
         next: &CudaWeight,
     ) -> Result<CudaTensor> {
         let d = x.shape.last().copied().unwrap_or(0);
+        let rows = x.numel() / d.max(1);
+        // an FP8 GEMM next: the norm writes its e4m3 input beside the f16 result (fp8.rs)
+        if next.k == d
+            && x.dtype == Dtype::F16
+            && self.out_dt() == Dtype::F16
+            && self.q8_runs_fp8(next, rows, Dtype::F16)
+        {
+            let y8 = self.pool.alloc((rows * d).max(1))?;
+            let (y, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8))?;
+            if wrote {
+                self.remember(&y.buf, rows, d, PrepKind::Fp8, vec![y8]);
+            }
+            return Ok(y);
+        }
         let k_pad = match Self::ln_too_wide(d) {
             true => None,
-            false => self.ln_q8_target(Some(next), x.numel() / d, d),
+            false => self.ln_q8_target(Some(next), rows, d),
         };
         match k_pad {
             Some(kp) => self
@@ -858,13 +872,24 @@ impl CudaBackend {
         let bp = self.opt(bias32.as_ref());
         let [mi, ni, si] = [m, n, splits].map(|v| v as i32);
         let threads = (n / 8).div_ceil(32) * 32;
+        // an FP8 GEMM next: the last norm also written as its e4m3 input (fp8.rs)
+        let z8 = match next {
+            Some(nw) if nw.k == n && self.q8_runs_fp8(nw, m, Dtype::F16) => {
+                Some(self.pool.alloc(m * n)?)
+            }
+            _ => None,
+        };
+        let z8p = z8.as_ref().map_or(0, |b| self.p(b));
         self.launch(
             "splitk_add_ln16",
             (m as u32, 1, 1),
             (threads as u32, 1, 1),
             0,
-            args![yp, z1, z2, pp, si, bp, rp, g1, b1, g2, b2, mi, ni, eps],
+            args![yp, z1, z2, pp, si, bp, rp, g1, b1, g2, b2, mi, ni, eps, z8p],
         )?;
+        if let Some(z8) = z8 {
+            self.remember(&outs[last].buf, m, n, PrepKind::Fp8, vec![z8]);
+        }
         let counter = match w.data {
             WeightData::F16(_) => &self.counters.gemm_f16,
             WeightData::Q8 { .. } => &self.counters.gemm_q8_f16,

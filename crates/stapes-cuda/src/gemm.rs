@@ -176,13 +176,18 @@ pub unsafe fn batched_matmul(
 
 /// Which cuBLASLt GEMM: f16 operands with f32 output, or f16 output (both with an optional
 /// fused f32 bias; cuBLASLt 13 on the H200 has no plan for f16 output with an f32 bias, so the
-/// caller falls back), f16 output with an f16 bias, or int8 operands with i32 output (IMMA).
+/// caller falls back), f16 output with an f16 bias, int8 operands with i32 output (IMMA), or
+/// e4m3 operands with f16 output and an f16 bias (the q8 lane's FP8 form, fp8.rs: A's scale
+/// from a device pointer, B's 1, Hopper's fast accumulation), or the same writing e4m3 (an
+/// MLP's hidden for the next FP8 GEMM: D's scale 1, saturating).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LtKind {
     F16,
     F16Out16,
     F16Out16BiasF16,
     I8,
+    Fp8,
+    Fp8Out8,
 }
 
 /// An activation cuBLASLt applies in the GEMM's epilogue, after the bias.
@@ -216,6 +221,8 @@ struct LtPlan {
     la: lts::cublasLtMatrixLayout_t,
     lb: lts::cublasLtMatrixLayout_t,
     lc: lts::cublasLtMatrixLayout_t,
+    /// D's layout where its type is not C's ([`LtKind::Fp8Out8`]), else C's.
+    ld: Option<lts::cublasLtMatrixLayout_t>,
     algo: lts::cublasLtMatmulAlgo_t,
     /// Candidates not yet timed (autotuning happens on the first eager call).
     candidates: Vec<lts::cublasLtMatmulAlgo_t>,
@@ -304,6 +311,8 @@ fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
         "F16Out16" => LtKind::F16Out16,
         "F16Out16BiasF16" => LtKind::F16Out16BiasF16,
         "I8" => LtKind::I8,
+        "Fp8" => LtKind::Fp8,
+        "Fp8Out8" => LtKind::Fp8Out8,
         _ => return None,
     };
     let mut num = || it.next()?.parse::<usize>().ok();
@@ -338,6 +347,9 @@ impl Drop for LtPlan {
             let _ = ltr::destroy_matrix_layout(self.la);
             let _ = ltr::destroy_matrix_layout(self.lb);
             let _ = ltr::destroy_matrix_layout(self.lc);
+            if let Some(ld) = self.ld {
+                let _ = ltr::destroy_matrix_layout(ld);
+            }
             let _ = ltr::destroy_matmul_desc(self.desc);
         }
     }
@@ -407,6 +419,7 @@ impl Lt {
         la: lts::cublasLtMatrixLayout_t,
         lb: lts::cublasLtMatrixLayout_t,
         lc: lts::cublasLtMatrixLayout_t,
+        ld: lts::cublasLtMatrixLayout_t,
     ) -> Option<lts::cublasLtMatmulAlgo_t> {
         let data = *self
             .saved
@@ -418,7 +431,7 @@ impl Lt {
         // SAFETY: the result struct is plain data written by the call; descriptors are live.
         let ok = unsafe {
             let mut r: lts::cublasLtMatmulHeuristicResult_t = std::mem::zeroed();
-            lts::cublasLtMatmulAlgoCheck(self.handle, desc, la, lb, lc, lc, &algo, &mut r)
+            lts::cublasLtMatmulAlgoCheck(self.handle, desc, la, lb, lc, ld, &algo, &mut r)
                 == lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS
                 && r.workspaceSize <= self.workspace_bytes
         };
@@ -490,6 +503,12 @@ impl Lt {
                 lts::cudaDataType_t::CUDA_R_8I,
                 lts::cudaDataType_t::CUDA_R_32I,
             ),
+            LtKind::Fp8 | LtKind::Fp8Out8 => (
+                lts::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                lts::cudaDataType_t::CUDA_R_32F,
+                lts::cudaDataType_t::CUDA_R_8F_E4M3,
+                lts::cudaDataType_t::CUDA_R_16F,
+            ),
         };
         let desc = ltr::create_matmul_desc(compute, scale).map_err(lt_err("create_matmul_desc"))?;
         let t: i32 = 1; // CUBLAS_OP_T
@@ -519,10 +538,25 @@ impl Lt {
                 )
                 .map_err(lt_err("EPILOGUE"))?;
             }
+            if matches!(key.kind, LtKind::Fp8 | LtKind::Fp8Out8) {
+                // Hopper's FP8 accumulation without the periodic promotion to full f32: its
+                // error (~2⁻¹⁴ of a partial sum) is far below the operands' e4m3 rounding (2⁻⁴)
+                let fast: i8 = 1;
+                ltr::set_matmul_desc_attribute(
+                    desc,
+                    lts::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                    &fast as *const i8 as *const c_void,
+                    1,
+                )
+                .map_err(lt_err("FAST_ACCUM"))?;
+            }
             if key.bias {
                 // biases are f32 parameters (except F16Out16BiasF16's copies); without this
                 // cuBLASLt reads them in D's type
-                let bt = if key.kind == LtKind::F16Out16BiasF16 {
+                let bt = if matches!(
+                    key.kind,
+                    LtKind::F16Out16BiasF16 | LtKind::Fp8 | LtKind::Fp8Out8
+                ) {
                     lts::cudaDataType_t::CUDA_R_16F
                 } else {
                     lts::cudaDataType_t::CUDA_R_32F
@@ -539,24 +573,39 @@ impl Lt {
         let la = ltr::create_matrix_layout(ab, k, m, k as i64).map_err(lt_err("layout A"))?;
         let lb = ltr::create_matrix_layout(ab, k, n, k as i64).map_err(lt_err("layout B"))?;
         let lc = ltr::create_matrix_layout(cd, m, n, m as i64).map_err(lt_err("layout C"))?;
-        if let Some(algo) = self.saved_algo(key, desc, la, lb, lc) {
-            return Ok(LtPlan {
-                desc,
-                la,
-                lb,
-                lc,
-                algo,
-                candidates: Vec::new(),
-            });
-        }
-        if !heuristic {
+        let ld = match key.kind {
+            LtKind::Fp8Out8 => Some(
+                ltr::create_matrix_layout(lts::cudaDataType_t::CUDA_R_8F_E4M3, m, n, m as i64)
+                    .map_err(lt_err("layout D"))?,
+            ),
+            _ => None,
+        };
+        let ldd = ld.unwrap_or(lc);
+        let destroy = || {
             // SAFETY: created above, not used elsewhere.
             unsafe {
                 let _ = ltr::destroy_matrix_layout(la);
                 let _ = ltr::destroy_matrix_layout(lb);
                 let _ = ltr::destroy_matrix_layout(lc);
+                if let Some(ld) = ld {
+                    let _ = ltr::destroy_matrix_layout(ld);
+                }
                 let _ = ltr::destroy_matmul_desc(desc);
             }
+        };
+        if let Some(algo) = self.saved_algo(key, desc, la, lb, lc, ldd) {
+            return Ok(LtPlan {
+                desc,
+                la,
+                lb,
+                lc,
+                ld,
+                algo,
+                candidates: Vec::new(),
+            });
+        }
+        if !heuristic {
+            destroy();
             return Err(CudaError::Blas(format!(
                 "no saved cuBLASLt algorithm accepted for {key:?}"
             )));
@@ -581,7 +630,7 @@ impl Lt {
                 la,
                 lb,
                 lc,
-                lc,
+                ldd,
                 pref,
                 want as i32,
                 results.as_mut_ptr(),
@@ -597,13 +646,7 @@ impl Lt {
             .map(|r| r.algo)
             .collect();
         if st != lts::cublasStatus_t::CUBLAS_STATUS_SUCCESS || algos.is_empty() {
-            // SAFETY: created above.
-            unsafe {
-                let _ = ltr::destroy_matrix_layout(la);
-                let _ = ltr::destroy_matrix_layout(lb);
-                let _ = ltr::destroy_matrix_layout(lc);
-                let _ = ltr::destroy_matmul_desc(desc);
-            }
+            destroy();
             return Err(CudaError::Blas(format!(
                 "no cuBLASLt algorithm for {key:?}: {st:?}"
             )));
@@ -613,6 +656,7 @@ impl Lt {
             la,
             lb,
             lc,
+            ld,
             algo: algos[0],
             candidates: algos,
         })
@@ -677,6 +721,58 @@ impl Lt {
         tune: bool,
         act: EpiAct,
     ) -> Result<(), CudaError> {
+        self.matmul_scaled(stream, kind, d, a, 0, b, bias, c, ws, m, n, k, tune, act)
+    }
+
+    /// [`Lt::matmul_c`] for [`LtKind::Fp8`] (`out8`: [`LtKind::Fp8Out8`], D in e4m3 and no C):
+    /// `a_scale` points to the f32 that A's e4m3 values are multiplied by (B's scale is 1);
+    /// `bias` is f16.
+    ///
+    /// # Safety
+    /// As [`Lt::matmul_c`], with `a` and `b` e4m3, `d` f16 (e4m3 for `out8`), `c` f16 or 0,
+    /// `a_scale` a live device f32.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn matmul_fp8(
+        &self,
+        stream: &Arc<CudaStream>,
+        out8: bool,
+        d: u64,
+        a: u64,
+        a_scale: u64,
+        b: u64,
+        bias: u64,
+        c: u64,
+        ws: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        tune: bool,
+        act: EpiAct,
+    ) -> Result<(), CudaError> {
+        let kind = if out8 { LtKind::Fp8Out8 } else { LtKind::Fp8 };
+        self.matmul_scaled(
+            stream, kind, d, a, a_scale, b, bias, c, ws, m, n, k, tune, act,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn matmul_scaled(
+        &self,
+        stream: &Arc<CudaStream>,
+        kind: LtKind,
+        d: u64,
+        a: u64,
+        a_scale: u64,
+        b: u64,
+        bias: u64,
+        c: u64,
+        ws: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        tune: bool,
+        act: EpiAct,
+    ) -> Result<(), CudaError> {
         let key = Key {
             kind,
             m,
@@ -708,22 +804,33 @@ impl Lt {
             )
             .map_err(lt_err("BIAS_POINTER"))?;
         }
+        if a_scale != 0 {
+            ltr::set_matmul_desc_attribute(
+                p.desc,
+                lts::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                &a_scale as *const u64 as *const c_void,
+                8,
+            )
+            .map_err(lt_err("A_SCALE_POINTER"))?;
+        }
         let cs = stream.cu_stream() as lts::cudaStream_t;
         let run = |algo: &lts::cublasLtMatmulAlgo_t| {
             let (f1, f0) = (1f32, 0f32);
             let (i1, i0) = (1i32, 0i32);
             let (alpha, beta): (*const c_void, *const c_void) = match (kind, c != 0) {
-                (LtKind::F16 | LtKind::F16Out16 | LtKind::F16Out16BiasF16, false) => {
-                    (&f1 as *const f32 as _, &f0 as *const f32 as _)
-                }
-                (LtKind::F16 | LtKind::F16Out16 | LtKind::F16Out16BiasF16, true) => {
-                    (&f1 as *const f32 as _, &f1 as *const f32 as _)
-                }
                 (LtKind::I8, false) => (&i1 as *const i32 as _, &i0 as *const i32 as _),
                 (LtKind::I8, true) => (&i1 as *const i32 as _, &i1 as *const i32 as _),
+                (_, false) => (&f1 as *const f32 as _, &f0 as *const f32 as _),
+                (_, true) => (&f1 as *const f32 as _, &f1 as *const f32 as _),
             };
-            // C = D with beta = 0 (cuBLASLt does not read it), else the residual
-            let cp = if c != 0 { c } else { d };
+            // C = D with beta = 0 (cuBLASLt does not read it), else the residual; where D's type
+            // is not C's, C = D would be an in-place call with two layouts, which cuBLASLt
+            // refuses (CUBLAS_STATUS_INVALID_VALUE on the H200): B, equally unread, stands in
+            let cp = match (c, p.ld) {
+                (0, Some(_)) => b,
+                (0, None) => d,
+                _ => c,
+            };
             ltr::matmul(
                 self.handle,
                 p.desc,
@@ -736,7 +843,7 @@ impl Lt {
                 cp as *const c_void,
                 p.lc,
                 d as *mut c_void,
-                p.lc,
+                p.ld.unwrap_or(p.lc),
                 algo,
                 ws as *mut c_void,
                 self.workspace_bytes,

@@ -95,6 +95,11 @@ pub const FILES: &[KernelFile] = &[
         ],
     },
     KernelFile {
+        name: "fp8",
+        source: include_str!("../kernels/fp8.cu"),
+        entries: &["fp8_weight_scale", "w8_to_fp8", "quant_fp8"],
+    },
+    KernelFile {
         name: "i8gemm",
         source: include_str!("../kernels/i8gemm.cu"),
         entries: &[

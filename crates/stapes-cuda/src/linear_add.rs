@@ -35,6 +35,17 @@ fn gelu_epilogue_on() -> bool {
     }
 }
 
+/// The activation cuBLASLt applies in a GEMM's epilogue for `act`, or `EpiAct::None` where it
+/// runs as a separate pass.
+pub(super) fn epilogue_act(act: Activation) -> EpiAct {
+    match act {
+        Activation::GeluTanh => EpiAct::Gelu,
+        Activation::Gelu if gelu_epilogue_on() => EpiAct::Gelu,
+        Activation::Relu => EpiAct::Relu,
+        _ => EpiAct::None,
+    }
+}
+
 impl CudaBackend {
     /// Turn the GELU epilogue on or off for every backend of this process (same-binary A/B
     /// runs and tests; the default comes from `STAPES_CUDA_GELU_EPILOGUE`).
@@ -231,13 +242,7 @@ impl CudaBackend {
         bias: Option<&CudaTensor>,
         act: Activation,
     ) -> Result<CudaTensor> {
-        let epi = match act {
-            Activation::GeluTanh => EpiAct::Gelu,
-            Activation::Gelu if gelu_epilogue_on() => EpiAct::Gelu,
-            Activation::Relu => EpiAct::Relu,
-            _ => EpiAct::None,
-        };
-        let (y, done) = self.linear_epi(x, w, bias, None, epi, self.out_dt())?;
+        let (y, done) = self.linear_epi(x, w, bias, None, epilogue_act(act), self.out_dt())?;
         if done {
             return Ok(y);
         }

@@ -15,8 +15,14 @@
 //! int8 rows, which the decoder-step GEMVs keep reading: those matrices take 3 bytes a value
 //! instead of 1 (ARCHITECTURE, "The CUDA home").
 //!
+//! On a device with e4m3 tensor cores (sm_89+) the default goes one step further: a large q8
+//! GEMM with an f16 output runs on FP8 over an e4m3 copy of the weight (fp8.rs), and the f16
+//! copy stays the form for the rest (f32 outputs, shapes cuBLASLt's FP8 kernels refuse, the
+//! split-K norms of conformer.rs).
+//!
 //! `STAPES_CUDA_Q8_MIX=0` keeps every q8 GEMM on int8, `shape` puts K ≥ [`INT8_MIN_K`] on int8
-//! and the rest on f16; unset or `f16`: every large q8 GEMM on f16.
+//! and the rest on f16, `f16` every large q8 GEMM on f16; unset or `fp8`: FP8 where it can run,
+//! else f16.
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -30,7 +36,8 @@ use crate::pool::Block;
 /// Under [`Q8Mix::Shape`], from this K on a q8 GEMM stays on the int8 tensor cores.
 pub(crate) const INT8_MIN_K: usize = 4096;
 
-/// 0 unset (read the variable), 1 int8 only, 2 the K rule, 3 f16 for every large GEMM.
+/// 0 unset (read the variable), 1 int8 only, 2 the K rule, 3 f16 for every large GEMM, 4 FP8
+/// where it runs, else f16.
 static MODE: AtomicU8 = AtomicU8::new(0);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -39,8 +46,11 @@ pub enum Q8Mix {
     Int8,
     /// int8 from [`INT8_MIN_K`] on, f16 below.
     Shape,
-    /// Every q8 GEMM above the GEMV size on f16 (the default).
+    /// Every q8 GEMM above the GEMV size on f16.
     F16,
+    /// FP8 for the large q8 GEMMs with f16 outputs where the device has e4m3 tensor cores, the
+    /// f16 copy for the rest (the default).
+    Fp8,
 }
 
 fn code(mix: Q8Mix) -> u8 {
@@ -48,6 +58,7 @@ fn code(mix: Q8Mix) -> u8 {
         Q8Mix::Int8 => 1,
         Q8Mix::Shape => 2,
         Q8Mix::F16 => 3,
+        Q8Mix::Fp8 => 4,
     }
 }
 
@@ -56,6 +67,7 @@ fn mode() -> Q8Mix {
         1 => Q8Mix::Int8,
         2 => Q8Mix::Shape,
         3 => Q8Mix::F16,
+        4 => Q8Mix::Fp8,
         _ => {
             let mix = match std::env::var("STAPES_CUDA_Q8_MIX")
                 .as_deref()
@@ -63,7 +75,8 @@ fn mode() -> Q8Mix {
             {
                 Ok("0") => Q8Mix::Int8,
                 Ok("shape") => Q8Mix::Shape,
-                _ => Q8Mix::F16,
+                Ok("f16") => Q8Mix::F16,
+                _ => Q8Mix::Fp8,
             };
             MODE.store(code(mix), Ordering::Relaxed);
             mix
@@ -77,8 +90,13 @@ fn picks_f16(m: usize, k: usize) -> bool {
         && match mode() {
             Q8Mix::Int8 => false,
             Q8Mix::Shape => k < INT8_MIN_K,
-            Q8Mix::F16 => true,
+            Q8Mix::F16 | Q8Mix::Fp8 => true,
         }
+}
+
+/// Whether a q8 GEMM of `m` rows goes to FP8 first (where the device and the shape allow).
+pub(crate) fn picks_fp8(m: usize) -> bool {
+    m > GEMV_MAX_M && mode() == Q8Mix::Fp8
 }
 
 impl CudaBackend {

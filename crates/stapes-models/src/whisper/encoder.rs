@@ -80,8 +80,8 @@ impl<B: Backend> EncoderAttn<B> {
         match &self.qkv {
             Qkv::Stacked(qkv) => {
                 let qkv = qkv.forward(b, h)?; // (B, T, 3d)
-                let a = b.attention_packed(&qkv, &p)?; // (B, T, d)
-                Ok(b.linear_add(&a, &self.o.w, self.o.b.as_ref(), x)?)
+                                              // x + out(attention(qkv)), the (B, T, d) attention output between
+                Ok(b.attention_packed_add(&qkv, &p, &self.o.w, self.o.b.as_ref(), x)?)
             }
             Qkv::Split([q, k, v]) => {
                 let (q, k, v) = (q.forward(b, h)?, k.forward(b, h)?, v.forward(b, h)?);
@@ -171,14 +171,28 @@ impl<B: Backend> Encoder<B> {
         )?; // (B, 1500, d)
         let mut x = b.add(&x, &self.positions)?;
         for layer in &self.layers {
-            let h = layer.attn_ln.forward(b, &x)?;
+            let h = match &layer.attn.qkv {
+                Qkv::Stacked(qkv) => layer.attn_ln.feeding(b, &x, &qkv.w)?,
+                Qkv::Split(_) => layer.attn_ln.forward(b, &x)?,
+            };
             x = layer.attn.forward(b, &h, &x, self.heads)?;
-            let h = layer.mlp_ln.forward(b, &x)?;
+            let h = match &layer.attn.qkv {
+                Qkv::Stacked(_) => layer.mlp_ln.feeding(b, &x, &layer.fc1.w)?,
+                Qkv::Split(_) => layer.mlp_ln.forward(b, &x)?,
+            };
             x = match layer.attn.qkv {
                 Qkv::Stacked(_) => {
                     let (fc1, fc2) = (&layer.fc1, &layer.fc2);
-                    let f = b.linear_act(&h, &fc1.w, fc1.b.as_ref(), Activation::Gelu)?; // (B, T, 4d)
-                    b.linear_add(&f, &fc2.w, fc2.b.as_ref(), &x)?
+                    // x + fc2(gelu(fc1(h))), the (B, T, 4d) hidden between
+                    b.mlp_add(
+                        &h,
+                        &fc1.w,
+                        fc1.b.as_ref(),
+                        Activation::Gelu,
+                        &fc2.w,
+                        fc2.b.as_ref(),
+                        &x,
+                    )?
                 }
                 Qkv::Split(_) => {
                     let f = layer.fc1.forward(b, &h)?; // (B, T, 4d)

@@ -270,6 +270,11 @@ impl<B: Backend> Norm<B> {
     pub fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
         Ok(b.layer_norm(x, &self.gamma, self.beta.as_ref(), LN_EPS)?)
     }
+    /// The same norm, whose result feeds the linear of `next` only
+    /// ([`Backend::layer_norm_feeding`]: a home may also write it in that GEMM's input form).
+    pub fn feeding(&self, b: &B, x: &B::Tensor, next: &B::Weight) -> Result<B::Tensor> {
+        Ok(b.layer_norm_feeding(x, &self.gamma, self.beta.as_ref(), LN_EPS, next)?)
+    }
 }
 
 /// One projection `x·Wᵀ + b`.

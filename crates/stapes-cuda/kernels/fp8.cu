@@ -1,0 +1,76 @@
+// The q8 lane's GEMMs on the e4m3 (FP8) tensor cores (src/fp8.rs): a q8 weight re-laid once as
+// e4m3 under one f32 scale, and activations converted to e4m3 as they are (scale 1) before each
+// such GEMM. The conversion is `cvt.rn.satfinite`: round to nearest even, anything past ±448
+// clamped to ±448 (never NaN). e4m3 needs sm_89; below it the entries compile empty and the
+// host never launches them (the fp8 path is not constructed there).
+
+// (e4m3x2, the conversion itself, is in common.cuh: the norms write e4m3 too.)
+
+// The e4m3 maximum: the weight's amax maps onto it.
+#define E4M3_MAX 448.f
+
+// sw[0] = the weight scale: amax(w) / 448, from the int8 rows' per-row scales (|q| <= 127 so
+// amax <= 127 * max(scales)); 1 for an all-zero weight. One block.
+extern "C" __global__ void fp8_weight_scale(float* __restrict__ sw, const float* __restrict__ scales, int n) {
+    __shared__ float part[32];
+    float m = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, fabsf(scales[i]));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        m = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.f;
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (threadIdx.x == 0) sw[0] = m > 0.f ? m * 127.f / E4M3_MAX : 1.f;
+    }
+}
+
+// w (n, k) e4m3 = (w8 (n_pad, k_pad) x scales (n)) / sw[0], k even. Runs once per weight,
+// outside any capture.
+extern "C" __global__ void w8_to_fp8(unsigned short* __restrict__ w, const signed char* __restrict__ w8,
+                                     const float* __restrict__ scales, const float* __restrict__ sw, int n, int k,
+                                     int k_pad) {
+    long long pairs = (long long)n * (k >> 1);
+    float inv = 1.f / sw[0];
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < pairs; i += (long long)gridDim.x * blockDim.x) {
+        long long r = i / (k >> 1), c = (i - r * (k >> 1)) * 2;
+        float s = scales[r] * inv;
+        const signed char* q = w8 + r * k_pad + c;
+        w[i] = e4m3x2((float)q[0] * s, (float)q[1] * s);
+    }
+}
+
+// y (count) e4m3 = x as it is (f16 when dt bit 1, else f32), saturated at ±448. `count` a
+// multiple of 8 and x, y 16-byte aligned when `wide`: 8 values a thread an access.
+extern "C" __global__ void quant_fp8(unsigned char* __restrict__ y, const void* __restrict__ x, long long count, int dt,
+                                     int wide) {
+    long long stride = (long long)gridDim.x * blockDim.x;
+    long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (wide) {
+        long long groups = count >> 3;
+        for (long long g = t; g < groups; g += stride) {
+            float v[8];
+            if (dt & 2) {
+                uint4 u = ((const uint4*)x)[g];
+                u32 w4[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    v[2 * j] = h2f((h16)(w4[j] & 0xffffu));
+                    v[2 * j + 1] = h2f((h16)(w4[j] >> 16));
+                }
+            } else {
+                float4 a = ((const float4*)x)[2 * g], b = ((const float4*)x)[2 * g + 1];
+                v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+            }
+            uint2 o;
+            o.x = (u32)e4m3x2(v[0], v[1]) | ((u32)e4m3x2(v[2], v[3]) << 16);
+            o.y = (u32)e4m3x2(v[4], v[5]) | ((u32)e4m3x2(v[6], v[7]) << 16);
+            ((uint2*)y)[g] = o;
+        }
+        return;
+    }
+    for (long long i = t; i < count; i += stride) {
+        float v = (dt & 2) ? h2f(((const h16*)x)[i]) : ((const float*)x)[i];
+        y[i] = (unsigned char)(e4m3x2(v, 0.f) & 0xffu);
+    }
+}

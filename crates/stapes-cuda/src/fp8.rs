@@ -1,0 +1,340 @@
+//! The q8 lane's large GEMMs on the e4m3 (FP8) tensor cores.
+//!
+//! Hopper runs e4m3 × e4m3 at twice the f16 rate, and cuBLASLt's FP8 kernels reach it at the
+//! encoder shapes where its int8 kernels do not (H200, stop 34's probe, µs a GEMM, f16 / e4m3 /
+//! int8: turbo q|k|v 21.5 / 13.3 / 28.6, fc1 30.5 / 18.4 / 36.7, fc2 28.6 / 16.5 / 46.4; 16
+//! windows' fc1 431 / 263 / 619). So where the q8 lane's f16 copy (q8_mix.rs) made q8 as fast as
+//! f16 and no faster, this form makes it the faster lane, as design.md asks of it.
+//!
+//! What it computes: the weight's q8 values (the per-row int8 re-lay, backend.rs `weight`)
+//! divided by one scale `sw = amax / 448`, rounded once to e4m3 (3 mantissa bits: ≤ 2⁻⁴ of a
+//! value, rms ~2.6 % on Gaussian data); the activation rounded to e4m3 as it is (scale 1,
+//! saturating at ±448 — LayerNorm outputs, GELU/SiLU outputs and attention outputs of the
+//! families here sit far inside it); products accumulated by the tensor cores, times `sw`, plus
+//! the f16 bias (and residual) in cuBLASLt's epilogue, one rounding to f16. The error is the two
+//! e4m3 roundings, ~3.7 % rms of an output against 0.6 % for the int8 form: the tolerance table's
+//! `cuda-fp8` rows and the family bars hold it (tests/fp8.rs, tests/q8_accuracy.rs).
+//!
+//! `STAPES_CUDA_Q8_MIX=f16` turns it off (q8_mix.rs). A device without e4m3 (below sm_89) never
+//! takes it: the kernels compile empty there and [`CudaBackend::fp8_capable`] is false.
+
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use stapes_core::{DeviceTensor, Result};
+
+use super::{grid_1d, CudaBackend, CudaWeight, Dtype, PrepKind, WeightData};
+use crate::pool::Block;
+
+/// Conversion passes [`CudaBackend::fp8_input`] launched (a GEMM input no norm wrote in e4m3).
+static PASSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A q8 weight re-laid for the FP8 GEMM: `(n, k)` e4m3 and the f32 it is multiplied by.
+pub(crate) struct Fp8Weight {
+    pub w: Arc<Block>,
+    pub scale: Arc<Block>,
+}
+
+impl CudaBackend {
+    /// How many e4m3 conversion passes this process has launched (tests: a norm that writes the
+    /// GEMM's input saves one).
+    #[doc(hidden)]
+    pub fn fp8_input_passes(&self) -> u64 {
+        PASSES.load(Ordering::Relaxed)
+    }
+
+    /// Whether the device has e4m3 tensor cores (compute capability 8.9 and later).
+    pub fn fp8_capable(&self) -> bool {
+        self.arch
+            .strip_prefix("compute_")
+            .and_then(|v| v.parse::<u32>().ok())
+            .is_some_and(|v| v >= 89)
+    }
+
+    /// Whether the GEMM of q8 weight `w` over `m` rows with output `y_dt` runs on FP8, without
+    /// making the copy (the norms use it to write the e4m3 input beside their result).
+    pub(crate) fn q8_runs_fp8(&self, w: &CudaWeight, m: usize, y_dt: Dtype) -> bool {
+        matches!(w.data, WeightData::Q8 { .. })
+            && y_dt == Dtype::F16
+            && super::q8_mix::picks_fp8(m)
+            && self.fp8_capable()
+            && w.k.is_multiple_of(16)
+            && w.n.is_multiple_of(16)
+    }
+
+    /// The e4m3 copy of q8 weight `w` when its GEMM over `m` rows runs on FP8 (made here at
+    /// the first such call), `None` where it does not: f32 output, not a q8 weight, the q8
+    /// rule (q8_mix.rs), the device, or a shape cuBLASLt's FP8 kernels cannot take (K and N
+    /// multiples of 16). Inside a capture a missing copy cannot be made (that would record the
+    /// conversion into the graph): the GEMM takes the next form and the decline is counted.
+    pub(crate) fn q8_fp8_weight(
+        &self,
+        w: &CudaWeight,
+        m: usize,
+        y_dt: Dtype,
+    ) -> Result<Option<Arc<Fp8Weight>>> {
+        let WeightData::Q8 {
+            w8, scales, k_pad, ..
+        } = &w.data
+        else {
+            return Ok(None);
+        };
+        if !self.q8_runs_fp8(w, m, y_dt) {
+            return Ok(None);
+        }
+        let mut copy = w.fp8_copy.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = copy.as_ref() {
+            return Ok(Some(f.clone()));
+        }
+        if self.capturing.load(Ordering::Relaxed) {
+            let why = "q8 linear: no e4m3 copy of the weight inside a capture (f16 copy)";
+            if self.counters.decline(why) {
+                tracing::debug!("{why}: ({}, {})", w.n, w.k);
+            }
+            return Ok(None);
+        }
+        let (n, k) = (w.n, w.k);
+        let wb = self.pool.alloc(n * k)?;
+        let sb = self.pool.alloc(4)?;
+        let (yp, sp, qp, rp) = (wb.ptr, sb.ptr, self.p(w8), self.p(scales));
+        let (ni, ki, kp) = (n as i32, k as i32, *k_pad as i32);
+        self.launch(
+            "fp8_weight_scale",
+            (1, 1, 1),
+            (1024, 1, 1),
+            0,
+            args![sp, rp, ni],
+        )?;
+        self.launch(
+            "w8_to_fp8",
+            grid_1d(n * k / 2),
+            (256, 1, 1),
+            0,
+            args![yp, qp, rp, sp, ni, ki, kp],
+        )?;
+        let f = Arc::new(Fp8Weight { w: wb, scale: sb });
+        *copy = Some(f.clone());
+        Ok(Some(f))
+    }
+
+    /// `x (m, k)` (f16 or f32) as e4m3 for an FP8 GEMM: the prepared conversion of the same
+    /// tensor, else converted now and remembered for the next GEMM that reads it.
+    pub(crate) fn fp8_input(
+        &self,
+        xb: &Arc<Block>,
+        x_dt: Dtype,
+        m: usize,
+        k: usize,
+    ) -> Result<Arc<Block>> {
+        if let Some(b) = self.prepared(xb, m, k, PrepKind::Fp8) {
+            return Ok(b[0].clone());
+        }
+        let count = m * k;
+        let q = self.pool.alloc(count.max(1))?;
+        let (qp, xp) = (self.p(&q), self.p(xb));
+        let wide = count.is_multiple_of(8) && (qp | xp).is_multiple_of(16);
+        let (n, dt, wi) = (count as i64, x_dt.bit() << 1, wide as i32);
+        let grid = grid_1d(if wide { count / 8 } else { count });
+        self.launch("quant_fp8", grid, (256, 1, 1), 0, args![qp, xp, n, dt, wi])?;
+        PASSES.fetch_add(1, Ordering::Relaxed);
+        self.remember(xb, m, k, PrepKind::Fp8, vec![q.clone()]);
+        Ok(q)
+    }
+
+    /// `y (m, n) f16 = x · Wᵀ + bias16 (+ resid)` (then `act` where cuBLASLt applies it) on
+    /// FP8 for a q8 weight whose e4m3 copy is `f`. `Ok(None)`: cuBLASLt has no FP8 plan here
+    /// (counted), the caller takes the f16 copy; else whether `act` was applied.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn fp8_linear(
+        &self,
+        y: u64,
+        xb: &Arc<Block>,
+        x_dt: Dtype,
+        m: usize,
+        n: usize,
+        k: usize,
+        f: &Fp8Weight,
+        bias16: u64,
+        resid: u64,
+        act: super::EpiAct,
+    ) -> Result<Option<bool>> {
+        let xq = self.fp8_input(xb, x_dt, m, k)?;
+        let tune = !self.capturing.load(Ordering::Relaxed);
+        let act = if resid == 0 { act } else { super::EpiAct::None };
+        // SAFETY: y (m, n) f16, x (m, k) and w (n, k) e4m3, bias16 n f16 (or 0), resid (m, n)
+        // f16 (or 0), the scale one f32: all live on this stream.
+        let ran = unsafe {
+            self.lt.matmul_fp8(
+                &self.stream,
+                false,
+                y,
+                f.w.ptr,
+                f.scale.ptr,
+                self.p(&xq),
+                bias16,
+                resid,
+                self.lt_ws.ptr,
+                n,
+                m,
+                k,
+                tune,
+                act,
+            )
+        };
+        match ran {
+            Ok(()) => Ok(Some(act != super::EpiAct::None)),
+            Err(e) => {
+                let why = format!("linear: no cuBLASLt FP8 plan for {m}x{k}x{n} (f16 copy)");
+                if self.counters.decline(&why) {
+                    tracing::debug!("{why}: {e}");
+                }
+                Ok(None)
+            }
+        }
+    }
+}
+
+impl CudaBackend {
+    /// [`Backend::mlp_add`] with both GEMMs on FP8 (q8 weights, an f16 chain, an activation
+    /// cuBLASLt's epilogue applies): fc1 writes the hidden straight to e4m3 with its bias and
+    /// activation in the epilogue, fc2 reads it and adds its bias and the residual. The hidden
+    /// is never written as f16, and fc2 needs no conversion pass. `Ok(None)` where this form
+    /// does not apply (the caller composes the two ops).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn mlp_add_fp8(
+        &self,
+        x: &super::CudaTensor,
+        w1: &CudaWeight,
+        b1: Option<&super::CudaTensor>,
+        act: super::EpiAct,
+        w2: &CudaWeight,
+        b2: Option<&super::CudaTensor>,
+        r: &super::CudaTensor,
+    ) -> Result<Option<super::CudaTensor>> {
+        let k = *x.shape.last().unwrap_or(&0);
+        let m = x.numel() / k.max(1);
+        let (n1, n2) = (w1.n, w2.n);
+        let mut shape = x.shape.clone();
+        *shape.last_mut().unwrap_or(&mut 0) = n2;
+        if act == super::EpiAct::None
+            || x.dtype != Dtype::F16
+            || self.out_dt() != Dtype::F16
+            || k != w1.k
+            || w2.k != n1
+            || r.shape != shape
+            || b1.is_some_and(|b| b.numel() != n1)
+            || b2.is_some_and(|b| b.numel() != n2)
+            || !self.bias16_on.load(Ordering::Relaxed)
+        {
+            return Ok(None);
+        }
+        let (Some(f1), Some(f2)) = (
+            self.q8_fp8_weight(w1, m, Dtype::F16)?,
+            self.q8_fp8_weight(w2, m, Dtype::F16)?,
+        ) else {
+            return Ok(None);
+        };
+        let bias16 = |b: Option<&super::CudaTensor>| -> Result<u64> {
+            match b {
+                None => Ok(0),
+                Some(b) if b.dtype == Dtype::F16 => Ok(self.t(b)),
+                Some(b) => self.bias_f16(b),
+            }
+        };
+        let (bp1, bp2) = (bias16(b1)?, bias16(b2)?);
+        let r16 = self.as_dtype(r, Dtype::F16)?;
+        let xq = self.fp8_input(&x.buf, x.dtype, m, k)?;
+        let hidden = self.pool.alloc((m * n1).max(1))?;
+        let out = self.alloc(&shape, Dtype::F16)?;
+        let tune = !self.capturing.load(Ordering::Relaxed);
+        let (xp, hp, yp, rp) = (self.p(&xq), self.p(&hidden), self.t(&out), self.t(&r16));
+        // SAFETY: x (m, k) e4m3, w1 (n1, k) and w2 (n2, n1) e4m3 with their scales, hidden
+        // (m, n1) e4m3, out and r16 (m, n2) f16, biases f16 or 0: all live on this stream.
+        let first = unsafe {
+            self.lt.matmul_fp8(
+                &self.stream,
+                true,
+                hp,
+                f1.w.ptr,
+                f1.scale.ptr,
+                xp,
+                bp1,
+                0,
+                self.lt_ws.ptr,
+                n1,
+                m,
+                k,
+                tune,
+                act,
+            )
+        };
+        if let Err(e) = first {
+            let why = format!("mlp: no cuBLASLt FP8 plan with an e4m3 output for {m}x{k}x{n1}");
+            if self.counters.decline(&why) {
+                tracing::debug!("{why}: {e}");
+            }
+            return Ok(None);
+        }
+        // SAFETY: as above.
+        unsafe {
+            self.lt.matmul_fp8(
+                &self.stream,
+                false,
+                yp,
+                f2.w.ptr,
+                f2.scale.ptr,
+                hp,
+                bp2,
+                rp,
+                self.lt_ws.ptr,
+                n2,
+                m,
+                n1,
+                tune,
+                super::EpiAct::None,
+            )?
+        };
+        for _ in 0..2 {
+            stapes_core::Counters::bump(&self.counters.gemm_q8);
+            stapes_core::Counters::bump(&self.counters.gemm_q8_fp8);
+        }
+        Ok(Some(out))
+    }
+}
+
+impl CudaBackend {
+    /// [`Backend::attention_packed_add`]: where the output projection runs on FP8, the
+    /// attention also writes its result as e4m3 (the warpgroup form; other forms leave the
+    /// conversion to the GEMM), which the projection then reads without a conversion pass.
+    pub(crate) fn attention_packed_add_fp8(
+        &self,
+        qkv: &super::CudaTensor,
+        p: &stapes_core::AttnParams,
+        wo: &CudaWeight,
+        bo: Option<&super::CudaTensor>,
+        r: &super::CudaTensor,
+    ) -> Result<super::CudaTensor> {
+        use stapes_core::Backend;
+        let s = &qkv.shape;
+        let (c, m) = match s.as_slice() {
+            [b, t, c3] => (c3 / 3, b * t),
+            _ => (0, 0),
+        };
+        let fp8 = c > 0
+            && wo.k == c
+            && self.out_dt() == Dtype::F16
+            && self.q8_runs_fp8(wo, m, Dtype::F16);
+        let o8 = if fp8 {
+            Some(self.pool.alloc(m * c)?)
+        } else {
+            None
+        };
+        let (a, wrote) =
+            self.attention_packed_impl(qkv, p, o8.as_ref().map_or(0, |b| self.p(b)))?;
+        if let (Some(o8), true) = (o8, wrote) {
+            self.remember(&a.buf, m, c, PrepKind::Fp8, vec![o8]);
+        }
+        self.linear_add(&a, wo, bo, r)
+    }
+}

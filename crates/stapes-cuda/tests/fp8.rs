@@ -1,0 +1,592 @@
+//! The q8 lane's FP8 form (src/fp8.rs), inside f16 chains where it runs:
+//! - it computes what it says: the e4m3 roundings of the activation and of the weight's q8
+//!   values over one scale, their exact products summed, times the scale, plus the bias (and
+//!   residual, or through cuBLASLt's tanh GELU), one f16 rounding — emulated here on the host
+//!   from the same values, so a wrong scale, layout, operand order or epilogue shows at full size;
+//! - eager == replay bit for bit, and the engagement counter proves FP8 ran;
+//! - against the exact f32 reference it holds the table's q8 row for f16 chains, and a planted
+//!   fault (one zeroed 32-weight block) fails the worst-column bar;
+//! - `Q8Mix::F16` switches it off (other bits), and shapes FP8 cannot take (N or K not a
+//!   multiple of 16) run on the f16 copy.
+//!
+//! Without a GPU (or below sm_89) each test prints `SKIPPED (…): <name>` and returns.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::rnd;
+use stapes_core::reference::ReferenceBackend;
+use stapes_core::tolerance::{compare, Op};
+use stapes_core::{Activation, Backend, HostTensor, Lane};
+use stapes_cuda::{CudaBackend, CudaTensor, Q8Mix};
+
+/// e4m3 as `cvt.rn.satfinite.e4m3x2.f32` makes it: 3 mantissa bits, round to nearest even,
+/// subnormals in steps of 2⁻⁹ below 2⁻⁶, saturating at ±448.
+fn e4m3(v: f32) -> f32 {
+    if v.is_nan() {
+        return v;
+    }
+    let a = v.abs();
+    if a >= 448.0 {
+        return 448f32.copysign(v);
+    }
+    let ulp = if a < 2f32.powi(-6) {
+        2f32.powi(-9)
+    } else {
+        let e = ((a.to_bits() >> 23) & 0xff) as i32 - 127;
+        2f32.powi(e - 3)
+    };
+    let r = ((a / ulp).round_ties_even() * ulp).min(448.0);
+    r.copysign(v)
+}
+
+/// The home's q8 re-lay of `w` (the lane's 32-blocks, then int8 per row): the codes and the
+/// per-row scales, as backend.rs `q8_row` makes them.
+fn q8_rows(w: &HostTensor) -> (Vec<f32>, Vec<f32>) {
+    let (n, k) = (w.shape[0], w.shape[1]);
+    let (mut codes, mut scales) = (Vec::with_capacity(n * k), Vec::with_capacity(n));
+    for r in 0..n {
+        let row = stapes_core::lane::round_trip(Lane::Q8, &w.data[r * k..(r + 1) * k]);
+        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+        codes.extend(row.iter().map(|v| (v * inv).round().clamp(-127.0, 127.0)));
+        scales.push(amax / 127.0);
+    }
+    (codes, scales)
+}
+
+fn gelu_tanh(v: f64) -> f64 {
+    0.5 * v * (1.0 + (0.797_884_560_802_865_4 * (v + 0.044715 * v * v * v)).tanh())
+}
+
+/// linear, linear_add and linear_act(GELU) of `w` as the FP8 form computes them (f64 sums of
+/// the exact e4m3 products), each rounded once to f16.
+fn emulate(x: &HostTensor, w: &HostTensor, b: &HostTensor, r: &HostTensor) -> Vec<Vec<f32>> {
+    let (n, k) = (w.shape[0], w.shape[1]);
+    let m = x.data.len() / k;
+    let (codes, scales) = q8_rows(w);
+    let smax = scales.iter().fold(0f32, |a, &s| a.max(s.abs()));
+    let sw = if smax > 0.0 {
+        smax * 127.0 / 448.0
+    } else {
+        1.0
+    };
+    let inv = 1.0 / sw;
+    let w8: Vec<f32> = (0..n * k)
+        .map(|i| e4m3(codes[i] * (scales[i / k] * inv)))
+        .collect();
+    let x8: Vec<f32> = x
+        .data
+        .iter()
+        .map(|&v| e4m3(half::f16::from_f32(v).to_f32()))
+        .collect();
+    let b16: Vec<f64> = b
+        .data
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_f32() as f64)
+        .collect();
+    let r16: Vec<f64> = r
+        .data
+        .iter()
+        .map(|&v| half::f16::from_f32(v).to_f32() as f64)
+        .collect();
+    let h = |v: f64| half::f16::from_f64(v).to_f32();
+    let mut outs: Vec<Vec<f32>> = (0..3).map(|_| Vec::with_capacity(m * n)).collect();
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k)
+                .map(|t| x8[i * k + t] as f64 * w8[j * k + t] as f64)
+                .sum();
+            let y = dot * sw as f64 + b16[j];
+            outs[0].push(h(y));
+            outs[1].push(h(y + r16[i * n + j]));
+            outs[2].push(h(gelu_tanh(y)));
+        }
+    }
+    outs
+}
+
+/// The three ops inside an encoder chain (f16 activations): eager first run and replay, equal
+/// bit for bit; returns the outputs and how many GEMMs the eager run counted as FP8.
+fn chained(
+    g: &CudaBackend,
+    x: &HostTensor,
+    w: &stapes_cuda::CudaWeight,
+    b: &HostTensor,
+    r: &HostTensor,
+) -> (Vec<Vec<f32>>, u64) {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let (xt, bt, rt) = (
+        g.upload(x).unwrap(),
+        g.upload(b).unwrap(),
+        g.upload(r).unwrap(),
+    );
+    let key = format!("test-encoder/fp8-{}", N.fetch_add(1, Ordering::Relaxed));
+    let run = || -> Vec<Vec<f32>> {
+        let outs = g
+            .chain(&key, &mut |be| {
+                let x16 = be.affine(&xt, 1.0, 0.0)?;
+                let r16 = be.affine(&rt, 1.0, 0.0)?;
+                Ok(vec![
+                    be.linear(&x16, w, Some(&bt))?,
+                    be.linear_add(&x16, w, Some(&bt), &r16)?,
+                    be.linear_act(&x16, w, Some(&bt), Activation::GeluTanh)?,
+                ])
+            })
+            .unwrap();
+        outs.iter()
+            .map(|t: &CudaTensor| g.download(t).unwrap().data)
+            .collect()
+    };
+    let c0 = g.counters().snapshot().gemm_q8_fp8;
+    let first = run();
+    let on_fp8 = g.counters().snapshot().gemm_q8_fp8 - c0;
+    let replayed = run();
+    assert_eq!(
+        first, replayed,
+        "{key}: the replay differs from the eager run"
+    );
+    (first, on_fp8)
+}
+
+fn fp8_gpu(name: &str) -> Option<&'static CudaBackend> {
+    let g = common::gpu()?;
+    if !g.fp8_capable() {
+        eprintln!("SKIPPED (no e4m3 tensor cores on this device): {name}");
+        return None;
+    }
+    Some(g)
+}
+
+/// Input `(1, m, k)`, weight `(n, k)`, bias `(n)` and residual `(1, m, n)` from seed `s`.
+fn case(s: u64, m: usize, k: usize, n: usize) -> [HostTensor; 4] {
+    [
+        rnd(&[1, m, k], s, 2.0),
+        rnd(&[n, k], s + 1, 1.0 / (k as f32).sqrt()),
+        rnd(&[n], s + 2, 0.5),
+        rnd(&[1, m, n], s + 3, 1.0),
+    ]
+}
+
+#[test]
+fn fp8_gemm_is_the_e4m3_product_of_its_values() {
+    let name = "fp8_gemm_is_the_e4m3_product_of_its_values";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        if common::gpu().is_none() {
+            eprintln!("SKIPPED (no CUDA device): {name}");
+        }
+        return;
+    };
+    g.set_f16_activations(true);
+    // (rows, K, N): past the GEMV size, K and N multiples of 16 with odd tile remainders, and
+    // turbo's width
+    for (i, &(m, k, n)) in [
+        (9, 64, 96),
+        (33, 640, 48),
+        (517, 1280, 256),
+        (150, 384, 1536),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let [x, w, b, r] = case(500 + 10 * i as u64, m, k, n);
+        let wq = g.weight(&w, Lane::Q8).unwrap();
+        g.set_q8_mix(Q8Mix::Fp8);
+        let (got, on_fp8) = chained(g, &x, &wq, &b, &r);
+        g.set_q8_mix(Q8Mix::F16);
+        let (copy, copy_fp8) = chained(g, &x, &wq, &b, &r);
+        g.set_q8_mix(Q8Mix::Fp8);
+        let want = emulate(&x, &w, &b, &r);
+        let what = format!("m{m} k{k} n{n}");
+        assert_eq!(on_fp8, 3, "{what}: the three GEMMs did not all run on FP8");
+        assert_eq!(copy_fp8, 0, "{what}: Q8Mix::F16 still ran FP8");
+        // the tensor cores' sums in another order (fast accumulation) and one f16 rounding of
+        // the output against the f64 sums: ≤ 2⁻¹¹ of a value plus the accumulation's ~2⁻¹⁴
+        let tol = stapes_core::tolerance::Tolerance {
+            max_abs: 0.0,
+            max_rel: 4e-3,
+            rel_l2: 1.5e-3,
+        };
+        for (j, op) in ["linear", "linear_add", "linear_act(gelu)"]
+            .iter()
+            .enumerate()
+        {
+            let m_ok = compare(&got[j], &want[j], &tol)
+                .unwrap_or_else(|e| panic!("{op} {what}: FP8 vs its emulation: {e}"));
+            eprintln!(
+                "ok {op} {what}: vs emulation rel_l2 {:.2e} max_abs {:.2e}",
+                m_ok.rel_l2, m_ok.max_abs
+            );
+            assert!(
+                got[j]
+                    .iter()
+                    .zip(&copy[j])
+                    .any(|(a, b)| a.to_bits() != b.to_bits()),
+                "{op} {what}: FP8 gave the f16 copy's bits (the switch changed nothing)"
+            );
+        }
+    }
+    // N not a multiple of 16: the f16 copy, not FP8
+    let [x, w, b, r] = case(600, 40, 64, 40);
+    let wq = g.weight(&w, Lane::Q8).unwrap();
+    let (_, on_fp8) = chained(g, &x, &wq, &b, &r);
+    assert_eq!(on_fp8, 0, "N = 40 ran on FP8");
+}
+
+/// Activations with a heavier tail than uniform, like a layer-normed residual stream.
+fn activations(m: usize, k: usize) -> HostTensor {
+    let u = HostTensor::random(vec![1, m, k], 901, 1.0);
+    let data = u.data.iter().map(|v| v * v * v * 2.0 + v * 0.5).collect();
+    HostTensor::new(vec![1, m, k], data).unwrap()
+}
+
+/// The worst output column's relative L2 (one column's weights are one row of W, where a
+/// zeroed block shows at ≈ √(32/K) of that column).
+fn worst_column(got: &[f32], want: &[f32], n: usize) -> (usize, f32) {
+    let rows = got.len() / n;
+    (0..n)
+        .map(|j| {
+            let (mut num, mut den) = (0f64, 0f64);
+            for r in 0..rows {
+                let (g, w) = (got[r * n + j] as f64, want[r * n + j] as f64);
+                num += (g - w) * (g - w);
+                den += w * w;
+            }
+            (j, (num / den.max(1e-30)).sqrt() as f32)
+        })
+        .fold((0, 0f32), |a, b| if b.1 > a.1 { b } else { a })
+}
+
+/// Worst-column bar: the FP8 error model's rms (two e4m3 roundings, ~0.037 of a column) with
+/// room for a column's spread; a zeroed 32-block of K = 1280 moves its column by ~0.16.
+const COLUMN_BAR: f32 = 0.08;
+
+#[test]
+fn fp8_meets_the_q8_chain_bar_and_a_planted_fault_fails_it() {
+    let name = "fp8_meets_the_q8_chain_bar_and_a_planted_fault_fails_it";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        if common::gpu().is_none() {
+            eprintln!("SKIPPED (no CUDA device): {name}");
+        }
+        return;
+    };
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    let (m, k, n) = (200, 1280, 256);
+    let x = activations(m, k);
+    let w = HostTensor::random(vec![n, k], 902, 1.0 / (k as f32).sqrt());
+    let b = HostTensor::random(vec![n], 903, 0.2);
+    let r = HostTensor::random(vec![1, m, n], 904, 1.0);
+    let reference = ReferenceBackend::new();
+    let want = {
+        let (xt, wt, bt) = (
+            reference.upload(&x).unwrap(),
+            reference.weight(&w, Lane::F32).unwrap(),
+            reference.upload(&b).unwrap(),
+        );
+        let y = reference.linear(&xt, &wt, Some(&bt)).unwrap();
+        reference.download(&y).unwrap()
+    };
+    let tol = common::tol_for(Op::Linear, Lane::Q8, "cuda-f16act");
+    let wq = g.weight(&w, Lane::Q8).unwrap();
+    let (got, on_fp8) = chained(g, &x, &wq, &b, &r);
+    assert_eq!(on_fp8, 3, "FP8 did not run");
+    let m_ok = compare(&got[0], &want.data, &tol)
+        .unwrap_or_else(|e| panic!("FP8 q8 vs the f32 reference: {e}"));
+    let (col, col_err) = worst_column(&got[0], &want.data, n);
+    eprintln!(
+        "fp8 clean: rel_l2 {:.2e} max_abs {:.2e}; worst column {col} rel_l2 {col_err:.2e}",
+        m_ok.rel_l2, m_ok.max_abs
+    );
+    assert!(
+        col_err <= COLUMN_BAR,
+        "clean FP8 worst column {col}: {col_err}"
+    );
+    let mut bad = w.clone();
+    for v in &mut bad.data[77 * k + 13 * 32..77 * k + 14 * 32] {
+        *v = 0.0;
+    }
+    let wb = g.weight(&bad, Lane::Q8).unwrap();
+    let (got_bad, _) = chained(g, &x, &wb, &b, &r);
+    let (col, col_err) = worst_column(&got_bad[0], &want.data, n);
+    eprintln!("fp8 with a zeroed block: worst column {col} rel_l2 {col_err:.2e}");
+    assert_eq!(col, 77, "the fault should be the worst column");
+    assert!(
+        col_err > COLUMN_BAR,
+        "planted fault passed the bar: {col_err}"
+    );
+}
+
+/// `mlp_add` on FP8 keeps the hidden in e4m3 (fc1's epilogue writes it, bias and tanh GELU
+/// applied in f32 first): emulated here from the same values; eager == replay; the counter
+/// shows both GEMMs on FP8; `Q8Mix::F16` composes the two ops instead (other bits).
+#[test]
+fn fp8_mlp_keeps_its_hidden_in_e4m3() {
+    let name = "fp8_mlp_keeps_its_hidden_in_e4m3";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        if common::gpu().is_none() {
+            eprintln!("SKIPPED (no CUDA device): {name}");
+        }
+        return;
+    };
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    for (i, &(m, d, n1)) in [(33, 64, 256), (300, 384, 1536)].iter().enumerate() {
+        let s = 700 + 10 * i as u64;
+        let x = rnd(&[1, m, d], s, 2.0);
+        let w1 = rnd(&[n1, d], s + 1, 1.0 / (d as f32).sqrt());
+        let b1 = rnd(&[n1], s + 2, 0.5);
+        let w2 = rnd(&[d, n1], s + 3, 1.0 / (n1 as f32).sqrt());
+        let b2 = rnd(&[d], s + 4, 0.5);
+        let r = rnd(&[1, m, d], s + 5, 1.0);
+        let (q1, q2) = (
+            g.weight(&w1, Lane::Q8).unwrap(),
+            g.weight(&w2, Lane::Q8).unwrap(),
+        );
+        let up = |t: &HostTensor| g.upload(t).unwrap();
+        let (xt, b1t, b2t, rt) = (up(&x), up(&b1), up(&b2), up(&r));
+        let key = format!("test-encoder/fp8-mlp-{i}");
+        let run = || -> Vec<f32> {
+            let outs = g
+                .chain(&key, &mut |be| {
+                    let x16 = be.affine(&xt, 1.0, 0.0)?;
+                    let r16 = be.affine(&rt, 1.0, 0.0)?;
+                    Ok(vec![be.mlp_add(
+                        &x16,
+                        &q1,
+                        Some(&b1t),
+                        Activation::GeluTanh,
+                        &q2,
+                        Some(&b2t),
+                        &r16,
+                    )?])
+                })
+                .unwrap();
+            g.download(&outs[0]).unwrap().data
+        };
+        let c0 = g.counters().snapshot().gemm_q8_fp8;
+        let got = run();
+        let on_fp8 = g.counters().snapshot().gemm_q8_fp8 - c0;
+        assert_eq!(got, run(), "m{m}: the replay differs from the eager run");
+        assert_eq!(on_fp8, 2, "m{m}: both GEMMs should run on FP8");
+        // host emulation: fc1 as the FP8 GEMM, bias and GELU in f32, the hidden to e4m3
+        let zero_r = HostTensor::new(vec![1, m, n1], vec![0.0; m * n1]).unwrap();
+        let fc1 = emulate_f32(&x, &w1, &b1, &zero_r);
+        let hidden: Vec<f32> = fc1.iter().map(|&v| e4m3(gelu_tanh(v) as f32)).collect();
+        let want = fp8_dot(&hidden, &w2, &b2, &r, m);
+        // besides the linear's bar: a hidden value whose f32 GELU sits within cuBLASLt's GELU
+        // error of an e4m3 rounding boundary rounds to the neighbour, a whole e4m3 step (2⁻³
+        // of it); a few in 10³ do (H200: 2.2e-3 rel_l2 at m = 33), far inside FP8's own 0.037
+        let tol = stapes_core::tolerance::Tolerance {
+            max_abs: 0.0,
+            max_rel: 2e-2,
+            rel_l2: 6e-3,
+        };
+        let m_ok = compare(&got, &want, &tol)
+            .unwrap_or_else(|e| panic!("mlp m{m}: FP8 vs its emulation: {e}"));
+        eprintln!("ok mlp m{m}: vs emulation rel_l2 {:.2e}", m_ok.rel_l2);
+        g.set_q8_mix(Q8Mix::F16);
+        let composed = {
+            let key = format!("{key}-f16copy");
+            let outs = g
+                .chain(&key, &mut |be| {
+                    let x16 = be.affine(&xt, 1.0, 0.0)?;
+                    let r16 = be.affine(&rt, 1.0, 0.0)?;
+                    Ok(vec![be.mlp_add(
+                        &x16,
+                        &q1,
+                        Some(&b1t),
+                        Activation::GeluTanh,
+                        &q2,
+                        Some(&b2t),
+                        &r16,
+                    )?])
+                })
+                .unwrap();
+            g.download(&outs[0]).unwrap().data
+        };
+        g.set_q8_mix(Q8Mix::Fp8);
+        assert!(
+            got.iter()
+                .zip(&composed)
+                .any(|(a, b)| a.to_bits() != b.to_bits()),
+            "m{m}: Q8Mix::F16 gave FP8's bits"
+        );
+    }
+}
+
+/// The pre-activation of the FP8 linear in f32 (before any f16 rounding): `Σ e4m3(x)·e4m3(w8/sw)
+/// · sw + bias16 + r16`, row-major `(m, n)`.
+fn emulate_f32(x: &HostTensor, w: &HostTensor, b: &HostTensor, r: &HostTensor) -> Vec<f64> {
+    let x8: Vec<f32> = x
+        .data
+        .iter()
+        .map(|&v| e4m3(half::f16::from_f32(v).to_f32()))
+        .collect();
+    let m = x.data.len() / w.shape[1];
+    fp8_dot_f64(&x8, w, b, r, m)
+}
+
+/// `Σ x8·e4m3(w8/sw) · sw + bias16 + r16` for e4m3 inputs `x8 (m, k)`, in f64.
+fn fp8_dot_f64(x8: &[f32], w: &HostTensor, b: &HostTensor, r: &HostTensor, m: usize) -> Vec<f64> {
+    let (n, k) = (w.shape[0], w.shape[1]);
+    let (codes, scales) = q8_rows(w);
+    let smax = scales.iter().fold(0f32, |a, &s| a.max(s.abs()));
+    let sw = if smax > 0.0 {
+        smax * 127.0 / 448.0
+    } else {
+        1.0
+    };
+    let inv = 1.0 / sw;
+    let w8: Vec<f32> = (0..n * k)
+        .map(|i| e4m3(codes[i] * (scales[i / k] * inv)))
+        .collect();
+    let h16 = |v: f32| half::f16::from_f32(v).to_f32() as f64;
+    let mut out = Vec::with_capacity(m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let dot: f64 = (0..k)
+                .map(|t| x8[i * k + t] as f64 * w8[j * k + t] as f64)
+                .sum();
+            out.push(dot * sw as f64 + h16(b.data[j]) + h16(r.data[i * n + j]));
+        }
+    }
+    out
+}
+
+/// [`fp8_dot_f64`] rounded once to f16.
+fn fp8_dot(x8: &[f32], w: &HostTensor, b: &HostTensor, r: &HostTensor, m: usize) -> Vec<f32> {
+    fp8_dot_f64(x8, w, b, r, m)
+        .into_iter()
+        .map(|v| half::f16::from_f64(v).to_f32())
+        .collect()
+}
+
+/// A norm that feeds an FP8 GEMM writes the e4m3 input beside its f16 result: the GEMM then
+/// gives the bits it gives after a plain norm and the conversion pass.
+#[test]
+fn fp8_norm_feeding_writes_the_gemms_input() {
+    let name = "fp8_norm_feeding_writes_the_gemms_input";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        if common::gpu().is_none() {
+            eprintln!("SKIPPED (no CUDA device): {name}");
+        }
+        return;
+    };
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    for (i, &(m, d, n)) in [(40, 384, 1152), (1500, 1280, 256)].iter().enumerate() {
+        let s = 800 + 10 * i as u64;
+        let x = rnd(&[1, m, d], s, 2.0);
+        let gamma = rnd(&[d], s + 1, 1.0);
+        let beta = rnd(&[d], s + 2, 0.3);
+        let w = rnd(&[n, d], s + 3, 1.0 / (d as f32).sqrt());
+        let b = rnd(&[n], s + 4, 0.5);
+        let wq = g.weight(&w, Lane::Q8).unwrap();
+        let up = |t: &HostTensor| g.upload(t).unwrap();
+        let (xt, gt, bt, bb) = (up(&x), up(&gamma), up(&beta), up(&b));
+        let run = |feeding: bool| -> Vec<Vec<f32>> {
+            let key = format!("test-encoder/fp8-ln-{i}-{feeding}");
+            let outs = g
+                .chain(&key, &mut |be| {
+                    let x16 = be.affine(&xt, 1.0, 0.0)?;
+                    let h = if feeding {
+                        be.layer_norm_feeding(&x16, &gt, Some(&bt), 1e-5, &wq)?
+                    } else {
+                        be.layer_norm(&x16, &gt, Some(&bt), 1e-5)?
+                    };
+                    let y = be.linear(&h, &wq, Some(&bb))?;
+                    Ok(vec![h, y])
+                })
+                .unwrap();
+            outs.iter().map(|t| g.download(t).unwrap().data).collect()
+        };
+        let p0 = g.fp8_input_passes();
+        let fed = run(true);
+        let p1 = g.fp8_input_passes();
+        let plain = run(false);
+        let p2 = g.fp8_input_passes();
+        // each chain runs eagerly, is captured, then replayed: passes counted at launch
+        assert_eq!(
+            p1 - p0,
+            0,
+            "m{m} d{d}: the fed GEMM still converted its input"
+        );
+        assert!(
+            p2 - p1 >= 1,
+            "m{m} d{d}: the plain norm's GEMM converted nothing"
+        );
+        assert_eq!(fed[0], plain[0], "m{m} d{d}: the norms differ");
+        assert_eq!(fed[1], plain[1], "m{m} d{d}: the GEMM read another input");
+    }
+}
+
+/// Self-attention whose output projection runs on FP8 writes its result in e4m3 too (the
+/// warpgroup form, sm_90): the projection then converts nothing and gives the bits it gives
+/// after the plain attention and the conversion pass.
+#[test]
+fn fp8_attention_writes_the_projections_input() {
+    let name = "fp8_attention_writes_the_projections_input";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        if common::gpu().is_none() {
+            eprintln!("SKIPPED (no CUDA device): {name}");
+        }
+        return;
+    };
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    let (t, heads) = (300, 4);
+    let c = heads * 64;
+    let qkv = rnd(&[1, t, 3 * c], 900, 1.0);
+    let w = rnd(&[c, c], 901, 1.0 / (c as f32).sqrt());
+    let b = rnd(&[c], 902, 0.5);
+    let r = rnd(&[1, t, c], 903, 1.0);
+    let wq = g.weight(&w, Lane::Q8).unwrap();
+    let up = |x: &HostTensor| g.upload(x).unwrap();
+    let (qt, bt, rt) = (up(&qkv), up(&b), up(&r));
+    let p = stapes_core::AttnParams {
+        n_heads: heads,
+        scale: 0.125,
+        kv_len: None,
+        causal: false,
+    };
+    let run = |fused: bool| -> Vec<Vec<f32>> {
+        let key = format!("test-encoder/fp8-attn-{fused}");
+        let outs = g
+            .chain(&key, &mut |be| {
+                let q16 = be.affine(&qt, 1.0, 0.0)?;
+                let r16 = be.affine(&rt, 1.0, 0.0)?;
+                let y = if fused {
+                    be.attention_packed_add(&q16, &p, &wq, Some(&bt), &r16)?
+                } else {
+                    let a = be.attention_packed(&q16, &p)?;
+                    be.linear_add(&a, &wq, Some(&bt), &r16)?
+                };
+                Ok(vec![y])
+            })
+            .unwrap();
+        outs.iter().map(|x| g.download(x).unwrap().data).collect()
+    };
+    let p0 = g.fp8_input_passes();
+    let fused = run(true);
+    let p1 = g.fp8_input_passes();
+    let plain = run(false);
+    let p2 = g.fp8_input_passes();
+    let wg = CudaBackend::attn_wg_launches() > 0;
+    if wg {
+        assert_eq!(p1 - p0, 0, "the fused projection still converted its input");
+    } else {
+        eprintln!("(the warpgroup attention did not run here: the fused form converts too)");
+    }
+    assert!(p2 - p1 >= 1, "the plain projection converted nothing");
+    assert_eq!(
+        fused, plain,
+        "the fused form differs from attention + linear_add"
+    );
+}
