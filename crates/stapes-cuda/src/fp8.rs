@@ -13,7 +13,8 @@
 //! families here sit far inside it); products accumulated by the tensor cores, times `sw`, plus
 //! the f16 bias (and residual) in cuBLASLt's epilogue, one rounding to f16. The error is the two
 //! e4m3 roundings, ~3.7 % rms of an output against 0.6 % for the int8 form: the tolerance table's
-//! `cuda-fp8` rows and the family bars hold it (tests/fp8.rs, tests/q8_accuracy.rs).
+//! `cuda-f16act` q8 rows and the FastConformer q8 family bar hold it (tests/fp8.rs, and the
+//! family tests cuda_whisper, cuda_parakeet, cuda_canary).
 //!
 //! `STAPES_CUDA_Q8_MIX=f16` turns it off (q8_mix.rs). A device without e4m3 (below sm_89) never
 //! takes it: the kernels compile empty there and [`CudaBackend::fp8_capable`] is false.
