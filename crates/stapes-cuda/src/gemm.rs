@@ -1065,6 +1065,26 @@ mod tests {
         let got_r: Vec<_> = text_r.lines().filter_map(parse_line).collect();
         assert!(got_r.contains(&(key_r, data)), "{got_r:?}");
         assert!(got_r.contains(&(key_g, data_c)), "{got_r:?}");
+        // the FP8 kinds, with and without an e4m3 D, GELU and C
+        let key_f8 = Key {
+            kind: LtKind::Fp8Out8,
+            bias: true,
+            act: EpiAct::Gelu,
+            ..key
+        };
+        let key_f8c = Key {
+            kind: LtKind::Fp8,
+            c: true,
+            ..key
+        };
+        cache.save(key_f8, &lts::cublasLtMatmulAlgo_t { data });
+        cache.save(key_f8c, &lts::cublasLtMatmulAlgo_t { data: data_c });
+        let text_f8 = std::fs::read_to_string(&path).expect("cache file rewritten");
+        assert!(text_f8.contains("Fp8Out8+G 384 1504 1152 1 "), "{text_f8}");
+        assert!(text_f8.contains("Fp8+C 384 1504 1152 0 "), "{text_f8}");
+        let got_f8: Vec<_> = text_f8.lines().filter_map(parse_line).collect();
+        assert!(got_f8.contains(&(key_f8, data)), "{got_f8:?}");
+        assert!(got_f8.contains(&(key_f8c, data_c)), "{got_f8:?}");
         let line = text.lines().next().unwrap_or_default();
         assert!(line.starts_with("I8 384 1504 1152 0 "), "{line}");
         // a truncated line, an extra word, an unknown kind
