@@ -1027,6 +1027,15 @@ impl CudaBackend {
         self.reshape(&y, &[b, t_out, w.n])
     }
 
+    /// An f16 bias as cuBLASLt's f16 epilogues take it: an f16 one as it is, an f32 one through
+    /// its cached copy ([`CudaBackend::bias_f16`]).
+    fn bias16_of(&self, b: &CudaTensor) -> Result<u64> {
+        match b.dtype {
+            Dtype::F16 => Ok(self.t(b)),
+            Dtype::F32 => self.bias_f16(b),
+        }
+    }
+
     /// The f16 copy of an f32 bias, made once per bias and kept (with the f32 block, so its
     /// address cannot be reused by another tensor while the entry lives), for cuBLASLt's
     /// f16-output epilogue, which has no plan for an f32 bias on the H200.

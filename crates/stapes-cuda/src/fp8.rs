@@ -236,13 +236,7 @@ impl CudaBackend {
         ) else {
             return Ok(None);
         };
-        let bias16 = |b: Option<&super::CudaTensor>| -> Result<u64> {
-            match b {
-                None => Ok(0),
-                Some(b) if b.dtype == Dtype::F16 => Ok(self.t(b)),
-                Some(b) => self.bias_f16(b),
-            }
-        };
+        let bias16 = |b: Option<&super::CudaTensor>| b.map_or(Ok(0), |b| self.bias16_of(b));
         let (bp1, bp2) = (bias16(b1)?, bias16(b2)?);
         let r16 = self.as_dtype(r, Dtype::F16)?;
         let xq = self.fp8_input(&x.buf, x.dtype, m, k)?;

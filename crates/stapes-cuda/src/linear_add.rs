@@ -146,11 +146,7 @@ impl CudaBackend {
                     && out.dtype == Dtype::F16
                     && m > GEMV_MAX_M =>
             {
-                // an f16 bias is used as it is; f32 parameters get one cached copy each
-                match b.dtype {
-                    Dtype::F16 => self.t(b),
-                    Dtype::F32 => self.bias_f16(b)?,
-                }
+                self.bias16_of(b)?
             }
             _ => 0,
         };

@@ -13,13 +13,11 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use common::rnd;
 use stapes_core::reference::ReferenceBackend;
 use stapes_core::tolerance::{compare, Op};
 use stapes_core::{Activation, Backend, HostTensor, Lane};
-use stapes_cuda::{CudaBackend, CudaTensor, Q8Mix};
+use stapes_cuda::{CudaBackend, Q8Mix};
 
 /// e4m3 as `cvt.rn.satfinite.e4m3x2.f32` makes it: 3 mantissa bits, round to nearest even,
 /// subnormals in steps of 2⁻⁹ below 2⁻⁶, saturating at ±448.
@@ -41,21 +39,6 @@ fn e4m3(v: f32) -> f32 {
     r.copysign(v)
 }
 
-/// The home's q8 re-lay of `w` (the lane's 32-blocks, then int8 per row): the codes and the
-/// per-row scales, as backend.rs `q8_row` makes them.
-fn q8_rows(w: &HostTensor) -> (Vec<f32>, Vec<f32>) {
-    let (n, k) = (w.shape[0], w.shape[1]);
-    let (mut codes, mut scales) = (Vec::with_capacity(n * k), Vec::with_capacity(n));
-    for r in 0..n {
-        let row = stapes_core::lane::round_trip(Lane::Q8, &w.data[r * k..(r + 1) * k]);
-        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
-        codes.extend(row.iter().map(|v| (v * inv).round().clamp(-127.0, 127.0)));
-        scales.push(amax / 127.0);
-    }
-    (codes, scales)
-}
-
 fn gelu_tanh(v: f64) -> f64 {
     0.5 * v * (1.0 + (0.797_884_560_802_865_4 * (v + 0.044715 * v * v * v)).tanh())
 }
@@ -63,52 +46,19 @@ fn gelu_tanh(v: f64) -> f64 {
 /// linear, linear_add and linear_act(GELU) of `w` as the FP8 form computes them (f64 sums of
 /// the exact e4m3 products), each rounded once to f16.
 fn emulate(x: &HostTensor, w: &HostTensor, b: &HostTensor, r: &HostTensor) -> Vec<Vec<f32>> {
-    let (n, k) = (w.shape[0], w.shape[1]);
-    let m = x.data.len() / k;
-    let (codes, scales) = q8_rows(w);
-    let smax = scales.iter().fold(0f32, |a, &s| a.max(s.abs()));
-    let sw = if smax > 0.0 {
-        smax * 127.0 / 448.0
-    } else {
-        1.0
-    };
-    let inv = 1.0 / sw;
-    let w8: Vec<f32> = (0..n * k)
-        .map(|i| e4m3(codes[i] * (scales[i / k] * inv)))
-        .collect();
-    let x8: Vec<f32> = x
-        .data
-        .iter()
-        .map(|&v| e4m3(half::f16::from_f32(v).to_f32()))
-        .collect();
-    let b16: Vec<f64> = b
-        .data
-        .iter()
-        .map(|&v| half::f16::from_f32(v).to_f32() as f64)
-        .collect();
-    let r16: Vec<f64> = r
-        .data
-        .iter()
-        .map(|&v| half::f16::from_f32(v).to_f32() as f64)
-        .collect();
+    let zero = HostTensor::new(r.shape.clone(), vec![0.0; r.data.len()]).unwrap();
+    let y = emulate_f32(x, w, b, &zero);
     let h = |v: f64| half::f16::from_f64(v).to_f32();
-    let mut outs: Vec<Vec<f32>> = (0..3).map(|_| Vec::with_capacity(m * n)).collect();
-    for i in 0..m {
-        for j in 0..n {
-            let dot: f64 = (0..k)
-                .map(|t| x8[i * k + t] as f64 * w8[j * k + t] as f64)
-                .sum();
-            let y = dot * sw as f64 + b16[j];
-            outs[0].push(h(y));
-            outs[1].push(h(y + r16[i * n + j]));
-            outs[2].push(h(gelu_tanh(y)));
-        }
-    }
-    outs
+    let r16 = |i: usize| half::f16::from_f32(r.data[i]).to_f32() as f64;
+    vec![
+        y.iter().map(|&v| h(v)).collect(),
+        y.iter().enumerate().map(|(i, &v)| h(v + r16(i))).collect(),
+        y.iter().map(|&v| h(gelu_tanh(v))).collect(),
+    ]
 }
 
-/// The three ops inside an encoder chain (f16 activations): eager first run and replay, equal
-/// bit for bit; returns the outputs and how many GEMMs the eager run counted as FP8.
+/// The three ops (tanh GELU) inside an encoder chain, eager == replay; returns the outputs
+/// and how many GEMMs the eager run counted as FP8.
 fn chained(
     g: &CudaBackend,
     x: &HostTensor,
@@ -116,42 +66,17 @@ fn chained(
     b: &HostTensor,
     r: &HostTensor,
 ) -> (Vec<Vec<f32>>, u64) {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let (xt, bt, rt) = (
-        g.upload(x).unwrap(),
-        g.upload(b).unwrap(),
-        g.upload(r).unwrap(),
-    );
-    let key = format!("test-encoder/fp8-{}", N.fetch_add(1, Ordering::Relaxed));
-    let run = || -> Vec<Vec<f32>> {
-        let outs = g
-            .chain(&key, &mut |be| {
-                let x16 = be.affine(&xt, 1.0, 0.0)?;
-                let r16 = be.affine(&rt, 1.0, 0.0)?;
-                Ok(vec![
-                    be.linear(&x16, w, Some(&bt))?,
-                    be.linear_add(&x16, w, Some(&bt), &r16)?,
-                    be.linear_act(&x16, w, Some(&bt), Activation::GeluTanh)?,
-                ])
-            })
-            .unwrap();
-        outs.iter()
-            .map(|t: &CudaTensor| g.download(t).unwrap().data)
-            .collect()
-    };
     let c0 = g.counters().snapshot().gemm_q8_fp8;
-    let first = run();
-    let on_fp8 = g.counters().snapshot().gemm_q8_fp8 - c0;
-    let replayed = run();
-    assert_eq!(
-        first, replayed,
-        "{key}: the replay differs from the eager run"
-    );
-    (first, on_fp8)
+    let (outs, after) = common::linear_ops_chained(g, "fp8", x, w, b, r, Activation::GeluTanh);
+    (outs, after.gemm_q8_fp8 - c0)
 }
 
+/// The backend where it has e4m3 tensor cores, else print why the test is skipped.
 fn fp8_gpu(name: &str) -> Option<&'static CudaBackend> {
-    let g = common::gpu()?;
+    let Some(g) = common::gpu() else {
+        eprintln!("SKIPPED (no CUDA device): {name}");
+        return None;
+    };
     if !g.fp8_capable() {
         eprintln!("SKIPPED (no e4m3 tensor cores on this device): {name}");
         return None;
@@ -174,9 +99,6 @@ fn fp8_gemm_is_the_e4m3_product_of_its_values() {
     let name = "fp8_gemm_is_the_e4m3_product_of_its_values";
     let _serial = common::serial();
     let Some(g) = fp8_gpu(name) else {
-        if common::gpu().is_none() {
-            eprintln!("SKIPPED (no CUDA device): {name}");
-        }
         return;
     };
     g.set_f16_activations(true);
@@ -235,30 +157,6 @@ fn fp8_gemm_is_the_e4m3_product_of_its_values() {
     assert_eq!(on_fp8, 0, "N = 40 ran on FP8");
 }
 
-/// Activations with a heavier tail than uniform, like a layer-normed residual stream.
-fn activations(m: usize, k: usize) -> HostTensor {
-    let u = HostTensor::random(vec![1, m, k], 901, 1.0);
-    let data = u.data.iter().map(|v| v * v * v * 2.0 + v * 0.5).collect();
-    HostTensor::new(vec![1, m, k], data).unwrap()
-}
-
-/// The worst output column's relative L2 (one column's weights are one row of W, where a
-/// zeroed block shows at ≈ √(32/K) of that column).
-fn worst_column(got: &[f32], want: &[f32], n: usize) -> (usize, f32) {
-    let rows = got.len() / n;
-    (0..n)
-        .map(|j| {
-            let (mut num, mut den) = (0f64, 0f64);
-            for r in 0..rows {
-                let (g, w) = (got[r * n + j] as f64, want[r * n + j] as f64);
-                num += (g - w) * (g - w);
-                den += w * w;
-            }
-            (j, (num / den.max(1e-30)).sqrt() as f32)
-        })
-        .fold((0, 0f32), |a, b| if b.1 > a.1 { b } else { a })
-}
-
 /// Worst-column bar: the FP8 error model's rms (two e4m3 roundings, ~0.037 of a column) with
 /// room for a column's spread; a zeroed 32-block of K = 1280 moves its column by ~0.16.
 const COLUMN_BAR: f32 = 0.08;
@@ -268,15 +166,12 @@ fn fp8_meets_the_q8_chain_bar_and_a_planted_fault_fails_it() {
     let name = "fp8_meets_the_q8_chain_bar_and_a_planted_fault_fails_it";
     let _serial = common::serial();
     let Some(g) = fp8_gpu(name) else {
-        if common::gpu().is_none() {
-            eprintln!("SKIPPED (no CUDA device): {name}");
-        }
         return;
     };
     g.set_f16_activations(true);
     g.set_q8_mix(Q8Mix::Fp8);
     let (m, k, n) = (200, 1280, 256);
-    let x = activations(m, k);
+    let x = common::heavy_tailed_activations(m, k);
     let w = HostTensor::random(vec![n, k], 902, 1.0 / (k as f32).sqrt());
     let b = HostTensor::random(vec![n], 903, 0.2);
     let r = HostTensor::random(vec![1, m, n], 904, 1.0);
@@ -296,7 +191,7 @@ fn fp8_meets_the_q8_chain_bar_and_a_planted_fault_fails_it() {
     assert_eq!(on_fp8, 3, "FP8 did not run");
     let m_ok = compare(&got[0], &want.data, &tol)
         .unwrap_or_else(|e| panic!("FP8 q8 vs the f32 reference: {e}"));
-    let (col, col_err) = worst_column(&got[0], &want.data, n);
+    let (col, col_err) = common::worst_column(&got[0], &want.data, n);
     eprintln!(
         "fp8 clean: rel_l2 {:.2e} max_abs {:.2e}; worst column {col} rel_l2 {col_err:.2e}",
         m_ok.rel_l2, m_ok.max_abs
@@ -311,7 +206,7 @@ fn fp8_meets_the_q8_chain_bar_and_a_planted_fault_fails_it() {
     }
     let wb = g.weight(&bad, Lane::Q8).unwrap();
     let (got_bad, _) = chained(g, &x, &wb, &b, &r);
-    let (col, col_err) = worst_column(&got_bad[0], &want.data, n);
+    let (col, col_err) = common::worst_column(&got_bad[0], &want.data, n);
     eprintln!("fp8 with a zeroed block: worst column {col} rel_l2 {col_err:.2e}");
     assert_eq!(col, 77, "the fault should be the worst column");
     assert!(
@@ -328,9 +223,6 @@ fn fp8_mlp_keeps_its_hidden_in_e4m3() {
     let name = "fp8_mlp_keeps_its_hidden_in_e4m3";
     let _serial = common::serial();
     let Some(g) = fp8_gpu(name) else {
-        if common::gpu().is_none() {
-            eprintln!("SKIPPED (no CUDA device): {name}");
-        }
         return;
     };
     g.set_f16_activations(true);
@@ -350,9 +242,9 @@ fn fp8_mlp_keeps_its_hidden_in_e4m3() {
         let up = |t: &HostTensor| g.upload(t).unwrap();
         let (xt, b1t, b2t, rt) = (up(&x), up(&b1), up(&b2), up(&r));
         let key = format!("test-encoder/fp8-mlp-{i}");
-        let run = || -> Vec<f32> {
+        let run = |key: &str| -> Vec<f32> {
             let outs = g
-                .chain(&key, &mut |be| {
+                .chain(key, &mut |be| {
                     let x16 = be.affine(&xt, 1.0, 0.0)?;
                     let r16 = be.affine(&rt, 1.0, 0.0)?;
                     Ok(vec![be.mlp_add(
@@ -369,9 +261,13 @@ fn fp8_mlp_keeps_its_hidden_in_e4m3() {
             g.download(&outs[0]).unwrap().data
         };
         let c0 = g.counters().snapshot().gemm_q8_fp8;
-        let got = run();
+        let got = run(&key);
         let on_fp8 = g.counters().snapshot().gemm_q8_fp8 - c0;
-        assert_eq!(got, run(), "m{m}: the replay differs from the eager run");
+        assert_eq!(
+            got,
+            run(&key),
+            "m{m}: the replay differs from the eager run"
+        );
         assert_eq!(on_fp8, 2, "m{m}: both GEMMs should run on FP8");
         // host emulation: fc1 as the FP8 GEMM, bias and GELU in f32, the hidden to e4m3
         let zero_r = HostTensor::new(vec![1, m, n1], vec![0.0; m * n1]).unwrap();
@@ -390,25 +286,7 @@ fn fp8_mlp_keeps_its_hidden_in_e4m3() {
             .unwrap_or_else(|e| panic!("mlp m{m}: FP8 vs its emulation: {e}"));
         eprintln!("ok mlp m{m}: vs emulation rel_l2 {:.2e}", m_ok.rel_l2);
         g.set_q8_mix(Q8Mix::F16);
-        let composed = {
-            let key = format!("{key}-f16copy");
-            let outs = g
-                .chain(&key, &mut |be| {
-                    let x16 = be.affine(&xt, 1.0, 0.0)?;
-                    let r16 = be.affine(&rt, 1.0, 0.0)?;
-                    Ok(vec![be.mlp_add(
-                        &x16,
-                        &q1,
-                        Some(&b1t),
-                        Activation::GeluTanh,
-                        &q2,
-                        Some(&b2t),
-                        &r16,
-                    )?])
-                })
-                .unwrap();
-            g.download(&outs[0]).unwrap().data
-        };
+        let composed = run(&format!("{key}-f16copy"));
         g.set_q8_mix(Q8Mix::Fp8);
         assert!(
             got.iter()
@@ -434,7 +312,7 @@ fn emulate_f32(x: &HostTensor, w: &HostTensor, b: &HostTensor, r: &HostTensor) -
 /// `Σ x8·e4m3(w8/sw) · sw + bias16 + r16` for e4m3 inputs `x8 (m, k)`, in f64.
 fn fp8_dot_f64(x8: &[f32], w: &HostTensor, b: &HostTensor, r: &HostTensor, m: usize) -> Vec<f64> {
     let (n, k) = (w.shape[0], w.shape[1]);
-    let (codes, scales) = q8_rows(w);
+    let (codes, scales) = common::q8_rows(w);
     let smax = scales.iter().fold(0f32, |a, &s| a.max(s.abs()));
     let sw = if smax > 0.0 {
         smax * 127.0 / 448.0
@@ -473,9 +351,6 @@ fn fp8_norm_feeding_writes_the_gemms_input() {
     let name = "fp8_norm_feeding_writes_the_gemms_input";
     let _serial = common::serial();
     let Some(g) = fp8_gpu(name) else {
-        if common::gpu().is_none() {
-            eprintln!("SKIPPED (no CUDA device): {name}");
-        }
         return;
     };
     g.set_f16_activations(true);
@@ -534,9 +409,6 @@ fn fp8_attention_writes_the_projections_input() {
     let name = "fp8_attention_writes_the_projections_input";
     let _serial = common::serial();
     let Some(g) = fp8_gpu(name) else {
-        if common::gpu().is_none() {
-            eprintln!("SKIPPED (no CUDA device): {name}");
-        }
         return;
     };
     g.set_f16_activations(true);

@@ -15,33 +15,14 @@ use stapes_cuda::Q8Mix;
 const COLUMN_BAR: f32 = 0.03;
 
 fn worst_column(got: &HostTensor, want: &HostTensor) -> (usize, f32) {
-    let n = got.last_dim();
-    let rows = got.rows();
-    (0..n)
-        .map(|j| {
-            let (mut num, mut den) = (0f64, 0f64);
-            for r in 0..rows {
-                let (g, w) = (got.data[r * n + j] as f64, want.data[r * n + j] as f64);
-                num += (g - w) * (g - w);
-                den += w * w;
-            }
-            (j, (num / den.max(1e-30)).sqrt() as f32)
-        })
-        .fold((0, 0f32), |a, b| if b.1 > a.1 { b } else { a })
-}
-
-/// Activations with a heavier tail than uniform, like a layer-normed residual stream.
-fn activations(m: usize, k: usize) -> HostTensor {
-    let u = HostTensor::random(vec![1, m, k], 901, 1.0);
-    let data = u.data.iter().map(|v| v * v * v * 2.0 + v * 0.5).collect();
-    HostTensor::new(vec![1, m, k], data).unwrap()
+    common::worst_column(&got.data, &want.data, got.last_dim())
 }
 
 #[test]
 fn q8_encoder_gemm_meets_the_bar_and_a_planted_fault_fails_it() {
     let (g, _serial) = require_gpu!("q8_encoder_gemm_meets_the_bar_and_a_planted_fault_fails_it");
     let (m, k, n) = (200, 1280, 256);
-    let x = activations(m, k);
+    let x = common::heavy_tailed_activations(m, k);
     let w = HostTensor::random(vec![n, k], 902, 1.0 / (k as f32).sqrt());
     let b = HostTensor::random(vec![n], 903, 0.2);
     let r = ReferenceBackend::new();

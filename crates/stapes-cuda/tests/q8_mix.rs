@@ -7,11 +7,9 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use common::rnd;
 use stapes_core::{Activation, Backend, HostTensor, Lane};
-use stapes_cuda::{CudaBackend, CudaTensor, Q8Mix};
+use stapes_cuda::{CudaBackend, Q8Mix};
 
 /// (rows, K, N) above the GEMV size (8 rows), K and N off the tile sizes.
 const SHAPES: [(usize, usize, usize); 5] = [
@@ -26,19 +24,14 @@ const SHAPES: [(usize, usize, usize); 5] = [
 /// per row (backend.rs `weight`), each value `q × (amax / 127)` in f32 — what the f16 copy
 /// rounds once to f16, as the f16 lane does with the values it is given.
 fn cuda_q8_values(w: &HostTensor) -> HostTensor {
-    let (n, k) = (w.shape[0], w.shape[1]);
-    let mut out = Vec::with_capacity(n * k);
-    for r in 0..n {
-        let row = stapes_core::lane::round_trip(Lane::Q8, &w.data[r * k..(r + 1) * k]);
-        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-        let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
-        let scale = amax / 127.0;
-        out.extend(
-            row.iter()
-                .map(|v| (v * inv).round().clamp(-127.0, 127.0) * scale),
-        );
-    }
-    HostTensor::new(vec![n, k], out).expect("shape")
+    let (codes, scales) = common::q8_rows(w);
+    let k = w.shape[1];
+    let out = codes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| c * scales[i / k])
+        .collect();
+    HostTensor::new(w.shape.clone(), out).expect("shape")
 }
 
 /// linear, linear_add and linear_act(GELU) of one weight, eager (f32 out).
@@ -71,36 +64,7 @@ fn chained(
     b: &HostTensor,
     r: &HostTensor,
 ) -> Vec<Vec<f32>> {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let (xt, bt, rt) = (
-        g.upload(x).unwrap(),
-        g.upload(b).unwrap(),
-        g.upload(r).unwrap(),
-    );
-    let key = format!("test-encoder/q8-mix-{}", N.fetch_add(1, Ordering::Relaxed));
-    let run = || -> Vec<Vec<f32>> {
-        let outs = g
-            .chain(&key, &mut |be| {
-                let x16 = be.affine(&xt, 1.0, 0.0)?;
-                let r16 = be.affine(&rt, 1.0, 0.0)?;
-                Ok(vec![
-                    be.linear(&x16, w, Some(&bt))?,
-                    be.linear_add(&x16, w, Some(&bt), &r16)?,
-                    be.linear_act(&x16, w, Some(&bt), Activation::Gelu)?,
-                ])
-            })
-            .unwrap();
-        outs.iter()
-            .map(|t: &CudaTensor| g.download(t).unwrap().data)
-            .collect()
-    };
-    let first = run();
-    let replayed = run();
-    assert_eq!(
-        first, replayed,
-        "{key}: the replay differs from the eager run"
-    );
-    first
+    common::linear_ops_chained(g, "q8-mix", x, w, b, r, Activation::Gelu).0
 }
 
 /// Input `(1, m, k)`, weight `(n, k)`, bias `(n)` and residual `(1, m, n)` from seed `s`.

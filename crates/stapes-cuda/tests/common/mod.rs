@@ -2,11 +2,13 @@
 //! comparison against the reference under a tolerance.
 #![allow(dead_code)]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
+use stapes_core::counters::CounterSnapshot;
 use stapes_core::tolerance::{compare, lookup, Op, Tolerance};
-use stapes_core::{HostTensor, Lane};
-use stapes_cuda::CudaBackend;
+use stapes_core::{Activation, Backend, HostTensor, Lane};
+use stapes_cuda::{CudaBackend, CudaTensor};
 
 pub fn gpu() -> Option<&'static CudaBackend> {
     static B: OnceLock<Option<CudaBackend>> = OnceLock::new();
@@ -102,4 +104,89 @@ pub fn round16(t: &HostTensor) -> HostTensor {
         .map(|v| half::f16::from_f32(*v).to_f32())
         .collect();
     HostTensor::new(t.shape.clone(), data).expect("same shape")
+}
+
+/// The CUDA home's q8 re-lay of `w (n, k)` (the lane's 32-blocks, then int8 per row, as
+/// backend.rs `q8_row` makes it): the codes (row-major) and the per-row scales `amax / 127`.
+pub fn q8_rows(w: &HostTensor) -> (Vec<f32>, Vec<f32>) {
+    let (n, k) = (w.shape[0], w.shape[1]);
+    let (mut codes, mut scales) = (Vec::with_capacity(n * k), Vec::with_capacity(n));
+    for r in 0..n {
+        let row = stapes_core::lane::round_trip(Lane::Q8, &w.data[r * k..(r + 1) * k]);
+        let amax = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let inv = if amax > 0.0 { 127.0 / amax } else { 0.0 };
+        codes.extend(row.iter().map(|v| (v * inv).round().clamp(-127.0, 127.0)));
+        scales.push(amax / 127.0);
+    }
+    (codes, scales)
+}
+
+/// linear, linear_add and linear_act(`act`) of one weight inside an encoder chain (f16
+/// activations, key `test-encoder/<tag>-N`): the eager first run and the replay, which must
+/// agree bit for bit. Returns the outputs and the counters right after the eager run.
+pub fn linear_ops_chained(
+    g: &CudaBackend,
+    tag: &str,
+    x: &HostTensor,
+    w: &stapes_cuda::CudaWeight,
+    b: &HostTensor,
+    r: &HostTensor,
+    act: Activation,
+) -> (Vec<Vec<f32>>, CounterSnapshot) {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let (xt, bt, rt) = (
+        g.upload(x).unwrap(),
+        g.upload(b).unwrap(),
+        g.upload(r).unwrap(),
+    );
+    let key = format!("test-encoder/{tag}-{}", N.fetch_add(1, Ordering::Relaxed));
+    let run = || -> Vec<Vec<f32>> {
+        let outs = g
+            .chain(&key, &mut |be| {
+                let x16 = be.affine(&xt, 1.0, 0.0)?;
+                let r16 = be.affine(&rt, 1.0, 0.0)?;
+                Ok(vec![
+                    be.linear(&x16, w, Some(&bt))?,
+                    be.linear_add(&x16, w, Some(&bt), &r16)?,
+                    be.linear_act(&x16, w, Some(&bt), act)?,
+                ])
+            })
+            .unwrap();
+        outs.iter()
+            .map(|t: &CudaTensor| g.download(t).unwrap().data)
+            .collect()
+    };
+    let first = run();
+    let after_eager = g.counters().snapshot();
+    let replayed = run();
+    assert_eq!(
+        first, replayed,
+        "{key}: the replay differs from the eager run"
+    );
+    (first, after_eager)
+}
+
+/// Activations with a heavier tail than uniform, like a layer-normed residual stream.
+pub fn heavy_tailed_activations(m: usize, k: usize) -> HostTensor {
+    let u = HostTensor::random(vec![1, m, k], 901, 1.0);
+    let data = u.data.iter().map(|v| v * v * v * 2.0 + v * 0.5).collect();
+    HostTensor::new(vec![1, m, k], data).expect("shape")
+}
+
+/// The worst output column's relative L2 over row-major `(rows, n)` results: one column's
+/// weights are one row of W, where a zeroed 32-block shows at ≈ √(32/K) of that column
+/// instead of being diluted over N columns.
+pub fn worst_column(got: &[f32], want: &[f32], n: usize) -> (usize, f32) {
+    let rows = got.len() / n;
+    (0..n)
+        .map(|j| {
+            let (mut num, mut den) = (0f64, 0f64);
+            for r in 0..rows {
+                let (g, w) = (got[r * n + j] as f64, want[r * n + j] as f64);
+                num += (g - w) * (g - w);
+                den += w * w;
+            }
+            (j, (num / den.max(1e-30)).sqrt() as f32)
+        })
+        .fold((0, 0f32), |a, b| if b.1 > a.1 { b } else { a })
 }
