@@ -407,6 +407,45 @@ pub trait Backend: Send + Sync {
         self.linear_add(&h, w2, b2, r)
     }
 
+    /// `LN(x; gamma, beta) · Wᵀ + bias`: a pre-norm and the linear that reads it. The normed
+    /// tensor is never returned, so a home may keep it only in the GEMM's input form (the CUDA
+    /// home's q8 lane writes it as e4m3 for its FP8 GEMM and never as f16). The default
+    /// composes [`Backend::layer_norm_feeding`] and [`Backend::linear`].
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_linear(
+        &self,
+        x: &Self::Tensor,
+        gamma: &Self::Tensor,
+        beta: Option<&Self::Tensor>,
+        eps: f32,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+    ) -> Result<Self::Tensor> {
+        let h = self.layer_norm_feeding(x, gamma, beta, eps, w)?;
+        self.linear(&h, w, bias)
+    }
+
+    /// `x + mlp_add`'s MLP of `LN(x; gamma, beta)`: a pre-norm transformer's feed-forward
+    /// sub-block, the residual being the norm's own input. As in
+    /// [`Backend::layer_norm_linear`], the normed tensor is never returned. The default
+    /// composes [`Backend::layer_norm_feeding`] and [`Backend::mlp_add`].
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_mlp_add(
+        &self,
+        x: &Self::Tensor,
+        gamma: &Self::Tensor,
+        beta: Option<&Self::Tensor>,
+        eps: f32,
+        w1: &Self::Weight,
+        b1: Option<&Self::Tensor>,
+        act: Activation,
+        w2: &Self::Weight,
+        b2: Option<&Self::Tensor>,
+    ) -> Result<Self::Tensor> {
+        let h = self.layer_norm_feeding(x, gamma, beta, eps, w1)?;
+        self.mlp_add(&h, w1, b1, act, w2, b2, x)
+    }
+
     /// `act(conv1d(x))`: a convolution followed by its activation (Whisper's stem). A home
     /// whose `conv1d` is a GEMM applies `act` in its epilogue, as in `linear_act`. The default
     /// composes `conv1d` and `activation`.

@@ -223,8 +223,10 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
         const float2 outb = make_float2(o[dn * 4 + 2] * inv1, o[dn * 4 + 3] * inv1);
         const long long ia = obase + (long long)ra * ldo + col, ib = ia + 8 * ldo;
         if (o16) {
-            if (ra < Tq) st2((h16*)O + ia, 0, outa);
-            if (rb < Tq) st2((h16*)O + ib, 0, outb);
+            if (!(dt & 4)) {
+                if (ra < Tq) st2((h16*)O + ia, 0, outa);
+                if (rb < Tq) st2((h16*)O + ib, 0, outb);
+            }
             // the stored halves as e4m3 too, for the FP8 output projection (src/fp8.rs)
             if (O8) {
                 const float2 ha = make_float2(h2f(f2h(outa.x)), h2f(f2h(outa.y)));
@@ -243,7 +245,8 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
 // Entry points: 256 threads; dynamic shared memory STAGES·16 KB + 1024 (alignment) + 16·STAGES
 // (mbarriers); tensor maps of K and V (attention.rs: 4-D (64, H, kv_len, B), boxes of
 // 64 x 1 x 64 x 1, 128-byte swizzle). dt bit 0: O is f16, bit 1: Q is. O8 (whole form, f16 O):
-// null, or O's values also as e4m3 in O's layout (one byte a value).
+// null, or O's values also as e4m3 in O's layout (one byte a value); dt bit 2 with O8: the e4m3
+// values only, O is not written (its one reader is the FP8 output projection, src/fp8.rs).
 // The two forms the backend launches (attention.rs: WG_UNSPLIT, WG_SPLIT): 4 stages whole,
 // 3 split.
 extern "C" __global__ void __launch_bounds__(256, 2)

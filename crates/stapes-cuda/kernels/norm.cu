@@ -106,7 +106,7 @@ __device__ __forceinline__ uint4 ln_out8(const float (&x)[8], float mean, float 
     return o;
 }
 // One warp's row held as v (lane's chunks lane, lane + 32, …, C of them): normalizes it, stores it
-// to yr, and leaves v holding the stored halves (what a following norm of the stored row reads).
+// to yr (null: not stored, y8r's e4m3 being its only reader), and leaves v holding the stored halves (what a following norm of the stored row reads).
 // gb: the lane's chunks' gamma and beta, loaded beside the row (ln16_gb) so that their round trip
 // is not added after the row's two sums; null: loaded here. y8r, where given: the stored halves
 // also as e4m3 (the FP8 GEMM's input: the bits quant_fp8 makes of the stored row).
@@ -147,7 +147,7 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[C], uint4* __restrict__ yr,
                 x[2 * e + 1] = h2f((h16)(w[e] >> 16));
             }
             const uint4 o = ln_out8(x, mean, inv, gb ? gb[j] : ln_gb8(g, b, i));
-            yr[i] = o;
+            if (yr) yr[i] = o;
             v[j] = o;
             if (y8r) {
                 const u32* ow = (const u32*)&o;
@@ -203,7 +203,7 @@ __device__ __forceinline__ void layer_norm_rows16_k(h16* __restrict__ y, const h
     Gb8 gb[PRE ? C : 1];
     ln16_load(v, (const uint4*)(x + (long long)r * n), n);
     if constexpr (PRE) ln16_gb(gb, g, b, n);
-    ln16_pass(v, (uint4*)(y + (long long)r * n), PRE ? gb : nullptr, g, b, n, eps,
+    ln16_pass(v, y ? (uint4*)(y + (long long)r * n) : nullptr, PRE ? gb : nullptr, g, b, n, eps,
               y8 ? (uint2*)(y8 + (long long)r * n) : nullptr);
 }
 template <int C>
@@ -211,7 +211,8 @@ __device__ __forceinline__ void ln_rows16_plain(h16* y, const h16* x, const floa
                                                 unsigned char* y8) {
     layer_norm_rows16_k<C, false>(y, x, g, b, r, n, eps, y8);
 }
-// y8: null, or the rows also as e4m3 for an FP8 GEMM that reads this norm (src/fp8.rs).
+// y8: null, or the rows also as e4m3 for an FP8 GEMM that reads this norm (src/fp8.rs); y null
+// with y8 set: the e4m3 rows only (the same entry for layer_norm_rows16_gb).
 extern "C" __global__ void layer_norm_rows16(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
                                              const float* __restrict__ b, int rows, int n, float eps, int has_beta,
                                              unsigned char* __restrict__ y8) {

@@ -157,6 +157,8 @@ struct Flash64 {
     /// 0, or `(batch, tq, heads · 64)` bytes the whole warpgroup form also writes the f16
     /// output to as e4m3 (the FP8 output projection's input, fp8.rs).
     o8: u64,
+    /// With `o8` written: leave the f16 output unwritten (the projection reads `o8` only).
+    o8_only: bool,
 }
 
 impl CudaBackend {
@@ -309,6 +311,7 @@ impl CudaBackend {
             heads: p.n_heads,
             kv_len: p.kv_len.unwrap_or(k.shape[1]),
             o8: 0,
+            o8_only: false,
         };
         self.launch_flash64(&out, &f, p)?;
         Ok(Some(out))
@@ -320,11 +323,13 @@ impl CudaBackend {
     ///
     /// `o8` (0 = none, else `B·T·H·Dh` bytes): where the whole warpgroup form runs on an f16
     /// output it also writes the result there as e4m3; the flag says whether it did.
+    /// `o8_only`: where it did, the f16 result is not written (its values are undefined).
     pub(super) fn attention_packed_impl(
         &self,
         qkv: &CudaTensor,
         p: &AttnParams,
         o8: u64,
+        o8_only: bool,
     ) -> Result<(CudaTensor, bool)> {
         const OP: &str = "attention_packed";
         let s = &qkv.shape;
@@ -369,6 +374,7 @@ impl CudaBackend {
             heads: p.n_heads,
             kv_len,
             o8,
+            o8_only,
         };
         let wrote = self.launch_flash64(&out, &f, p)?;
         Ok((out, wrote))
@@ -492,6 +498,7 @@ impl CudaBackend {
         let bytes = smem(stages);
         self.allow_dyn_smem(name, bytes)?;
         let o8 = if out.dtype == Dtype::F16 { f.o8 } else { 0 };
+        let dt = if o8 != 0 && f.o8_only { dt | 4 } else { dt };
         self.launch(
             name,
             (blocks, f.heads as u32, f.batch as u32),

@@ -1638,7 +1638,9 @@ impl CudaBackend {
 impl CudaBackend {
     /// [`Backend::layer_norm`]; `y8` (0 = none, else `rows · n` bytes): the f16 16-byte form
     /// also writes the result as e4m3 there (the FP8 GEMM's input, fp8.rs). Returns the result
-    /// and whether `y8` was written (the other forms do not).
+    /// and whether `y8` was written (the other forms do not). `store16` false: where `y8` is
+    /// written the f16 result is not (its values are then undefined), for a caller whose only
+    /// reader of the norm is the FP8 GEMM; the forms that do not write `y8` write it anyway.
     pub(crate) fn layer_norm_y8(
         &self,
         x: &CudaTensor,
@@ -1646,6 +1648,7 @@ impl CudaBackend {
         beta: Option<&CudaTensor>,
         eps: f32,
         y8: u64,
+        store16: bool,
     ) -> Result<(CudaTensor, bool)> {
         let n = *x.shape.last().unwrap_or(&0);
         if gamma.numel() != n || beta.is_some_and(|b| b.numel() != n) {
@@ -1672,6 +1675,8 @@ impl CudaBackend {
         // f16 rows in and out, whole 16-byte chunks: the 16-byte form
         if dt == 3 && n.is_multiple_of(8) && n <= 2048 && (y | xp).is_multiple_of(16) {
             let (ri, blocks) = (rows as i32, rows.div_ceil(4));
+            // the e4m3 rows only (the f16 result's one reader is the FP8 GEMM)
+            let y = if y8 != 0 && !store16 { 0 } else { y };
             // the form with gamma/beta loaded beside the row where its grid is one wave
             let gb = n <= LN16_GB_MAX_N
                 && blocks
@@ -1961,6 +1966,41 @@ impl Backend for CudaBackend {
         }
         let h = self.linear_act(x, w1, b1, act)?;
         self.linear_add(&h, w2, b2, r)
+    }
+
+    fn layer_norm_linear(
+        &self,
+        x: &CudaTensor,
+        gamma: &CudaTensor,
+        beta: Option<&CudaTensor>,
+        eps: f32,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+    ) -> Result<CudaTensor> {
+        if let Some(y) = self.layer_norm_linear_fp8(x, gamma, beta, eps, w, bias)? {
+            return Ok(y);
+        }
+        let h = self.layer_norm_feeding(x, gamma, beta, eps, w)?;
+        self.linear(&h, w, bias)
+    }
+
+    fn layer_norm_mlp_add(
+        &self,
+        x: &CudaTensor,
+        gamma: &CudaTensor,
+        beta: Option<&CudaTensor>,
+        eps: f32,
+        w1: &CudaWeight,
+        b1: Option<&CudaTensor>,
+        act: Activation,
+        w2: &CudaWeight,
+        b2: Option<&CudaTensor>,
+    ) -> Result<CudaTensor> {
+        if let Some(y) = self.layer_norm_mlp_add_fp8(x, gamma, beta, eps, w1, b1, act, w2, b2)? {
+            return Ok(y);
+        }
+        let h = self.layer_norm_feeding(x, gamma, beta, eps, w1)?;
+        self.mlp_add(&h, w1, b1, act, w2, b2, x)
     }
 
     fn glu_depthwise_act(
@@ -2274,7 +2314,7 @@ impl Backend for CudaBackend {
     }
 
     fn attention_packed(&self, qkv: &CudaTensor, p: &AttnParams) -> Result<CudaTensor> {
-        Ok(self.attention_packed_impl(qkv, p, 0)?.0)
+        Ok(self.attention_packed_impl(qkv, p, 0, false)?.0)
     }
 
     fn attention_packed_add(
@@ -2295,7 +2335,7 @@ impl Backend for CudaBackend {
         beta: Option<&CudaTensor>,
         eps: f32,
     ) -> Result<CudaTensor> {
-        Ok(self.layer_norm_y8(x, gamma, beta, eps, 0)?.0)
+        Ok(self.layer_norm_y8(x, gamma, beta, eps, 0, true)?.0)
     }
 
     fn rms_norm(&self, x: &CudaTensor, gamma: &CudaTensor, eps: f32) -> Result<CudaTensor> {

@@ -709,7 +709,7 @@ impl CudaBackend {
             && self.q8_runs_fp8(next, rows, Dtype::F16)
         {
             let y8 = self.pool.alloc((rows * d).max(1))?;
-            let (y, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8))?;
+            let (y, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8), true)?;
             if wrote {
                 self.remember(&y.buf, rows, d, PrepKind::Fp8, vec![y8]);
             }

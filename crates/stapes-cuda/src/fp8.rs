@@ -194,9 +194,71 @@ impl CudaBackend {
             }
         }
     }
+
+    /// Whether the linear of q8 weight `w` over `m` rows of `x (m, w.k)` f16 with `bias` runs on
+    /// FP8 from an f16 chain: [`CudaBackend::q8_runs_fp8`], and the bias in f16 as its epilogue
+    /// takes it. The fused forms below check it before they leave an f16 result unwritten.
+    fn fp8_chain_linear(&self, w: &CudaWeight, m: usize, bias: Option<&super::CudaTensor>) -> bool {
+        self.out_dt() == Dtype::F16
+            && self.q8_runs_fp8(w, m, Dtype::F16)
+            && bias.is_none_or(|b| b.numel() == w.n && self.bias16_on.load(Ordering::Relaxed))
+    }
+
+    /// `y = x · Wᵀ + bias (+ resid)` for an `x` whose e4m3 form is prepared and whose f16
+    /// values may be unwritten: the FP8 GEMM or nothing. False where it declined (nothing ran).
+    fn fp8_linear_prepared(
+        &self,
+        y: &super::CudaTensor,
+        x: &super::CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&super::CudaTensor>,
+        resid: u64,
+    ) -> Result<bool> {
+        let m = x.numel() / w.k.max(1);
+        let Some(f) = self.q8_fp8_weight(w, m, Dtype::F16)? else {
+            return Ok(false);
+        };
+        let b16 = bias.map_or(Ok(0), |b| self.bias16_of(b))?;
+        let epi = super::EpiAct::None;
+        let ran = self.fp8_linear(self.t(y), &x.buf, x.dtype, m, w.n, w.k, &f, b16, resid, epi)?;
+        if ran.is_some() {
+            stapes_core::Counters::bump(&self.counters.gemm_q8);
+            stapes_core::Counters::bump(&self.counters.gemm_q8_fp8);
+        }
+        Ok(ran.is_some())
+    }
 }
 
 impl CudaBackend {
+    /// Whether [`CudaBackend::mlp_add_fp8`] takes these operands (its checks before any copy
+    /// of a weight or launch).
+    #[allow(clippy::too_many_arguments)]
+    fn mlp_fp8_applies(
+        &self,
+        x: &super::CudaTensor,
+        w1: &CudaWeight,
+        b1: Option<&super::CudaTensor>,
+        act: super::EpiAct,
+        w2: &CudaWeight,
+        b2: Option<&super::CudaTensor>,
+        r: &super::CudaTensor,
+    ) -> bool {
+        let k = *x.shape.last().unwrap_or(&0);
+        let m = x.numel() / k.max(1);
+        let mut shape = x.shape.clone();
+        *shape.last_mut().unwrap_or(&mut 0) = w2.n;
+        act != super::EpiAct::None
+            && x.dtype == Dtype::F16
+            && k == w1.k
+            && w2.k == w1.n
+            && r.shape == shape
+            && b1.is_none_or(|b| b.numel() == w1.n)
+            && b2.is_none_or(|b| b.numel() == w2.n)
+            && self.bias16_on.load(Ordering::Relaxed)
+            && self.fp8_chain_linear(w1, m, b1)
+            && self.fp8_chain_linear(w2, m, b2)
+    }
+
     /// [`Backend::mlp_add`] with both GEMMs on FP8 (q8 weights, an f16 chain, an activation
     /// cuBLASLt's epilogue applies): fc1 writes the hidden straight to e4m3 with its bias and
     /// activation in the epilogue, fc2 reads it and adds its bias and the residual. The hidden
@@ -213,23 +275,14 @@ impl CudaBackend {
         b2: Option<&super::CudaTensor>,
         r: &super::CudaTensor,
     ) -> Result<Option<super::CudaTensor>> {
+        if !self.mlp_fp8_applies(x, w1, b1, act, w2, b2, r) {
+            return Ok(None);
+        }
         let k = *x.shape.last().unwrap_or(&0);
         let m = x.numel() / k.max(1);
         let (n1, n2) = (w1.n, w2.n);
         let mut shape = x.shape.clone();
         *shape.last_mut().unwrap_or(&mut 0) = n2;
-        if act == super::EpiAct::None
-            || x.dtype != Dtype::F16
-            || self.out_dt() != Dtype::F16
-            || k != w1.k
-            || w2.k != n1
-            || r.shape != shape
-            || b1.is_some_and(|b| b.numel() != n1)
-            || b2.is_some_and(|b| b.numel() != n2)
-            || !self.bias16_on.load(Ordering::Relaxed)
-        {
-            return Ok(None);
-        }
         let (Some(f1), Some(f2)) = (
             self.q8_fp8_weight(w1, m, Dtype::F16)?,
             self.q8_fp8_weight(w2, m, Dtype::F16)?,
@@ -300,8 +353,9 @@ impl CudaBackend {
 
 impl CudaBackend {
     /// [`Backend::attention_packed_add`]: where the output projection runs on FP8, the
-    /// attention also writes its result as e4m3 (the warpgroup form; other forms leave the
-    /// conversion to the GEMM), which the projection then reads without a conversion pass.
+    /// attention writes its result as e4m3 only (the warpgroup form; other forms write f16 and
+    /// leave the conversion to the GEMM), which the projection then reads without a
+    /// conversion pass. The attention's f16 result is never needed there.
     pub(crate) fn attention_packed_add_fp8(
         &self,
         qkv: &super::CudaTensor,
@@ -318,18 +372,94 @@ impl CudaBackend {
         };
         let fp8 = c > 0
             && wo.k == c
-            && self.out_dt() == Dtype::F16
-            && self.q8_runs_fp8(wo, m, Dtype::F16);
-        let o8 = if fp8 {
-            Some(self.pool.alloc(m * c)?)
-        } else {
-            None
-        };
-        let (a, wrote) =
-            self.attention_packed_impl(qkv, p, o8.as_ref().map_or(0, |b| self.p(b)))?;
-        if let (Some(o8), true) = (o8, wrote) {
-            self.remember(&a.buf, m, c, PrepKind::Fp8, vec![o8]);
+            && r.dtype == Dtype::F16
+            && r.numel() == m * wo.n
+            && self.fp8_chain_linear(wo, m, bo);
+        if !fp8 {
+            return self.linear_add(&self.attention_packed_impl(qkv, p, 0, false)?.0, wo, bo, r);
         }
+        let o8 = self.pool.alloc(m * c)?;
+        let (a, wrote) = self.attention_packed_impl(qkv, p, self.p(&o8), true)?;
+        if !wrote {
+            // a form that writes f16 only: `a` is whole
+            return self.linear_add(&a, wo, bo, r);
+        }
+        self.remember(&a.buf, m, c, PrepKind::Fp8, vec![o8]);
+        let mut shape = r.shape.clone();
+        *shape.last_mut().unwrap_or(&mut 0) = wo.n;
+        let out = self.alloc(&shape, Dtype::F16)?;
+        if self.fp8_linear_prepared(&out, &a, wo, bo, self.t(r))? {
+            return Ok(out);
+        }
+        // no FP8 plan after all: the attention again, with its f16 result
+        let a = self.attention_packed_impl(qkv, p, 0, false)?.0;
         self.linear_add(&a, wo, bo, r)
+    }
+
+    /// [`Backend::layer_norm_linear`] where the linear runs on FP8: the norm writes its rows
+    /// as e4m3 only and the GEMM reads them (`Ok(None)`: not this form, nothing ran).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn layer_norm_linear_fp8(
+        &self,
+        x: &super::CudaTensor,
+        gamma: &super::CudaTensor,
+        beta: Option<&super::CudaTensor>,
+        eps: f32,
+        w: &CudaWeight,
+        bias: Option<&super::CudaTensor>,
+    ) -> Result<Option<super::CudaTensor>> {
+        use stapes_core::Backend;
+        let d = x.shape.last().copied().unwrap_or(0);
+        let rows = x.numel() / d.max(1);
+        if x.dtype != Dtype::F16 || w.k != d || !self.fp8_chain_linear(w, rows, bias) {
+            return Ok(None);
+        }
+        let y8 = self.pool.alloc((rows * d).max(1))?;
+        let (h, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8), false)?;
+        if !wrote {
+            return Ok(Some(self.linear(&h, w, bias)?));
+        }
+        self.remember(&h.buf, rows, d, PrepKind::Fp8, vec![y8]);
+        let mut shape = x.shape.clone();
+        *shape.last_mut().unwrap_or(&mut 0) = w.n;
+        let out = self.alloc(&shape, Dtype::F16)?;
+        if self.fp8_linear_prepared(&out, &h, w, bias, 0)? {
+            return Ok(Some(out));
+        }
+        let h = self.layer_norm_y8(x, gamma, beta, eps, 0, true)?.0;
+        Ok(Some(self.linear(&h, w, bias)?))
+    }
+
+    /// [`Backend::layer_norm_mlp_add`] where the MLP runs on FP8 ([`CudaBackend::mlp_add_fp8`]):
+    /// the norm writes its rows as e4m3 only (`Ok(None)`: not this form, nothing ran).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn layer_norm_mlp_add_fp8(
+        &self,
+        x: &super::CudaTensor,
+        gamma: &super::CudaTensor,
+        beta: Option<&super::CudaTensor>,
+        eps: f32,
+        w1: &CudaWeight,
+        b1: Option<&super::CudaTensor>,
+        act: stapes_core::Activation,
+        w2: &CudaWeight,
+        b2: Option<&super::CudaTensor>,
+    ) -> Result<Option<super::CudaTensor>> {
+        use stapes_core::Backend;
+        let act16 = act;
+        let act = super::linear_add::epilogue_act(act);
+        let d = x.shape.last().copied().unwrap_or(0);
+        let rows = x.numel() / d.max(1);
+        if !self.mlp_fp8_applies(x, w1, b1, act, w2, b2, x) {
+            return Ok(None);
+        }
+        let y8 = self.pool.alloc((rows * d).max(1))?;
+        let (h, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8), false)?;
+        if !wrote {
+            return Ok(Some(self.mlp_add(&h, w1, b1, act16, w2, b2, x)?));
+        }
+        self.remember(&h.buf, rows, d, PrepKind::Fp8, vec![y8]);
+        // `None`: no FP8 plan after all, and `h` unwritten: the caller composes from the start
+        self.mlp_add_fp8(&h, w1, b1, act, w2, b2, x)
     }
 }

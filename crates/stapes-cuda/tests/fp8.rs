@@ -401,6 +401,102 @@ fn fp8_norm_feeding_writes_the_gemms_input() {
     }
 }
 
+/// `layer_norm_linear` and `layer_norm_mlp_add` on FP8 keep the norm in e4m3 only: they give the
+/// bits of the plain norm followed by `linear` / `mlp_add` (whose GEMMs convert the norm's f16
+/// result with the pass, the same roundings), convert nothing themselves, and count their GEMMs
+/// as FP8. Where FP8 does not apply (N off 16) they compose and still agree.
+#[test]
+fn fp8_norm_then_gemm_keeps_the_norm_in_e4m3() {
+    let name = "fp8_norm_then_gemm_keeps_the_norm_in_e4m3";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        return;
+    };
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    for (i, &(m, d, n, fp8)) in [
+        (40, 384, 1152, true),
+        (1500, 1280, 256, true),
+        (64, 256, 200, false),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let s = 1700 + 10 * i as u64;
+        let x = rnd(&[1, m, d], s, 2.0);
+        let gamma = rnd(&[d], s + 1, 1.0);
+        let beta = rnd(&[d], s + 2, 0.3);
+        let w = rnd(&[n, d], s + 3, 1.0 / (d as f32).sqrt());
+        let b = rnd(&[n], s + 4, 0.5);
+        let w1 = rnd(&[n, d], s + 5, 1.0 / (d as f32).sqrt());
+        let w2 = rnd(&[d, n], s + 6, 1.0 / (n as f32).sqrt());
+        let b2 = rnd(&[d], s + 7, 0.5);
+        let q = |t: &HostTensor| g.weight(t, Lane::Q8).unwrap();
+        let (wq, w1q, w2q) = (q(&w), q(&w1), q(&w2));
+        let up = |t: &HostTensor| g.upload(t).unwrap();
+        let (xt, gt, bt, bb, bb2) = (up(&x), up(&gamma), up(&beta), up(&b), up(&b2));
+        let act = Activation::GeluTanh;
+        let run = |fused: bool| -> (Vec<Vec<f32>>, u64, u64) {
+            let key = format!("test-encoder/fp8-ln-gemm-{i}-{fused}");
+            let (p0, c0) = (g.fp8_input_passes(), g.counters().snapshot().gemm_q8_fp8);
+            let outs = g
+                .chain(&key, &mut |be| {
+                    let x16 = be.affine(&xt, 1.0, 0.0)?;
+                    Ok(if fused {
+                        vec![
+                            be.layer_norm_linear(&x16, &gt, Some(&bt), 1e-5, &wq, Some(&bb))?,
+                            be.layer_norm_mlp_add(
+                                &x16,
+                                &gt,
+                                Some(&bt),
+                                1e-5,
+                                &w1q,
+                                Some(&bb),
+                                act,
+                                &w2q,
+                                Some(&bb2),
+                            )?,
+                        ]
+                    } else {
+                        let h = be.layer_norm(&x16, &gt, Some(&bt), 1e-5)?;
+                        vec![
+                            be.linear(&h, &wq, Some(&bb))?,
+                            be.mlp_add(&h, &w1q, Some(&bb), act, &w2q, Some(&bb2), &x16)?,
+                        ]
+                    })
+                })
+                .unwrap();
+            let (p1, c1) = (g.fp8_input_passes(), g.counters().snapshot().gemm_q8_fp8);
+            let outs = outs.iter().map(|t| g.download(t).unwrap().data).collect();
+            (outs, p1 - p0, c1 - c0)
+        };
+        let (fused, fused_passes, fused_fp8) = run(true);
+        let (plain, plain_passes, _) = run(false);
+        assert_eq!(
+            fused[0], plain[0],
+            "m{m} d{d} n{n}: layer_norm_linear differs"
+        );
+        assert_eq!(
+            fused[1], plain[1],
+            "m{m} d{d} n{n}: layer_norm_mlp_add differs"
+        );
+        if fp8 {
+            // the chain runs eagerly, then is captured: three GEMMs each time
+            assert!(
+                fused_fp8 >= 3,
+                "m{m} d{d} n{n}: {fused_fp8} FP8 GEMMs counted"
+            );
+            assert_eq!(fused_passes, 0, "m{m} d{d} n{n}: the fused forms converted");
+            assert!(
+                plain_passes >= 1,
+                "m{m} d{d} n{n}: the plain norm's GEMMs converted nothing"
+            );
+        } else {
+            assert_eq!(fused_fp8, 0, "m{m} d{d} n{n}: FP8 ran on N off 16");
+        }
+    }
+}
+
 /// Self-attention whose output projection runs on FP8 writes its result in e4m3 too (the
 /// warpgroup form, sm_90): the projection then converts nothing and gives the bits it gives
 /// after the plain attention and the conversion pass.

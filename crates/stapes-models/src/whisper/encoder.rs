@@ -73,18 +73,19 @@ impl<B: Backend> EncoderAttn<B> {
         })
     }
 
-    /// `x + out_proj(attention(ln(x)))` for `h = ln(x) (B, T, d)`: the residual `x` is added by
-    /// the output projection ([`Backend::linear_add`]).
-    pub fn forward(&self, b: &B, h: &B::Tensor, x: &B::Tensor, heads: usize) -> Result<B::Tensor> {
-        let p = attn_params(h, heads, None, false);
+    /// `x + out_proj(attention(ln(x)))` for `x (B, T, d)`: the residual `x` is added by the
+    /// output projection ([`Backend::linear_add`]).
+    pub fn forward(&self, b: &B, ln: &Norm<B>, x: &B::Tensor, heads: usize) -> Result<B::Tensor> {
+        let p = attn_params(x, heads, None, false);
         match &self.qkv {
             Qkv::Stacked(qkv) => {
-                let qkv = qkv.forward(b, h)?; // (B, T, 3d)
-                                              // x + out(attention(qkv)), the (B, T, d) attention output between
+                let qkv = ln.linear(b, x, qkv)?; // (B, T, 3d)
+                                                 // x + out(attention(qkv)), the (B, T, d) attention output between
                 Ok(b.attention_packed_add(&qkv, &p, &self.o.w, self.o.b.as_ref(), x)?)
             }
             Qkv::Split([q, k, v]) => {
-                let (q, k, v) = (q.forward(b, h)?, k.forward(b, h)?, v.forward(b, h)?);
+                let h = ln.forward(b, x)?;
+                let (q, k, v) = (q.forward(b, &h)?, k.forward(b, &h)?, v.forward(b, &h)?);
                 let a = b.attention(&q, &k, &v, &p)?;
                 Ok(b.add(x, &self.o.forward(b, &a)?)?)
             }
@@ -171,30 +172,16 @@ impl<B: Backend> Encoder<B> {
         )?; // (B, 1500, d)
         let mut x = b.add(&x, &self.positions)?;
         for layer in &self.layers {
-            let h = match &layer.attn.qkv {
-                Qkv::Stacked(qkv) => layer.attn_ln.feeding(b, &x, &qkv.w)?,
-                Qkv::Split(_) => layer.attn_ln.forward(b, &x)?,
-            };
-            x = layer.attn.forward(b, &h, &x, self.heads)?;
-            let h = match &layer.attn.qkv {
-                Qkv::Stacked(_) => layer.mlp_ln.feeding(b, &x, &layer.fc1.w)?,
-                Qkv::Split(_) => layer.mlp_ln.forward(b, &x)?,
-            };
+            x = layer.attn.forward(b, &layer.attn_ln, &x, self.heads)?;
             x = match layer.attn.qkv {
+                // x + fc2(gelu(fc1(ln(x)))), the (B, T, 4d) hidden between
                 Qkv::Stacked(_) => {
-                    let (fc1, fc2) = (&layer.fc1, &layer.fc2);
-                    // x + fc2(gelu(fc1(h))), the (B, T, 4d) hidden between
-                    b.mlp_add(
-                        &h,
-                        &fc1.w,
-                        fc1.b.as_ref(),
-                        Activation::Gelu,
-                        &fc2.w,
-                        fc2.b.as_ref(),
-                        &x,
-                    )?
+                    layer
+                        .mlp_ln
+                        .mlp_add(b, &x, &layer.fc1, Activation::Gelu, &layer.fc2)?
                 }
                 Qkv::Split(_) => {
+                    let h = layer.mlp_ln.forward(b, &x)?;
                     let f = layer.fc1.forward(b, &h)?; // (B, T, 4d)
                     let f = b.activation(&f, Activation::Gelu)?;
                     b.add(&x, &layer.fc2.forward(b, &f)?)?

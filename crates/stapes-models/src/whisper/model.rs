@@ -270,10 +270,37 @@ impl<B: Backend> Norm<B> {
     pub fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
         Ok(b.layer_norm(x, &self.gamma, self.beta.as_ref(), LN_EPS)?)
     }
-    /// The same norm, whose result feeds the linear of `next` only
-    /// ([`Backend::layer_norm_feeding`]: a home may also write it in that GEMM's input form).
-    pub fn feeding(&self, b: &B, x: &B::Tensor, next: &B::Weight) -> Result<B::Tensor> {
-        Ok(b.layer_norm_feeding(x, &self.gamma, self.beta.as_ref(), LN_EPS, next)?)
+    /// `l(LN(x))`, the normed tensor seen by `l` only ([`Backend::layer_norm_linear`]).
+    pub fn linear(&self, b: &B, x: &B::Tensor, l: &Linear<B>) -> Result<B::Tensor> {
+        Ok(b.layer_norm_linear(
+            x,
+            &self.gamma,
+            self.beta.as_ref(),
+            LN_EPS,
+            &l.w,
+            l.b.as_ref(),
+        )?)
+    }
+    /// `x + fc2(act(fc1(LN(x))))` ([`Backend::layer_norm_mlp_add`]).
+    pub fn mlp_add(
+        &self,
+        b: &B,
+        x: &B::Tensor,
+        fc1: &Linear<B>,
+        act: Activation,
+        fc2: &Linear<B>,
+    ) -> Result<B::Tensor> {
+        Ok(b.layer_norm_mlp_add(
+            x,
+            &self.gamma,
+            self.beta.as_ref(),
+            LN_EPS,
+            &fc1.w,
+            fc1.b.as_ref(),
+            act,
+            &fc2.w,
+            fc2.b.as_ref(),
+        )?)
     }
 }
 
