@@ -425,6 +425,29 @@ pub trait Backend: Send + Sync {
         self.linear(&h, w, bias)
     }
 
+    /// `x + attention_packed_add`'s attention of `LN(x; gamma, beta) · Wqkvᵀ + bqkv`: a pre-norm
+    /// self-attention sub-block, the residual being the norm's own input. Neither the normed
+    /// tensor nor q|k|v is returned, so a home may fold the q|k|v bias into the attention (the
+    /// CUDA home's warpgroup kernel adds q's to Q as it loads it and v's to its output, and drops
+    /// k's, which the softmax cancels). The default composes [`Backend::layer_norm_linear`] and
+    /// [`Backend::attention_packed_add`].
+    #[allow(clippy::too_many_arguments)]
+    fn layer_norm_attention_add(
+        &self,
+        x: &Self::Tensor,
+        gamma: &Self::Tensor,
+        beta: Option<&Self::Tensor>,
+        eps: f32,
+        w_qkv: &Self::Weight,
+        b_qkv: Option<&Self::Tensor>,
+        p: &AttnParams,
+        wo: &Self::Weight,
+        bo: Option<&Self::Tensor>,
+    ) -> Result<Self::Tensor> {
+        let qkv = self.layer_norm_linear(x, gamma, beta, eps, w_qkv, b_qkv)?;
+        self.attention_packed_add(&qkv, p, wo, bo, x)
+    }
+
     /// `x + mlp_add`'s MLP of `LN(x; gamma, beta)`: a pre-norm transformer's feed-forward
     /// sub-block, the residual being the norm's own input. As in
     /// [`Backend::layer_norm_linear`], the normed tensor is never returned. The default

@@ -47,7 +47,7 @@ __device__ __forceinline__ void awg_mma_bt(float* d, const u32* a, unsigned long
 template <int STAGES, bool SPLIT>
 __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* O, const void* Q, int Tq, int H, int kv_len,
                                       int ldq, float scale, int dt, float* PO, float* PML, int nsplit, int tps,
-                                      unsigned char* O8) {
+                                      unsigned char* O8, const float* __restrict__ qkv_bias) {
 #if defined(SM90A_ON)
     extern __shared__ __align__(1024) unsigned char awg_sm[];
     const u32 sm0 = (u32)__cvta_generic_to_shared(awg_sm);
@@ -89,15 +89,25 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
         for (int kk = 0; kk < 4; ++kk) {
             const int col = kk * 16 + 2 * t;
             float2 x0 = make_float2(0.f, 0.f), x8 = x0, y0 = x0, y8 = x0;
+            // q's bias, where the projection left it to this kernel
+            float2 b0 = make_float2(0.f, 0.f), b8 = b0;
+            if (qkv_bias) {
+                b0 = ld2(qkv_bias + h * 64 + col, 0);
+                b8 = ld2(qkv_bias + h * 64 + col + 8, 0);
+            }
             if (ra < Tq) {
                 const long long i = qbase + (long long)ra * ldq + col;
                 x0 = q16 ? ld2((const h16*)Q + i, 0) : ld2((const float*)Q + i, 0);
                 x8 = q16 ? ld2((const h16*)Q + i + 8, 0) : ld2((const float*)Q + i + 8, 0);
+                x0 = make_float2(x0.x + b0.x, x0.y + b0.y);
+                x8 = make_float2(x8.x + b8.x, x8.y + b8.y);
             }
             if (rb < Tq) {
                 const long long i = qbase + (long long)rb * ldq + col;
                 y0 = q16 ? ld2((const h16*)Q + i, 0) : ld2((const float*)Q + i, 0);
                 y8 = q16 ? ld2((const h16*)Q + i + 8, 0) : ld2((const float*)Q + i + 8, 0);
+                y0 = make_float2(y0.x + b0.x, y0.y + b0.y);
+                y8 = make_float2(y8.x + b8.x, y8.y + b8.y);
             }
             qa[kk][0] = pack_h2_x2(x0.x * sgn, x0.y * sgn);
             qa[kk][1] = pack_h2_x2(y0.x * sgn, y0.y * sgn);
@@ -219,8 +229,13 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
 #pragma unroll
     for (int dn = 0; dn < 8; ++dn) {
         const int col = dn * 8 + 2 * t;
-        const float2 outa = make_float2(o[dn * 4 + 0] * inv0, o[dn * 4 + 1] * inv0);
-        const float2 outb = make_float2(o[dn * 4 + 2] * inv1, o[dn * 4 + 3] * inv1);
+        float2 outa = make_float2(o[dn * 4 + 0] * inv0, o[dn * 4 + 1] * inv0);
+        float2 outb = make_float2(o[dn * 4 + 2] * inv1, o[dn * 4 + 3] * inv1);
+        if (qkv_bias) {  // v's bias after the weights that sum to 1: P·(V + 1·bᵀ) = P·V + b
+            const float2 bv = ld2(qkv_bias + 2 * H * 64 + h * 64 + col, 0);
+            outa = make_float2(outa.x + bv.x, outa.y + bv.y);
+            outb = make_float2(outb.x + bv.x, outb.y + bv.y);
+        }
         const long long ia = obase + (long long)ra * ldo + col, ib = ia + 8 * ldo;
         if (o16) {
             if (!(dt & 4)) {
@@ -247,15 +262,18 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
 // 64 x 1 x 64 x 1, 128-byte swizzle). dt bit 0: O is f16, bit 1: Q is. O8 (whole form, f16 O):
 // null, or O's values also as e4m3 in O's layout (one byte a value); dt bit 2 with O8: the e4m3
 // values only, O is not written (its one reader is the FP8 output projection, src/fp8.rs).
+// qkv_bias (whole form): null, or the (3 · H · 64) f32 bias the q|k|v projection left out: q's
+// part is added to Q as it is loaded, v's to the output (the weights of a row sum to 1), and k's
+// is dropped (it adds q·b_k to every score of a row, which the softmax cancels).
 // The two forms the backend launches (attention.rs: WG_UNSPLIT, WG_SPLIT): 4 stages whole,
 // 3 split.
 extern "C" __global__ void __launch_bounds__(256, 2)
     awg64_s4(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, void* O, const void* Q, int Tq, int H,
-             int kv_len, int ldq, float scale, int dt, unsigned char* O8) {
-    awg64<4, false>(&tk, &tv, O, Q, Tq, H, kv_len, ldq, scale, dt, nullptr, nullptr, 1, 0, O8);
+             int kv_len, int ldq, float scale, int dt, unsigned char* O8, const float* qkv_bias) {
+    awg64<4, false>(&tk, &tv, O, Q, Tq, H, kv_len, ldq, scale, dt, nullptr, nullptr, 1, 0, O8, qkv_bias);
 }
 extern "C" __global__ void __launch_bounds__(256, 2)
     awg64s_s3(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, float* PO, float* PML, const void* Q,
               int Tq, int H, int kv_len, int ldq, float scale, int dt, int nsplit, int tps) {
-    awg64<3, true>(&tk, &tv, nullptr, Q, Tq, H, kv_len, ldq, scale, dt & 2, PO, PML, nsplit, tps, nullptr);
+    awg64<3, true>(&tk, &tv, nullptr, Q, Tq, H, kv_len, ldq, scale, dt & 2, PO, PML, nsplit, tps, nullptr, nullptr);
 }

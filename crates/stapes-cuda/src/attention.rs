@@ -8,7 +8,7 @@
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
-use stapes_core::{AttnParams, Backend, Error, Result};
+use stapes_core::{AttnParams, Backend, DeviceTensor, Error, Result};
 
 use super::{CudaBackend, CudaTensor, Dtype};
 
@@ -97,6 +97,8 @@ fn split_forced() -> u8 {
 static WG: AtomicU8 = AtomicU8::new(0);
 /// Launches of an `awg64_*` kernel in this process (tests check the path was taken).
 static WG_LAUNCHES: AtomicU64 = AtomicU64::new(0);
+/// Of those, launches that added a q|k|v bias themselves (`Flash64::bias`).
+static WG_BIAS_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 /// The two forms launched, (entry, K/V ring depth): 4 stages of 64 keys unsplit; 3 for the
 /// split form, whose blocks see only a few tiles (H200, stop 15: turbo 34.0 vs 34.3 µs, tiny
 /// split 3 ways 20.5 vs 21.0). kernels/attn_wg.cu instantiates exactly these.
@@ -159,6 +161,9 @@ struct Flash64 {
     o8: u64,
     /// With `o8` written: leave the f16 output unwritten (the projection reads `o8` only).
     o8_only: bool,
+    /// 0, or the `(3 · heads · 64)` f32 q|k|v bias the whole warpgroup form adds (only that
+    /// form is given one: [`CudaBackend::awg64_whole`]).
+    bias: u64,
 }
 
 impl CudaBackend {
@@ -218,6 +223,12 @@ impl CudaBackend {
     #[doc(hidden)]
     pub fn attn_wg_launches() -> u64 {
         WG_LAUNCHES.load(Ordering::Relaxed)
+    }
+
+    /// Launches of the warpgroup attention that added the q|k|v bias themselves.
+    #[doc(hidden)]
+    pub fn attn_wg_bias_launches() -> u64 {
+        WG_BIAS_LAUNCHES.load(Ordering::Relaxed)
     }
 
     /// Whether an attention of these parameters runs on `awg64_*`: sm_90 (the file is built for
@@ -312,6 +323,7 @@ impl CudaBackend {
             kv_len: p.kv_len.unwrap_or(k.shape[1]),
             o8: 0,
             o8_only: false,
+            bias: 0,
         };
         self.launch_flash64(&out, &f, p)?;
         Ok(Some(out))
@@ -324,12 +336,15 @@ impl CudaBackend {
     /// `o8` (0 = none, else `B·T·H·Dh` bytes): where the whole warpgroup form runs on an f16
     /// output it also writes the result there as e4m3; the flag says whether it did.
     /// `o8_only`: where it did, the f16 result is not written (its values are undefined).
+    /// `bias` (`3·H·Dh`): the attention of `qkv + bias`; the whole warpgroup form adds it
+    /// itself, other forms get `qkv + bias` from an `add` first.
     pub(super) fn attention_packed_impl(
         &self,
         qkv: &CudaTensor,
         p: &AttnParams,
         o8: u64,
         o8_only: bool,
+        bias: Option<&CudaTensor>,
     ) -> Result<(CudaTensor, bool)> {
         const OP: &str = "attention_packed";
         let s = &qkv.shape;
@@ -344,6 +359,14 @@ impl CudaBackend {
             ));
         }
         let (b, t, c) = (s[0], s[1], s[2] / 3);
+        if let Some(bias) = bias {
+            if bias.numel() != 3 * c {
+                return Err(Error::shape(
+                    OP,
+                    format!("bias {:?} for q|k|v of {}", bias.shape, 3 * c),
+                ));
+            }
+        }
         let kv_len = p.kv_len.unwrap_or(t);
         if kv_len > t || (p.causal && kv_len < t) {
             return Err(Error::shape(
@@ -351,7 +374,13 @@ impl CudaBackend {
                 format!("kv_len {kv_len} with T {t}, causal {}", p.causal),
             ));
         }
+        let biased = |be: &Self, bias: &CudaTensor| -> Result<(CudaTensor, bool)> {
+            be.attention_packed_impl(&be.add(qkv, bias)?, p, o8, o8_only, None)
+        };
         if !Self::flash64_applies(c / p.n_heads, t) || c == 0 {
+            if let Some(bias) = bias {
+                return biased(self, bias);
+            }
             let q = self.slice(qkv, 2, 0, c)?;
             let k = self.slice(qkv, 2, c, c)?;
             let v = self.slice(qkv, 2, 2 * c, c)?;
@@ -375,6 +404,16 @@ impl CudaBackend {
             kv_len,
             o8,
             o8_only,
+            bias: 0,
+        };
+        let b32 = match bias {
+            Some(bias) if self.awg64_whole(&f, p) => Some(self.as_dtype(bias, Dtype::F32)?),
+            Some(bias) => return biased(self, bias),
+            None => None,
+        };
+        let f = Flash64 {
+            bias: b32.as_ref().map_or(0, |b| self.t(b)),
+            ..f
         };
         let wrote = self.launch_flash64(&out, &f, p)?;
         Ok((out, wrote))
@@ -436,13 +475,14 @@ impl CudaBackend {
         Ok(false)
     }
 
-    /// The warpgroup-MMA form of [`CudaBackend::launch_flash64`] (sm_90, not causal): K and V
-    /// described to TMA as `(64, heads, kv_len, batch)` f16, innermost first, so a tile never
-    /// reads past its window's `kv_len` (zero-filled, then masked). `Ok(false)`: the driver
-    /// refused the TMA description (flash64 runs instead, same bits). `Ok(None)`: not taken
-    /// (flash64 runs instead, same bits); else whether `f.o8` was written (the whole form on
-    /// an f16 output).
-    fn launch_awg64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<Option<bool>> {
+    /// The TMA descriptions of `f`'s K and V for the warpgroup form (`None`: the driver refused
+    /// them, and flash64 runs instead).
+    fn awg64_maps(
+        f: &Flash64,
+    ) -> Option<(
+        cudarc::driver::sys::CUtensorMap,
+        cudarc::driver::sys::CUtensorMap,
+    )> {
         use cudarc::driver::sys::CUtensorMapDataType as T;
         let row_bytes = (f.ldkv * 2) as u64;
         let dims = [D as u64, f.heads as u64, f.kv_len as u64, f.batch as u64];
@@ -457,12 +497,33 @@ impl CudaBackend {
                 &boxes,
             )
         };
-        let (tk, tv) = match (map(f.k), map(f.v)) {
-            (Ok(k), Ok(v)) => (k, v),
+        match (map(f.k), map(f.v)) {
+            (Ok(k), Ok(v)) => Some((k, v)),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::debug!("awg64 not taken: {e}");
-                return Ok(None);
+                None
             }
+        }
+    }
+
+    /// Whether `f` runs on the whole (unsplit) warpgroup form, the one that can add a q|k|v
+    /// bias itself ([`CudaBackend::launch_awg64`]'s choice, made ahead).
+    fn awg64_whole(&self, f: &Flash64, p: &AttnParams) -> bool {
+        self.wg_applies(p)
+            && f.kv_len > 0
+            && self.flash64_splits(f, 128, 3) <= 1
+            && Self::awg64_maps(f).is_some()
+    }
+
+    /// The warpgroup-MMA form of [`CudaBackend::launch_flash64`] (sm_90, not causal): K and V
+    /// described to TMA as `(64, heads, kv_len, batch)` f16, innermost first, so a tile never
+    /// reads past its window's `kv_len` (zero-filled, then masked). `Ok(false)`: the driver
+    /// refused the TMA description (flash64 runs instead, same bits). `Ok(None)`: not taken
+    /// (flash64 runs instead, same bits); else whether `f.o8` was written (the whole form on
+    /// an f16 output).
+    fn launch_awg64(&self, out: &CudaTensor, f: &Flash64, p: &AttnParams) -> Result<Option<bool>> {
+        let Some((tk, tv)) = Self::awg64_maps(f) else {
+            return Ok(None);
         };
         let (o, q) = (self.t(out), f.q);
         let (tq, h, kv, ldq) = (
@@ -478,6 +539,11 @@ impl CudaBackend {
         // the ring, 1 KiB to align it for the swizzle, its 2 mbarriers a stage
         let smem = |stages: usize| stages * 16384 + 1024 + 16 * stages;
         if ns > 1 {
+            if f.bias != 0 {
+                return Err(Error::Device(
+                    "attention: a q|k|v bias reached the split warpgroup form".into(),
+                ));
+            }
             let sp = self.splits(f, ns)?;
             let (po, pml, nsi, tpsi) = (sp.po, sp.pml, sp.n, sp.tiles);
             let (name, stages) = WG_SPLIT;
@@ -499,14 +565,18 @@ impl CudaBackend {
         self.allow_dyn_smem(name, bytes)?;
         let o8 = if out.dtype == Dtype::F16 { f.o8 } else { 0 };
         let dt = if o8 != 0 && f.o8_only { dt | 4 } else { dt };
+        let bias = f.bias;
         self.launch(
             name,
             (blocks, f.heads as u32, f.batch as u32),
             (256, 1, 1),
             bytes as u32,
-            args![tk, tv, o, q, tq, h, kv, ldq, scale, dt, o8],
+            args![tk, tv, o, q, tq, h, kv, ldq, scale, dt, o8, bias],
         )?;
         WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        if bias != 0 {
+            WG_BIAS_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(Some(o8 != 0))
     }
 

@@ -1984,6 +1984,27 @@ impl Backend for CudaBackend {
         self.linear(&h, w, bias)
     }
 
+    fn layer_norm_attention_add(
+        &self,
+        x: &CudaTensor,
+        gamma: &CudaTensor,
+        beta: Option<&CudaTensor>,
+        eps: f32,
+        w_qkv: &CudaWeight,
+        b_qkv: Option<&CudaTensor>,
+        p: &AttnParams,
+        wo: &CudaWeight,
+        bo: Option<&CudaTensor>,
+    ) -> Result<CudaTensor> {
+        if let Some(y) =
+            self.layer_norm_attention_add_fp8(x, gamma, beta, eps, w_qkv, b_qkv, p, wo, bo)?
+        {
+            return Ok(y);
+        }
+        let qkv = self.layer_norm_linear(x, gamma, beta, eps, w_qkv, b_qkv)?;
+        self.attention_packed_add(&qkv, p, wo, bo, x)
+    }
+
     fn layer_norm_mlp_add(
         &self,
         x: &CudaTensor,
@@ -2314,7 +2335,7 @@ impl Backend for CudaBackend {
     }
 
     fn attention_packed(&self, qkv: &CudaTensor, p: &AttnParams) -> Result<CudaTensor> {
-        Ok(self.attention_packed_impl(qkv, p, 0, false)?.0)
+        Ok(self.attention_packed_impl(qkv, p, 0, false, None)?.0)
     }
 
     fn attention_packed_add(
@@ -2325,7 +2346,7 @@ impl Backend for CudaBackend {
         bo: Option<&CudaTensor>,
         r: &CudaTensor,
     ) -> Result<CudaTensor> {
-        self.attention_packed_add_fp8(qkv, p, wo, bo, r)
+        self.attention_packed_add_fp8(qkv, None, p, wo, bo, r)
     }
 
     fn layer_norm(

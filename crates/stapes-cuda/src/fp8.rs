@@ -356,9 +356,11 @@ impl CudaBackend {
     /// attention writes its result as e4m3 only (the warpgroup form; other forms write f16 and
     /// leave the conversion to the GEMM), which the projection then reads without a
     /// conversion pass. The attention's f16 result is never needed there.
+    /// `bias`: the q|k|v projection's, which it left out (`attention_packed_impl` adds it).
     pub(crate) fn attention_packed_add_fp8(
         &self,
         qkv: &super::CudaTensor,
+        bias: Option<&super::CudaTensor>,
         p: &stapes_core::AttnParams,
         wo: &CudaWeight,
         bo: Option<&super::CudaTensor>,
@@ -375,11 +377,12 @@ impl CudaBackend {
             && r.dtype == Dtype::F16
             && r.numel() == m * wo.n
             && self.fp8_chain_linear(wo, m, bo);
+        let plain = |be: &Self| be.attention_packed_impl(qkv, p, 0, false, bias);
         if !fp8 {
-            return self.linear_add(&self.attention_packed_impl(qkv, p, 0, false)?.0, wo, bo, r);
+            return self.linear_add(&plain(self)?.0, wo, bo, r);
         }
         let o8 = self.pool.alloc(m * c)?;
-        let (a, wrote) = self.attention_packed_impl(qkv, p, self.p(&o8), true)?;
+        let (a, wrote) = self.attention_packed_impl(qkv, p, self.p(&o8), true, bias)?;
         if !wrote {
             // a form that writes f16 only: `a` is whole
             return self.linear_add(&a, wo, bo, r);
@@ -392,8 +395,40 @@ impl CudaBackend {
             return Ok(out);
         }
         // no FP8 plan after all: the attention again, with its f16 result
-        let a = self.attention_packed_impl(qkv, p, 0, false)?.0;
-        self.linear_add(&a, wo, bo, r)
+        self.linear_add(&plain(self)?.0, wo, bo, r)
+    }
+
+    /// [`Backend::layer_norm_attention_add`] where the q|k|v and output projections run on
+    /// FP8: the norm in e4m3 only, q|k|v without its bias, which the attention adds
+    /// ([`CudaBackend::attention_packed_impl`]), the attention in e4m3 only for the output
+    /// projection (`Ok(None)`: not this form, nothing ran).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn layer_norm_attention_add_fp8(
+        &self,
+        x: &super::CudaTensor,
+        gamma: &super::CudaTensor,
+        beta: Option<&super::CudaTensor>,
+        eps: f32,
+        w_qkv: &CudaWeight,
+        b_qkv: Option<&super::CudaTensor>,
+        p: &stapes_core::AttnParams,
+        wo: &CudaWeight,
+        bo: Option<&super::CudaTensor>,
+    ) -> Result<Option<super::CudaTensor>> {
+        let rows = x.numel() / w_qkv.k.max(1);
+        if !w_qkv.n.is_multiple_of(3)
+            || wo.k != w_qkv.n / 3
+            || b_qkv.is_some_and(|b| b.numel() != w_qkv.n)
+            || !self.fp8_chain_linear(wo, rows, bo)
+        {
+            return Ok(None);
+        }
+        let Some(qkv) = self.layer_norm_linear_fp8(x, gamma, beta, eps, w_qkv, None)? else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.attention_packed_add_fp8(&qkv, b_qkv, p, wo, bo, x)?,
+        ))
     }
 
     /// [`Backend::layer_norm_linear`] where the linear runs on FP8: the norm writes its rows

@@ -392,6 +392,18 @@ fn candidates() -> usize {
     })
 }
 
+/// Rounds over the candidates a tuning makes, each candidate kept at its fastest round: 3, or
+/// `STAPES_CUDA_LT_ROUNDS` (1 ..= 16). One round ranks by a single sample of each; alternating
+/// rounds also spread clock and power drift over every candidate.
+fn tune_rounds() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| {
+        crate::env_usize("STAPES_CUDA_LT_ROUNDS")
+            .filter(|n| (1..=16).contains(n))
+            .unwrap_or(3)
+    })
+}
+
 /// `STAPES_CUDA_LT_TUNE=0`: take cuBLASLt's first heuristic pick instead of timing the
 /// candidates at a shape's first use (start-up experiments).
 fn tuning_on() -> bool {
@@ -860,25 +872,28 @@ impl Lt {
                 candidates = p.candidates.len()
             )
             .entered();
-            let candidates = std::mem::take(&mut p.candidates);
+            let mut candidates = std::mem::take(&mut p.candidates);
             let by_graph = graph_timing_on() && m * n * k < GRAPH_TIMED_BELOW;
-            let mut best: Option<(f32, lts::cublasLtMatmulAlgo_t)> = None;
-            for algo in &candidates {
-                // the first run also loads the candidate's kernels (not allowed inside a capture)
-                if run(algo).is_err() {
-                    continue;
-                }
-                let ms = if by_graph {
-                    time_in_graph(stream, || run(algo).is_ok())
-                } else {
-                    time_eager(stream, || run(algo).is_ok())
-                };
-                if let Some(ms) = ms {
-                    if best.is_none_or(|(b, _)| ms < b) {
-                        best = Some((ms, *algo));
+            // the first run also loads the candidate's kernels (not allowed inside a capture)
+            candidates.retain(|algo| run(algo).is_ok());
+            let mut fastest: Vec<Option<f32>> = vec![None; candidates.len()];
+            for _ in 0..tune_rounds() {
+                for (algo, best) in candidates.iter().zip(fastest.iter_mut()) {
+                    let ms = if by_graph {
+                        time_in_graph(stream, || run(algo).is_ok())
+                    } else {
+                        time_eager(stream, || run(algo).is_ok())
+                    };
+                    if let Some(ms) = ms {
+                        *best = Some(best.map_or(ms, |b| b.min(ms)));
                     }
                 }
             }
+            let best = candidates
+                .iter()
+                .zip(&fastest)
+                .filter_map(|(algo, ms)| ms.map(|ms| (ms, *algo)))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
             if let Some((ms, algo)) = best {
                 tracing::debug!(?key, ms_per_run = ms, by_graph, "cuBLASLt algorithm chosen");
                 p.algo = algo;

@@ -558,3 +558,104 @@ fn fp8_attention_writes_the_projections_input() {
         "the fused form differs from attention + linear_add"
     );
 }
+
+fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
+    let (mut num, mut den) = (0f64, 0f64);
+    for (&g, &w) in got.iter().zip(want) {
+        num += (g as f64 - w as f64).powi(2);
+        den += (w as f64).powi(2);
+    }
+    (num / den.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+/// `layer_norm_attention_add` on FP8 runs q|k|v without its bias and leaves it to the attention:
+/// the whole warpgroup form adds q's to Q and v's to its output and drops k's (a turbo-shaped
+/// window, 240 blocks, where that form runs: counted), other forms get `qkv + bias` first (a
+/// tiny-shaped window, 6 heads, whose 72 blocks split the keys). Either way it agrees with the composed ops (norm, linear
+/// with the bias, attention, output projection) to 1e-2 rel_l2: the bias joins an f16-rounded q
+/// or an f32 output instead of the GEMM's epilogue, and the attention's e4m3 rounding carries
+/// those last-bit changes (~2⁻¹¹) into a few of its values (steps of 2⁻⁴). Without the bias the
+/// result is far off, so the comparison sees a dropped bias.
+#[test]
+fn fp8_attention_block_leaves_the_qkv_bias_to_the_attention() {
+    let name = "fp8_attention_block_leaves_the_qkv_bias_to_the_attention";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        return;
+    };
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    for (i, &(t, heads, whole)) in [(1500, 20, true), (1500, 6, false)].iter().enumerate() {
+        let c = heads * 64;
+        let s = 2100 + 10 * i as u64;
+        let x = rnd(&[1, t, c], s, 2.0);
+        let gamma = rnd(&[c], s + 1, 1.0);
+        let beta = rnd(&[c], s + 2, 0.3);
+        let wqkv = rnd(&[3 * c, c], s + 3, 1.0 / (c as f32).sqrt());
+        let bqkv = rnd(&[3 * c], s + 4, 0.5);
+        let wo = rnd(&[c, c], s + 5, 1.0 / (c as f32).sqrt());
+        let bo = rnd(&[c], s + 6, 0.5);
+        let q = |w: &HostTensor| g.weight(w, Lane::Q8).unwrap();
+        let (wqkv_q, wo_q) = (q(&wqkv), q(&wo));
+        let up = |h: &HostTensor| g.upload(h).unwrap();
+        let (xt, gt, bt, bqt, bot) = (up(&x), up(&gamma), up(&beta), up(&bqkv), up(&bo));
+        let p = stapes_core::AttnParams {
+            n_heads: heads,
+            scale: 0.125,
+            kv_len: None,
+            causal: false,
+        };
+        // 0: the fused op; 1: composed; 2: composed without the q|k|v bias
+        let run = |form: usize| -> Vec<f32> {
+            let key = format!("test-encoder/fp8-attn-block-{i}-{form}");
+            let outs = g
+                .chain(&key, &mut |be| {
+                    let x16 = be.affine(&xt, 1.0, 0.0)?;
+                    let y = if form == 0 {
+                        be.layer_norm_attention_add(
+                            &x16,
+                            &gt,
+                            Some(&bt),
+                            1e-5,
+                            &wqkv_q,
+                            Some(&bqt),
+                            &p,
+                            &wo_q,
+                            Some(&bot),
+                        )?
+                    } else {
+                        let h = be.layer_norm(&x16, &gt, Some(&bt), 1e-5)?;
+                        let qkv = be.linear(&h, &wqkv_q, (form == 1).then_some(&bqt))?;
+                        be.attention_packed_add(&qkv, &p, &wo_q, Some(&bot), &x16)?
+                    };
+                    Ok(vec![y])
+                })
+                .unwrap();
+            g.download(&outs[0]).unwrap().data
+        };
+        let (w0, f0) = (
+            CudaBackend::attn_wg_launches(),
+            CudaBackend::attn_wg_bias_launches(),
+        );
+        let fused = run(0);
+        let folded = CudaBackend::attn_wg_bias_launches() - f0;
+        let wg = CudaBackend::attn_wg_launches() > w0;
+        let (composed, unbiased) = (run(1), run(2));
+        let (err, off) = (rel_l2(&fused, &composed), rel_l2(&unbiased, &composed));
+        eprintln!(
+            "t{t} h{heads}: fused vs composed rel_l2 {err:.2e}, without the bias {off:.2e}, \
+             {folded} launches added the bias"
+        );
+        if wg {
+            assert_eq!(
+                folded > 0,
+                whole,
+                "t{t} h{heads}: the bias went the wrong way"
+            );
+        } else {
+            eprintln!("(the warpgroup attention did not run here: the bias is added first)");
+        }
+        assert!(err < 1e-2, "t{t} h{heads}: fused differs by {err:.2e}");
+        assert!(off > 0.05, "t{t} h{heads}: the bias changes only {off:.2e}");
+    }
+}

@@ -74,15 +74,12 @@ impl<B: Backend> EncoderAttn<B> {
     }
 
     /// `x + out_proj(attention(ln(x)))` for `x (B, T, d)`: the residual `x` is added by the
-    /// output projection ([`Backend::linear_add`]).
+    /// output projection.
     pub fn forward(&self, b: &B, ln: &Norm<B>, x: &B::Tensor, heads: usize) -> Result<B::Tensor> {
         let p = attn_params(x, heads, None, false);
         match &self.qkv {
-            Qkv::Stacked(qkv) => {
-                let qkv = ln.linear(b, x, qkv)?; // (B, T, 3d)
-                                                 // x + out(attention(qkv)), the (B, T, d) attention output between
-                Ok(b.attention_packed_add(&qkv, &p, &self.o.w, self.o.b.as_ref(), x)?)
-            }
+            // (B, T, 3d) q|k|v and the (B, T, d) attention output between
+            Qkv::Stacked(qkv) => ln.attention_add(b, x, qkv, &p, &self.o),
             Qkv::Split([q, k, v]) => {
                 let h = ln.forward(b, x)?;
                 let (q, k, v) = (q.forward(b, &h)?, k.forward(b, &h)?, v.forward(b, &h)?);

@@ -270,15 +270,25 @@ impl<B: Backend> Norm<B> {
     pub fn forward(&self, b: &B, x: &B::Tensor) -> Result<B::Tensor> {
         Ok(b.layer_norm(x, &self.gamma, self.beta.as_ref(), LN_EPS)?)
     }
-    /// `l(LN(x))`, the normed tensor seen by `l` only ([`Backend::layer_norm_linear`]).
-    pub fn linear(&self, b: &B, x: &B::Tensor, l: &Linear<B>) -> Result<B::Tensor> {
-        Ok(b.layer_norm_linear(
+    /// `x + o(attention(qkv(LN(x))))` ([`Backend::layer_norm_attention_add`]).
+    pub fn attention_add(
+        &self,
+        b: &B,
+        x: &B::Tensor,
+        qkv: &Linear<B>,
+        p: &AttnParams,
+        o: &Linear<B>,
+    ) -> Result<B::Tensor> {
+        Ok(b.layer_norm_attention_add(
             x,
             &self.gamma,
             self.beta.as_ref(),
             LN_EPS,
-            &l.w,
-            l.b.as_ref(),
+            &qkv.w,
+            qkv.b.as_ref(),
+            p,
+            &o.w,
+            o.b.as_ref(),
         )?)
     }
     /// `x + fc2(act(fc1(LN(x))))` ([`Backend::layer_norm_mlp_add`]).
