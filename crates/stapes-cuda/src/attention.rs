@@ -515,6 +515,43 @@ impl CudaBackend {
             && Self::awg64_maps(f).is_some()
     }
 
+    /// Whether `attention_packed` of a `(b, t, 3·c)` q|k|v runs the whole warpgroup form, the
+    /// one that adds a q|k|v bias itself, as far as the shapes tell (its TMA descriptions are
+    /// made at the launch; were they refused, the bias would be added by a pass first).
+    pub(super) fn attention_adds_qkv_bias(
+        &self,
+        b: usize,
+        t: usize,
+        c: usize,
+        p: &AttnParams,
+    ) -> bool {
+        let kv_len = p.kv_len.unwrap_or(t);
+        let f = Flash64 {
+            q: 0,
+            q16: true,
+            ldq: 3 * c,
+            k: 0,
+            v: 0,
+            ldkv: 3 * c,
+            batch: b,
+            tq: t,
+            tk: t,
+            heads: p.n_heads,
+            kv_len,
+            o8: 0,
+            o8_only: false,
+            bias: 0,
+        };
+        p.n_heads > 0
+            && c > 0
+            && c.is_multiple_of(p.n_heads)
+            && Self::flash64_applies(c / p.n_heads, t)
+            && self.wg_applies(p)
+            && kv_len > 0
+            && kv_len <= t
+            && self.flash64_splits(&f, 128, 3) <= 1
+    }
+
     /// The warpgroup-MMA form of [`CudaBackend::launch_flash64`] (sm_90, not causal): K and V
     /// described to TMA as `(64, heads, kv_len, batch)` f16, innermost first, so a tile never
     /// reads past its window's `kv_len` (zero-filled, then masked). `Ok(false)`: the driver

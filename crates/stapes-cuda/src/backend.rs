@@ -2001,6 +2001,17 @@ impl Backend for CudaBackend {
         {
             return Ok(y);
         }
+        // elsewhere too (the f16 lane) the whole warpgroup attention adds the bias itself
+        if let Some(bias) = b_qkv.filter(|b| {
+            b.numel() == w_qkv.n
+                && x.dtype == Dtype::F16
+                && self.out_dt() == Dtype::F16
+                && self.attention_takes_qkv_bias(x, w_qkv, p)
+        }) {
+            let qkv = self.layer_norm_linear(x, gamma, beta, eps, w_qkv, None)?;
+            let a = self.attention_packed_impl(&qkv, p, 0, false, Some(bias))?.0;
+            return self.linear_add(&a, wo, bo, x);
+        }
         let qkv = self.layer_norm_linear(x, gamma, beta, eps, w_qkv, b_qkv)?;
         self.attention_packed_add(&qkv, p, wo, bo, x)
     }

@@ -352,6 +352,22 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
+    /// Whether the attention of `w_qkv`'s projection of `x (B, T, d)` adds a q|k|v bias itself
+    /// ([`CudaBackend::attention_adds_qkv_bias`]).
+    pub(crate) fn attention_takes_qkv_bias(
+        &self,
+        x: &super::CudaTensor,
+        w_qkv: &CudaWeight,
+        p: &stapes_core::AttnParams,
+    ) -> bool {
+        match x.shape.as_slice() {
+            [b, t, d] if *d == w_qkv.k && w_qkv.n.is_multiple_of(3) => {
+                self.attention_adds_qkv_bias(*b, *t, w_qkv.n / 3, p)
+            }
+            _ => false,
+        }
+    }
+
     /// [`Backend::attention_packed_add`]: where the output projection runs on FP8, the
     /// attention writes its result as e4m3 only (the warpgroup form; other forms write f16 and
     /// leave the conversion to the GEMM), which the projection then reads without a
@@ -420,7 +436,9 @@ impl CudaBackend {
             || wo.k != w_qkv.n / 3
             || b_qkv.is_some_and(|b| b.numel() != w_qkv.n)
             || !self.fp8_chain_linear(wo, rows, bo)
+            || (b_qkv.is_some() && !self.attention_takes_qkv_bias(x, w_qkv, p))
         {
+            // (the composed ops keep the bias in the GEMM: a separate add would cost a pass)
             return Ok(None);
         }
         let Some(qkv) = self.layer_norm_linear_fp8(x, gamma, beta, eps, w_qkv, None)? else {
