@@ -499,20 +499,19 @@ impl CudaBackend {
         b2: Option<&super::CudaTensor>,
     ) -> Result<Option<super::CudaTensor>> {
         use stapes_core::Backend;
-        let act16 = act;
-        let act = super::linear_add::epilogue_act(act);
+        let epi = super::linear_add::epilogue_act(act);
         let d = x.shape.last().copied().unwrap_or(0);
         let rows = x.numel() / d.max(1);
-        if !self.mlp_fp8_applies(x, w1, b1, act, w2, b2, x) {
+        if !self.mlp_fp8_applies(x, w1, b1, epi, w2, b2, x) {
             return Ok(None);
         }
         let y8 = self.pool.alloc((rows * d).max(1))?;
         let (h, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8), false)?;
         if !wrote {
-            return Ok(Some(self.mlp_add(&h, w1, b1, act16, w2, b2, x)?));
+            return Ok(Some(self.mlp_add(&h, w1, b1, act, w2, b2, x)?));
         }
         self.remember(&h.buf, rows, d, PrepKind::Fp8, vec![y8]);
         // `None`: no FP8 plan after all, and `h` unwritten: the caller composes from the start
-        self.mlp_add_fp8(&h, w1, b1, act, w2, b2, x)
+        self.mlp_add_fp8(&h, w1, b1, epi, w2, b2, x)
     }
 }
