@@ -703,17 +703,8 @@ impl CudaBackend {
         let d = x.shape.last().copied().unwrap_or(0);
         let rows = x.numel() / d.max(1);
         // an FP8 GEMM next: the norm writes its e4m3 input beside the f16 result (fp8.rs)
-        if next.k == d
-            && x.dtype == Dtype::F16
-            && self.out_dt() == Dtype::F16
-            && self.q8_runs_fp8(next, rows, Dtype::F16)
-        {
-            let y8 = self.pool.alloc((rows * d).max(1))?;
-            let (y, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8), true)?;
-            if wrote {
-                self.remember(&y.buf, rows, d, PrepKind::Fp8, vec![y8]);
-            }
-            return Ok(y);
+        if next.k == d && x.dtype == Dtype::F16 && self.fp8_chain_linear(next, rows, None) {
+            return Ok(self.layer_norm_e4m3(x, gamma, beta, eps, true)?.0);
         }
         let k_pad = match Self::ln_too_wide(d) {
             true => None,

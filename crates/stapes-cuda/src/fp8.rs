@@ -198,10 +198,36 @@ impl CudaBackend {
     /// Whether the linear of q8 weight `w` over `m` rows of `x (m, w.k)` f16 with `bias` runs on
     /// FP8 from an f16 chain: [`CudaBackend::q8_runs_fp8`], and the bias in f16 as its epilogue
     /// takes it. The fused forms below check it before they leave an f16 result unwritten.
-    fn fp8_chain_linear(&self, w: &CudaWeight, m: usize, bias: Option<&super::CudaTensor>) -> bool {
+    pub(crate) fn fp8_chain_linear(
+        &self,
+        w: &CudaWeight,
+        m: usize,
+        bias: Option<&super::CudaTensor>,
+    ) -> bool {
         self.out_dt() == Dtype::F16
             && self.q8_runs_fp8(w, m, Dtype::F16)
             && bias.is_none_or(|b| b.numel() == w.n && self.bias16_on.load(Ordering::Relaxed))
+    }
+
+    /// `LN(x)` for an FP8 GEMM to read: where the 16-byte form runs it also writes the rows as
+    /// e4m3, remembered as that GEMM's prepared input (then `store16` false leaves the f16 rows
+    /// unwritten). Returns the result and whether the e4m3 rows were written.
+    pub(crate) fn layer_norm_e4m3(
+        &self,
+        x: &super::CudaTensor,
+        gamma: &super::CudaTensor,
+        beta: Option<&super::CudaTensor>,
+        eps: f32,
+        store16: bool,
+    ) -> Result<(super::CudaTensor, bool)> {
+        let d = x.shape.last().copied().unwrap_or(0);
+        let rows = x.numel() / d.max(1);
+        let y8 = self.pool.alloc((rows * d).max(1))?;
+        let (h, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8), store16)?;
+        if wrote {
+            self.remember(&h.buf, rows, d, PrepKind::Fp8, vec![y8]);
+        }
+        Ok((h, wrote))
     }
 
     /// `y = x · Wᵀ + bias (+ resid)` for an `x` whose e4m3 form is prepared and whose f16
@@ -467,12 +493,10 @@ impl CudaBackend {
         if x.dtype != Dtype::F16 || w.k != d || !self.fp8_chain_linear(w, rows, bias) {
             return Ok(None);
         }
-        let y8 = self.pool.alloc((rows * d).max(1))?;
-        let (h, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8), false)?;
+        let (h, wrote) = self.layer_norm_e4m3(x, gamma, beta, eps, false)?;
         if !wrote {
             return Ok(Some(self.linear(&h, w, bias)?));
         }
-        self.remember(&h.buf, rows, d, PrepKind::Fp8, vec![y8]);
         let mut shape = x.shape.clone();
         *shape.last_mut().unwrap_or(&mut 0) = w.n;
         let out = self.alloc(&shape, Dtype::F16)?;
@@ -500,17 +524,13 @@ impl CudaBackend {
     ) -> Result<Option<super::CudaTensor>> {
         use stapes_core::Backend;
         let epi = super::linear_add::epilogue_act(act);
-        let d = x.shape.last().copied().unwrap_or(0);
-        let rows = x.numel() / d.max(1);
         if !self.mlp_fp8_applies(x, w1, b1, epi, w2, b2, x) {
             return Ok(None);
         }
-        let y8 = self.pool.alloc((rows * d).max(1))?;
-        let (h, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8), false)?;
+        let (h, wrote) = self.layer_norm_e4m3(x, gamma, beta, eps, false)?;
         if !wrote {
             return Ok(Some(self.mlp_add(&h, w1, b1, act, w2, b2, x)?));
         }
-        self.remember(&h.buf, rows, d, PrepKind::Fp8, vec![y8]);
         // `None`: no FP8 plan after all, and `h` unwritten: the caller composes from the start
         self.mlp_add_fp8(&h, w1, b1, epi, w2, b2, x)
     }
