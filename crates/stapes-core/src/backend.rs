@@ -662,6 +662,37 @@ pub trait Backend: Send + Sync {
         self.layer_norm(x, gamma, beta, eps)
     }
 
+    /// [`Backend::linear_act`] whose result is the input of the linear of weight `next` (its
+    /// next reader): a home may write that linear's input form in the same pass (CUDA: the
+    /// e4m3 copy an FP8 GEMM reads, which it then finds prepared). The result is the same
+    /// tensor either way. The default is `linear_act`.
+    fn linear_act_feeding(
+        &self,
+        x: &Self::Tensor,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+        act: Activation,
+        next: &Self::Weight,
+    ) -> Result<Self::Tensor> {
+        let _ = next;
+        self.linear_act(x, w, bias, act)
+    }
+
+    /// [`Backend::glu_depthwise_act`] whose result is the input of the linear of weight `next`
+    /// (as [`Backend::linear_act_feeding`]). The default is `glu_depthwise_act`.
+    fn glu_depthwise_act_feeding(
+        &self,
+        x: &Self::Tensor,
+        keep: Option<&Self::Tensor>,
+        w: &Self::Tensor,
+        bias: Option<&Self::Tensor>,
+        act: Activation,
+        next: &Self::Weight,
+    ) -> Result<Self::Tensor> {
+        let _ = next;
+        self.glu_depthwise_act(x, keep, w, bias, act)
+    }
+
     // ---- decoder steps with their parameters on the device ----
     //
     // A per-token decoder step differs from the previous one only in its token ids and its

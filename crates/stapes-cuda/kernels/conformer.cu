@@ -20,7 +20,7 @@
 template <class Y, class X>
 __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const float* __restrict__ keep,
                                              const float* __restrict__ w, const float* __restrict__ bias, int t, int c,
-                                             int kw, int pad, int t_out, int act) {
+                                             int kw, int pad, int t_out, int act, unsigned char* __restrict__ y8) {
     // f16 outputs take the MUFU exp and reciprocal (~1e-6 relative, under the output's 2^-11
     // rounding): the kernel is bound by issuing the IEEE expf / division sequences (stop 22)
     constexpr bool FAST = sizeof(Y) == 2;
@@ -68,13 +68,19 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
 #pragma unroll
     for (int i = 0; i < PER; ++i) {
         const int to = t0 + ty + GDW_NY * i;
-        if (to < t_out) stf(y, ((long long)b * t_out + to) * c + ch, FAST ? act_apply_fast(acc[i], act) : act_apply(acc[i], act));
+        if (to >= t_out) continue;
+        const long long o = ((long long)b * t_out + to) * c + ch;
+        const float v = FAST ? act_apply_fast(acc[i], act) : act_apply(acc[i], act);
+        stf(y, o, v);
+        // the stored value as e4m3 too, for the FP8 GEMM that reads it (src/fp8.rs)
+        if (y8) y8[o] = (unsigned char)(e4m3x2(FAST ? h2f(f2h(v)) : v, 0.f) & 0xffu);
     }
 }
+// y8: null, or (f16 outputs) the outputs also as e4m3.
 extern "C" __global__ void glu_dw_act(void* y, const void* x, const float* keep, const float* w, const float* bias, int t,
-                                      int c, int kw, int pad, int t_out, int act, int dt) {
+                                      int c, int kw, int pad, int t_out, int act, int dt, unsigned char* y8) {
     PDL_ENTER();
-    DISPATCH_YX(dt, glu_dw_act_k, y, x, keep, w, bias, t, c, kw, pad, t_out, act);
+    DISPATCH_YX(dt, glu_dw_act_k, y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8);
 }
 
 // qkv (B, T, 3C) laid out q | k | v, pos (1, P, C), C = H·Dh ->

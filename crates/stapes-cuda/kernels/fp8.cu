@@ -74,3 +74,26 @@ extern "C" __global__ void quant_fp8(unsigned char* __restrict__ y, const void* 
         y[i] = (unsigned char)(e4m3x2(v, 0.f) & 0xffu);
     }
 }
+
+// y = act(x) in f16 (y may be x: in place) and y8 = the stored halves as e4m3, the FP8 GEMM's
+// input that reads y next (src/fp8.rs, linear_act_feeding): the bits `act` then quant_fp8 give,
+// in one pass. 8 values a thread an access; count % 8 == 0, every pointer 16-byte aligned.
+extern "C" __global__ void act_e4m3(h16* y, const h16* x, unsigned char* __restrict__ y8, long long count, int act) {
+    PDL_ENTER();
+    const long long groups = count >> 3, stride = (long long)gridDim.x * blockDim.x;
+    for (long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x; g < groups; g += stride) {
+        const uint4 u = ((const uint4*)x)[g];
+        const u32 w[4] = {u.x, u.y, u.z, u.w};
+        u32 o[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            o[e] = pack_h2(act_apply(h2f((h16)(w[e] & 0xffffu)), act), act_apply(h2f((h16)(w[e] >> 16)), act));
+        ((uint4*)y)[g] = make_uint4(o[0], o[1], o[2], o[3]);
+        u32 p[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+            p[e] = (u32)e4m3x2(h2f((h16)(o[2 * e] & 0xffffu)), h2f((h16)(o[2 * e] >> 16))) |
+                   ((u32)e4m3x2(h2f((h16)(o[2 * e + 1] & 0xffffu)), h2f((h16)(o[2 * e + 1] >> 16))) << 16);
+        ((uint2*)y8)[g] = make_uint2(p[0], p[1]);
+    }
+}

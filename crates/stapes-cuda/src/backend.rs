@@ -1950,6 +1950,20 @@ impl Backend for CudaBackend {
         self.linear_act_fused(x, w, bias, act)
     }
 
+    fn linear_act_feeding(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        act: Activation,
+        next: &CudaWeight,
+    ) -> Result<CudaTensor> {
+        if let Some(y) = self.linear_act_e4m3(x, w, bias, act, next)? {
+            return Ok(y);
+        }
+        self.linear_act_fused(x, w, bias, act)
+    }
+
     fn mlp_add(
         &self,
         x: &CudaTensor,
@@ -2043,7 +2057,19 @@ impl Backend for CudaBackend {
         bias: Option<&CudaTensor>,
         act: Activation,
     ) -> Result<CudaTensor> {
-        self.glu_depthwise_act_fused(x, keep, w, bias, act)
+        self.glu_depthwise_act_fused(x, keep, w, bias, act, None)
+    }
+
+    fn glu_depthwise_act_feeding(
+        &self,
+        x: &CudaTensor,
+        keep: Option<&CudaTensor>,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        act: Activation,
+        next: &CudaWeight,
+    ) -> Result<CudaTensor> {
+        self.glu_depthwise_act_fused(x, keep, w, bias, act, Some(next))
     }
 
     fn rel_attention_inputs(

@@ -317,6 +317,7 @@ impl CudaBackend {
         w: &CudaTensor,
         bias: Option<&CudaTensor>,
         act: Activation,
+        next: Option<&CudaWeight>,
     ) -> Result<CudaTensor> {
         const OP: &str = "glu_depthwise_act";
         let (bs, t, c, kw) = glu_depthwise_dims(&x.shape, &w.shape)?;
@@ -362,6 +363,15 @@ impl CudaBackend {
             act_code(act),
         );
         let dt = out.bit() | (x.bit() << 1);
+        // an FP8 GEMM next: the outputs also as its e4m3 input (fp8.rs)
+        let m = bs * t_out;
+        let y8 = match next {
+            Some(nw) if out.dtype == Dtype::F16 && self.feeds_fp8(nw, m, c) => {
+                Some(self.pool.alloc(m * c)?)
+            }
+            _ => None,
+        };
+        let y8p = y8.as_ref().map_or(0, |b| self.p(b));
         let grid = (
             t_out.div_ceil(GDW_ROWS) as u32,
             c.div_ceil(GDW_CH) as u32,
@@ -373,8 +383,11 @@ impl CudaBackend {
             grid,
             ((GDW_CH * GDW_NY) as u32, 1, 1),
             smem,
-            args![y, xp, kp, wp, bp, ti, ci, ki, pi, toi, a, dt],
+            args![y, xp, kp, wp, bp, ti, ci, ki, pi, toi, a, dt, y8p],
         )?;
+        if let Some(y8) = y8 {
+            self.remember(&out.buf, m, c, PrepKind::Fp8, vec![y8]);
+        }
         Ok(out)
     }
 
@@ -774,6 +787,30 @@ impl CudaBackend {
         self.split_ln_min_k.load(Ordering::SeqCst)
     }
 
+    /// Whether a tensor of `m` rows of `k` written now in an f16 chain is read next by
+    /// `next`'s linear on FP8 from its e4m3 form ([`Backend::linear_add_norms`] included: its
+    /// split form reads f16), so the writer may leave that form prepared.
+    pub(super) fn feeds_fp8(&self, next: &CudaWeight, m: usize, k: usize) -> bool {
+        super::fp8::feed_e4m3_on()
+            && next.k == k
+            && self.out_dt() == Dtype::F16
+            && self.fp8_chain_linear(next, m, None)
+            && !self.split_ln_shape(m, next.n, next.k)
+    }
+
+    /// Whether `linear_add_norms` over `m` rows of a `(n, k)` weight has the split form's
+    /// shape (its other conditions are on the operands' types).
+    pub(super) fn split_ln_shape(&self, m: usize, n: usize, k: usize) -> bool {
+        let splits = self.split_ln.load(Ordering::Relaxed);
+        (splits == 2 || splits == 4)
+            && m > GEMV_MAX_M
+            && m <= SPLIT_LN_MAX_M
+            && k >= self.split_ln_min_k()
+            && k.is_multiple_of(splits * 8)
+            && n.is_multiple_of(8)
+            && n <= SPLIT_LN_MAX_N
+    }
+
     /// Calls of `linear_add_norms` that took the split form (tests prove it ran).
     #[doc(hidden)]
     pub fn split_ln_runs(&self) -> u64 {
@@ -811,18 +848,12 @@ impl CudaBackend {
             && norms
                 .iter()
                 .all(|(g, b)| g.numel() == n && b.is_none_or(|b| b.numel() == n));
-        if !(splits == 2 || splits == 4)
+        if !self.split_ln_shape(m, n, k)
             || !shapes_ok
             || !(1..=2).contains(&norms.len())
             || x.dtype != Dtype::F16
             || r.dtype != Dtype::F16
             || self.out_dt() != Dtype::F16
-            || m <= GEMV_MAX_M
-            || m > SPLIT_LN_MAX_M
-            || k < self.split_ln_min_k()
-            || !k.is_multiple_of(splits * 8)
-            || !n.is_multiple_of(8)
-            || n > SPLIT_LN_MAX_N
             || self.ln_q8_target(next, m, n).is_some()
         {
             return compose();

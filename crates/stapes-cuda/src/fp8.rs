@@ -31,6 +31,13 @@ use crate::pool::Block;
 /// Conversion passes [`CudaBackend::fp8_input`] launched (a GEMM input no norm wrote in e4m3).
 static PASSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// `STAPES_CUDA_FEED_E4M3=0`: the `*_feeding` ops of the FastConformer's activation pass and
+/// conv module write f16 only, and their FP8 GEMMs convert (same-binary A/B runs).
+pub(crate) fn feed_e4m3_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_FEED_E4M3").map_or(true, |v| v.trim() != "0"))
+}
+
 /// A q8 weight re-laid for the FP8 GEMM: `(n, k)` e4m3 and the f32 it is multiplied by.
 pub(crate) struct Fp8Weight {
     pub w: Arc<Block>,
@@ -256,6 +263,51 @@ impl CudaBackend {
 }
 
 impl CudaBackend {
+    /// [`Backend::linear_act_feeding`] where the activation is a pass of its own (cuBLASLt has
+    /// no epilogue for it: SiLU) and `next`'s linear reads the result on FP8: the pass also
+    /// writes the result as e4m3, remembered as that linear's prepared input, so the linear
+    /// runs no conversion pass. The f16 result is written as well (same bits as
+    /// `linear_act`), so any reader, and a linear that falls back to f16, sees it whole.
+    /// `Ok(None)`: not this form, nothing ran. The split form of `linear_add_norms`
+    /// (conformer.rs) reads f16, so its shapes take the plain form.
+    pub(crate) fn linear_act_e4m3(
+        &self,
+        x: &super::CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&super::CudaTensor>,
+        act: stapes_core::Activation,
+        next: &CudaWeight,
+    ) -> Result<Option<super::CudaTensor>> {
+        let k = *x.shape.last().unwrap_or(&0);
+        let m = x.numel() / k.max(1);
+        let n = w.n;
+        if super::linear_add::epilogue_act(act) != super::EpiAct::None
+            || k != w.k
+            || !(m * n).is_multiple_of(8)
+            || !self.feeds_fp8(next, m, n)
+        {
+            return Ok(None);
+        }
+        // (no epilogue has this activation: the GEMM leaves it to the pass)
+        let (y, _) = self.linear_epi_act(x, w, bias, act)?;
+        let y8 = self.pool.alloc((m * n).max(1))?;
+        let (yp, y8p) = (self.t(&y), self.p(&y8));
+        if y.dtype != Dtype::F16 || (yp | y8p) % 16 != 0 {
+            self.activation_in_place(&y, act)?;
+            return Ok(Some(y));
+        }
+        let (count, a) = ((m * n) as i64, super::act_code(act));
+        self.launch(
+            "act_e4m3",
+            grid_1d(m * n / 8),
+            (256, 1, 1),
+            0,
+            args![yp, yp, y8p, count, a],
+        )?;
+        self.remember(&y.buf, m, n, PrepKind::Fp8, vec![y8]);
+        Ok(Some(y))
+    }
+
     /// Whether [`CudaBackend::mlp_add_fp8`] takes these operands (its checks before any copy
     /// of a weight or launch).
     #[allow(clippy::too_many_arguments)]

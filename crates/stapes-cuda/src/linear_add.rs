@@ -168,6 +168,18 @@ impl CudaBackend {
         Ok((out, done))
     }
 
+    /// `x · Wᵀ + b` with `act` asked of the GEMM's epilogue ([`Self::linear_epi`]): the output
+    /// and whether it has `act` (else the caller runs it).
+    pub(super) fn linear_epi_act(
+        &self,
+        x: &CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        act: Activation,
+    ) -> Result<(CudaTensor, bool)> {
+        self.linear_epi(x, w, bias, None, epilogue_act(act), self.out_dt())
+    }
+
     /// `y += resid` over `len` elements of type `dt` (no-op for `resid = 0`): the residual of
     /// the paths whose GEMM cannot take it.
     pub(super) fn add_in_place(&self, y: u64, resid: u64, len: usize, dt: Dtype) -> Result<()> {

@@ -401,6 +401,154 @@ fn fp8_norm_feeding_writes_the_gemms_input() {
     }
 }
 
+/// `linear_act_feeding` with SiLU (an activation pass of its own) before an FP8 GEMM: the pass
+/// also writes the GEMM's e4m3 input, so the GEMM converts nothing, and the bits of the
+/// activation and of the GEMM are those of `linear_act` followed by the GEMM's own conversion.
+/// At a shape where `linear_add_norms` splits (it reads f16 there) the pass writes f16 only,
+/// and the GEMM converts as before.
+#[test]
+fn fp8_silu_pass_writes_the_next_gemms_input() {
+    let name = "fp8_silu_pass_writes_the_next_gemms_input";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        return;
+    };
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    // (rows, d, hidden, fed): 600 rows past the split form's bound; 140 rows with a hidden of
+    // 1024, the split form's shape
+    for (i, &(m, d, hid, fed_expected)) in [(600, 256, 512, true), (140, 256, 1024, false)]
+        .iter()
+        .enumerate()
+    {
+        let s = 900 + 10 * i as u64;
+        let x = rnd(&[1, m, d], s, 2.0);
+        let w1 = rnd(&[hid, d], s + 1, 1.0 / (d as f32).sqrt());
+        let b1 = rnd(&[hid], s + 2, 0.5);
+        let w2 = rnd(&[d, hid], s + 3, 1.0 / (hid as f32).sqrt());
+        let b2 = rnd(&[d], s + 4, 0.5);
+        let r = rnd(&[1, m, d], s + 5, 1.0);
+        let (w1q, w2q) = (
+            g.weight(&w1, Lane::Q8).unwrap(),
+            g.weight(&w2, Lane::Q8).unwrap(),
+        );
+        let up = |t: &HostTensor| g.upload(t).unwrap();
+        let (xt, b1t, b2t, rt) = (up(&x), up(&b1), up(&b2), up(&r));
+        let run = |feeding: bool| -> Vec<Vec<f32>> {
+            let key = format!("test-encoder/fp8-silu-{i}-{feeding}");
+            let outs = g
+                .chain(&key, &mut |be| {
+                    let x16 = be.affine(&xt, 1.0, 0.0)?;
+                    let r16 = be.affine(&rt, 1.0, 0.0)?;
+                    let h = if feeding {
+                        be.linear_act_feeding(&x16, &w1q, Some(&b1t), Activation::Silu, &w2q)?
+                    } else {
+                        be.linear_act(&x16, &w1q, Some(&b1t), Activation::Silu)?
+                    };
+                    let y = be.linear_add(&h, &w2q, Some(&b2t), &r16)?;
+                    Ok(vec![h, y])
+                })
+                .unwrap();
+            outs.iter().map(|t| g.download(t).unwrap().data).collect()
+        };
+        let c0 = g.counters().snapshot().gemm_q8_fp8;
+        let p0 = g.fp8_input_passes();
+        let fed = run(true);
+        let p1 = g.fp8_input_passes();
+        let plain = run(false);
+        let p2 = g.fp8_input_passes();
+        assert!(
+            g.counters().snapshot().gemm_q8_fp8 - c0 >= 4,
+            "m{m}: the GEMMs did not run on FP8"
+        );
+        // both forms convert fc1's input x each time the chain runs its ops; the plain form
+        // converts the activation for fc2 as well
+        let (fed_passes, plain_passes) = (p1 - p0, p2 - p1);
+        assert!(fed_passes >= 1, "m{m}: fc1 converted nothing");
+        if fed_expected {
+            assert_eq!(
+                plain_passes,
+                2 * fed_passes,
+                "m{m}: the fed GEMM still converted its input"
+            );
+        } else {
+            assert_eq!(
+                fed_passes, plain_passes,
+                "m{m}: the split shape's pass wrote e4m3"
+            );
+        }
+        assert_eq!(fed[0], plain[0], "m{m}: the activations differ");
+        assert_eq!(fed[1], plain[1], "m{m}: the GEMM read another input");
+    }
+}
+
+/// `glu_depthwise_act_feeding` before an FP8 GEMM: the conv module's middle also writes the
+/// GEMM's e4m3 input (the GEMM converts nothing), with the bits of `glu_depthwise_act`
+/// followed by the GEMM's own conversion; at a split shape of `linear_add_norms` it does not.
+#[test]
+fn fp8_conv_module_writes_the_next_gemms_input() {
+    let name = "fp8_conv_module_writes_the_next_gemms_input";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        return;
+    };
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    // (frames, channels, fed): past the split form's rows; 140 frames of 1024 channels, its
+    // shape
+    for (i, &(t, c, fed_expected)) in [(600, 256, true), (140, 1024, false)].iter().enumerate() {
+        let s = 950 + 10 * i as u64;
+        let x = rnd(&[1, t, 2 * c], s, 2.0);
+        let dw = rnd(&[c, 9], s + 1, 0.4);
+        let db = rnd(&[c], s + 2, 0.2);
+        let w2 = rnd(&[c, c], s + 3, 1.0 / (c as f32).sqrt());
+        let b2 = rnd(&[c], s + 4, 0.5);
+        let r = rnd(&[1, t, c], s + 5, 1.0);
+        let w2q = g.weight(&w2, Lane::Q8).unwrap();
+        let up = |t: &HostTensor| g.upload(t).unwrap();
+        let (xt, dwt, dbt, b2t, rt) = (up(&x), up(&dw), up(&db), up(&b2), up(&r));
+        let run = |feeding: bool| -> Vec<Vec<f32>> {
+            let key = format!("test-encoder/fp8-glu-{i}-{feeding}");
+            let outs = g
+                .chain(&key, &mut |be| {
+                    let x16 = be.affine(&xt, 1.0, 0.0)?;
+                    let r16 = be.affine(&rt, 1.0, 0.0)?;
+                    let act = Activation::Silu;
+                    let h = if feeding {
+                        be.glu_depthwise_act_feeding(&x16, None, &dwt, Some(&dbt), act, &w2q)?
+                    } else {
+                        be.glu_depthwise_act(&x16, None, &dwt, Some(&dbt), act)?
+                    };
+                    let y = be.linear_add(&h, &w2q, Some(&b2t), &r16)?;
+                    Ok(vec![h, y])
+                })
+                .unwrap();
+            outs.iter().map(|t| g.download(t).unwrap().data).collect()
+        };
+        let c0 = g.counters().snapshot().gemm_q8_fp8;
+        let p0 = g.fp8_input_passes();
+        let fed = run(true);
+        let p1 = g.fp8_input_passes();
+        let plain = run(false);
+        let p2 = g.fp8_input_passes();
+        assert!(
+            g.counters().snapshot().gemm_q8_fp8 - c0 >= 2,
+            "t{t}: the GEMM did not run on FP8"
+        );
+        assert!(
+            p2 - p1 >= 1,
+            "t{t}: the plain form's GEMM converted nothing"
+        );
+        if fed_expected {
+            assert_eq!(p1 - p0, 0, "t{t}: the fed GEMM still converted its input");
+        } else {
+            assert_eq!(p1 - p0, p2 - p1, "t{t}: the split shape's pass wrote e4m3");
+        }
+        assert_eq!(fed[0], plain[0], "t{t}: the conv module's outputs differ");
+        assert_eq!(fed[1], plain[1], "t{t}: the GEMM read another input");
+    }
+}
+
 /// `layer_norm_linear` and `layer_norm_mlp_add` on FP8 keep the norm in e4m3 only: they give the
 /// bits of the plain norm followed by `linear` / `mlp_add` (whose GEMMs convert the norm's f16
 /// result with the pass, the same roundings), convert nothing themselves, and count their GEMMs

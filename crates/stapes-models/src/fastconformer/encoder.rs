@@ -715,8 +715,8 @@ impl<B: Backend> ConvModule<B> {
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         let h = self.pw1.forward(b, h)?; // (B, T, 2C)
                                          // GLU, zeros past each sequence (as its own pass sees), depthwise conv, activation.
-        let h = b.glu_depthwise_act(&h, keep, &self.dw_w, Some(&self.dw_b), act)?; // (B, T, C)
         let pw2 = &self.pw2;
+        let h = b.glu_depthwise_act_feeding(&h, keep, &self.dw_w, Some(&self.dw_b), act, &pw2.w)?; // (B, T, C)
         Ok(b.linear_add_norms(&h, &pw2.w, pw2.b.as_ref(), x, norms, NORM_EPS, next)?)
     }
 }
@@ -741,9 +741,9 @@ impl<B: Backend> FeedForward<B> {
         norms: &[(&B::Tensor, Option<&B::Tensor>)],
         next: Option<&B::Weight>,
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
-        // the activation in l1's epilogue where the home fuses it
-        let h = b.linear_act(h, &self.l1.w, self.l1.b.as_ref(), act)?;
+        // the activation in l1's epilogue where the home fuses it, and l2's input form beside
         let l2 = &self.l2;
+        let h = b.linear_act_feeding(h, &self.l1.w, self.l1.b.as_ref(), act, &l2.w)?;
         Ok(b.linear_add_norms(&h, &l2.w, l2.b.as_ref(), x, norms, NORM_EPS, next)?)
     }
 }
