@@ -21,9 +21,11 @@ t pdl; t graphs
 export STAPES_CUDA_PDL_EDGES=1
 for x in fp8 cuda_parakeet cuda_canary parakeet_batch cuda_whisper; do t $x; done
 unset STAPES_CUDA_PDL_EDGES
-q() { python3 -c 'import json,sys; r=json.load(sys.stdin)["report"]; print("enc_dev %.4f batch16 %s" % (r["encode_device"]["median_ms"], r["encode_batched"]))'; }
-b() { STAPES_CUDA_PDL_EDGES=$3 timeout 120 $B/stapes bench --synthetic $1 --device cuda --lane $2 --audio samples/jfk.wav --iters 20 --batch 16 --json 2>/dev/null | q; }
-for m in parakeet-tdt-0.6b-v2 canary-1b-flash whisper-large-v3-turbo whisper-tiny; do
-  b $m q8 0 > /dev/null
-  for r in 1 2; do for l in q8 f16; do for e in 0 1; do echo "$m $l edges=$e r$r: $(b $m $l $e)"; done; done; done
+q() { python3 -c 'import json,sys; r=json.load(sys.stdin)["report"]; print("enc_dev %.4f batch16 %s" % (r["encode_device"]["median_ms"], r.get("encode_batched")))'; }
+b() { STAPES_CUDA_PDL_EDGES=$3 timeout 120 $B/stapes bench --synthetic $1 --device cuda --lane $2 $4 --json 2>/dev/null | q; }
+P="--audio samples/jfk.wav --iters 20 --batch 16"; C="--iters 20 --batch 1"; W="--iters 20 --batch 1 --decode-tokens 2"
+for mo in "parakeet-tdt-0.6b-v2|$P" "canary-1b-flash|$C" "whisper-large-v3-turbo|$W"; do
+  m=${mo%%|*}; o=${mo#*|}
+  b $m q8 0 "$o" > /dev/null
+  for r in 1 2; do for l in q8 f16; do for e in 0 1; do echo "$m $l edges=$e r$r: $(b $m $l $e "$o")"; done; done; done
 done
