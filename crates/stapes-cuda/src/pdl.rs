@@ -47,6 +47,7 @@ pub const DEFAULT_MODE: PdlMode = PdlMode::Steps;
 /// kernel entry whose sm_90 PTX holds `griddepcontrol.wait`.
 pub const PDL_SAFE: &[&str] = &[
     "act",
+    "act_e4m3",
     "affine",
     "argmax",
     "attn_combine_f32",

@@ -415,12 +415,16 @@ fn fp8_silu_pass_writes_the_next_gemms_input() {
     };
     g.set_f16_activations(true);
     g.set_q8_mix(Q8Mix::Fp8);
-    // (rows, d, hidden, fed): 600 rows past the split form's bound; 140 rows with a hidden of
-    // 1024, the split form's shape
-    for (i, &(m, d, hid, fed_expected)) in [(600, 256, 512, true), (140, 256, 1024, false)]
-        .iter()
-        .enumerate()
-    {
+    // (rows, d, hidden, fed): 600 rows past the split form's bound; an odd row count and
+    // widths off the powers of two; 16 parakeet clips' fc1 output (2240 x 4096, past the pass's
+    // grid cap, so its threads loop); 140 rows with a hidden of 1024, the split form's shape
+    let shapes = [
+        (600, 256, 512, true),
+        (603, 272, 528, true),
+        (2240, 1024, 4096, true),
+        (140, 256, 1024, false),
+    ];
+    for (i, &(m, d, hid, fed_expected)) in shapes.iter().enumerate() {
         let s = 900 + 10 * i as u64;
         let x = rnd(&[1, m, d], s, 2.0);
         let w1 = rnd(&[hid, d], s + 1, 1.0 / (d as f32).sqrt());
@@ -494,9 +498,16 @@ fn fp8_conv_module_writes_the_next_gemms_input() {
     };
     g.set_f16_activations(true);
     g.set_q8_mix(Q8Mix::Fp8);
-    // (frames, channels, fed): past the split form's rows; 140 frames of 1024 channels, its
-    // shape
-    for (i, &(t, c, fed_expected)) in [(600, 256, true), (140, 1024, false)].iter().enumerate() {
+    // (frames, channels, fed): past the split form's rows; an odd frame count (a last block of
+    // few frames) and channels off the powers of two; 16 parakeet clips' frames; 140 frames of
+    // 1024 channels, the split form's shape
+    let shapes = [
+        (600, 256, true),
+        (603, 272, true),
+        (2240, 1024, true),
+        (140, 1024, false),
+    ];
+    for (i, &(t, c, fed_expected)) in shapes.iter().enumerate() {
         let s = 950 + 10 * i as u64;
         let x = rnd(&[1, t, 2 * c], s, 2.0);
         let dw = rnd(&[c, 9], s + 1, 0.4);
