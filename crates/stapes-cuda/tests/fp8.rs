@@ -84,6 +84,33 @@ fn fp8_gpu(name: &str) -> Option<&'static CudaBackend> {
     Some(g)
 }
 
+/// A form that writes the next GEMM's e4m3 input against the plain form, each run through
+/// `run` (true: that form, false: the plain one): their outputs, the conversion passes each form
+/// launched, and the FP8 GEMMs the two counted together.
+struct FedPlain {
+    fed: Vec<Vec<f32>>,
+    plain: Vec<Vec<f32>>,
+    fed_passes: u64,
+    plain_passes: u64,
+    fp8_gemms: u64,
+}
+
+fn fed_and_plain(g: &CudaBackend, run: &dyn Fn(bool) -> Vec<Vec<f32>>) -> FedPlain {
+    let c0 = g.counters().snapshot().gemm_q8_fp8;
+    let p0 = g.fp8_input_passes();
+    let fed = run(true);
+    let p1 = g.fp8_input_passes();
+    let plain = run(false);
+    let p2 = g.fp8_input_passes();
+    FedPlain {
+        fed,
+        plain,
+        fed_passes: p1 - p0,
+        plain_passes: p2 - p1,
+        fp8_gemms: g.counters().snapshot().gemm_q8_fp8 - c0,
+    }
+}
+
 /// Input `(1, m, k)`, weight `(n, k)`, bias `(n)` and residual `(1, m, n)` from seed `s`.
 fn case(s: u64, m: usize, k: usize, n: usize) -> [HostTensor; 4] {
     [
@@ -381,19 +408,20 @@ fn fp8_norm_feeding_writes_the_gemms_input() {
                 .unwrap();
             outs.iter().map(|t| g.download(t).unwrap().data).collect()
         };
-        let p0 = g.fp8_input_passes();
-        let fed = run(true);
-        let p1 = g.fp8_input_passes();
-        let plain = run(false);
-        let p2 = g.fp8_input_passes();
+        let FedPlain {
+            fed,
+            plain,
+            fed_passes,
+            plain_passes,
+            ..
+        } = fed_and_plain(g, &run);
         // each chain runs eagerly, is captured, then replayed: passes counted at launch
         assert_eq!(
-            p1 - p0,
-            0,
+            fed_passes, 0,
             "m{m} d{d}: the fed GEMM still converted its input"
         );
         assert!(
-            p2 - p1 >= 1,
+            plain_passes >= 1,
             "m{m} d{d}: the plain norm's GEMM converted nothing"
         );
         assert_eq!(fed[0], plain[0], "m{m} d{d}: the norms differ");
@@ -455,19 +483,16 @@ fn fp8_silu_pass_writes_the_next_gemms_input() {
                 .unwrap();
             outs.iter().map(|t| g.download(t).unwrap().data).collect()
         };
-        let c0 = g.counters().snapshot().gemm_q8_fp8;
-        let p0 = g.fp8_input_passes();
-        let fed = run(true);
-        let p1 = g.fp8_input_passes();
-        let plain = run(false);
-        let p2 = g.fp8_input_passes();
-        assert!(
-            g.counters().snapshot().gemm_q8_fp8 - c0 >= 4,
-            "m{m}: the GEMMs did not run on FP8"
-        );
+        let FedPlain {
+            fed,
+            plain,
+            fed_passes,
+            plain_passes,
+            fp8_gemms,
+        } = fed_and_plain(g, &run);
+        assert!(fp8_gemms >= 4, "m{m}: the GEMMs did not run on FP8");
         // both forms convert fc1's input x each time the chain runs its ops; the plain form
         // converts the activation for fc2 as well
-        let (fed_passes, plain_passes) = (p1 - p0, p2 - p1);
         assert!(fed_passes >= 1, "m{m}: fc1 converted nothing");
         if fed_expected {
             assert_eq!(
@@ -536,24 +561,28 @@ fn fp8_conv_module_writes_the_next_gemms_input() {
                 .unwrap();
             outs.iter().map(|t| g.download(t).unwrap().data).collect()
         };
-        let c0 = g.counters().snapshot().gemm_q8_fp8;
-        let p0 = g.fp8_input_passes();
-        let fed = run(true);
-        let p1 = g.fp8_input_passes();
-        let plain = run(false);
-        let p2 = g.fp8_input_passes();
+        let FedPlain {
+            fed,
+            plain,
+            fed_passes,
+            plain_passes,
+            fp8_gemms,
+        } = fed_and_plain(g, &run);
+        assert!(fp8_gemms >= 2, "t{t}: the GEMM did not run on FP8");
         assert!(
-            g.counters().snapshot().gemm_q8_fp8 - c0 >= 2,
-            "t{t}: the GEMM did not run on FP8"
-        );
-        assert!(
-            p2 - p1 >= 1,
+            plain_passes >= 1,
             "t{t}: the plain form's GEMM converted nothing"
         );
         if fed_expected {
-            assert_eq!(p1 - p0, 0, "t{t}: the fed GEMM still converted its input");
+            assert_eq!(
+                fed_passes, 0,
+                "t{t}: the fed GEMM still converted its input"
+            );
         } else {
-            assert_eq!(p1 - p0, p2 - p1, "t{t}: the split shape's pass wrote e4m3");
+            assert_eq!(
+                fed_passes, plain_passes,
+                "t{t}: the split shape's pass wrote e4m3"
+            );
         }
         assert_eq!(fed[0], plain[0], "t{t}: the conv module's outputs differ");
         assert_eq!(fed[1], plain[1], "t{t}: the GEMM read another input");
@@ -700,18 +729,23 @@ fn fp8_attention_writes_the_projections_input() {
             .unwrap();
         outs.iter().map(|x| g.download(x).unwrap().data).collect()
     };
-    let p0 = g.fp8_input_passes();
-    let fused = run(true);
-    let p1 = g.fp8_input_passes();
-    let plain = run(false);
-    let p2 = g.fp8_input_passes();
+    let FedPlain {
+        fed: fused,
+        plain,
+        fed_passes,
+        plain_passes,
+        ..
+    } = fed_and_plain(g, &run);
     let wg = CudaBackend::attn_wg_launches() > 0;
     if wg {
-        assert_eq!(p1 - p0, 0, "the fused projection still converted its input");
+        assert_eq!(
+            fed_passes, 0,
+            "the fused projection still converted its input"
+        );
     } else {
         eprintln!("(the warpgroup attention did not run here: the fused form converts too)");
     }
-    assert!(p2 - p1 >= 1, "the plain projection converted nothing");
+    assert!(plain_passes >= 1, "the plain projection converted nothing");
     assert_eq!(
         fused, plain,
         "the fused form differs from attention + linear_add"
