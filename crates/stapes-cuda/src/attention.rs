@@ -248,10 +248,23 @@ impl CudaBackend {
     /// `min_auto`: fewer automatic splits than this run unsplit (the warpgroup kernel's combine
     /// pass costs more than a 2-way split wins: base 24.9 vs 22.5 µs on the H200, stop 15).
     fn flash64_splits(&self, f: &Flash64, rows: usize, min_auto: usize) -> usize {
+        self.flash64_splits_of(f.heads, f.tq, f.kv_len, rows, min_auto)
+    }
+
+    /// [`CudaBackend::flash64_splits`] from the shape alone: `heads` of `tq` queries over
+    /// `kv_len` keys.
+    fn flash64_splits_of(
+        &self,
+        heads: usize,
+        tq: usize,
+        kv_len: usize,
+        rows: usize,
+        min_auto: usize,
+    ) -> usize {
         if forced() != 0 {
             return 1;
         }
-        let tiles = f.kv_len.div_ceil(64);
+        let tiles = kv_len.div_ceil(64);
         let want = match split_forced() {
             SPLIT_AUTO => {
                 // per window, not per batch: the split changes the summation order, and a
@@ -259,10 +272,10 @@ impl CudaBackend {
                 // queries are the keys (an encoder window, whose length the model fixes), so a
                 // decoder's cross-attention cannot split differently for a prompt padded in a
                 // batch
-                if f.tq != f.kv_len {
+                if tq != kv_len {
                     return 1;
                 }
-                let blocks = f.heads * f.tq.div_ceil(rows);
+                let blocks = heads * tq.div_ceil(rows);
                 let sms = self.sm_count();
                 if blocks == 0 || blocks >= sms {
                     return 1;
@@ -509,47 +522,28 @@ impl CudaBackend {
     /// Whether `f` runs on the whole (unsplit) warpgroup form, the one that can add a q|k|v
     /// bias itself ([`CudaBackend::launch_awg64`]'s choice, made ahead).
     fn awg64_whole(&self, f: &Flash64, p: &AttnParams) -> bool {
-        self.wg_applies(p)
-            && f.kv_len > 0
-            && self.flash64_splits(f, 128, 3) <= 1
-            && Self::awg64_maps(f).is_some()
+        self.awg64_whole_shape(p, f.heads, f.tq, f.kv_len) && Self::awg64_maps(f).is_some()
     }
 
-    /// Whether `attention_packed` of a `(b, t, 3·c)` q|k|v runs the whole warpgroup form, the
-    /// one that adds a q|k|v bias itself, as far as the shapes tell (its TMA descriptions are
-    /// made at the launch; were they refused, the bias would be added by a pass first).
-    pub(super) fn attention_adds_qkv_bias(
-        &self,
-        b: usize,
-        t: usize,
-        c: usize,
-        p: &AttnParams,
-    ) -> bool {
+    /// [`CudaBackend::awg64_whole`] as far as the shape tells: `heads` of `tq` queries over
+    /// `kv_len` keys on the warpgroup form, unsplit (`launch_awg64` splits as
+    /// `flash64_splits(f, 128, 3)` says).
+    fn awg64_whole_shape(&self, p: &AttnParams, heads: usize, tq: usize, kv_len: usize) -> bool {
+        self.wg_applies(p) && kv_len > 0 && self.flash64_splits_of(heads, tq, kv_len, 128, 3) <= 1
+    }
+
+    /// Whether `attention_packed` of a `(batch, t, 3·c)` q|k|v runs the whole warpgroup form,
+    /// the one that adds a q|k|v bias itself, as far as the shapes tell (its TMA descriptions
+    /// are made at the launch; were they refused, the bias would be added by a pass first). The
+    /// split is chosen per window, so the batch does not enter.
+    pub(super) fn attention_adds_qkv_bias(&self, t: usize, c: usize, p: &AttnParams) -> bool {
         let kv_len = p.kv_len.unwrap_or(t);
-        let f = Flash64 {
-            q: 0,
-            q16: true,
-            ldq: 3 * c,
-            k: 0,
-            v: 0,
-            ldkv: 3 * c,
-            batch: b,
-            tq: t,
-            tk: t,
-            heads: p.n_heads,
-            kv_len,
-            o8: 0,
-            o8_only: false,
-            bias: 0,
-        };
         p.n_heads > 0
             && c > 0
             && c.is_multiple_of(p.n_heads)
             && Self::flash64_applies(c / p.n_heads, t)
-            && self.wg_applies(p)
-            && kv_len > 0
             && kv_len <= t
-            && self.flash64_splits(&f, 128, 3) <= 1
+            && self.awg64_whole_shape(p, p.n_heads, t, kv_len)
     }
 
     /// The warpgroup-MMA form of [`CudaBackend::launch_flash64`] (sm_90, not causal): K and V

@@ -439,8 +439,8 @@ impl CudaBackend {
         p: &stapes_core::AttnParams,
     ) -> bool {
         match x.shape.as_slice() {
-            [b, t, d] if *d == w_qkv.k && w_qkv.n.is_multiple_of(3) => {
-                self.attention_adds_qkv_bias(*b, *t, w_qkv.n / 3, p)
+            [_, t, d] if *d == w_qkv.k && w_qkv.n.is_multiple_of(3) => {
+                self.attention_adds_qkv_bias(*t, w_qkv.n / 3, p)
             }
             _ => false,
         }
