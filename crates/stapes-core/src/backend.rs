@@ -484,6 +484,36 @@ pub trait Backend: Send + Sync {
         self.activation(&y, act)
     }
 
+    /// Rotary position embedding in its rotate-half form (GPT-NeoX, GigaAM): `x (B, T, H·Dh)`,
+    /// `cos`, `sin (T, H·Dh)` (per head `Dh` angles whose two halves are equal) →
+    /// `x·cos + rot(x)·sin`, `rot` being `[−x₂, x₁]` over each head's halves. The default
+    /// composes slices, `concat`, `mul` and `add`.
+    fn rotary_half(
+        &self,
+        x: &Self::Tensor,
+        cos: &Self::Tensor,
+        sin: &Self::Tensor,
+        head_dim: usize,
+    ) -> Result<Self::Tensor> {
+        let s = x.shape().to_vec();
+        let n: usize = s.iter().product();
+        if head_dim < 2 || !head_dim.is_multiple_of(2) || !n.is_multiple_of(head_dim) {
+            return Err(crate::Error::shape(
+                "rotary_half",
+                format!("{s:?} does not split into heads of an even {head_dim}"),
+            ));
+        }
+        let half = head_dim / 2;
+        let v = self.reshape(x, &[n / head_dim, 2, half])?; // (B·T·H, 2, Dh/2)
+        let x1 = self.slice(&v, 1, 0, 1)?;
+        let x2 = self.slice(&v, 1, 1, 1)?;
+        let neg = self.affine(&x2, -1.0, 0.0)?;
+        let rot = self.reshape(&self.concat(&[&neg, &x1], 1)?, &s)?;
+        let a = self.mul(x, cos)?;
+        let b = self.mul(&rot, sin)?;
+        self.add(&a, &b)
+    }
+
     // ---- FastConformer blocks (fused where a home pays for it) ----
 
     /// The conformer conv module between its two pointwise convs: `x (B, T, 2C)` → GLU over the

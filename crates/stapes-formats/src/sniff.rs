@@ -21,6 +21,8 @@ pub enum Format {
     Onnx,
     /// NeMo `.nemo` archive (tar, possibly gzip-compressed).
     Nemo,
+    /// PyTorch `torch.save` zip checkpoint (`.ckpt`, `.pt`; GigaAM's models).
+    Torch,
 }
 
 impl Format {
@@ -32,6 +34,7 @@ impl Format {
             Format::Safetensors => "safetensors",
             Format::Onnx => "onnx",
             Format::Nemo => "nemo",
+            Format::Torch => "torch",
         }
     }
 
@@ -44,6 +47,7 @@ impl Format {
             "hf" | "safetensors" | "transformers" => Format::Safetensors,
             "onnx" => Format::Onnx,
             "nemo" => Format::Nemo,
+            "torch" | "pytorch" | "ckpt" => Format::Torch,
             _ => return None,
         })
     }
@@ -69,7 +73,7 @@ pub fn sniff(path: &Path) -> Result<Format, FormatError> {
     sniff_bytes(&head[..n]).ok_or_else(|| FormatError::Unsupported {
         path: path.to_path_buf(),
         detail:
-            "not a model file this engine knows (CTranslate2, ggml, GGUF, safetensors, ONNX, NeMo)"
+            "not a model file this engine knows (CTranslate2, ggml, GGUF, safetensors, ONNX, NeMo, PyTorch checkpoint)"
                 .into(),
     })
 }
@@ -140,6 +144,10 @@ pub fn sniff_bytes(b: &[u8]) -> Option<Format> {
     }
     if b.starts_with(&[0x1f, 0x8b]) {
         return Some(Format::Nemo);
+    }
+    // A zip's first local file header: torch.save has written zip archives since PyTorch 1.6.
+    if b.starts_with(b"PK\x03\x04") {
+        return Some(Format::Torch);
     }
     // CTranslate2: small version number, then a NUL-terminated spec name such as "WhisperSpec".
     if let Some(v) = u32_at(0) {

@@ -2,6 +2,8 @@
 
 pub mod error;
 pub mod fastconformer;
+pub mod gigaam;
+mod pickle;
 pub mod silero;
 pub mod transcript;
 pub mod wer;

@@ -154,7 +154,7 @@ fn parakeet_batch<B: stapes_core::Backend>(
                 i,
                 Err(StapesError::BadInput("the audio holds no samples".into())),
             );
-        } else if let Err(e) = crate::engine::check_parakeet_options(input.options) {
+        } else if let Err(e) = crate::engine::check_one_pass_options("Parakeet", input.options) {
             deliver(i, Err(e));
         } else {
             runnable.push(i);

@@ -369,6 +369,58 @@ pub(crate) fn parakeet<B: Backend>(
     })
 }
 
+/// GigaAM: encoder on the input's features (11 s of random features when no audio is given),
+/// greedy decoding of that output, and end to end (features, encoder, head) on the audio.
+pub(crate) fn gigaam<B: Backend>(
+    m: &stapes_models::gigaam::Gigaam<B>,
+    o: &BenchOptions,
+) -> Result<BenchReport, StapesError> {
+    let be = m.backend();
+    let feats = match &o.audio {
+        Some(a) => m.features(a)?,
+        None => HostTensor::random(vec![1100, m.config.encoder.feat_in], 7, 1.0), // 11 s
+    };
+    let encode = time(o.iters, 3, || {
+        let _enc = m.encode_host(&feats)?;
+        be.synchronize()?;
+        Ok(())
+    })?;
+    let encode_device = encode_on_device(be, &feats, o.iters, |x| {
+        m.encode(x)?;
+        Ok(())
+    })?;
+    let mut extra = std::collections::BTreeMap::new();
+    let enc = m.encode_host(&feats)?;
+    let mut emitted = 0;
+    let decode = time(o.iters.min(10), 1, || {
+        emitted = m.greedy(&enc)?.tokens.len();
+        Ok(())
+    })?;
+    extra.insert("decode_clip_ms".into(), decode.median_ms);
+    extra.insert("decode_clip_tokens".into(), emitted as f64);
+    let (end_to_end, transcript) = match &o.audio {
+        Some(samples) => {
+            let mut text = String::new();
+            let s = time(o.iters.min(10), 1, || {
+                text = m.transcribe(samples)?.text();
+                Ok(())
+            })?;
+            (Some(s), Some(text))
+        }
+        None => (None, None),
+    };
+    Ok(BenchReport {
+        encode,
+        encode_device,
+        encode_batched: None,
+        batch: o.batch,
+        decode_token: None,
+        end_to_end,
+        transcript,
+        extra,
+    })
+}
+
 fn argmax(x: &[f32]) -> u32 {
     let mut best = 0;
     for (i, v) in x.iter().enumerate() {

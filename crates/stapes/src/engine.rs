@@ -9,6 +9,7 @@ use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
 use stapes_formats::Format;
 use stapes_models::fastconformer::{Canary, CanaryCheckpoint, CanaryConfig, NemoModel, Parakeet};
+use stapes_models::gigaam::Gigaam;
 use stapes_models::transcript::{Segment, Transcript};
 use stapes_models::whisper::config::WhisperConfig;
 use stapes_models::whisper::decoding::{Task as WhisperTask, WhisperOptions};
@@ -95,6 +96,8 @@ pub(crate) enum Inner {
     ParakeetCuda(Box<Parakeet<CudaBackend>>),
     CanaryCpu(Box<Canary<CpuBackend>>),
     CanaryCuda(Box<Canary<CudaBackend>>),
+    GigaamCpu(Box<Gigaam<CpuBackend>>),
+    GigaamCuda(Box<Gigaam<CudaBackend>>),
 }
 
 /// Run the same expression on whichever (family, home) is loaded.
@@ -107,6 +110,8 @@ macro_rules! with_model {
             Inner::ParakeetCuda($m) => $body,
             Inner::CanaryCpu($m) => $body,
             Inner::CanaryCuda($m) => $body,
+            Inner::GigaamCpu($m) => $body,
+            Inner::GigaamCuda($m) => $body,
         }
     };
 }
@@ -142,6 +147,7 @@ impl Engine {
             Format::Ct2 | Format::Ggml => "whisper",
             Format::Safetensors => hf_family(model),
             Format::Nemo => "nemo",
+            Format::Torch => "gigaam",
             Format::Onnx => {
                 return Err(StapesError::BadInput(format!(
                     "{}: an ONNX voice-activity model; use `stapes vad`",
@@ -185,6 +191,7 @@ impl Engine {
                 engine
             }
             "parakeet" => Self::from_parakeet(model, opts)?,
+            "gigaam" => Self::from_gigaam(&stapes_models::gigaam::load(model)?, opts)?,
             "canary" => Self::from_canary(
                 stapes_models::fastconformer::canary::load_canary_hf(
                     if model.is_dir() {
@@ -230,6 +237,26 @@ impl Engine {
             |be, lane| {
                 Ok(Inner::ParakeetCuda(Box::new(Parakeet::from_checkpoint(
                     be, ckpt, lane,
+                )?)))
+            },
+        )
+    }
+
+    fn from_gigaam(
+        ck: &stapes_models::gigaam::GigaamCheckpoint,
+        opts: &EngineOptions,
+    ) -> Result<Engine, StapesError> {
+        Self::on_home(
+            "gigaam",
+            opts,
+            |be, lane| {
+                Ok(Inner::GigaamCpu(Box::new(Gigaam::from_checkpoint(
+                    be, ck, lane,
+                )?)))
+            },
+            |be, lane| {
+                Ok(Inner::GigaamCuda(Box::new(Gigaam::from_checkpoint(
+                    be, ck, lane,
                 )?)))
             },
         )
@@ -292,11 +319,16 @@ impl Engine {
         if let Some(config) = CanaryConfig::published(name) {
             return Self::synthetic_canary(config, opts);
         }
+        if let Some(config) = stapes_models::gigaam::GigaamConfig::published(name) {
+            let ckpt = stapes_models::gigaam::weights::synthetic_checkpoint(&config, 0x5EED)?;
+            return Self::from_gigaam(&ckpt, opts);
+        }
         let config = WhisperConfig::published(name).ok_or_else(|| {
             StapesError::Usage(format!(
-                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo, {}, {})",
+                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo, {}, {}, {})",
                 stapes_models::fastconformer::ParakeetConfig::PUBLISHED.join(", "),
-                CanaryConfig::PUBLISHED.join(", ")
+                CanaryConfig::PUBLISHED.join(", "),
+                stapes_models::gigaam::GigaamConfig::PUBLISHED.join(", ")
             ))
         })?;
         let ckpt = synthetic_checkpoint(&config, 0x5EED)?;
@@ -390,6 +422,8 @@ impl Engine {
             Inner::ParakeetCuda(m) => m.decode_text(ids)?,
             Inner::CanaryCpu(m) => m.decode_text(ids)?,
             Inner::CanaryCuda(m) => m.decode_text(ids)?,
+            Inner::GigaamCpu(m) => m.decode_text(ids)?,
+            Inner::GigaamCuda(m) => m.decode_text(ids)?,
         })
     }
     /// Engagement counters of the home (ops, GEMMs per lane, graph replays, declines).
@@ -434,11 +468,19 @@ impl Engine {
             Inner::WhisperCuda(m) => m.transcribe_observed(samples, &w, progress, on_segment)?,
             // Transducers and CTC take no language, task or prompt: one pass over the input.
             Inner::ParakeetCpu(m) => {
-                check_parakeet_options(opts)?;
+                check_one_pass_options("Parakeet", opts)?;
                 m.transcribe(samples)?
             }
             Inner::ParakeetCuda(m) => {
-                check_parakeet_options(opts)?;
+                check_one_pass_options("Parakeet", opts)?;
+                m.transcribe(samples)?
+            }
+            Inner::GigaamCpu(m) => {
+                check_one_pass_options("GigaAM", opts)?;
+                m.transcribe(samples)?
+            }
+            Inner::GigaamCuda(m) => {
+                check_one_pass_options("GigaAM", opts)?;
                 m.transcribe(samples)?
             }
             Inner::CanaryCpu(_) | Inner::CanaryCuda(_) => {
@@ -451,7 +493,7 @@ impl Engine {
             "tokens",
             t.segments.iter().map(|s| s.tokens.len()).sum::<usize>(),
         );
-        if matches!(self.inner, Inner::ParakeetCpu(_) | Inner::ParakeetCuda(_)) {
+        if !matches!(self.inner, Inner::WhisperCpu(_) | Inner::WhisperCuda(_)) {
             t.segments.iter().for_each(on_segment);
         }
         if let Some(p) = progress {
@@ -461,16 +503,20 @@ impl Engine {
     }
 }
 
-/// What a Parakeet model (one pass, no prompt) can do with the request: translation is a usage
-/// error (it would silently return a transcript); a language or prompt is ignored with a warning.
-pub(crate) fn check_parakeet_options(opts: &TranscribeOptions) -> Result<(), StapesError> {
+/// What a one-pass model (Parakeet, GigaAM: no prompt) can do with the request: translation is
+/// a usage error (it would silently return a transcript); a language or prompt is ignored with
+/// a warning.
+pub(crate) fn check_one_pass_options(
+    family: &str,
+    opts: &TranscribeOptions,
+) -> Result<(), StapesError> {
     if opts.task == Task::Translate {
-        return Err(StapesError::Usage(
-            "translation needs a Whisper or Canary model; Parakeet models only transcribe".into(),
-        ));
+        return Err(StapesError::Usage(format!(
+            "translation needs a Whisper or Canary model; {family} models only transcribe"
+        )));
     }
     if opts.language.is_some() || opts.initial_prompt.is_some() {
-        tracing::warn!("Parakeet models take no language or prompt: ignored");
+        tracing::warn!("{family} models take no language or prompt: ignored");
     }
     Ok(())
 }
@@ -498,6 +544,8 @@ impl Engine {
             Inner::ParakeetCuda(m) => crate::bench::parakeet(m, o),
             Inner::CanaryCpu(m) => crate::bench::canary(m, o),
             Inner::CanaryCuda(m) => crate::bench::canary(m, o),
+            Inner::GigaamCpu(m) => crate::bench::gigaam(m, o),
+            Inner::GigaamCuda(m) => crate::bench::gigaam(m, o),
         }
     }
 }

@@ -102,6 +102,40 @@ pub fn describe(path: &Path) -> Result<String, StapesError> {
                 let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
             }
         }
+        Format::Torch => {
+            let ck = stapes_models::gigaam::load(path)?;
+            let c = &ck.config;
+            let e = &c.encoder;
+            let _ = writeln!(
+                out,
+                "family:  gigaam ({}, {} head, {} classes)",
+                c.name.as_deref().unwrap_or("unnamed"),
+                c.head_name(),
+                c.num_classes
+            );
+            let _ = writeln!(
+                out,
+                "encoder: {} layers, d {}, {} heads, {:?} subsampling ×{}, {:?} attention, {:?} conv norm, conv kernel {}",
+                e.n_layers,
+                e.d_model,
+                e.n_heads,
+                e.subsampling,
+                e.subsampling_factor,
+                e.attention,
+                e.conv_norm,
+                e.conv_kernel_size
+            );
+            let f = &c.frontend;
+            let _ = writeln!(
+                out,
+                "front:   {} mels, n_fft {}, hop {}, centred {}",
+                f.n_mels, f.n_fft, f.hop_length, f.center
+            );
+            let _ = writeln!(out, "tensors: {}", ck.tensors.len());
+            for (name, t) in &ck.tensors {
+                let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
+            }
+        }
         other => {
             let _ = writeln!(
                 out,

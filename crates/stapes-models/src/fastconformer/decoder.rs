@@ -73,7 +73,19 @@ pub(crate) struct Transducer<B: Backend> {
 
 impl<B: Backend> Head<B> {
     pub fn load(b: &B, t: &Tensors<'_>, c: &ParakeetConfig, lane: Lane) -> Result<Self> {
-        Ok(match &c.head {
+        Self::load_head(b, t, &c.head, c.vocab_size, lane)
+    }
+
+    /// A head of `head`'s kind over `vocab_size` classes (blank included), its tensors under
+    /// this family's names (another family maps its own names onto these).
+    pub fn load_head(
+        b: &B,
+        t: &Tensors<'_>,
+        head: &HeadConfig,
+        vocab_size: usize,
+        lane: Lane,
+    ) -> Result<Self> {
+        Ok(match head {
             HeadConfig::Ctc { blank } => Head::Ctc {
                 proj: Linear::load(b, t, CTC_HEAD, lane)?,
                 blank: *blank,
@@ -91,7 +103,7 @@ impl<B: Backend> Head<B> {
                 }
                 Head::Transducer(Transducer {
                     cfg: tc.clone(),
-                    vocab: c.vocab_size,
+                    vocab: vocab_size,
                     enc_proj: Linear::load(b, t, ENC_PROJ, lane)?,
                     embedding: t.tensor(b, EMBEDDING)?,
                     lstm: layers,

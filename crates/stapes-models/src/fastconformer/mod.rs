@@ -26,7 +26,6 @@ pub mod ggml;
 mod label_loop;
 pub mod model;
 pub mod nemo;
-mod pickle;
 pub mod weights;
 
 pub use canary::{load_canary, Canary, CanaryCheckpoint, CanaryConfig};

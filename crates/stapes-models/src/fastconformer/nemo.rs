@@ -1,14 +1,14 @@
 //! NeMo `.nemo` archives: a tar (optionally gzip-compressed) holding `model_config.yaml` and
 //! `model_weights.ckpt` (a `torch.save`d state dict). The config is read with a small YAML
 //! subset reader (what OmegaConf writes: block mappings and sequences, flow sequences of
-//! scalars, quoted and plain scalars); the weights with [`super::pickle`]; NeMo's names are mapped
+//! scalars, quoted and plain scalars); the weights with [`crate::pickle`]; NeMo's names are mapped
 //! to the canonical transformers names here (the inverse of transformers' `convert_nemo_to_hf`).
 
 use super::canary::{CanaryCheckpoint, CanaryConfig};
 use super::canary_prompt::{CanaryTokenizer, PromptFormat};
 use super::config::{EncoderConfig, HeadConfig, ParakeetConfig, TransducerConfig};
-use super::pickle::read_state_dict;
 use super::weights::{validate, ParakeetCheckpoint};
+use crate::pickle::read_state_dict;
 use crate::{ModelError, Result};
 use serde_json::{Map, Number, Value};
 use stapes_core::{Activation, HostTensor};

@@ -3,8 +3,10 @@
 //! dicts / OrderedDicts of tensors rebuilt by `torch._utils._rebuild_tensor_v2` over persistent
 //! storages `("storage", torch.<Type>Storage, key, location, numel)` kept in `<archive>/data/<key>`.
 //!
-//! Anything else a pickle can do (arbitrary classes, code) is refused: only the globals listed in
-//! `GLOBALS` can be named, so a hostile file cannot make the reader do more than build tensors.
+//! Nothing a pickle names is ever called. The tensor builders in `GLOBALS` are interpreted; any
+//! other class (a checkpoint's config, e.g. omegaconf's `DictConfig` in GigaAM's `.ckpt`) becomes
+//! an inert [`V::Object`] holding its constructor arguments and `BUILD` state, which
+//! [`to_json`] reads as plain data. A hostile file can make the reader build values, not run code.
 
 use stapes_core::HostTensor;
 use std::collections::BTreeMap;
@@ -110,6 +112,7 @@ fn zip_entries(b: &[u8]) -> R<BTreeMap<String, ZipEntry>> {
     Ok(out)
 }
 
+/// A pickled value.
 #[derive(Clone, Debug, PartialEq)]
 enum V {
     None,
@@ -121,6 +124,14 @@ enum V {
     List(Vec<V>),
     Dict(Vec<(V, V)>),
     Global(&'static str),
+    /// A class or function the reader does not interpret, by `module.name`.
+    Class(String),
+    /// An instance of an uninterpreted class: its constructor arguments and its `BUILD` state.
+    Object {
+        class: String,
+        args: Box<V>,
+        state: Box<V>,
+    },
     /// A storage: element type name ("Float", "Half", …), key, numel.
     Storage(String, String, usize),
     Tensor {
@@ -150,13 +161,12 @@ const GLOBALS: &[&str] = &[
     "torch.BoolStorage",
 ];
 
-fn global(module: &str, name: &str) -> R<V> {
+fn global(module: &str, name: &str) -> V {
     let full = format!("{module}.{name}");
     GLOBALS
         .iter()
         .find(|g| **g == full)
-        .map(|g| V::Global(g))
-        .ok_or_else(|| format!("pickle names `{full}`, which a state dict does not need"))
+        .map_or(V::Class(full), |g| V::Global(g))
 }
 
 fn as_usizes(v: &V) -> R<Vec<usize>> {
@@ -201,6 +211,13 @@ fn reduce(f: V, args: V) -> R<V> {
             .into_iter()
             .next()
             .ok_or_else(|| "_rebuild_parameter without a tensor".to_string()),
+        // `defaultdict(factory)` and friends: only their items (set afterwards) matter here.
+        V::Class(c) if c == "collections.defaultdict" => Ok(V::Dict(Vec::new())),
+        V::Class(class) => Ok(V::Object {
+            class,
+            args: Box::new(V::Tuple(args)),
+            state: Box::new(V::None),
+        }),
         other => Err(format!("cannot call {other:?}")),
     }
 }
@@ -323,13 +340,13 @@ fn unpickle(b: &[u8]) -> R<V> {
             b'c' => {
                 let module = line(&mut i)?;
                 let name = line(&mut i)?;
-                stack.push(global(&module, &name)?);
+                stack.push(global(&module, &name));
             }
             0x93 => {
                 let name = pop(&mut stack)?;
                 let module = pop(&mut stack)?;
                 match (module, name) {
-                    (V::Str(m), V::Str(n)) => stack.push(global(&m, &n)?),
+                    (V::Str(m), V::Str(n)) => stack.push(global(&m, &n)),
                     _ => return Err("STACK_GLOBAL without strings".into()),
                 }
             }
@@ -379,8 +396,12 @@ fn unpickle(b: &[u8]) -> R<V> {
                 stack.push(reduce(f, args)?);
             }
             b'b' => {
-                // BUILD: object state (an OrderedDict's `_metadata`); the tensors do not need it.
-                pop(&mut stack)?;
+                // BUILD: an object's state; kept on uninterpreted objects (a config's fields),
+                // dropped elsewhere (an OrderedDict's `_metadata`: the tensors do not need it).
+                let st = pop(&mut stack)?;
+                if let Some(V::Object { state, .. }) = stack.last_mut() {
+                    **state = st;
+                }
             }
             b's' | b'u' => {
                 let items = if op == b's' {
@@ -438,6 +459,21 @@ fn element(dtype: &str) -> R<(usize, Convert)> {
 
 /// Reads the tensors of a `torch.save`d state dict (`model_weights.ckpt`) as f32.
 pub fn read_state_dict(bytes: &[u8]) -> R<BTreeMap<String, HostTensor>> {
+    Ok(read_checkpoint(bytes)?.tensors)
+}
+
+/// What a `torch.save`d checkpoint holds: its tensors, and the plain-data entries beside them.
+pub struct Checkpoint {
+    /// The state dict's tensors as f32 (under `"state_dict"` when the file nests them there).
+    pub tensors: BTreeMap<String, HostTensor>,
+    /// The top-level entries that are not tensors or the state dict (a config, hyperparameters),
+    /// as JSON (see [`to_json`]); an empty object for a bare state dict.
+    pub extra: serde_json::Value,
+}
+
+/// Reads a `torch.save` zip checkpoint: a dict of tensors, or a dict holding one under
+/// `"state_dict"` (Lightning's layout, GigaAM's `{"cfg", "state_dict"}`).
+pub fn read_checkpoint(bytes: &[u8]) -> R<Checkpoint> {
     let entries = zip_entries(bytes)?;
     let (pkl_name, pkl) = entries
         .iter()
@@ -448,13 +484,25 @@ pub fn read_state_dict(bytes: &[u8]) -> R<BTreeMap<String, HostTensor>> {
     let V::Dict(items) = top else {
         return Err("the checkpoint is not a dict of tensors".into());
     };
-    // Lightning checkpoints nest the weights under "state_dict".
-    let items = match items
+    let nested = items
         .iter()
-        .find(|(k, _)| *k == V::Str("state_dict".into()))
-    {
-        Some((_, V::Dict(inner))) => inner.clone(),
-        _ => items,
+        .position(|(k, v)| *k == V::Str("state_dict".into()) && matches!(v, V::Dict(_)));
+    let mut extra = serde_json::Map::new();
+    let items = match nested {
+        Some(at) => {
+            let mut items = items;
+            let (_, inner) = items.remove(at);
+            for (k, v) in items {
+                if let V::Str(k) = k {
+                    extra.insert(k, to_json(&v));
+                }
+            }
+            match inner {
+                V::Dict(d) => d,
+                _ => Vec::new(),
+            }
+        }
+        None => items,
     };
     let mut out = BTreeMap::new();
     for (k, v) in items {
@@ -509,5 +557,54 @@ pub fn read_state_dict(bytes: &[u8]) -> R<BTreeMap<String, HostTensor>> {
         let t = HostTensor::new(shape, vals).map_err(|e| format!("tensor `{name}`: {e}"))?;
         out.insert(name, t);
     }
-    Ok(out)
+    Ok(Checkpoint {
+        tensors: out,
+        extra: serde_json::Value::Object(extra),
+    })
+}
+
+/// A pickled value as plain data. omegaconf containers (`DictConfig`, `ListConfig`) become their
+/// `_content`, its value nodes their `_val`; dicts with non-string keys get the keys' JSON text.
+/// Anything else that is not data (tensors, other objects, classes) becomes `null`.
+fn to_json(v: &V) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        V::None | V::Mark | V::Global(_) | V::Class(_) => J::Null,
+        V::Storage(..) | V::Tensor { .. } => J::Null,
+        V::Bool(b) => J::Bool(*b),
+        V::Int(i) => J::from(*i),
+        V::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        V::Str(s) => J::String(s.clone()),
+        V::Tuple(xs) | V::List(xs) => J::Array(xs.iter().map(to_json).collect()),
+        V::Dict(items) => J::Object(
+            items
+                .iter()
+                .map(|(k, v)| {
+                    let key = match k {
+                        V::Str(s) => s.clone(),
+                        other => to_json(other).to_string(),
+                    };
+                    (key, to_json(v))
+                })
+                .collect(),
+        ),
+        V::Object { class, state, .. } => {
+            let field = |name: &str| match state.as_ref() {
+                V::Dict(items) => items
+                    .iter()
+                    .find(|(k, _)| *k == V::Str(name.into()))
+                    .map(|(_, v)| to_json(v)),
+                _ => None,
+            };
+            if class.starts_with("omegaconf.dictconfig.")
+                || class.starts_with("omegaconf.listconfig.")
+            {
+                field("_content").unwrap_or(J::Null)
+            } else if class.starts_with("omegaconf.nodes.") {
+                field("_val").unwrap_or(J::Null)
+            } else {
+                J::Null
+            }
+        }
+    }
 }

@@ -1,0 +1,294 @@
+//! A loaded GigaAM ASR model: front end, encoder, head and greedy decoding to a transcript.
+
+use super::config::{GigaamConfig, Vocabulary};
+use super::encoder::Encoder;
+use super::weights::{load, GigaamCheckpoint, FRONTEND_MEL, FRONTEND_WINDOW};
+use crate::fastconformer::decoder::{Decoded, Head, Step};
+use crate::fastconformer::encoder::Tensors;
+use crate::fastconformer::model::{SEGMENT_MAX_S, SEGMENT_PAUSE_S};
+use crate::transcript::{Segment, Transcript, Word};
+use crate::{ModelError, Result};
+use stapes_audio::features::gigaam::{buffers, log_mel_with_buffers};
+use stapes_core::{Backend, HostTensor, Lane};
+use std::path::{Path, PathBuf};
+
+/// Input rate of every GigaAM model.
+pub const SAMPLE_RATE: u32 = 16_000;
+
+enum Tokenizer {
+    /// One string per id.
+    Chars(Vec<String>),
+    /// The checkpoint's SentencePiece model.
+    Pieces(Box<tokenizers::Tokenizer>),
+}
+
+/// A GigaAM CTC or RNNT model whose weights live on backend `B`, in one lane.
+pub struct Gigaam<B: Backend> {
+    backend: B,
+    pub config: GigaamConfig,
+    lane: Lane,
+    path: PathBuf,
+    encoder: Encoder<B>,
+    head: Head<B>,
+    /// The front end's window and mel matrix: the checkpoint's own buffers when it stores them
+    /// (v3 keeps them in bfloat16), else computed for its config.
+    window: Vec<f32>,
+    mel: Vec<f32>,
+    tokenizer: Tokenizer,
+}
+
+impl<B: Backend> Gigaam<B> {
+    /// Loads a GigaAM `.ckpt` onto `backend`, GEMM weights in `lane`.
+    pub fn new(backend: B, path: &Path, lane: Lane) -> Result<Self> {
+        Self::from_checkpoint(backend, &load(path)?, lane)
+    }
+
+    pub fn from_checkpoint(backend: B, ck: &GigaamCheckpoint, lane: Lane) -> Result<Self> {
+        if !backend.supports_lane(lane) {
+            return Err(stapes_core::Error::LaneUnavailable {
+                lane,
+                backend: backend.name(),
+            }
+            .into());
+        }
+        let t = Tensors {
+            map: &ck.tensors,
+            path: &ck.path,
+        };
+        let encoder = Encoder::load(&backend, &t, &ck.config.encoder, lane)?;
+        let head = Head::load_head(&backend, &t, &ck.config.head, ck.config.num_classes, lane)?;
+        let (mut window, mut mel) = buffers(&ck.config.frontend);
+        if let (Some(w), Some(m)) = (
+            ck.tensors.get(FRONTEND_WINDOW),
+            ck.tensors.get(FRONTEND_MEL),
+        ) {
+            if w.len() != window.len() || m.len() != mel.len() {
+                return Err(ModelError::bad_tensor(
+                    &ck.path,
+                    FRONTEND_MEL,
+                    format!(
+                        "front-end buffers of {} and {} values, expected {} and {}",
+                        w.len(),
+                        m.len(),
+                        window.len(),
+                        mel.len()
+                    ),
+                ));
+            }
+            window = w.data.clone();
+            mel = m.data.clone();
+        }
+        let tokenizer = match (&ck.config.vocabulary, &ck.sentencepiece) {
+            (Vocabulary::Chars(v), _) => Tokenizer::Chars(v.clone()),
+            (Vocabulary::SentencePiece, Some(bytes)) => {
+                let json = crate::fastconformer::nemo::sentencepiece_to_tokenizer_json(bytes)
+                    .map_err(|e| ModelError::bad_model(&ck.path, format!("tokenizer: {e}")))?;
+                let tk = json
+                    .parse::<tokenizers::Tokenizer>()
+                    .map_err(|e| ModelError::bad_model(&ck.path, format!("tokenizer: {e}")))?;
+                Tokenizer::Pieces(Box::new(tk))
+            }
+            (Vocabulary::SentencePiece, None) => {
+                return Err(ModelError::bad_model(
+                    &ck.path,
+                    "a SentencePiece vocabulary without its model",
+                ))
+            }
+        };
+        Ok(Self {
+            config: ck.config.clone(),
+            backend,
+            lane,
+            path: ck.path.clone(),
+            encoder,
+            head,
+            window,
+            mel,
+            tokenizer,
+        })
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn lane(&self) -> Lane {
+        self.lane
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Seconds one encoder frame spans (40 ms).
+    pub fn frame_seconds(&self) -> f64 {
+        (self.config.encoder.subsampling_factor * self.config.frontend.hop_length) as f64
+            / self.config.frontend.sample_rate as f64
+    }
+
+    /// Log-mel features of 16 kHz `samples`, `(T, n_mels)`.
+    pub fn features(&self, samples: &[f32]) -> Result<HostTensor> {
+        crate::check_finite(samples)?;
+        let f = log_mel_with_buffers(samples, &self.config.frontend, &self.window, &self.mel)
+            .map_err(|e| ModelError::bad_model(&self.path, e.to_string()))?;
+        Ok(HostTensor::new(vec![f.n_frames, f.n_bins], f.data)?)
+    }
+
+    /// Encodes `features (T, n_mels)` → `(1, T', d)`.
+    pub fn encode_host(&self, features: &HostTensor) -> Result<B::Tensor> {
+        let s = &features.shape;
+        if s.len() != 2 || s[1] != self.config.encoder.feat_in {
+            return Err(ModelError::BadInput(format!(
+                "features {s:?}, expected (T, {})",
+                self.config.encoder.feat_in
+            )));
+        }
+        if self.config.encoder.output_frames(s[0]) == 0 {
+            return Err(ModelError::BadInput(format!(
+                "{} feature frames are too few for the encoder",
+                s[0]
+            )));
+        }
+        let x = features.clone().reshape(vec![1, s[0], s[1]])?;
+        self.encode(&self.backend.upload(&x)?)
+    }
+
+    /// Encodes device features `(1, T, n_mels)` → `(1, T', d)`.
+    pub fn encode(&self, features: &B::Tensor) -> Result<B::Tensor> {
+        self.encoder.forward(&self.backend, features)
+    }
+
+    /// CTC logits `(1, T', classes)` of an encoder output (`None` for RNNT).
+    pub fn ctc_logits(&self, enc: &B::Tensor) -> Result<Option<B::Tensor>> {
+        self.head.ctc_logits(&self.backend, enc)
+    }
+
+    /// Greedy decode of one encoded sequence `(1, T', d)`.
+    pub fn greedy(&self, enc: &B::Tensor) -> Result<Decoded> {
+        self.head.greedy(&self.backend, enc)
+    }
+
+    /// Text of `ids` as the model's vocabulary spells it.
+    pub fn decode_text(&self, ids: &[u32]) -> Result<String> {
+        match &self.tokenizer {
+            Tokenizer::Chars(v) => ids
+                .iter()
+                .map(|&i| {
+                    v.get(i as usize).map(String::as_str).ok_or_else(|| {
+                        ModelError::BadInput(format!("id {i} is outside the vocabulary"))
+                    })
+                })
+                .collect(),
+            Tokenizer::Pieces(t) => t
+                .decode(ids, true)
+                .map_err(|e| ModelError::bad_model(&self.path, format!("tokenizer decode: {e}"))),
+        }
+    }
+
+    /// Whether `id` begins a word (a SentencePiece `▁` piece; for characters, the first one
+    /// after a space) and its text.
+    fn piece(&self, id: u32) -> (bool, String) {
+        match &self.tokenizer {
+            Tokenizer::Chars(v) => {
+                let s = v.get(id as usize).cloned().unwrap_or_default();
+                (s == " ", s)
+            }
+            Tokenizer::Pieces(t) => {
+                let p = t.id_to_token(id).unwrap_or_default();
+                (p.starts_with('\u{2581}'), p)
+            }
+        }
+    }
+
+    /// Front end, encoder and greedy decoding of 16 kHz mono `samples`.
+    pub fn transcribe(&self, samples: &[f32]) -> Result<Transcript> {
+        let duration = samples.len() as f64 / SAMPLE_RATE as f64;
+        let feats = self.features(samples)?;
+        if self.config.encoder.output_frames(feats.shape[0]) == 0 {
+            return Ok(Transcript {
+                duration,
+                language_probability: 1.0,
+                ..Default::default()
+            });
+        }
+        let enc = self.encode_host(&feats)?;
+        let decoded = self.greedy(&enc)?;
+        Ok(Transcript {
+            language: String::new(),
+            language_probability: 1.0,
+            duration,
+            segments: self.segments(&decoded.tokens, duration)?,
+        })
+    }
+
+    /// Emitted tokens as segments with word timings: a token's span is its frame (40 ms); words
+    /// break at spaces (or `▁` pieces), segments at sentence ends and before a word after a pause
+    /// of [`SEGMENT_PAUSE_S`] or past [`SEGMENT_MAX_S`] from the segment's start.
+    fn segments(&self, tokens: &[Step], duration: f64) -> Result<Vec<Segment>> {
+        let fs = self.frame_seconds();
+        let end_of = |s: &Step| ((s.frame + 1) as f64 * fs).min(duration);
+        let mut out = Vec::new();
+        let mut group: Vec<Step> = Vec::new();
+        let mut words: Vec<Word> = Vec::new();
+        let mut new_word = true;
+        let flush =
+            |out: &mut Vec<Segment>, group: &mut Vec<Step>, words: &mut Vec<Word>| -> Result<()> {
+                if let (Some(first), Some(last)) = (group.first(), group.last()) {
+                    let ids: Vec<u32> = group.iter().map(|s| s.token).collect();
+                    let text = self.decode_text(&ids)?;
+                    let ws: Vec<Word> = words.drain(..).filter(|w| !w.word.is_empty()).collect();
+                    out.push(Segment::plain(
+                        out.len(),
+                        first.frame as f64 * fs,
+                        end_of(last),
+                        &text,
+                        ids,
+                        Some(ws),
+                    ));
+                }
+                group.clear();
+                words.clear();
+                Ok(())
+            };
+        for s in tokens {
+            let (starts_word, text) = self.piece(s.token);
+            let start = s.frame as f64 * fs;
+            if starts_word || new_word {
+                let split = match (group.first(), group.last()) {
+                    (Some(first), Some(last)) => {
+                        start - end_of(last) >= SEGMENT_PAUSE_S
+                            || start - first.frame as f64 * fs >= SEGMENT_MAX_S
+                    }
+                    _ => false,
+                };
+                if split {
+                    flush(&mut out, &mut group, &mut words)?;
+                }
+            }
+            group.push(*s);
+            let visible = text.trim_start_matches('\u{2581}').trim().to_string();
+            if starts_word || new_word || words.is_empty() {
+                if !visible.is_empty() {
+                    words.push(Word {
+                        start,
+                        end: end_of(s),
+                        word: visible.clone(),
+                        probability: 1.0,
+                    });
+                    new_word = false;
+                } else {
+                    new_word = true;
+                }
+            } else if let Some(w) = words.last_mut() {
+                w.word.push_str(&visible);
+                w.end = end_of(s);
+            }
+            if matches!(visible.chars().last(), Some('.' | '?' | '!')) {
+                flush(&mut out, &mut group, &mut words)?;
+                new_word = true;
+            }
+        }
+        flush(&mut out, &mut group, &mut words)?;
+        Ok(out)
+    }
+}
