@@ -497,7 +497,8 @@ pub trait Backend: Send + Sync {
     ) -> Result<Self::Tensor> {
         let s = x.shape().to_vec();
         let n: usize = s.iter().product();
-        if head_dim < 2 || !head_dim.is_multiple_of(2) || !n.is_multiple_of(head_dim) {
+        let c = s.last().copied().unwrap_or(0);
+        if head_dim < 2 || !head_dim.is_multiple_of(2) || !c.is_multiple_of(head_dim) {
             return Err(crate::Error::shape(
                 "rotary_half",
                 format!("{s:?} does not split into heads of an even {head_dim}"),

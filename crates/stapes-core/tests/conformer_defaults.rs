@@ -209,3 +209,56 @@ fn rel_attention_refuses_positions_that_are_not_2t_minus_1() {
         }
     }
 }
+
+/// `rotary_half` (GigaAM's rotation) against its formula: per head of `dh`, element `j` of the
+/// first half is `x_j·cos_j − x_{j+dh/2}·sin_j`, of the second `x_j·cos_j + x_{j−dh/2}·sin_j`,
+/// the products and the sum in the same order, so the default must match bit for bit.
+#[test]
+fn rotary_half_matches_its_formula() {
+    let b = ReferenceBackend::new();
+    // (batch, frames, heads, head size): one head, odd frames, a head of 2, GigaAM's 48
+    for (i, &(bs, t, h, dh)) in [
+        (1, 1, 1, 2),
+        (2, 7, 3, 4),
+        (1, 33, 4, 48),
+        (3, 5, 2, 16),
+        (1, 2, 16, 6),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let c = h * dh;
+        let x = rnd(&[bs, t, c], 900 + i as u64, 2.0);
+        let cos = rnd(&[t, c], 950 + i as u64, 1.0);
+        let sin = rnd(&[t, c], 970 + i as u64, 1.0);
+        let up = |v: &HostTensor| b.upload(v).expect("upload");
+        let got = b
+            .rotary_half(&up(&x), &up(&cos), &up(&sin), dh)
+            .and_then(|y| b.download(&y))
+            .expect("rotary_half");
+        let half = dh / 2;
+        let mut want = vec![0f32; x.data.len()];
+        for row in 0..bs * t {
+            let tt = row % t;
+            for head in 0..h {
+                for j in 0..dh {
+                    let at = row * c + head * dh + j;
+                    let pair = if j < half { at + half } else { at - half };
+                    let rot = if j < half {
+                        -x.data[pair]
+                    } else {
+                        x.data[pair]
+                    };
+                    let k = tt * c + head * dh + j;
+                    want[at] = x.data[at] * cos.data[k] + rot * sin.data[k];
+                }
+            }
+        }
+        assert_eq!(got.shape, x.shape, "case {i}: shape");
+        assert_eq!(got.data, want, "case {i}: ({bs}, {t}, {h}×{dh})");
+    }
+    let bad = b.upload(&rnd(&[1, 2, 6], 1, 1.0)).expect("upload");
+    let cs = b.upload(&rnd(&[2, 6], 2, 1.0)).expect("upload");
+    assert!(b.rotary_half(&bad, &cs, &cs, 4).is_err(), "heads of 4 in 6");
+    assert!(b.rotary_half(&bad, &cs, &cs, 3).is_err(), "odd head size");
+}
