@@ -1,0 +1,278 @@
+//! GigaAM parity with the reference package (salute-developers/GigaAM): tiny random-weight v3 CTC,
+//! v3 RNNT and v1 CTC models saved as the package's `.ckpt` (`{"cfg": DictConfig, "state_dict"}`),
+//! run on the log-mel of three real speech clips (fixtures from tools/reference/gigaam_ckpt.py).
+//! Encoder output within 1e-4 relative L2; greedy ids, token frames, RNNT steps and text
+//! identical; on the scalar reference backend and the CPU home; then from raw samples through
+//! stapes' own front end, and the loader's refusals.
+
+use serde_json::Value;
+use stapes_core::reference::ReferenceBackend;
+use stapes_core::tensor::rel_l2;
+use stapes_core::{Backend, HostTensor, Lane};
+use stapes_cpu::CpuBackend;
+use stapes_models::gigaam::{load, Gigaam};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const MODELS: [&str; 3] = ["v3_ctc", "v3_rnnt", "v1_ctc"];
+const CLIPS: [&str; 3] = ["jfk", "beckett", "lv0880"];
+/// f32 everywhere; what remains is summation order and f32 transcendentals.
+const ENCODER_BAR: f32 = 1e-4;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gigaam")
+}
+
+fn read_tensors(name: &str) -> BTreeMap<String, HostTensor> {
+    let st =
+        stapes_formats::safetensors_dir::read_file(&fixtures().join(name)).expect("fixture reads");
+    st.tensors
+        .iter()
+        .map(|(k, t)| {
+            (
+                k.clone(),
+                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn expected() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    serde_json::from_str(&text).expect("expected.json parses")
+}
+
+fn u32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn usizes(v: &Value) -> Vec<usize> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect()
+}
+
+fn model<B: Backend>(b: B, name: &str) -> Gigaam<B> {
+    Gigaam::new(b, &fixtures().join(format!("{name}.ckpt")), Lane::F32).expect("model loads")
+}
+
+/// Encoder, greedy ids, frames (RNNT: every step) and text of every clip against the package.
+fn parity<B: Backend>(b: B, name: &str) {
+    let exp = expected();
+    let m = model(b, name);
+    let e = &exp["models"][name];
+    let front = e["front_end"].as_str().unwrap();
+    let inputs = read_tensors("inputs.safetensors");
+    let outputs = read_tensors("expected.safetensors");
+    for clip in CLIPS {
+        let feats = &inputs[&format!("features.{front}.{clip}")];
+        let enc = m.encode_host(feats).expect("encode");
+        let got = m.backend().download(&enc).expect("download");
+        let want = &outputs[&format!("{name}.encoder.{clip}")];
+        assert_eq!(
+            &got.shape[1..],
+            &want.shape[..],
+            "{name} {clip}: encoder shape"
+        );
+        let err = rel_l2(&got.data, &want.data);
+        assert!(
+            err <= ENCODER_BAR,
+            "{name} {clip}: encoder rel L2 {err:.2e}"
+        );
+        let r = &e["results"][clip];
+        let d = m.greedy(&enc).expect("greedy");
+        assert_eq!(d.ids(), u32s(&r["ids"]), "{name} {clip}: ids");
+        let frames: Vec<usize> = d.tokens.iter().map(|s| s.frame).collect();
+        assert_eq!(frames, usizes(&r["frames"]), "{name} {clip}: token frames");
+        if let Some(steps) = r["steps"].as_array() {
+            let want: Vec<(u32, usize)> = steps
+                .iter()
+                .map(|s| {
+                    (
+                        s[0].as_u64().unwrap() as u32,
+                        s[1].as_u64().unwrap() as usize,
+                    )
+                })
+                .collect();
+            let got: Vec<(u32, usize)> = d.steps.iter().map(|s| (s.token, s.frame)).collect();
+            assert_eq!(got, want, "{name} {clip}: transducer steps");
+        }
+        let text = m.decode_text(&d.ids()).expect("text");
+        assert_eq!(text, r["text"].as_str().unwrap(), "{name} {clip}: text");
+    }
+}
+
+#[test]
+fn v3_ctc_matches_gigaam_on_the_reference_backend() {
+    parity(ReferenceBackend::new(), "v3_ctc");
+}
+
+#[test]
+fn v3_rnnt_matches_gigaam_on_the_reference_backend() {
+    parity(ReferenceBackend::new(), "v3_rnnt");
+}
+
+#[test]
+fn v1_ctc_matches_gigaam_on_the_reference_backend() {
+    parity(ReferenceBackend::new(), "v1_ctc");
+}
+
+#[test]
+fn every_model_matches_gigaam_on_the_cpu_home() {
+    for name in MODELS {
+        parity(CpuBackend::new(2).unwrap(), name);
+    }
+}
+
+/// The first `n` samples of the repo's jfk.wav, as the package's `load_audio` scales them.
+fn jfk(n: usize) -> Vec<f32> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav");
+    let mut r = hound::WavReader::open(&path).expect("samples/jfk.wav opens");
+    r.samples::<i16>()
+        .take(n)
+        .map(|s| s.unwrap() as f32 / 32768.0)
+        .collect()
+}
+
+/// From raw samples through stapes' own front end (the package's FeatureExtractor made the
+/// expected features and ids from the same samples).
+#[test]
+fn transcribes_jfk_from_samples() {
+    let exp = expected();
+    let outputs = read_tensors("expected.safetensors");
+    for name in ["v3_ctc", "v3_rnnt"] {
+        let want = &exp["models"][name]["e2e"];
+        let samples = jfk(want["samples"].as_u64().unwrap() as usize);
+        let m = model(CpuBackend::new(2).unwrap(), name);
+        let feats = m.features(&samples).expect("features");
+        let ref_feats = &outputs["e2e_features.v3.jfk"];
+        assert_eq!(feats.shape, ref_feats.shape, "{name}: feature frames");
+        // the bars of stapes-audio's front-end test against the package with float32 buffers
+        // (float32 FFT rounding in the quietest bins shows through the log): 1.5e-2 max, 3e-5
+        // mean absolute
+        let diffs: Vec<f32> = feats
+            .data
+            .iter()
+            .zip(&ref_feats.data)
+            .map(|(a, b)| (a - b).abs())
+            .collect();
+        let max = diffs.iter().fold(0f32, |m, &d| m.max(d));
+        let mean = diffs.iter().sum::<f32>() / diffs.len() as f32;
+        assert!(
+            max <= 1.5e-2 && mean <= 3e-5,
+            "{name}: features max {max:.2e} mean {mean:.2e}"
+        );
+        let t = m.transcribe(&samples).expect("transcribe");
+        let ids: Vec<u32> = t.segments.iter().flat_map(|s| s.tokens.clone()).collect();
+        assert_eq!(ids, u32s(&want["ids"]), "{name}: ids");
+        let text = want["text"].as_str().unwrap();
+        let squeeze = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(squeeze(&t.text()), squeeze(text), "{name}: text");
+        // Segments start at their first token's 40 ms frame and stay inside the audio; words
+        // spell the text in time order.
+        let first = usizes(&want["frames"])[0];
+        assert!((t.segments[0].start - first as f64 * m.frame_seconds()).abs() < 1e-9);
+        assert!(t
+            .segments
+            .iter()
+            .all(|s| s.start <= s.end && s.end <= t.duration + 1e-9));
+        let words: Vec<_> = t
+            .segments
+            .iter()
+            .flat_map(|s| s.words.clone().unwrap())
+            .collect();
+        let joined: Vec<&str> = words.iter().map(|w| w.word.as_str()).collect();
+        assert_eq!(joined.join(" "), squeeze(text), "{name}: words");
+        assert!(words
+            .windows(2)
+            .all(|w| w[0].start <= w[1].start && w[0].start < w[0].end));
+    }
+}
+
+/// The checkpoint's cfg read as the package reads it.
+#[test]
+fn the_checkpoint_config_is_read_from_its_omegaconf_cfg() {
+    use stapes_models::gigaam::{AttentionKind, ConvNorm, Subsampling, Vocabulary};
+    let exp = expected();
+    for name in MODELS {
+        let ck = load(&fixtures().join(format!("{name}.ckpt"))).expect("loads");
+        let c = &ck.config;
+        let cfg = &exp["models"][name]["cfg"];
+        assert_eq!(c.name.as_deref(), cfg["model_name"].as_str());
+        assert_eq!(
+            c.num_classes,
+            exp["models"][name]["num_classes"].as_u64().unwrap() as usize
+        );
+        assert_eq!(
+            c.encoder.n_layers as u64,
+            cfg["encoder"]["n_layers"].as_u64().unwrap()
+        );
+        assert_eq!(
+            c.encoder.d_model as u64,
+            cfg["encoder"]["d_model"].as_u64().unwrap()
+        );
+        let v1 = name == "v1_ctc";
+        assert_eq!(c.encoder.subsampling == Subsampling::Conv2d, v1);
+        assert_eq!(c.encoder.attention == AttentionKind::RelPos, v1);
+        assert_eq!(c.encoder.conv_norm == ConvNorm::BatchNorm, v1);
+        // v1 leaves the front end to the FeatureExtractor's defaults: n_fft 400, centred
+        assert_eq!(c.frontend.n_fft, if v1 { 400 } else { 320 });
+        assert_eq!(c.frontend.center, v1);
+        match &c.vocabulary {
+            Vocabulary::Chars(v) => {
+                let want: Vec<&str> = exp["vocabulary"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|x| x.as_str().unwrap())
+                    .collect();
+                assert_eq!(v, &want);
+            }
+            other => panic!("{name}: vocabulary {other:?}"),
+        }
+    }
+}
+
+/// A damaged or foreign file is refused with an error naming the file and the problem.
+#[test]
+fn bad_checkpoints_are_refused_by_name() {
+    let dir = std::env::temp_dir().join(format!("stapes-gigaam-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = std::fs::read(fixtures().join("v3_ctc.ckpt")).unwrap();
+    let err = |bytes: &[u8], what: &str| -> String {
+        let p = dir.join(format!("{what}.ckpt"));
+        std::fs::write(&p, bytes).unwrap();
+        let e = match load(&p) {
+            Ok(_) => panic!("{what}: loaded"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(&p.display().to_string()), "{what}: {e}");
+        e
+    };
+    // cut in half: the zip directory at the end is gone
+    let e = err(&good[..good.len() / 2], "truncated");
+    assert!(e.contains("zip"), "{e}");
+    // empty file
+    let e = err(&[], "empty");
+    assert!(e.contains("zip"), "{e}");
+    // a tensor renamed: its name is reported
+    let needle = b"encoder.layers.1.conv.pointwise_conv2.bias";
+    let at = good
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the tensor name is in the pickle");
+    let mut renamed = good.clone();
+    renamed[at + needle.len() - 4..at + needle.len()].copy_from_slice(b"bIas");
+    let e = err(&renamed, "renamed");
+    assert!(
+        e.contains("pointwise_conv2.bias") && e.contains("missing"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
