@@ -276,3 +276,80 @@ fn bad_checkpoints_are_refused_by_name() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Worst encoder relative L2 over the clips of `name` in `lane` on the CPU home, against the
+/// package's f32 output; `fault` zeroes one weight first.
+fn lane_error(name: &str, lane: Lane, fault: Option<&str>) -> f32 {
+    let exp = expected();
+    let front = exp["models"][name]["front_end"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut ck = load(&fixtures().join(format!("{name}.ckpt"))).expect("loads");
+    if let Some(t) = fault {
+        ck.tensors.get_mut(t).expect("tensor").data.fill(0.0);
+    }
+    let m = Gigaam::from_checkpoint(CpuBackend::new(2).unwrap(), &ck, lane).expect("model");
+    let (inputs, outputs) = (
+        read_tensors("inputs.safetensors"),
+        read_tensors("expected.safetensors"),
+    );
+    CLIPS
+        .iter()
+        .map(|clip| {
+            let enc = m
+                .encode_host(&inputs[&format!("features.{front}.{clip}")])
+                .expect("encode");
+            let got = m.backend().download(&enc).expect("download");
+            rel_l2(&got.data, &outputs[&format!("{name}.encoder.{clip}")].data)
+        })
+        .fold(0f32, f32::max)
+}
+
+/// The CPU q8 lane's bar: weights and activations both in 32-blocks with an amax/127 step, each
+/// rounding ~0.5 % rms of a Gaussian block (step/√12 against amax ≈ 2.2σ), ~0.7 % a GEMM; about 18
+/// GEMM inputs in sequence over two blocks give √18 × 0.7 % ≈ 3 % undamped; bar ×1.6.
+const CPU_Q8_BAR: f32 = 5e-2;
+
+/// The CPU home's f16 and q8 lanes. f16: the fixtures' weights are f16 values, so the lane
+/// stores them exactly and the f32 bar holds, and greedy ids are identical. q8: within
+/// [`CPU_Q8_BAR`]; a zeroed attention output projection must break it.
+#[test]
+fn cpu_lanes_stay_within_their_bars() {
+    for name in MODELS {
+        let f16 = lane_error(name, Lane::F16, None);
+        let q8 = lane_error(name, Lane::Q8, None);
+        eprintln!("{name}: f16 rel L2 {f16:.2e}, q8 {q8:.2e}");
+        assert!(f16 <= ENCODER_BAR, "{name}: f16 rel L2 {f16:.2e}");
+        assert!(q8 <= CPU_Q8_BAR, "{name}: q8 rel L2 {q8:.2e}");
+    }
+    let fault = lane_error(
+        "v3_ctc",
+        Lane::Q8,
+        Some("encoder.layers.1.self_attn.linear_out.weight"),
+    );
+    eprintln!("q8 with a zeroed layer-1 linear_out: rel L2 {fault:.2e}");
+    assert!(
+        fault > CPU_Q8_BAR,
+        "a zeroed linear_out stayed under the q8 bar: {fault:.2e}"
+    );
+    let exp = expected();
+    let inputs = read_tensors("inputs.safetensors");
+    for name in MODELS {
+        let m = Gigaam::new(
+            CpuBackend::new(2).unwrap(),
+            &fixtures().join(format!("{name}.ckpt")),
+            Lane::F16,
+        )
+        .unwrap();
+        let front = exp["models"][name]["front_end"].as_str().unwrap();
+        for clip in CLIPS {
+            let enc = m
+                .encode_host(&inputs[&format!("features.{front}.{clip}")])
+                .unwrap();
+            let d = m.greedy(&enc).unwrap();
+            let want = u32s(&exp["models"][name]["results"][clip]["ids"]);
+            assert_eq!(d.ids(), want, "{name} {clip}: f16 ids");
+        }
+    }
+}
