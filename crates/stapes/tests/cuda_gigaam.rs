@@ -1,0 +1,170 @@
+//! GigaAM on the CUDA home: the f16 and q8 lanes against the CPU f32 lane on the parity fixtures
+//! (tiny v3 CTC, v3 RNNT and v1 CTC checkpoints, crates/stapes-models/tests/fixtures/gigaam),
+//! under the tolerance table's `gigaam` family rows, and a published-shape v3 model's encoder
+//! finite and within the q8 bar of f16.
+//! Without a CUDA device every test prints `SKIPPED (no CUDA device): <name>` and returns.
+
+use serde_json::Value;
+use stapes_core::tensor::rel_l2;
+use stapes_core::tolerance::{family_bar, IdsRule};
+use stapes_core::{Backend, HostTensor, Lane};
+use stapes_cpu::CpuBackend;
+use stapes_cuda::CudaBackend;
+use stapes_models::gigaam::{weights::synthetic_checkpoint, Gigaam, GigaamConfig};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+const MODELS: [&str; 3] = ["v3_ctc", "v3_rnnt", "v1_ctc"];
+const CLIPS: [&str; 3] = ["jfk", "beckett", "lv0880"];
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn gpu(name: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if stapes_cuda::available() {
+        Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()))
+    } else {
+        eprintln!("SKIPPED (no CUDA device): {name}");
+        None
+    }
+}
+
+fn fixtures() -> PathBuf {
+    let built =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../stapes-models/tests/fixtures/gigaam");
+    if built.exists() {
+        return built;
+    }
+    PathBuf::from("crates/stapes-models/tests/fixtures/gigaam")
+}
+
+fn inputs() -> BTreeMap<String, HostTensor> {
+    let st = stapes_formats::safetensors_dir::read_file(&fixtures().join("inputs.safetensors"))
+        .expect("inputs.safetensors");
+    st.tensors
+        .iter()
+        .map(|(k, t)| {
+            (
+                k.clone(),
+                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn expected() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    serde_json::from_str(&text).expect("expected.json parses")
+}
+
+fn model<B: Backend>(b: B, name: &str, lane: Lane) -> Gigaam<B> {
+    Gigaam::new(b, &fixtures().join(format!("{name}.ckpt")), lane).expect("model loads")
+}
+
+#[test]
+fn gpu_lanes_follow_the_gigaam_family_rows() {
+    let Some(_g) = gpu("gpu_lanes_follow_the_gigaam_family_rows") else {
+        return;
+    };
+    let exp = expected();
+    let feats = inputs();
+    for name in MODELS {
+        let e = &exp["models"][name];
+        let front = e["front_end"].as_str().unwrap();
+        let cpu = model(CpuBackend::new(0).unwrap(), name, Lane::F32);
+        for lane in [Lane::F16, Lane::Q8] {
+            let row = family_bar("gigaam", lane, "cuda").expect("gigaam row");
+            let m = model(CudaBackend::new(0).expect("cuda opens"), name, lane);
+            for clip in CLIPS {
+                let f = &feats[&format!("features.{front}.{clip}")];
+                let want_enc = cpu.encode_host(f).unwrap();
+                let want = cpu.backend().download(&want_enc).unwrap();
+                let got_enc = m.encode_host(f).unwrap();
+                let got = m.backend().download(&got_enc).unwrap();
+                let err = rel_l2(&got.data, &want.data);
+                eprintln!("{name} {clip} {lane}: encoder rel L2 {err:.2e}");
+                assert!(
+                    err <= row.encoder_rel_l2,
+                    "{name} {clip} {lane}: encoder rel L2 {err:.2e} > {}",
+                    row.encoder_rel_l2
+                );
+                let ids = m.greedy(&got_enc).unwrap().ids();
+                let r = &e["results"][clip];
+                let want_ids: Vec<u32> = r["ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap() as u32)
+                    .collect();
+                match row.ids {
+                    IdsRule::Identical => assert_eq!(ids, want_ids, "{name} {clip} {lane}"),
+                    IdsRule::UntilMarginBelow { factor } => {
+                        // ids are compared up to the first decision whose f32 margin is below
+                        // factor × the emulated q8 logit error (one margin per CTC frame or per
+                        // transducer step, in order; the emitted ids before it must agree)
+                        let bound = factor * e["lane_logit_error"]["q8"].as_f64().unwrap() as f32;
+                        let margins: Vec<f32> = r["margins"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|v| v.as_f64().unwrap() as f32)
+                            .collect();
+                        let safe = margins
+                            .iter()
+                            .position(|&m| m < bound)
+                            .unwrap_or(margins.len());
+                        let frames: Vec<usize> = r["frames"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|v| v.as_u64().unwrap() as usize)
+                            .collect();
+                        // CTC margins are per frame: the ids emitted before frame `safe`;
+                        // transducer margins are per step: the non-blank steps before `safe`
+                        let keep = match r["steps"].as_array() {
+                            None => frames.iter().take_while(|&&f| f < safe).count(),
+                            Some(steps) => {
+                                let blank = e["blank_id"].as_u64().unwrap();
+                                steps[..safe.min(steps.len())]
+                                    .iter()
+                                    .filter(|s| s[0].as_u64() != Some(blank))
+                                    .count()
+                            }
+                        };
+                        assert_eq!(
+                            &ids[..keep.min(ids.len())],
+                            &want_ids[..keep],
+                            "{name} {clip} {lane}: ids before the first narrow margin"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The published v3 shape (16 × d768, rotary, head size 48) on the GPU: the q8 lane within the
+/// q8 row of the f16 lane's output, both finite.
+#[test]
+fn published_v3_shape_runs_on_the_gpu() {
+    let Some(_g) = gpu("published_v3_shape_runs_on_the_gpu") else {
+        return;
+    };
+    let cfg = GigaamConfig::published("gigaam-v3-ctc").expect("published");
+    let ck = synthetic_checkpoint(&cfg, 7).unwrap();
+    let f = HostTensor::random(vec![1100, 64], 3, 1.0);
+    let run = |lane| {
+        let m = Gigaam::from_checkpoint(CudaBackend::new(0).expect("cuda"), &ck, lane).unwrap();
+        let e = m.encode_host(&f).unwrap();
+        m.backend().download(&e).unwrap()
+    };
+    let (a, b) = (run(Lane::F16), run(Lane::Q8));
+    assert!(a.data.iter().chain(&b.data).all(|v| v.is_finite()));
+    let err = rel_l2(&b.data, &a.data);
+    eprintln!("published v3: q8 vs f16 rel L2 {err:.2e}");
+    assert!(
+        err <= family_bar("gigaam", Lane::Q8, "cuda")
+            .unwrap()
+            .encoder_rel_l2
+    );
+}
