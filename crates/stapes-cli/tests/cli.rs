@@ -426,6 +426,87 @@ fn parakeet_refuses_translation_and_warns_on_a_language() {
     );
 }
 
+/// A GigaAM `.ckpt` through the CLI (format sniffed from content): the ids the gigaam package
+/// produced from the same audio, `gigaam` as the family; translation refused like Parakeet's;
+/// `inspect` names the family and the checkpoint's layout.
+#[test]
+fn gigaam_checkpoints_through_the_cli() {
+    let fx = repo().join("crates/stapes-models/tests/fixtures/gigaam");
+    let exp: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fx.join("expected.json")).expect("expected.json"))
+            .expect("json");
+    let jfk = stapes::audio::load_file(&repo().join("samples/jfk.wav")).expect("jfk");
+    for name in ["v3_ctc", "v3_rnnt"] {
+        let e2e = &exp["models"][name]["e2e"];
+        let n = e2e["samples"].as_u64().expect("samples") as usize;
+        let want: Vec<u64> = e2e["ids"]
+            .as_array()
+            .expect("ids")
+            .iter()
+            .map(|v| v.as_u64().expect("id"))
+            .collect();
+        let clip = write_tmp(&format!("gigaam-{name}.wav"), b"");
+        write_wav_16k(&clip, &jfk[..n.min(jfk.len())]);
+        let ckpt = fx.join(format!("{name}.ckpt")).display().to_string();
+        let o = stapes(&[
+            "transcribe",
+            "-m",
+            &ckpt,
+            "-f",
+            "json",
+            &clip.display().to_string(),
+        ]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert_eq!(v["family"], "gigaam");
+        let got: Vec<u64> = v["segments"]
+            .as_array()
+            .expect("segments")
+            .iter()
+            .flat_map(|s| s["tokens"].as_array().cloned().unwrap_or_default())
+            .map(|t| t.as_u64().expect("id"))
+            .collect();
+        assert_eq!(got, want, "{name}");
+        let o = stapes(&[
+            "transcribe",
+            "-m",
+            &ckpt,
+            "--task",
+            "translate",
+            &sample("jfk.wav"),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "stderr: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("GigaAM models only transcribe"),
+            "{}",
+            stderr(&o)
+        );
+    }
+    let o = stapes(&["inspect", &fx.join("v1_ctc.ckpt").to_string_lossy()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for want in [
+        "format:  torch",
+        "family:  gigaam (v1_ctc, ctc head",
+        "RelPos attention",
+    ] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+    // a truncated checkpoint: exit 3 with the file named
+    let bare = write_tmp(
+        "bare.ckpt",
+        &std::fs::read(fx.join("v3_ctc.ckpt")).expect("ckpt")[..100],
+    );
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &bare.display().to_string(),
+        &sample("jfk.wav"),
+    ]);
+    assert_eq!(o.status.code(), Some(3), "stderr: {}", stderr(&o));
+    assert!(stderr(&o).contains("cut.ckpt"), "{}", stderr(&o));
+}
+
 #[test]
 fn inspect_names_the_family_of_nemo_archives_and_whisper_cpp_parakeet_files() {
     let fx = repo().join("crates/stapes-models/tests/fixtures/fastconformer");
