@@ -493,14 +493,14 @@ fn gigaam_checkpoints_through_the_cli() {
         assert!(out.contains(want), "{want}: {out}");
     }
     // a truncated checkpoint: exit 3 with the file named
-    let bare = write_tmp(
-        "bare.ckpt",
+    let cut = write_tmp(
+        "cut.ckpt",
         &std::fs::read(fx.join("v3_ctc.ckpt")).expect("ckpt")[..100],
     );
     let o = stapes(&[
         "transcribe",
         "-m",
-        &bare.display().to_string(),
+        &cut.display().to_string(),
         &sample("jfk.wav"),
     ]);
     assert_eq!(o.status.code(), Some(3), "stderr: {}", stderr(&o));
