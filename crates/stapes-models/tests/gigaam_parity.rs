@@ -353,3 +353,39 @@ fn cpu_lanes_stay_within_their_bars() {
         }
     }
 }
+
+/// An e2e-style checkpoint (`decoding.vocabulary` None, `decoding.model_path` a SentencePiece
+/// model that is not on this machine): the tokenizer is found beside the checkpoint as
+/// `<name>_tokenizer.model`, and ids and text equal gigaam's own decoding with it
+/// (tools/reference/gigaam_e2e_tokenizer.py); without that file the load is refused by name.
+#[test]
+fn sentencepiece_vocabulary_from_beside_the_checkpoint() {
+    use stapes_models::gigaam::Vocabulary;
+    let exp: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixtures().join("expected_e2e.json")).expect("expected_e2e.json"),
+    )
+    .expect("parses");
+    let inputs = read_tensors("inputs.safetensors");
+    let m = model(CpuBackend::new(2).unwrap(), "v3_e2e_rnnt");
+    assert_eq!(m.config.vocabulary, Vocabulary::SentencePiece);
+    for clip in CLIPS {
+        let want = &exp["clips"][clip];
+        let enc = m
+            .encode_host(&inputs[&format!("features.v3.{clip}")])
+            .unwrap();
+        let d = m.greedy(&enc).unwrap();
+        assert_eq!(d.ids(), u32s(&want["ids"]), "{clip}: ids");
+        let text = m.decode_text(&d.ids()).unwrap();
+        assert_eq!(text, want["text"].as_str().unwrap(), "{clip}: text");
+    }
+    let dir = std::env::temp_dir().join(format!("stapes-gigaam-spm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let alone = dir.join("v3_e2e_rnnt.ckpt");
+    std::fs::copy(fixtures().join("v3_e2e_rnnt.ckpt"), &alone).unwrap();
+    let e = match load(&alone) {
+        Ok(_) => panic!("loaded without its tokenizer"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("v3_e2e_rnnt_tokenizer.model"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
+}
