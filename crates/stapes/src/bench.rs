@@ -277,21 +277,18 @@ pub(crate) fn parakeet<B: Backend>(
     let be = m.backend();
     let feats = match &o.audio {
         Some(a) => m.features(a)?,
-        None => {
-            let mels = m.config.encoder.num_mel_bins;
-            HostTensor::random(vec![1100, mels], 7, 1.0) // 11 s at a 10 ms hop
-        }
+        None => HostTensor::random(vec![1100, m.config.encoder.num_mel_bins], 7, 1.0), // 11 s
     };
-    let encode = time(o.iters, 3, || {
-        let _enc = m.encode_host(&feats)?;
-        be.synchronize()?;
-        Ok(())
-    })?;
-    let encode_device = encode_on_device(be, &feats, o.iters, |x| {
-        m.encode(x)?;
-        Ok(())
-    })?;
-    let encode_batched = if o.batch > 1 {
+    let mut r = one_pass(
+        be,
+        &feats,
+        o,
+        |f| Ok(m.encode_host(f)?),
+        |x| Ok(m.encode(x)?),
+        |e| Ok(m.greedy(e)?.tokens.len()),
+        |a| Ok(m.transcribe(a)?.text()),
+    )?;
+    r.encode_batched = if o.batch > 1 {
         let (t, mels) = (feats.shape[0], feats.shape[1]);
         let data: Vec<f32> = (0..o.batch)
             .flat_map(|_| feats.data.iter().copied())
@@ -305,27 +302,7 @@ pub(crate) fn parakeet<B: Backend>(
     } else {
         None
     };
-    let mut extra = std::collections::BTreeMap::new();
-    // Greedy decoding alone (TDT/RNNT label loop or CTC argmax) of the clip's encoder output.
-    let enc = m.encode_host(&feats)?;
-    let mut emitted = 0;
-    let decode = time(o.iters.min(10), 1, || {
-        emitted = m.greedy(&enc)?.tokens.len();
-        Ok(())
-    })?;
-    extra.insert("decode_clip_ms".into(), decode.median_ms);
-    extra.insert("decode_clip_tokens".into(), emitted as f64);
-    let (end_to_end, transcript) = match &o.audio {
-        Some(samples) => {
-            let mut text = String::new();
-            let s = time(o.iters.min(10), 1, || {
-                text = m.transcribe(samples)?.text();
-                Ok(())
-            })?;
-            (Some(s), Some(text))
-        }
-        None => (None, None),
-    };
+    let extra = &mut r.extra;
     if let (Some(samples), true) = (&o.audio, o.batch > 1) {
         // 100 clips of 60–100 % of the audio (different lengths, so batches are padded),
         // transcribed in batches of `o.batch` and one at a time; a first pass warms (eager),
@@ -357,10 +334,55 @@ pub(crate) fn parakeet<B: Backend>(
         }
         extra.insert("audio_100_clips_s".into(), audio_s);
     }
+    Ok(r)
+}
+
+/// What the one-pass families (Parakeet, GigaAM) time alike: the encoder on `feats` from the
+/// host and from the device, greedy decoding of its output alone (`decode_clip_ms`, tokens),
+/// and end to end on the audio when there is some.
+#[allow(clippy::too_many_arguments)]
+fn one_pass<B: Backend>(
+    be: &B,
+    feats: &HostTensor,
+    o: &BenchOptions,
+    encode_host: impl Fn(&HostTensor) -> Result<B::Tensor, StapesError>,
+    encode: impl Fn(&B::Tensor) -> Result<B::Tensor, StapesError>,
+    greedy: impl Fn(&B::Tensor) -> Result<usize, StapesError>,
+    transcribe: impl Fn(&[f32]) -> Result<String, StapesError>,
+) -> Result<BenchReport, StapesError> {
+    let encode_s = time(o.iters, 3, || {
+        let _enc = encode_host(feats)?;
+        be.synchronize()?;
+        Ok(())
+    })?;
+    let encode_device = encode_on_device(be, feats, o.iters, |x| {
+        encode(x)?;
+        Ok(())
+    })?;
+    let mut extra = std::collections::BTreeMap::new();
+    let enc = encode_host(feats)?;
+    let mut emitted = 0;
+    let decode = time(o.iters.min(10), 1, || {
+        emitted = greedy(&enc)?;
+        Ok(())
+    })?;
+    extra.insert("decode_clip_ms".into(), decode.median_ms);
+    extra.insert("decode_clip_tokens".into(), emitted as f64);
+    let (end_to_end, transcript) = match &o.audio {
+        Some(samples) => {
+            let mut text = String::new();
+            let s = time(o.iters.min(10), 1, || {
+                text = transcribe(samples)?;
+                Ok(())
+            })?;
+            (Some(s), Some(text))
+        }
+        None => (None, None),
+    };
     Ok(BenchReport {
-        encode,
+        encode: encode_s,
         encode_device,
-        encode_batched,
+        encode_batched: None,
         batch: o.batch,
         decode_token: None,
         end_to_end,
@@ -375,50 +397,19 @@ pub(crate) fn gigaam<B: Backend>(
     m: &stapes_models::gigaam::Gigaam<B>,
     o: &BenchOptions,
 ) -> Result<BenchReport, StapesError> {
-    let be = m.backend();
     let feats = match &o.audio {
         Some(a) => m.features(a)?,
         None => HostTensor::random(vec![1100, m.config.encoder.feat_in], 7, 1.0), // 11 s
     };
-    let encode = time(o.iters, 3, || {
-        let _enc = m.encode_host(&feats)?;
-        be.synchronize()?;
-        Ok(())
-    })?;
-    let encode_device = encode_on_device(be, &feats, o.iters, |x| {
-        m.encode(x)?;
-        Ok(())
-    })?;
-    let mut extra = std::collections::BTreeMap::new();
-    let enc = m.encode_host(&feats)?;
-    let mut emitted = 0;
-    let decode = time(o.iters.min(10), 1, || {
-        emitted = m.greedy(&enc)?.tokens.len();
-        Ok(())
-    })?;
-    extra.insert("decode_clip_ms".into(), decode.median_ms);
-    extra.insert("decode_clip_tokens".into(), emitted as f64);
-    let (end_to_end, transcript) = match &o.audio {
-        Some(samples) => {
-            let mut text = String::new();
-            let s = time(o.iters.min(10), 1, || {
-                text = m.transcribe(samples)?.text();
-                Ok(())
-            })?;
-            (Some(s), Some(text))
-        }
-        None => (None, None),
-    };
-    Ok(BenchReport {
-        encode,
-        encode_device,
-        encode_batched: None,
-        batch: o.batch,
-        decode_token: None,
-        end_to_end,
-        transcript,
-        extra,
-    })
+    one_pass(
+        m.backend(),
+        &feats,
+        o,
+        |f| Ok(m.encode_host(f)?),
+        |x| Ok(m.encode(x)?),
+        |e| Ok(m.greedy(e)?.tokens.len()),
+        |a| Ok(m.transcribe(a)?.text()),
+    )
 }
 
 fn argmax(x: &[f32]) -> u32 {

@@ -143,30 +143,31 @@ impl<B: Backend> Linear<B> {
     }
 }
 
-struct Norm<B: Backend> {
-    gamma: B::Tensor,
-    beta: B::Tensor,
+pub(crate) struct Norm<B: Backend> {
+    pub gamma: B::Tensor,
+    pub beta: B::Tensor,
 }
 
 impl<B: Backend> Norm<B> {
-    fn load(b: &B, t: &Tensors<'_>, prefix: &str) -> Result<Self> {
+    pub fn load(b: &B, t: &Tensors<'_>, prefix: &str) -> Result<Self> {
         Ok(Self {
             gamma: t.tensor(b, &format!("{prefix}.weight"))?,
             beta: t.tensor(b, &format!("{prefix}.bias"))?,
         })
     }
     /// The norm whose result is the input of the linear of weight `next`.
-    fn feeding(&self, b: &B, x: &B::Tensor, next: &B::Weight) -> Result<B::Tensor> {
+    pub fn feeding(&self, b: &B, x: &B::Tensor, next: &B::Weight) -> Result<B::Tensor> {
         Ok(b.layer_norm_feeding(x, &self.gamma, Some(&self.beta), NORM_EPS, next)?)
     }
-    fn params(&self) -> (&B::Tensor, Option<&B::Tensor>) {
+    pub fn params(&self) -> (&B::Tensor, Option<&B::Tensor>) {
         (&self.gamma, Some(&self.beta))
     }
 }
 
-struct FeedForward<B: Backend> {
-    l1: Linear<B>,
-    l2: Linear<B>,
+pub(crate) struct FeedForward<B: Backend> {
+    pub l1: Linear<B>,
+    /// The macaron ½ folded in (a power of two: exact in every lane).
+    pub l2: Linear<B>,
 }
 
 struct RelAttention<B: Backend> {
@@ -668,6 +669,29 @@ impl<B: Backend> RelAttention<B> {
     }
 }
 
+/// A depthwise kernel `(C, 1, K)` and its optional bias with an inference batch norm
+/// (`[weight, bias, running_mean, running_var]`, eps 1e-5) folded in: the norm is a per-channel
+/// affine map. Returns the kernel `(C·K)` and bias `(C)`.
+pub(crate) fn fold_batch_norm(
+    dw: &HostTensor,
+    dw_bias: Option<&HostTensor>,
+    [gamma, beta, mean, var]: [&HostTensor; 4],
+) -> (Vec<f32>, Vec<f32>) {
+    let c = dw.shape.first().copied().unwrap_or(0);
+    let kk = dw.len() / c.max(1);
+    let mut w = vec![0f32; c * kk];
+    let mut bias = vec![0f32; c];
+    for ch in 0..c {
+        let s = gamma.data[ch] as f64 / (var.data[ch] as f64 + NORM_EPS as f64).sqrt();
+        for j in 0..kk {
+            w[ch * kk + j] = (dw.data[ch * kk + j] as f64 * s) as f32;
+        }
+        let b0 = dw_bias.map_or(0.0, |bb| bb.data[ch] as f64);
+        bias[ch] = ((b0 - mean.data[ch] as f64) * s + beta.data[ch] as f64) as f32;
+    }
+    (w, bias)
+}
+
 impl<B: Backend> ConvModule<B> {
     fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, lane: Lane) -> Result<Self> {
         let dw = t.get(&format!("{}.weight", n.conv("depthwise_conv")))?; // (C, 1, K)
@@ -681,17 +705,7 @@ impl<B: Backend> ConvModule<B> {
             bn("running_mean")?,
             bn("running_var")?,
         );
-        // Batch norm in inference is a per-channel affine map: fold it into the depthwise conv.
-        let mut w = vec![0f32; c * kk];
-        let mut bias = vec![0f32; c];
-        for ch in 0..c {
-            let s = gamma.data[ch] as f64 / (var.data[ch] as f64 + NORM_EPS as f64).sqrt();
-            for j in 0..kk {
-                w[ch * kk + j] = (dw.data[ch * kk + j] as f64 * s) as f32;
-            }
-            let b0 = dw_bias.map_or(0.0, |bb| bb.data[ch] as f64);
-            bias[ch] = ((b0 - mean.data[ch] as f64) * s + beta.data[ch] as f64) as f32;
-        }
+        let (w, bias) = fold_batch_norm(dw, dw_bias, [gamma, beta, mean, var]);
         Ok(Self {
             pw1: Linear::load(b, t, &n.conv("pointwise_conv1"), lane)?,
             dw_w: b.upload(&HostTensor::new(vec![c, kk], w)?)?,
@@ -723,16 +737,21 @@ impl<B: Backend> ConvModule<B> {
 
 impl<B: Backend> FeedForward<B> {
     fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, which: usize, lane: Lane) -> Result<Self> {
+        Self::load_half_step(b, t, &n.ff(which, 1), &n.ff(which, 2), lane)
+    }
+
+    /// A macaron half-step feed-forward from its two linears' prefixes.
+    pub fn load_half_step(b: &B, t: &Tensors<'_>, l1: &str, l2: &str, lane: Lane) -> Result<Self> {
         Ok(Self {
-            l1: Linear::load(b, t, &n.ff(which, 1), lane)?,
-            l2: Linear::load_scaled(b, t, &n.ff(which, 2), lane, 0.5)?,
+            l1: Linear::load(b, t, l1, lane)?,
+            l2: Linear::load_scaled(b, t, l2, lane, 0.5)?,
         })
     }
     /// Over the normed `h (B, T, d)`, landing on the residual stream `x`, followed by `norms`
     /// of the result (the next sub-block's, or the block's closing norm and the next block's
     /// first), the last feeding the linear of weight `next`: `(x', norms' results)`.
     #[allow(clippy::too_many_arguments)]
-    fn forward_norms(
+    pub fn forward_norms(
         &self,
         b: &B,
         h: &B::Tensor,
@@ -749,7 +768,7 @@ impl<B: Backend> FeedForward<B> {
 }
 
 /// The last of a fused op's results (`linear_add_norms` returns one per norm).
-fn last<T>(v: &mut Vec<T>) -> Result<T> {
+pub(crate) fn last<T>(v: &mut Vec<T>) -> Result<T> {
     v.pop().ok_or_else(|| {
         ModelError::BadInput("linear_add_norms returned fewer results than norms".into())
     })

@@ -8,7 +8,9 @@
 
 use super::config::{AttentionKind, ConvNorm, EncoderConfig, Subsampling};
 use super::weights::{subsampling_conv, LayerNames, SUB_OUT};
-use crate::fastconformer::encoder::{rel_positions, Linear, Tensors};
+use crate::fastconformer::encoder::{
+    fold_batch_norm, last, rel_positions, FeedForward, Linear, Norm, Tensors,
+};
 use crate::{ModelError, Result};
 use stapes_core::backend::RelAttnParams;
 use stapes_core::{
@@ -20,29 +22,6 @@ const NORM_EPS: f32 = 1e-5;
 
 /// Query rows per block of the composed relative-position attention.
 const REL_QUERY_BLOCK: usize = 256;
-
-struct Norm<B: Backend> {
-    gamma: B::Tensor,
-    beta: B::Tensor,
-}
-
-impl<B: Backend> Norm<B> {
-    fn load(b: &B, t: &Tensors<'_>, prefix: &str) -> Result<Self> {
-        Ok(Self {
-            gamma: t.tensor(b, &format!("{prefix}.weight"))?,
-            beta: t.tensor(b, &format!("{prefix}.bias"))?,
-        })
-    }
-    fn params(&self) -> (&B::Tensor, Option<&B::Tensor>) {
-        (&self.gamma, Some(&self.beta))
-    }
-}
-
-struct FeedForward<B: Backend> {
-    l1: Linear<B>,
-    /// The macaron ½ folded in (a power of two: exact in every lane).
-    l2: Linear<B>,
-}
 
 enum Attention<B: Backend> {
     Rotary {
@@ -276,30 +255,6 @@ pub(crate) fn rotary_tables(t: usize, cfg: &EncoderConfig) -> (HostTensor, HostT
     )
 }
 
-impl<B: Backend> FeedForward<B> {
-    fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, which: usize, lane: Lane) -> Result<Self> {
-        Ok(Self {
-            l1: Linear::load(b, t, &n.ff(which, 1), lane)?,
-            l2: Linear::load_scaled(b, t, &n.ff(which, 2), lane, 0.5)?,
-        })
-    }
-
-    /// Over the normed `h`, landing on the residual stream `x`, then `norms` of the result (the
-    /// last feeding the linear of weight `next`).
-    fn forward_norms(
-        &self,
-        b: &B,
-        h: &B::Tensor,
-        x: &B::Tensor,
-        norms: &[(&B::Tensor, Option<&B::Tensor>)],
-        next: Option<&B::Weight>,
-    ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
-        let l2 = &self.l2;
-        let h = b.linear_act_feeding(h, &self.l1.w, self.l1.b.as_ref(), Activation::Silu, &l2.w)?;
-        Ok(b.linear_add_norms(&h, &l2.w, l2.b.as_ref(), x, norms, NORM_EPS, next)?)
-    }
-}
-
 impl<B: Backend> Attention<B> {
     fn load(
         b: &B,
@@ -406,17 +361,7 @@ impl<B: Backend> ConvModule<B> {
                     bn("running_mean")?,
                     bn("running_var")?,
                 );
-                // In inference the batch norm is a per-channel affine map: folded into the conv.
-                let mut w = vec![0f32; c * kk];
-                let mut bias = vec![0f32; c];
-                for ch in 0..c {
-                    let s = gamma.data[ch] as f64 / (var.data[ch] as f64 + NORM_EPS as f64).sqrt();
-                    for j in 0..kk {
-                        w[ch * kk + j] = (dw.data[ch * kk + j] as f64 * s) as f32;
-                    }
-                    bias[ch] = ((dwb.data[ch] as f64 - mean.data[ch] as f64) * s
-                        + beta.data[ch] as f64) as f32;
-                }
+                let (w, bias) = fold_batch_norm(dw, Some(dwb), [gamma, beta, mean, var]);
                 (w, bias, ConvNormLayer::Folded)
             }
             ConvNorm::LayerNorm => (
@@ -466,13 +411,6 @@ impl<B: Backend> ConvModule<B> {
     }
 }
 
-/// The last of a fused op's results (`linear_add_norms` returns one per norm).
-fn last<T>(v: &mut Vec<T>) -> Result<T> {
-    v.pop().ok_or_else(|| {
-        ModelError::BadInput("linear_add_norms returned fewer results than norms".into())
-    })
-}
-
 impl<B: Backend> Block<B> {
     fn load(
         b: &B,
@@ -483,14 +421,14 @@ impl<B: Backend> Block<B> {
     ) -> Result<Self> {
         Ok(Self {
             norm_ff1: Norm::load(b, t, &n.norm("feed_forward1"))?,
-            ff1: FeedForward::load(b, t, n, 1, lane)?,
+            ff1: FeedForward::load_half_step(b, t, &n.ff(1, 1), &n.ff(1, 2), lane)?,
             norm_att: Norm::load(b, t, &n.norm("self_att"))?,
             attn: Attention::load(b, t, n, cfg, lane)?,
             out: Linear::load(b, t, &n.attn("out"), lane)?,
             norm_conv: Norm::load(b, t, &n.norm("conv"))?,
             conv: ConvModule::load(b, t, n, cfg, lane)?,
             norm_ff2: Norm::load(b, t, &n.norm("feed_forward2"))?,
-            ff2: FeedForward::load(b, t, n, 2, lane)?,
+            ff2: FeedForward::load_half_step(b, t, &n.ff(2, 1), &n.ff(2, 2), lane)?,
             norm_out: Norm::load(b, t, &n.norm("out"))?,
         })
     }
@@ -508,18 +446,13 @@ impl<B: Backend> Block<B> {
     ) -> Result<(B::Tensor, Option<B::Tensor>)> {
         let h = match h {
             Some(h) => h,
-            None => b.layer_norm_feeding(
-                x,
-                &self.norm_ff1.gamma,
-                Some(&self.norm_ff1.beta),
-                NORM_EPS,
-                &self.ff1.l1.w,
-            )?,
+            None => self.norm_ff1.feeding(b, x, &self.ff1.l1.w)?,
         };
         // the attention's norm feeds no linear directly when the rotation comes first
-        let (x, mut hs) = self
-            .ff1
-            .forward_norms(b, &h, x, &[self.norm_att.params()], None)?;
+        let silu = Activation::Silu;
+        let (x, mut hs) =
+            self.ff1
+                .forward_norms(b, &h, silu, x, &[self.norm_att.params()], None)?;
         let h = last(&mut hs)?;
         let a = self.attn.forward(b, &h, pos, cfg)?;
         let o = &self.out;
@@ -540,16 +473,16 @@ impl<B: Backend> Block<B> {
         match next {
             Some(n) => {
                 let norms = [self.norm_out.params(), n.norm_ff1.params()];
-                let (_, mut yz) = self
-                    .ff2
-                    .forward_norms(b, &h, &x, &norms, Some(&n.ff1.l1.w))?;
+                let (_, mut yz) =
+                    self.ff2
+                        .forward_norms(b, &h, silu, &x, &norms, Some(&n.ff1.l1.w))?;
                 let z = last(&mut yz)?;
                 Ok((last(&mut yz)?, Some(z)))
             }
             None => {
                 let (_, mut y) =
                     self.ff2
-                        .forward_norms(b, &h, &x, &[self.norm_out.params()], None)?;
+                        .forward_norms(b, &h, silu, &x, &[self.norm_out.params()], None)?;
                 Ok((last(&mut y)?, None))
             }
         }
