@@ -389,3 +389,16 @@ fn sentencepiece_vocabulary_from_beside_the_checkpoint() {
     assert!(e.contains("v3_e2e_rnnt_tokenizer.model"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Past the package's position table (5000 encoder frames, 200 s) one pass is refused with the
+/// way out named, before any encoder work.
+#[test]
+fn one_pass_past_the_position_table_is_refused() {
+    let m = model(CpuBackend::new(2).unwrap(), "v3_ctc");
+    let e = match m.transcribe(&vec![0.0; 16_000 * 201]) {
+        Ok(_) => panic!("201 s ran in one pass"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("5000") && e.contains("--vad"), "{e}");
+    assert!(m.transcribe(&vec![0.0; 16_000 * 30]).is_ok(), "30 s runs");
+}

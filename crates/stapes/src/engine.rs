@@ -476,11 +476,11 @@ impl Engine {
                 m.transcribe(samples)?
             }
             Inner::GigaamCpu(m) => {
-                check_one_pass_options("GigaAM", opts)?;
+                check_gigaam_input(opts, samples)?;
                 m.transcribe(samples)?
             }
             Inner::GigaamCuda(m) => {
-                check_one_pass_options("GigaAM", opts)?;
+                check_gigaam_input(opts, samples)?;
                 m.transcribe(samples)?
             }
             Inner::CanaryCpu(_) | Inner::CanaryCuda(_) => {
@@ -517,6 +517,20 @@ pub(crate) fn check_one_pass_options(
     }
     if opts.language.is_some() || opts.initial_prompt.is_some() {
         tracing::warn!("{family} models take no language or prompt: ignored");
+    }
+    Ok(())
+}
+
+/// GigaAM's request check, and a warning past the length its package transcribes in one pass.
+fn check_gigaam_input(opts: &TranscribeOptions, samples: &[f32]) -> Result<(), StapesError> {
+    check_one_pass_options("GigaAM", opts)?;
+    let seconds = samples.len() as f64 / 16_000.0;
+    if seconds > stapes_models::gigaam::TRAINED_MAX_S {
+        tracing::warn!(
+            "{seconds:.0} s in one pass: GigaAM is trained on up to {} s pieces; `--vad` cuts \
+             long audio into speech pieces",
+            stapes_models::gigaam::TRAINED_MAX_S
+        );
     }
     Ok(())
 }

@@ -243,7 +243,8 @@ pub struct VadOptions {
     /// that long speech is split at its best silence rather than cut mid-word.
     pub params: VadParams,
     /// Seconds of speech per recogniser call; `None` = the family's default (Whisper:
-    /// [`WHISPER_MAX_SPAN`] − [`WHISPER_END_ROOM`] = 28 s; others 30 s). Whisper takes at most
+    /// [`WHISPER_MAX_SPAN`] − [`WHISPER_END_ROOM`] = 28 s; GigaAM: the 25 s its package calls
+    /// long-form; others 30 s). Whisper takes at most
     /// [`WHISPER_MAX_SPAN`].
     pub max_span: Option<f64>,
     /// Seconds: a pause longer than this between two speech pieces ends a segment, even where
@@ -273,6 +274,7 @@ impl VadOptions {
         }
         match self.max_span {
             None if family == "whisper" => Ok(WHISPER_MAX_SPAN - WHISPER_END_ROOM),
+            None if family == "gigaam" => Ok(stapes_models::gigaam::TRAINED_MAX_S),
             None => Ok(WHISPER_MAX_SPAN),
             Some(s) if !(1.0..=3600.0).contains(&s) => Err(StapesError::Usage(format!(
                 "VAD span limit {s} s is outside 1 ..= 3600 s"
@@ -625,6 +627,20 @@ mod tests {
 
     fn sp(a: f64, b: f64) -> Speech {
         Speech { start: a, end: b }
+    }
+
+    #[test]
+    fn default_spans_per_family() {
+        let o = VadOptions::default();
+        assert_eq!(o.span_for("whisper").unwrap(), 28.0);
+        assert_eq!(o.span_for("gigaam").unwrap(), 25.0);
+        assert_eq!(o.span_for("parakeet").unwrap(), 30.0);
+        let long = VadOptions {
+            max_span: Some(40.0),
+            ..VadOptions::default()
+        };
+        assert_eq!(long.span_for("gigaam").unwrap(), 40.0);
+        assert!(long.span_for("whisper").is_err());
     }
 
     #[test]

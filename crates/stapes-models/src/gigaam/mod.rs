@@ -17,5 +17,5 @@ pub mod model;
 pub mod weights;
 
 pub use config::{AttentionKind, ConvNorm, EncoderConfig, GigaamConfig, Subsampling, Vocabulary};
-pub use model::{Gigaam, SAMPLE_RATE};
+pub use model::{Gigaam, SAMPLE_RATE, TRAINED_MAX_S};
 pub use weights::{expected_shapes, load, GigaamCheckpoint};

@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 /// Input rate of every GigaAM model.
 pub const SAMPLE_RATE: u32 = 16_000;
 
+/// Seconds the gigaam package transcribes in one pass; longer input it sends to its long-form
+/// path (VAD segments), as `stapes transcribe --vad` does.
+pub const TRAINED_MAX_S: f64 = 25.0;
+
 enum Tokenizer {
     /// One string per id.
     Chars(Vec<String>),
@@ -204,7 +208,19 @@ impl<B: Backend> Gigaam<B> {
     pub fn transcribe(&self, samples: &[f32]) -> Result<Transcript> {
         let duration = samples.len() as f64 / SAMPLE_RATE as f64;
         let feats = self.features(samples)?;
-        if self.config.encoder.output_frames(feats.shape[0]) == 0 {
+        let frames = self.config.encoder.output_frames(feats.shape[0]);
+        // The package's rotary table holds pos_emb_max_len positions and it fails past them;
+        // attention is quadratic in the frames besides: longer input is cut first (--vad).
+        let most = self.config.encoder.pos_emb_max_len;
+        if frames > most {
+            return Err(ModelError::BadInput(format!(
+                "{duration:.0} s of audio is {frames} encoder frames, more than the {most} \
+                 GigaAM attends to at once ({:.0} s); cut it into speech pieces first \
+                 (`stapes transcribe --vad`)",
+                most as f64 * self.frame_seconds()
+            )));
+        }
+        if frames == 0 {
             return Ok(Transcript {
                 duration,
                 language_probability: 1.0,
