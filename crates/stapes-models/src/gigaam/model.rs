@@ -308,3 +308,51 @@ impl<B: Backend> Gigaam<B> {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stapes_core::reference::ReferenceBackend;
+
+    /// Character vocabularies: words break at the space id, segments at a pause of 1 s before a
+    /// word; spans are 40 ms frames.
+    #[test]
+    fn words_break_at_spaces_and_segments_at_pauses() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gigaam/v3_ctc.ckpt");
+        let m = Gigaam::new(ReferenceBackend::new(), &path, Lane::F32).unwrap();
+        let step = |token, frame| Step {
+            token,
+            frame,
+            duration: 1,
+        };
+        // " аб в" then, 2 s later, " г"
+        let tokens = [
+            step(0, 0),
+            step(1, 1),
+            step(2, 2),
+            step(0, 3),
+            step(3, 4),
+            step(0, 55),
+            step(4, 56),
+        ];
+        let segs = m.segments(&tokens, 10.0).unwrap();
+        assert_eq!(segs.len(), 2, "{segs:?}");
+        assert_eq!(segs[0].text, " аб в");
+        assert_eq!(segs[1].text, " г");
+        let words: Vec<(String, f64, f64)> = segs
+            .iter()
+            .flat_map(|s| s.words.clone().unwrap())
+            .map(|w| (w.word, w.start, w.end))
+            .collect();
+        let fs = m.frame_seconds();
+        assert_eq!(
+            words,
+            vec![
+                ("аб".to_string(), fs, 3.0 * fs),
+                ("в".to_string(), 4.0 * fs, 5.0 * fs),
+                ("г".to_string(), 56.0 * fs, 57.0 * fs),
+            ]
+        );
+        assert!((segs[1].start - 55.0 * fs).abs() < 1e-12);
+    }
+}
