@@ -39,6 +39,11 @@ impl<'a> Tensors<'a> {
     pub fn tensor<B: Backend>(&self, b: &B, name: &str) -> Result<B::Tensor> {
         Ok(b.upload(self.get(name)?)?)
     }
+    /// A tensor uploaded as one flat row of its values (`(H, Dh)` attention biases → `(H·Dh)`).
+    pub fn flat_tensor<B: Backend>(&self, b: &B, name: &str) -> Result<B::Tensor> {
+        let h = self.get(name)?;
+        Ok(b.upload(&h.clone().reshape(vec![h.len()])?)?)
+    }
     pub fn opt_tensor<B: Backend>(&self, b: &B, name: &str) -> Result<Option<B::Tensor>> {
         self.map
             .get(name)
@@ -623,16 +628,12 @@ struct AttnCtx<'a, B: Backend> {
 
 impl<B: Backend> RelAttention<B> {
     fn load(b: &B, t: &Tensors<'_>, n: &LayerNames, lane: Lane) -> Result<Self> {
-        let flat = |name: String| -> Result<B::Tensor> {
-            let h = t.get(&name)?;
-            Ok(b.upload(&h.clone().reshape(vec![h.len()])?)?)
-        };
         Ok(Self {
             qkv: Linear::load_stacked(b, t, &[n.attn("q"), n.attn("k"), n.attn("v")], lane)?,
             o: Linear::load(b, t, &n.attn("o"), lane)?,
             pos: t.weight(b, &format!("{}.weight", n.attn("relative_k")), lane)?,
-            bias_u: flat(n.attn_bias("bias_u"))?,
-            bias_v: flat(n.attn_bias("bias_v"))?,
+            bias_u: t.flat_tensor(b, &n.attn_bias("bias_u"))?,
+            bias_v: t.flat_tensor(b, &n.attn_bias("bias_v"))?,
         })
     }
 

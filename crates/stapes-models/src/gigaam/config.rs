@@ -181,14 +181,10 @@ impl GigaamConfig {
         if frontend.win_length > frontend.n_fft {
             return Err(c.err("preprocessor.win_length", "longer than n_fft"));
         }
-        for (key, want) in [("mel_scale", "htk")] {
-            if let Some(s) = pre.get(key).and_then(Value::as_str) {
-                if s != want {
-                    return Err(c.err(
-                        &format!("preprocessor.{key}"),
-                        &format!("`{s}` (only `{want}`)"),
-                    ));
-                }
+        // torchaudio's default scale, the only one the front end computes
+        if let Some(s) = pre.get("mel_scale").and_then(Value::as_str) {
+            if s != "htk" {
+                return Err(c.err("preprocessor.mel_scale", &format!("`{s}` (only `htk`)")));
             }
         }
         if pre.get("mel_norm").is_some_and(|v| !v.is_null()) {

@@ -232,15 +232,17 @@ pub(crate) fn rotary_tables(t: usize, cfg: &EncoderConfig) -> (HostTensor, HostT
         .collect();
     let d = cfg.d_model;
     let (mut cos, mut sin) = (Vec::with_capacity(t * d), Vec::with_capacity(t * d));
+    let (mut c_half, mut s_half) = (vec![0f32; half], vec![0f32; half]);
     for p in 0..t {
-        for _head in 0..cfg.n_heads {
-            for _ in 0..2 {
-                for f in &inv_freq {
-                    let a = p as f32 * f;
-                    cos.push(a.cos());
-                    sin.push(a.sin());
-                }
-            }
+        // one position's angles, then the same values for both halves of every head
+        for (j, f) in inv_freq.iter().enumerate() {
+            let a = p as f32 * f;
+            c_half[j] = a.cos();
+            s_half[j] = a.sin();
+        }
+        for _ in 0..2 * cfg.n_heads {
+            cos.extend_from_slice(&c_half);
+            sin.extend_from_slice(&s_half);
         }
     }
     (
@@ -268,23 +270,12 @@ impl<B: Backend> Attention<B> {
                 qk: Linear::load_stacked(b, t, &[n.attn("q"), n.attn("k")], lane)?,
                 v: Linear::load(b, t, &n.attn("v"), lane)?,
             },
-            AttentionKind::RelPos => {
-                let flat = |name: String| -> Result<B::Tensor> {
-                    let h = t.get(&name)?;
-                    Ok(b.upload(&h.clone().reshape(vec![h.len()])?)?)
-                };
-                Attention::RelPos {
-                    qkv: Linear::load_stacked(
-                        b,
-                        t,
-                        &[n.attn("q"), n.attn("k"), n.attn("v")],
-                        lane,
-                    )?,
-                    pos: t.weight(b, &format!("{}.weight", n.attn("pos")), lane)?,
-                    bias_u: flat(n.attn_bias("pos_bias_u"))?,
-                    bias_v: flat(n.attn_bias("pos_bias_v"))?,
-                }
-            }
+            AttentionKind::RelPos => Attention::RelPos {
+                qkv: Linear::load_stacked(b, t, &[n.attn("q"), n.attn("k"), n.attn("v")], lane)?,
+                pos: t.weight(b, &format!("{}.weight", n.attn("pos")), lane)?,
+                bias_u: t.flat_tensor(b, &n.attn_bias("pos_bias_u"))?,
+                bias_v: t.flat_tensor(b, &n.attn_bias("pos_bias_v"))?,
+            },
         })
     }
 
