@@ -71,6 +71,18 @@ pub trait Backend: Send + Sync {
     /// Short name for logs and errors ("reference", "cpu", "cuda").
     fn name(&self) -> &'static str;
     fn supports_lane(&self, lane: Lane) -> bool;
+    /// [`Backend::supports_lane`] as the error every family's loader returns before it stores a
+    /// weight: the lane and this home named.
+    fn require_lane(&self, lane: Lane) -> Result<()> {
+        if self.supports_lane(lane) {
+            Ok(())
+        } else {
+            Err(crate::Error::LaneUnavailable {
+                lane,
+                backend: self.name(),
+            })
+        }
+    }
     fn counters(&self) -> &Counters;
 
     // ---- transfer and layout ----

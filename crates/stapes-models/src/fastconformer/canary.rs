@@ -550,13 +550,7 @@ impl<B: Backend> Canary<B> {
     }
 
     pub fn from_checkpoint(backend: B, mut ck: CanaryCheckpoint, lane: Lane) -> Result<Self> {
-        if !backend.supports_lane(lane) {
-            return Err(stapes_core::Error::LaneUnavailable {
-                lane,
-                backend: backend.name(),
-            }
-            .into());
-        }
+        backend.require_lane(lane)?;
         // Tied output projection: checkpoints may omit it.
         if !ck.tensors.contains_key("proj_out.weight") {
             if let Some(e) = ck.tensors.get("decoder.embed_tokens.weight").cloned() {

@@ -164,13 +164,7 @@ impl<B: Backend> Parakeet<B> {
     }
 
     pub fn from_checkpoint(backend: B, ck: &ParakeetCheckpoint, lane: Lane) -> Result<Self> {
-        if !backend.supports_lane(lane) {
-            return Err(stapes_core::Error::LaneUnavailable {
-                lane,
-                backend: backend.name(),
-            }
-            .into());
-        }
+        backend.require_lane(lane)?;
         let t = Tensors {
             map: &ck.tensors,
             path: &ck.path,

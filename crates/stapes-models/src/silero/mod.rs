@@ -52,13 +52,7 @@ impl<B: Backend> SileroVad<B> {
 
     pub fn load_with_lane(backend: B, path: impl AsRef<Path>, lane: Lane) -> Result<Self> {
         let path = path.as_ref();
-        if !backend.supports_lane(lane) {
-            return Err(stapes_core::Error::LaneUnavailable {
-                lane,
-                backend: backend.name(),
-            }
-            .into());
-        }
+        backend.require_lane(lane)?;
         let file = stapes_formats::onnx::read_onnx(path)?;
         let host = weights::branches(&file)?;
         let mut branches = Vec::with_capacity(host.len());

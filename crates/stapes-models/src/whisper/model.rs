@@ -516,13 +516,7 @@ impl<B: Backend> Whisper<B> {
     ) -> Result<Self> {
         let lane = lanes.base;
         for l in std::iter::once(lane).chain(lanes.exceptions.iter().map(|(_, l)| *l)) {
-            if !backend.supports_lane(l) {
-                return Err(stapes_core::Error::LaneUnavailable {
-                    lane: l,
-                    backend: backend.name(),
-                }
-                .into());
-            }
+            backend.require_lane(l)?;
         }
         let encoder = Encoder::load(
             &backend,
