@@ -1,6 +1,12 @@
 //! What every family returns: timed segments of text (family-agnostic; output writers use these).
 
+use crate::Result;
 use serde::Serialize;
+
+/// A silence this long (seconds, from a token's end to the next word) starts a new segment.
+pub const SEGMENT_PAUSE_S: f64 = 1.0;
+/// A segment that has run this long (seconds) ends before its next word.
+pub const SEGMENT_MAX_S: f64 = 15.0;
 
 /// One word with its time span (seconds from the start of the input) and probability.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -82,4 +88,80 @@ impl Transcript {
         let s: String = self.segments.iter().map(|s| s.text.as_str()).collect();
         s.trim().to_string()
     }
+}
+
+/// One emitted token of a frame-synchronous decoder (CTC, transducers) with its span in seconds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TimedToken {
+    pub token: u32,
+    pub start: f64,
+    pub end: f64,
+}
+
+/// Emitted tokens as segments with word timings, for families whose decoders give no segment
+/// boundaries of their own (CTC, transducers). `piece(id)` is (whether the token starts a word,
+/// its visible text); a token with no visible text (a space id, a lone `▁`) makes the next one
+/// start a word. `text(ids)` decodes a segment's ids.
+///
+/// Segments end after a sentence's last piece (`.`, `?`, `!`), and before a word that follows a
+/// pause of [`SEGMENT_PAUSE_S`] or would take the segment past [`SEGMENT_MAX_S`]: models without
+/// punctuation (parakeet-ctc, GigaAM) would otherwise give a whole file as one subtitle. Never
+/// inside a word; the segments' ids put together are `tokens`.
+pub(crate) fn segment_tokens(
+    tokens: &[TimedToken],
+    piece: impl Fn(u32) -> (bool, String),
+    text: impl Fn(&[u32]) -> Result<String>,
+) -> Result<Vec<Segment>> {
+    let mut out = Vec::new();
+    let mut group: Vec<TimedToken> = Vec::new();
+    let mut words: Vec<Word> = Vec::new();
+    let mut new_word = true;
+    let flush = |out: &mut Vec<Segment>, group: &mut Vec<TimedToken>, words: &mut Vec<Word>| {
+        if let (Some(first), Some(last)) = (group.first(), group.last()) {
+            let ids: Vec<u32> = group.iter().map(|s| s.token).collect();
+            let seg_text = text(&ids)?;
+            out.push(Segment::plain(
+                out.len(),
+                first.start,
+                last.end,
+                &seg_text,
+                ids,
+                Some(std::mem::take(words)),
+            ));
+        }
+        group.clear();
+        words.clear();
+        Ok::<(), crate::ModelError>(())
+    };
+    for s in tokens {
+        let (starts_word, visible) = piece(s.token);
+        let visible = visible.trim_start_matches('\u{2581}').trim().to_string();
+        let word_start = starts_word || new_word;
+        if let (true, Some(first), Some(last)) = (word_start, group.first(), group.last()) {
+            if s.start - last.end >= SEGMENT_PAUSE_S || s.start - first.start >= SEGMENT_MAX_S {
+                flush(&mut out, &mut group, &mut words)?;
+            }
+        }
+        group.push(*s);
+        if word_start || words.is_empty() {
+            new_word = visible.is_empty();
+            if !new_word {
+                words.push(Word {
+                    start: s.start,
+                    end: s.end,
+                    word: visible.clone(),
+                    probability: 1.0,
+                });
+            }
+        } else if let Some(w) = words.last_mut() {
+            w.word.push_str(&visible);
+            w.end = s.end;
+        }
+        if matches!(visible.chars().last(), Some('.' | '?' | '!')) {
+            flush(&mut out, &mut group, &mut words)?;
+            new_word = true;
+        }
+    }
+    flush(&mut out, &mut group, &mut words)?;
+    Ok(out)
 }

@@ -4,17 +4,13 @@ use super::config::ParakeetConfig;
 use super::decoder::{ctc_collapse, Decoded, Head};
 use super::encoder::{Chunking, Encoder, Linear, Prepared, Tensors};
 use super::weights::{load, ParakeetCheckpoint};
-use crate::transcript::{Segment, Transcript, Word};
+use crate::transcript::{segment_tokens, Segment, TimedToken, Transcript};
 use crate::{ModelError, Result};
 use stapes_audio::features::nemo::{log_mel, NemoConfig};
 use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// A silence this long (seconds, from a token's end to the next word) starts a new segment.
-pub const SEGMENT_PAUSE_S: f64 = 1.0;
-/// A segment that has run this long (seconds) ends before its next word.
-pub const SEGMENT_MAX_S: f64 = 15.0;
 use std::sync::Mutex;
 
 /// Audio rate every Parakeet front end expects.
@@ -454,74 +450,40 @@ impl<B: Backend> Parakeet<B> {
         Ok(out)
     }
 
-    /// Splits emitted tokens into segments with word timings: after a sentence's last piece
-    /// (`.`, `?`, `!`), and before a word that follows a pause of [`SEGMENT_PAUSE_S`] or would
-    /// take the segment past [`SEGMENT_MAX_S`] (models without punctuation, such as
-    /// parakeet-ctc, would otherwise give a whole file as one subtitle). One segment of ids when
+    /// Emitted tokens as segments with word timings ([`segment_tokens`]): a token's span is its
+    /// frames (TDT durations); words start at `▁` pieces. One segment of ids, without words, when
     /// there is no tokenizer.
     fn segments(&self, d: &Decoded, duration: f64) -> Result<Vec<Segment>> {
         let fs = self.frame_seconds();
-        let end_of =
-            |s: &super::decoder::Step| ((s.frame + s.duration.max(1)) as f64 * fs).min(duration);
-        let mut groups: Vec<Vec<super::decoder::Step>> = vec![Vec::new()];
-        let mut words: Vec<Vec<Word>> = vec![Vec::new()];
-        for s in &d.tokens {
-            let piece = self
-                .tokenizer
-                .as_ref()
-                .and_then(|t| t.id_to_token(s.token))
-                .unwrap_or_default();
-            let start = s.frame as f64 * fs;
-            let split = match groups.last().map(|g| (g.first(), g.last())) {
-                Some((Some(first), Some(last))) if piece.starts_with('\u{2581}') => {
-                    start - end_of(last) >= SEGMENT_PAUSE_S
-                        || start - first.frame as f64 * fs >= SEGMENT_MAX_S
-                }
-                _ => false,
+        let timed: Vec<TimedToken> = d
+            .tokens
+            .iter()
+            .map(|s| TimedToken {
+                token: s.token,
+                start: s.frame as f64 * fs,
+                end: ((s.frame + s.duration.max(1)) as f64 * fs).min(duration),
+            })
+            .collect();
+        let Some(tok) = &self.tokenizer else {
+            let (Some(first), Some(last)) = (timed.first(), timed.last()) else {
+                return Ok(Vec::new());
             };
-            if split {
-                groups.push(Vec::new());
-                words.push(Vec::new());
-            }
-            let text = self.decode_text(&[s.token])?;
-            if let Some(ws) = words.last_mut() {
-                if piece.starts_with('\u{2581}') || ws.is_empty() {
-                    ws.push(Word {
-                        start,
-                        end: end_of(s),
-                        word: text.trim().to_string(),
-                        probability: 1.0,
-                    });
-                } else if let Some(w) = ws.last_mut() {
-                    w.word.push_str(text.trim());
-                    w.end = end_of(s);
-                }
-            }
-            if let Some(g) = groups.last_mut() {
-                g.push(*s);
-            }
-            if matches!(piece.chars().last(), Some('.' | '?' | '!')) {
-                groups.push(Vec::new());
-                words.push(Vec::new());
-            }
-        }
-        let mut out = Vec::new();
-        for (g, w) in groups.into_iter().zip(words) {
-            let (Some(first), Some(last)) = (g.first(), g.last()) else {
-                continue;
-            };
-            let ids: Vec<u32> = g.iter().map(|s| s.token).collect();
-            let text = self.decode_text(&ids)?;
-            out.push(Segment::plain(
-                out.len(),
-                first.frame as f64 * fs,
-                end_of(last),
-                &text,
+            let ids = timed.iter().map(|s| s.token).collect();
+            return Ok(vec![Segment::plain(
+                0,
+                first.start,
+                last.end,
+                "",
                 ids,
-                self.tokenizer.is_some().then_some(w),
-            ));
-        }
-        Ok(out)
+                None,
+            )]);
+        };
+        let piece = |id| {
+            let p = tok.id_to_token(id).unwrap_or_default();
+            let text = self.decode_text(&[id]).unwrap_or_default();
+            (p.starts_with('\u{2581}'), text)
+        };
+        segment_tokens(&timed, piece, |ids| self.decode_text(ids))
     }
 }
 
@@ -529,6 +491,7 @@ impl<B: Backend> Parakeet<B> {
 mod tests {
     use super::*;
     use crate::fastconformer::decoder::Step;
+    use crate::transcript::SEGMENT_MAX_S;
     use stapes_core::reference::ReferenceBackend;
 
     /// Segments end at a pause before a word and before a word that would take them past the

@@ -5,8 +5,7 @@ use super::encoder::Encoder;
 use super::weights::{load, GigaamCheckpoint, FRONTEND_MEL, FRONTEND_WINDOW};
 use crate::fastconformer::decoder::{Decoded, Head, Step};
 use crate::fastconformer::encoder::Tensors;
-use crate::fastconformer::model::{SEGMENT_MAX_S, SEGMENT_PAUSE_S};
-use crate::transcript::{Segment, Transcript, Word};
+use crate::transcript::{segment_tokens, Segment, TimedToken, Transcript};
 use crate::{ModelError, Result};
 use stapes_audio::features::gigaam::{buffers, log_mel_with_buffers};
 use stapes_core::{Backend, HostTensor, Lane};
@@ -231,75 +230,19 @@ impl<B: Backend> Gigaam<B> {
         })
     }
 
-    /// Emitted tokens as segments with word timings: a token's span is its frame (40 ms); words
-    /// break at spaces (or `▁` pieces), segments at sentence ends and before a word after a pause
-    /// of [`SEGMENT_PAUSE_S`] or past [`SEGMENT_MAX_S`] from the segment's start.
+    /// Emitted tokens as segments with word timings ([`segment_tokens`]): a token's span is its
+    /// frame (40 ms); words break at spaces (or `▁` pieces).
     fn segments(&self, tokens: &[Step], duration: f64) -> Result<Vec<Segment>> {
         let fs = self.frame_seconds();
-        let end_of = |s: &Step| ((s.frame + 1) as f64 * fs).min(duration);
-        let mut out = Vec::new();
-        let mut group: Vec<Step> = Vec::new();
-        let mut words: Vec<Word> = Vec::new();
-        let mut new_word = true;
-        let flush =
-            |out: &mut Vec<Segment>, group: &mut Vec<Step>, words: &mut Vec<Word>| -> Result<()> {
-                if let (Some(first), Some(last)) = (group.first(), group.last()) {
-                    let ids: Vec<u32> = group.iter().map(|s| s.token).collect();
-                    let text = self.decode_text(&ids)?;
-                    let ws: Vec<Word> = words.drain(..).filter(|w| !w.word.is_empty()).collect();
-                    out.push(Segment::plain(
-                        out.len(),
-                        first.frame as f64 * fs,
-                        end_of(last),
-                        &text,
-                        ids,
-                        Some(ws),
-                    ));
-                }
-                group.clear();
-                words.clear();
-                Ok(())
-            };
-        for s in tokens {
-            let (starts_word, text) = self.piece(s.token);
-            let start = s.frame as f64 * fs;
-            if starts_word || new_word {
-                let split = match (group.first(), group.last()) {
-                    (Some(first), Some(last)) => {
-                        start - end_of(last) >= SEGMENT_PAUSE_S
-                            || start - first.frame as f64 * fs >= SEGMENT_MAX_S
-                    }
-                    _ => false,
-                };
-                if split {
-                    flush(&mut out, &mut group, &mut words)?;
-                }
-            }
-            group.push(*s);
-            let visible = text.trim_start_matches('\u{2581}').trim().to_string();
-            if starts_word || new_word || words.is_empty() {
-                if !visible.is_empty() {
-                    words.push(Word {
-                        start,
-                        end: end_of(s),
-                        word: visible.clone(),
-                        probability: 1.0,
-                    });
-                    new_word = false;
-                } else {
-                    new_word = true;
-                }
-            } else if let Some(w) = words.last_mut() {
-                w.word.push_str(&visible);
-                w.end = end_of(s);
-            }
-            if matches!(visible.chars().last(), Some('.' | '?' | '!')) {
-                flush(&mut out, &mut group, &mut words)?;
-                new_word = true;
-            }
-        }
-        flush(&mut out, &mut group, &mut words)?;
-        Ok(out)
+        let timed: Vec<TimedToken> = tokens
+            .iter()
+            .map(|s| TimedToken {
+                token: s.token,
+                start: s.frame as f64 * fs,
+                end: ((s.frame + 1) as f64 * fs).min(duration),
+            })
+            .collect();
+        segment_tokens(&timed, |id| self.piece(id), |ids| self.decode_text(ids))
     }
 }
 
