@@ -65,6 +65,30 @@ extern "C" __global__ void affine(void* y, const void* x, long long n, float s, 
     DISPATCH_YX(dt, affine_k, y, x, n, s, t);
 }
 
+// Rotary embedding, rotate-half form (the trait's rotary_half): x (n values, rows of heads of dh),
+// cos and sin (nc values each, of one type) broadcast as a suffix of x; y = x·cos + rot(x)·sin with
+// rot = [−x₂, x₁] over each head's halves. One launch where the composition takes seven.
+template <class Y, class X, class P>
+__device__ __forceinline__ void rotary_half_k(void* y_, const void* x_, const void* cs_, const void* sn_, long long n,
+                                              long long nc, int dh) {
+    Y* y = (Y*)y_;
+    const X* x = (const X*)x_;
+    const P* cs = (const P*)cs_;
+    const P* sn = (const P*)sn_;
+    const int half = dh >> 1;
+    GRID_STRIDE(i, n) {
+        const long long p = i % nc;
+        const int j = (int)(i % dh);  // rows hold whole heads, so this is the place in the head
+        const float r = j < half ? -ldf(x, i + half) : ldf(x, i - half);
+        stf(y, i, ldf(x, i) * ldf(cs, p) + r * ldf(sn, p));
+    }
+}
+extern "C" __global__ void rotary_half(void* y, const void* x, const void* cs, const void* sn, long long n, long long nc,
+                                       int dh, int dt) {
+    PDL_ENTER();
+    DISPATCH_YAB(dt, rotary_half_k, y, x, cs, sn, n, nc, dh);
+}
+
 // GLU over the last dim: x (rows, 2h) -> y (rows, h) = a * sigmoid(b).
 template <class Y, class X>
 __device__ __forceinline__ void glu_k(void* y_, const void* x_, long long rows, int h) {

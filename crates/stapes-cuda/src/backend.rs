@@ -2049,6 +2049,55 @@ impl Backend for CudaBackend {
         self.mlp_add(&h, w1, b1, act, w2, b2, x)
     }
 
+    fn rotary_half(
+        &self,
+        x: &CudaTensor,
+        cos: &CudaTensor,
+        sin: &CudaTensor,
+        head_dim: usize,
+    ) -> Result<CudaTensor> {
+        let c = x.shape.last().copied().unwrap_or(0);
+        let suffix = cos.shape == sin.shape
+            && cos.shape.len() <= x.shape.len()
+            && x.shape[x.shape.len() - cos.shape.len()..] == cos.shape[..];
+        if head_dim < 2 || !head_dim.is_multiple_of(2) || !c.is_multiple_of(head_dim) || !suffix {
+            return Err(Error::shape(
+                "rotary_half",
+                format!(
+                    "x {:?}, cos {:?}, sin {:?}: heads of an even {head_dim} in x's rows, \
+                     cos and sin one shape ending x's",
+                    x.shape, cos.shape, sin.shape
+                ),
+            ));
+        }
+        if sin.bit() != cos.bit() {
+            // the kernel reads both as one type; the encoders upload both as f32
+            return Err(Error::shape(
+                "rotary_half",
+                format!(
+                    "cos {:?} and sin {:?} of different types",
+                    cos.dtype, sin.dtype
+                ),
+            ));
+        }
+        let out = self.elementwise_out(x)?;
+        let (n, nc) = (x.numel(), cos.numel());
+        if n == 0 {
+            return Ok(out);
+        }
+        let (y, xp, cp, sp) = (out.buf.ptr, self.t(x), self.t(cos), self.t(sin));
+        let (ni, nci, dh) = (n as i64, nc as i64, head_dim as i32);
+        let dt = out.bit() | (x.bit() << 1) | (cos.bit() << 2);
+        self.launch(
+            "rotary_half",
+            grid_1d_x4(n, false),
+            (256, 1, 1),
+            0,
+            args![y, xp, cp, sp, ni, nci, dh, dt],
+        )?;
+        Ok(out)
+    }
+
     fn glu_depthwise_act(
         &self,
         x: &CudaTensor,

@@ -45,6 +45,7 @@ pub const FILES: &[KernelFile] = &[
             "act",
             "binary",
             "affine",
+            "rotary_half",
             "glu",
             "bias_rows",
             "mask_fill",

@@ -107,6 +107,7 @@ pub const PDL_SAFE: &[&str] = &[
     "rel_shift_softmax",
     "rel_shift_softmax_rows",
     "rms_norm",
+    "rotary_half",
     "softmax",
     "splitk_add_ln16",
     "step_gemv_1",

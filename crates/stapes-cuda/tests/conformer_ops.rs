@@ -3,6 +3,7 @@
 //! and `rel_attention_inputs` (q+u, q+v, k, v and the repeated position heads from one stacked
 //! projection), eager with f32 activations and inside an encoder chain with f16 activations
 //! (first run eager, second a graph replay: bit-identical), on awkward shapes; one launch each.
+//! Also GigaAM's `rotary_half` (one launch where the default composes seven).
 //! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
@@ -652,4 +653,98 @@ fn rel_attention_forms_agree() {
     assert!(g.force_rel_attn_form(Some(5)).is_err());
     assert!(g.force_rel_ks_warps(Some(0)).is_err());
     assert!(g.force_rel_ks_warps(Some(10)).is_err());
+}
+
+/// (B, T, H, Dh): a head of 2, odd frames, GigaAM v3's published shape (16 heads of 48 over an
+/// 11 s clip's 275 frames), a count off every multiple of 4.
+const ROT: [(usize, usize, usize, usize); 6] = [
+    (1, 1, 1, 2),
+    (2, 7, 3, 4),
+    (1, 33, 4, 48),
+    (3, 5, 2, 16),
+    (1, 275, 16, 48),
+    (2, 3, 1, 6),
+];
+
+/// Three f32 roundings in the composition (two products, one sum) where the kernel may fuse them:
+/// the element-wise row once per rounding.
+fn rotary_tol(backend: &str) -> Tolerance {
+    let r = tol_for(Op::Elementwise, Lane::F32, backend);
+    let f32_row = tol_for(Op::Elementwise, Lane::F32, "cuda");
+    Tolerance {
+        max_abs: r.max_abs + 2.0 * f32_row.max_abs,
+        max_rel: r.max_rel + 2.0 * f32_row.max_rel,
+        rel_l2: r.rel_l2 + 2.0 * f32_row.rel_l2,
+    }
+}
+
+fn rot_case(i: usize) -> (HostTensor, HostTensor, HostTensor) {
+    let (bs, t, h, dh) = ROT[i];
+    let c = h * dh;
+    (
+        rnd(&[bs, t, c], 1300 + i as u64, 2.0),
+        rnd(&[t, c], 1350 + i as u64, 1.0),
+        rnd(&[t, c], 1370 + i as u64, 1.0),
+    )
+}
+
+fn rot_reference(x: &HostTensor, cos: &HostTensor, sin: &HostTensor, dh: usize) -> HostTensor {
+    let r = ReferenceBackend::new();
+    let up = |v: &HostTensor| r.upload(v).unwrap();
+    let y = r.rotary_half(&up(x), &up(cos), &up(sin), dh).unwrap();
+    r.download(&y).unwrap()
+}
+
+#[test]
+fn rotary_half_matches_the_reference_in_one_launch() {
+    let (g, _serial) = require_gpu!("rotary_half_matches_the_reference_in_one_launch");
+    for (i, shape) in ROT.iter().enumerate() {
+        let dh = shape.3;
+        let (x, cos, sin) = rot_case(i);
+        let what = format!("rotary_half {shape:?}");
+        let (xd, cd, sd) = (
+            g.upload(&x).unwrap(),
+            g.upload(&cos).unwrap(),
+            g.upload(&sin).unwrap(),
+        );
+        let s0 = g.counters().snapshot();
+        let y = g.rotary_half(&xd, &cd, &sd, dh).unwrap();
+        let launches = g.counters().snapshot().ops - s0.ops;
+        assert_eq!(launches, 1, "{what}: {launches} launches, want one kernel");
+        let got = g.download(&y).unwrap();
+        check_with(
+            &what,
+            rotary_tol("cuda"),
+            &got,
+            &rot_reference(&x, &cos, &sin, dh),
+        );
+        // in an encoder chain with f16 activations, eager then replayed
+        let (first, second) = twice_in_f16_chain(g, &[&x], &|be, xs| {
+            vec![be.rotary_half(&xs[0], &cd, &sd, dh).unwrap()]
+        });
+        assert_eq!(
+            first[0].data, second[0].data,
+            "{what}: graph replay differs from the eager run"
+        );
+        let want16 = rot_reference(&round16(&x), &cos, &sin, dh);
+        check_with(
+            &format!("{what} f16"),
+            rotary_tol("cuda-f16act"),
+            &first[0],
+            &want16,
+        );
+    }
+    let x = g.upload(&rnd(&[1, 2, 6], 1, 1.0)).unwrap();
+    let cs = g.upload(&rnd(&[2, 6], 2, 1.0)).unwrap();
+    let short = g.upload(&rnd(&[1, 6], 3, 1.0)).unwrap();
+    for (what, r) in [
+        ("heads of 4 in 6", g.rotary_half(&x, &cs, &cs, 4)),
+        ("odd head size", g.rotary_half(&x, &cs, &cs, 3)),
+        ("cos of another length", g.rotary_half(&x, &short, &cs, 2)),
+    ] {
+        match r {
+            Err(Error::Shape { op, .. }) => assert_eq!(op, "rotary_half", "{what}"),
+            other => panic!("{what}: expected a shape error, got {other:?}"),
+        }
+    }
 }
