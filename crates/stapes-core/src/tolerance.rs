@@ -549,12 +549,15 @@ pub static FAMILY: &[FamilyRow] = &[
         family: "gigaam",
         lane: Lane::Q8,
         backend: "cuda",
-        encoder_rel_l2: 0.15,
+        encoder_rel_l2: 0.25,
         ids: IdsRule::UntilMarginBelow { factor: 2.0 },
-        reason: "the FastConformer q8 row's construction (per-row int8 / FP8 GEMMs over two \
-                 conformer blocks); the emulated q8 logit error (0.51-0.92, expected.json) is \
-                 above many margins, so ids are compared only while every f32 margin exceeds 2× \
-                 it",
+        reason: "the encoder chain runs the q8 lane's GEMMs on FP8 where the GPU has it: e4m3 \
+                 weights and activations (3 mantissa bits, ~2.5 % rms a GEMM), ~18 GEMM inputs \
+                 in sequence over the fixtures' two blocks give √18 × 2.5 % ≈ 11 % undamped; \
+                 measured 0.10-0.163 on the H200 (stop 38, v1_ctc's rel_pos blocks the worst), \
+                 bar ×1.5 of that; a zeroed layer-1 output projection must land above it \
+                 (cuda_gigaam). The emulated q8 logit error (0.51-0.92, expected.json) is above \
+                 many margins, so ids are compared only while every f32 margin exceeds 2× it",
     },
 ];
 

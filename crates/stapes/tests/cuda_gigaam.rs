@@ -1,7 +1,8 @@
 //! GigaAM on the CUDA home: the f16 and q8 lanes against the CPU f32 lane on the parity fixtures
 //! (tiny v3 CTC, v3 RNNT and v1 CTC checkpoints, crates/stapes-models/tests/fixtures/gigaam),
 //! under the tolerance table's `gigaam` family rows, and a published-shape v3 model's encoder
-//! finite and within the q8 bar of f16.
+//! finite and within the q8 bar of f16; a planted fault fails the q8 bar; the encoder chain's
+//! replays bit-identical to its eager passes.
 //! Without a CUDA device every test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 use serde_json::Value;
@@ -10,7 +11,7 @@ use stapes_core::tolerance::{family_bar, IdsRule};
 use stapes_core::{Backend, HostTensor, Lane};
 use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
-use stapes_models::gigaam::{weights::synthetic_checkpoint, Gigaam, GigaamConfig};
+use stapes_models::gigaam::{load, weights::synthetic_checkpoint, Gigaam, GigaamConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -143,6 +144,53 @@ fn gpu_lanes_follow_the_gigaam_family_rows() {
     }
 }
 
+/// The q8 bar can fail: with one weight block zeroed (layer 1's attention output projection of
+/// the v3 CTC fixture) the GPU's q8 encoder lands above it against the clean CPU f32 model.
+#[test]
+fn a_planted_fault_fails_the_q8_bar_on_the_gpu() {
+    let Some(_g) = gpu("a_planted_fault_fails_the_q8_bar_on_the_gpu") else {
+        return;
+    };
+    let name = "v3_ctc";
+    let front = expected()["models"][name]["front_end"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let feats = inputs();
+    let cpu = model(CpuBackend::new(0).unwrap(), name, Lane::F32);
+    let mut ck = load(&fixtures().join(format!("{name}.ckpt"))).expect("loads");
+    ck.tensors
+        .get_mut("encoder.layers.1.self_attn.linear_out.weight")
+        .expect("layer 1 linear_out")
+        .data
+        .fill(0.0);
+    let faulty =
+        Gigaam::from_checkpoint(CudaBackend::new(0).expect("cuda"), &ck, Lane::Q8).unwrap();
+    let bar = family_bar("gigaam", Lane::Q8, "cuda")
+        .unwrap()
+        .encoder_rel_l2;
+    let worst = CLIPS
+        .iter()
+        .map(|clip| {
+            let f = &feats[&format!("features.{front}.{clip}")];
+            let want = cpu
+                .backend()
+                .download(&cpu.encode_host(f).unwrap())
+                .unwrap();
+            let got = faulty
+                .backend()
+                .download(&faulty.encode_host(f).unwrap())
+                .unwrap();
+            rel_l2(&got.data, &want.data)
+        })
+        .fold(0f32, f32::max);
+    eprintln!("q8 with a zeroed layer-1 linear_out: worst rel L2 {worst:.2e} (bar {bar})");
+    assert!(
+        worst > bar,
+        "a zeroed linear_out stayed under the q8 bar: {worst:.2e}"
+    );
+}
+
 /// The published v3 shape (16 × d768, rotary, head size 48) on the GPU: the q8 lane within the
 /// q8 row of the f16 lane's output, both finite.
 #[test]
@@ -167,4 +215,37 @@ fn published_v3_shape_runs_on_the_gpu() {
             .unwrap()
             .encoder_rel_l2
     );
+}
+
+/// The encoder as a captured chain: replays bit-identical to eager passes on new data of the
+/// same length, one capture per length.
+#[test]
+fn graph_replay_is_bit_identical_to_eager_gigaam_encoder() {
+    let Some(_g) = gpu("graph_replay_is_bit_identical_to_eager_gigaam_encoder") else {
+        return;
+    };
+    let singles: Vec<HostTensor> = (0..4)
+        .map(|i| HostTensor::random(vec![299, 64], 60 + i, 2.0))
+        .collect();
+    for lane in [Lane::F16, Lane::Q8] {
+        std::env::set_var("STAPES_CUDA_GRAPHS", "0");
+        let eager = model(CudaBackend::new(0).expect("cuda"), "v3_rnnt", lane);
+        std::env::remove_var("STAPES_CUDA_GRAPHS");
+        let graphed = model(CudaBackend::new(0).expect("cuda"), "v3_rnnt", lane);
+        assert!(!eager.backend().graphs_enabled() && graphed.backend().graphs_enabled());
+        for (i, f) in singles.iter().enumerate() {
+            let a = eager.encode_host(f).unwrap();
+            let a = eager.backend().download(&a).unwrap().data;
+            let b = graphed.encode_host(f).unwrap();
+            let b = graphed.backend().download(&b).unwrap().data;
+            assert!(a == b, "{lane} call {i}: rel L2 {}", rel_l2(&b, &a));
+        }
+        let c = graphed.backend().counters().snapshot();
+        eprintln!("{lane}: {c:?}");
+        assert_eq!(
+            c.graph_captures, 1,
+            "{lane}: one length, one capture: {c:?}"
+        );
+        assert!(c.graph_replays >= 2, "{lane}: {c:?}");
+    }
 }

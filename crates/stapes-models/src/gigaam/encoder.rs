@@ -148,20 +148,37 @@ impl<B: Backend> Encoder<B> {
 
     /// `features (1, T, n_mels)` → `(1, T', d)`, `T' = cfg.output_frames(T)`.
     pub fn forward(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
-        let s = features.shape();
-        if s.len() != 3 || s[2] != self.cfg.feat_in {
-            return Err(ModelError::BadInput(format!(
+        let t = self.input_frames(features)?;
+        let pos = self.positions(b, self.cfg.output_frames(t))?;
+        self.forward_prepared(b, features, &pos)
+    }
+
+    /// The frames of `features (B, T, n_mels)`, or the error naming its wrong shape.
+    fn input_frames(&self, features: &B::Tensor) -> Result<usize> {
+        match features.shape() {
+            &[_, t, f] if f == self.cfg.feat_in => Ok(t),
+            s => Err(ModelError::BadInput(format!(
                 "encoder input {s:?}, expected (B, T, {})",
                 self.cfg.feat_in
-            )));
+            ))),
         }
+    }
+
+    /// [`Encoder::forward`] with the position tables made beforehand ([`Encoder::positions`]
+    /// for `cfg.output_frames(T)`): only device ops, so a home may capture it.
+    pub fn forward_prepared(
+        &self,
+        b: &B,
+        features: &B::Tensor,
+        pos: &Positions<B>,
+    ) -> Result<B::Tensor> {
+        self.input_frames(features)?;
         let x = self.subsample(b, features)?; // (B, T', d)
-        let pos = self.positions(b, x.shape()[1])?;
         let mut x = x;
         let mut h = None;
         for (l, blk) in self.blocks.iter().enumerate() {
             let next = self.blocks.get(l + 1);
-            (x, h) = blk.forward(b, &x, h.take(), &pos, &self.cfg, next)?;
+            (x, h) = blk.forward(b, &x, h.take(), pos, &self.cfg, next)?;
         }
         Ok(x)
     }

@@ -1,18 +1,31 @@
 //! A loaded GigaAM ASR model: front end, encoder, head and greedy decoding to a transcript.
 
 use super::config::{GigaamConfig, Vocabulary};
-use super::encoder::Encoder;
+use super::encoder::{Encoder, Positions};
 use super::weights::{load, GigaamCheckpoint, FRONTEND_MEL, FRONTEND_WINDOW};
 use crate::fastconformer::decoder::{Decoded, Head, Step};
 use crate::fastconformer::encoder::Tensors;
 use crate::transcript::{segment_tokens, Segment, TimedToken, Transcript};
 use crate::{ModelError, Result};
 use stapes_audio::features::gigaam::{buffers, log_mel_with_buffers};
-use stapes_core::{Backend, HostTensor, Lane};
+use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
 use std::path::{Path, PathBuf};
 
 /// Input rate of every GigaAM model.
 pub const SAMPLE_RATE: u32 = 16_000;
+
+/// Inputs up to this many feature frames (30 s) run as a captured chain where the home captures.
+pub const CHAIN_MAX_FRAMES: usize = 3000;
+
+/// Chains (distinct input lengths) one model keeps; further lengths run eagerly.
+pub const MAX_CHAINS: usize = 32;
+
+/// A captured chain reads these by address: they live as long as the model.
+struct ChainSlot<B: Backend> {
+    /// `(1, T, n_mels)`, rewritten before each call.
+    input: B::Tensor,
+    pos: Positions<B>,
+}
 
 /// Seconds the gigaam package transcribes in one pass; longer input it sends to its long-form
 /// path (VAD segments), as `stapes transcribe --vad` does.
@@ -38,6 +51,12 @@ pub struct Gigaam<B: Backend> {
     window: Vec<f32>,
     mel: Vec<f32>,
     tokenizer: Tokenizer,
+    /// Encoder chains by input length (see [`Gigaam::encode`]).
+    chains: std::sync::Mutex<std::collections::BTreeMap<usize, ChainSlot<B>>>,
+    /// Whether the encoder runs as chains: on the CUDA home, graphs on or off (off, a chain runs
+    /// eagerly with the same f16 activations, which is what makes replay == eager testable);
+    /// elsewhere a chain is the eager pass and a slot per length would be waste.
+    chained: bool,
 }
 
 impl<B: Backend> Gigaam<B> {
@@ -92,6 +111,7 @@ impl<B: Backend> Gigaam<B> {
                 ))
             }
         };
+        let chained = backend.name() == "cuda";
         Ok(Self {
             config: ck.config.clone(),
             backend,
@@ -102,6 +122,8 @@ impl<B: Backend> Gigaam<B> {
             window,
             mel,
             tokenizer,
+            chains: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            chained,
         })
     }
 
@@ -150,9 +172,36 @@ impl<B: Backend> Gigaam<B> {
         self.encode(&self.backend.upload(&x)?)
     }
 
-    /// Encodes device features `(1, T, n_mels)` → `(1, T', d)`.
+    /// Encodes device features `(1, T, n_mels)` → `(1, T', d)`. On the CUDA home inputs up to
+    /// [`CHAIN_MAX_FRAMES`] run as one chain per exact length (with graphs on, captured on its
+    /// second call and replayed after), at most [`MAX_CHAINS`] lengths a model; elsewhere, and
+    /// past those bounds, eagerly.
     pub fn encode(&self, features: &B::Tensor) -> Result<B::Tensor> {
-        self.encoder.forward(&self.backend, features)
+        let b = &self.backend;
+        let s = features.shape().to_vec();
+        if !self.chained || s.len() != 3 || s[1] > CHAIN_MAX_FRAMES {
+            return self.encoder.forward(b, features);
+        }
+        let t_out = self.config.encoder.output_frames(s[1]);
+        let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
+        if !chains.contains_key(&s[1]) && chains.len() >= MAX_CHAINS {
+            return self.encoder.forward(b, features);
+        }
+        let slot = match chains.entry(s[1]) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(ChainSlot {
+                input: b.upload(&HostTensor::zeros(s.clone()))?,
+                pos: self.encoder.positions(b, t_out)?,
+            }),
+        };
+        b.write_rows(&mut slot.input, features, 0)?;
+        let slot = &*slot;
+        let key = format!("gigaam-encoder/t{}/{}", s[1], self.lane);
+        let enc = crate::chain_one(b, &key, "gigaam encoder", &mut |be| {
+            self.encoder.forward_prepared(be, &slot.input, &slot.pos)
+        })?;
+        // A copy: the next replay overwrites the chain's output.
+        Ok(b.slice(&enc, 1, 0, t_out)?)
     }
 
     /// CTC logits `(1, T', classes)` of an encoder output (`None` for RNNT).
