@@ -507,15 +507,9 @@ pub trait Backend: Send + Sync {
         sin: &Self::Tensor,
         head_dim: usize,
     ) -> Result<Self::Tensor> {
+        crate::shapes::rotary_half_dims(x, cos, sin, head_dim)?;
         let s = x.shape().to_vec();
         let n: usize = s.iter().product();
-        let c = s.last().copied().unwrap_or(0);
-        if head_dim < 2 || !head_dim.is_multiple_of(2) || !c.is_multiple_of(head_dim) {
-            return Err(crate::Error::shape(
-                "rotary_half",
-                format!("{s:?} does not split into heads of an even {head_dim}"),
-            ));
-        }
         let half = head_dim / 2;
         let v = self.reshape(x, &[n / head_dim, 2, half])?; // (B·T·H, 2, Dh/2)
         let x1 = self.slice(&v, 1, 0, 1)?;

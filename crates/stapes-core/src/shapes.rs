@@ -323,6 +323,29 @@ pub fn attn_dims<T: DeviceTensor>(
     })
 }
 
+/// The shape contract of `rotary_half(x, cos, sin, head_dim)`: `x`'s rows split into heads of
+/// an even `head_dim`, `cos` and `sin` of one shape that ends `x`'s (broadcast over the rest).
+pub fn rotary_half_dims<T: DeviceTensor>(x: &T, cos: &T, sin: &T, head_dim: usize) -> Result<()> {
+    let (xs, cs) = (x.shape(), cos.shape());
+    let c = xs.last().copied().unwrap_or(0);
+    if head_dim < 2 || !head_dim.is_multiple_of(2) || !c.is_multiple_of(head_dim) {
+        return Err(Error::shape(
+            "rotary_half",
+            format!("{xs:?} does not split into heads of an even {head_dim}"),
+        ));
+    }
+    if cs != sin.shape() || cs.len() > xs.len() || xs[xs.len() - cs.len()..] != cs[..] {
+        return Err(Error::shape(
+            "rotary_half",
+            format!(
+                "cos {cs:?} and sin {:?} must be one shape ending x's {xs:?}",
+                sin.shape()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2056,20 +2056,7 @@ impl Backend for CudaBackend {
         sin: &CudaTensor,
         head_dim: usize,
     ) -> Result<CudaTensor> {
-        let c = x.shape.last().copied().unwrap_or(0);
-        let suffix = cos.shape == sin.shape
-            && cos.shape.len() <= x.shape.len()
-            && x.shape[x.shape.len() - cos.shape.len()..] == cos.shape[..];
-        if head_dim < 2 || !head_dim.is_multiple_of(2) || !c.is_multiple_of(head_dim) || !suffix {
-            return Err(Error::shape(
-                "rotary_half",
-                format!(
-                    "x {:?}, cos {:?}, sin {:?}: heads of an even {head_dim} in x's rows, \
-                     cos and sin one shape ending x's",
-                    x.shape, cos.shape, sin.shape
-                ),
-            ));
-        }
+        stapes_core::shapes::rotary_half_dims(x, cos, sin, head_dim)?;
         if sin.bit() != cos.bit() {
             // the kernel reads both as one type; the encoders upload both as f32
             return Err(Error::shape(
