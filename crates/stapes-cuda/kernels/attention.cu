@@ -256,6 +256,9 @@ extern "C" __global__ void attn_rows(void* O, float* P, const void* Q, const voi
 // own strides (ldq, ldkv, in elements), so q, k and v are read in place from one packed
 // (B, T, 3·H·64) tensor; O is (B, Tq, H·64). Every variant does the same arithmetic per row in
 // the same order (bit-identical results); they differ in rows per warp, warps and stages.
+// Heads of dh < 64 dims (dh % 8 == 0: GigaAM's 48) run as heads of 64 whose last 64 - dh dims are
+// zero in Q, K and V (zero-filled loads): the scores and the kept columns are those of the real
+// head, and a head of 64 takes the same instructions as before.
 
 #define F64_TILE (64 * 64)  // f16 elements of one K or V tile
 #define F64_STAGE_BYTES (2 * F64_TILE * 2)
@@ -290,7 +293,8 @@ __device__ __forceinline__ float2 f64_ldq(const void* Q, long long i, bool q16) 
 template <int NW, int MT, int STAGES, bool SPLIT>
 __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const h16* __restrict__ K,
                                         const h16* __restrict__ V, int Tq, int Tk, int H, int kv_len, int ldq, int ldkv,
-                                        float scale, int causal, int dt, float* PO, float* PML, int nsplit, int tps) {
+                                        float scale, int causal, int dt, float* PO, float* PML, int nsplit, int tps,
+                                        int dh) {
     const bool o16 = dt & 1, q16 = (dt >> 1) & 1;
     constexpr int BM = NW * MT * 16;  // query rows per block
     constexpr int NT = NW * 32;
@@ -300,9 +304,9 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
     const int sp = SPLIT ? blockIdx.z - b * nsplit : 0;
     const int q0 = blockIdx.x * BM;
     const int qw = q0 + warp * MT * 16;  // this warp's first row
-    const long long ldo = (long long)H * 64;
-    const long long qbase = (long long)b * Tq * ldq + h * 64;  // elements of Q
-    const long long obase = (long long)b * Tq * ldo + h * 64;  // elements of O
+    const long long ldo = (long long)H * dh;
+    const long long qbase = (long long)b * Tq * ldq + h * dh;  // elements of Q
+    const long long obase = (long long)b * Tq * ldo + h * dh;  // elements of O
 
     // a negative scale flips q (exact) so that c > 0 and the running max stays a max
     const float sgn = scale < 0.f ? -1.f : 1.f;
@@ -315,16 +319,18 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) {
             const int col = kk * 16 + 2 * t;
+            // dims col, col + 1 lie in one 8-dim group, as do col + 8, col + 9
+            const bool c0 = col < dh, c8 = col + 8 < dh;
             float2 x0 = make_float2(0.f, 0.f), x8 = x0, y0 = x0, y8 = x0;
             if (ra < Tq) {
                 const long long i = qbase + (long long)ra * ldq + col;
-                x0 = f64_ldq(Q, i, q16);
-                x8 = f64_ldq(Q, i + 8, q16);
+                if (c0) x0 = f64_ldq(Q, i, q16);
+                if (c8) x8 = f64_ldq(Q, i + 8, q16);
             }
             if (rb < Tq) {
                 const long long i = qbase + (long long)rb * ldq + col;
-                y0 = f64_ldq(Q, i, q16);
-                y8 = f64_ldq(Q, i + 8, q16);
+                if (c0) y0 = f64_ldq(Q, i, q16);
+                if (c8) y8 = f64_ldq(Q, i + 8, q16);
             }
             qa[mt][kk][0] = pack_h2_x2(x0.x * sgn, x0.y * sgn);
             qa[mt][kk][1] = pack_h2_x2(y0.x * sgn, y0.y * sgn);
@@ -350,8 +356,10 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
     // shared memory and global memory alike; kp/vp walk down 64 rows per tile.
     const int lrow = tid >> 3, lch = tid & 7;
     const u32 lso = lrow * 128 + ((lch ^ (lrow & 7)) << 4);
-    const h16* kp = K + (long long)b * Tk * ldkv + h * 64 + (long long)lrow * ldkv + lch * 8;
-    const h16* vp = V + (long long)b * Tk * ldkv + h * 64 + (long long)lrow * ldkv + lch * 8;
+    // this thread's chunk is a real dim group of the head, else zero-filled
+    const bool ch_in = lch * 8 < dh;
+    const h16* kp = K + (long long)b * Tk * ldkv + h * dh + (long long)lrow * ldkv + lch * 8;
+    const h16* vp = V + (long long)b * Tk * ldkv + h * dh + (long long)lrow * ldkv + lch * 8;
     const long long tstep = 64LL * ldkv;
     auto load_tile = [&](int tile, int stage) {
         const u32 kdst = sbase + stage * F64_STAGE_BYTES + lso, vdst = kdst + F64_TILE * 2;
@@ -360,9 +368,10 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
         const h16* vt = vp + tile * tstep;
 #pragma unroll
         for (int i = 0; i < 512 / NT; ++i) {
-            const bool in = i * (NT / 8) < rows_in;
+            const bool in = ch_in && i * (NT / 8) < rows_in;
             const int off = i * (NT / 8) * ldkv;
-            // rows past kv_len are zero-filled (src size 0) from a valid address, and masked
+            // rows past kv_len (masked) and dims past dh are zero-filled (src size 0) from a
+            // valid address
             cp_async16_s(kdst + i * (NT / 8) * 128, in ? kt + off : K, in ? 16 : 0);
             cp_async16_s(vdst + i * (NT / 8) * 128, in ? vt + off : V, in ? 16 : 0);
         }
@@ -535,6 +544,7 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
 #pragma unroll
         for (int dn = 0; dn < 8; ++dn) {
             const int col = dn * 8 + 2 * t;
+            if (col >= dh) break;
             const float2 outa = make_float2(o[mt][dn][0] * inv0, o[mt][dn][1] * inv0);
             const float2 outb = make_float2(o[mt][dn][2] * inv1, o[mt][dn][3] * inv1);
             const long long ia = obase + (long long)ra * ldo + col, ib = ia + 8 * ldo;
@@ -553,9 +563,10 @@ __device__ __forceinline__ void flash64(h16* smem, void* O, const void* Q, const
 #define F64_ENTRY(NAME, NW, MT, ST, SM, MINB)                                                                             \
     extern "C" __global__ void __launch_bounds__(NW * 32, MINB)                                                         \
         NAME(void* O, const void* Q, const h16* K, const h16* V, int Tq, int Tk, int H, int kv_len, int ldq, int ldkv, \
-             float scale, int causal, int dt) {                                                                          \
+             float scale, int causal, int dt, int dh) {                                                                  \
         PDL_ENTER();                                                                                                     \
-        flash64<NW, MT, ST, false>(SM, O, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt, nullptr, nullptr, 1, 0); \
+        flash64<NW, MT, ST, false>(SM, O, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt, nullptr, nullptr, 1, 0, \
+                                   dh);                                                                                  \
     }
 // name: warps, 16-row m-tiles per warp, stages (min blocks per SM for the register budget)
 F64_ENTRY(flash64_w8m1s2, 8, 1, 2, f64_smem2, 2)
@@ -574,23 +585,23 @@ F64_ENTRY(flash64_w8m2s3, 8, 2, 3, f64_smem3, 1)
 // rows are ordered (b, split, h, row): PO (B·nsplit·H·Tq, 64) f32, PML (B·nsplit·H·Tq, 2).
 extern "C" __global__ void __launch_bounds__(128, 2)
     flash64s_w4m2s2(float* PO, float* PML, const void* Q, const h16* K, const h16* V, int Tq, int Tk, int H, int kv_len,
-                    int ldq, int ldkv, float scale, int causal, int dt, int nsplit, int tps) {
+                    int ldq, int ldkv, float scale, int causal, int dt, int nsplit, int tps, int dh) {
     PDL_ENTER();
-    // dt bit 1: Q is f16 (the output here is always the f32 partials)
+    // dt bit 1: Q is f16 (the output here is always the f32 partials, 64 columns a row whatever dh)
     flash64<4, 2, 2, true>(f64_smem2, nullptr, Q, K, V, Tq, Tk, H, kv_len, ldq, ldkv, scale, causal, dt & 2, PO, PML, nsplit,
-                           tps);
+                           tps, dh);
 }
 
 // One warp per output row (b, h, row), two columns per lane: O = Σ_s 2^(m_s - M)·o_s / Σ_s 2^(m_s - M)·l_s
 // over the splits s, M = max_s m_s; a row no split saw a key of is 0, as in the unsplit kernel.
-// dt bit 0: O is f16. O is (B, Tq, H·64). Every split's (max, sum) and partial columns are
+// dt bit 0: O is f16. O is (B, Tq, H·dh), the partials' first dh columns. Every split's (max, sum) and partial columns are
 // loaded before any is used (up to COMBINE_MAX, the host's MAX_SPLIT), so a warp waits for
 // memory once instead of once per split and pass (H200 under ncu, tiny's 3-way combine: 9.0 µs
 // in stop 19, 6.7-7.2 in stop 20); the arithmetic is the same operations in the same split
 // order, so the same bits.
 #define COMBINE_MAX 8
 extern "C" __global__ void flash64_combine(void* O, const float* __restrict__ PO, const float* __restrict__ PML, int B, int Tq,
-                                           int H, int nsplit, int dt) {
+                                           int H, int nsplit, int dt, int dh) {
     PDL_ENTER();
     const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     const int lane = threadIdx.x & 31;
@@ -627,8 +638,9 @@ extern "C" __global__ void flash64_combine(void* O, const float* __restrict__ PO
     }
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     const int h = (int)(hr / Tq), row = (int)(hr - (long long)h * Tq);
-    const long long oi = ((long long)b * Tq + row) * H * 64 + h * 64;  // element of O
+    const long long oi = ((long long)b * Tq + row) * H * dh + h * dh;  // element of O
     const float2 v = make_float2(acc.x * inv, acc.y * inv);
+    if (2 * lane >= dh) return;
     if (dt & 1) st2((h16*)O + oi, lane, v);
     else st2((float*)O + oi, lane, v);
 }

@@ -1,4 +1,5 @@
-//! Attention with head size 64 on the FA2-style kernels (`flash64_*` in kernels/attention.cu)
+//! Attention with head size 64 (or fewer dims in whole 8-dim chunks, zero-padded to 64 inside
+//! the kernel) on the FA2-style kernels (`flash64_*` in kernels/attention.cu)
 //! or, on sm_90, their warpgroup-MMA form (`awg64_*` in kernels/attn_wg.cu: same arithmetic,
 //! same bits, K/V tiles by TMA), and `attention_packed`, which reads q, k and v in place from
 //! one stacked `(B, T, 3·H·Dh)` tensor (row stride 3·H·Dh) instead of slicing three copies.
@@ -97,6 +98,9 @@ fn split_forced() -> u8 {
 static WG: AtomicU8 = AtomicU8::new(0);
 /// Launches of an `awg64_*` kernel in this process (tests check the path was taken).
 static WG_LAUNCHES: AtomicU64 = AtomicU64::new(0);
+/// Launches of a `flash64_*` / `flash64s_*` kernel with heads smaller than 64 (tests check that
+/// such heads left the scalar row kernel).
+static SMALL_HEAD_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 /// Of those, launches that added a q|k|v bias themselves (`Flash64::bias`).
 static WG_BIAS_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 /// The two forms launched, (entry, K/V ring depth): 4 stages of 64 keys unsplit; 3 for the
@@ -137,7 +141,8 @@ fn wg_switch() -> bool {
     WG.load(Ordering::Relaxed) == 2
 }
 
-/// Head size the `flash64_*` kernels take.
+/// Head size the `flash64_*` kernels are laid out for (smaller heads, `dh % 8 == 0`, run as
+/// heads of this size with zero dims past `dh`; the warpgroup form takes this size only).
 const D: usize = 64;
 /// Fewer queries than this go to the row kernel (decoder steps).
 const MIN_TQ: usize = 16;
@@ -151,6 +156,8 @@ struct Flash64 {
     k: u64,
     v: u64,
     ldkv: usize,
+    /// Head size: [`D`], or fewer dims (a multiple of 8) on the `flash64_*` kernels only.
+    dh: usize,
     batch: usize,
     tq: usize,
     tk: usize,
@@ -223,6 +230,12 @@ impl CudaBackend {
     #[doc(hidden)]
     pub fn attn_wg_launches() -> u64 {
         WG_LAUNCHES.load(Ordering::Relaxed)
+    }
+
+    /// Launches of the `flash64_*` kernels for heads smaller than 64 in this process.
+    #[doc(hidden)]
+    pub fn attn_small_head_launches() -> u64 {
+        SMALL_HEAD_LAUNCHES.load(Ordering::Relaxed)
     }
 
     /// Launches of the warpgroup attention that added the q|k|v bias themselves.
@@ -300,9 +313,11 @@ impl CudaBackend {
         tiles.div_ceil(tiles.div_ceil(want))
     }
 
-    /// Whether `attention` of this shape runs a `flash64_*` kernel.
+    /// Whether `attention` of this shape runs a `flash64_*` kernel: heads of 64, or of fewer
+    /// dims in whole 16-byte chunks (GigaAM's 48; the scalar row kernel reads every key once a
+    /// query).
     fn flash64_applies(d: usize, tq: usize) -> bool {
-        d == D && tq >= MIN_TQ && forced() != LEGACY
+        d.is_multiple_of(8) && (8..=D).contains(&d) && tq >= MIN_TQ && forced() != LEGACY
     }
 
     /// `attention` for head size 64 and at least 16 queries (`None`: not this path's shape; the
@@ -329,6 +344,7 @@ impl CudaBackend {
             k: self.t(&k16),
             v: self.t(&v16),
             ldkv: hd,
+            dh: hd / p.n_heads,
             batch: b,
             tq,
             tk: k.shape[1],
@@ -410,6 +426,7 @@ impl CudaBackend {
             k: kv + (c * 2) as u64,
             v: kv + (2 * c * 2) as u64,
             ldkv: 3 * c,
+            dh: c / p.n_heads,
             batch: b,
             tq: t,
             tk: t,
@@ -459,10 +476,14 @@ impl CudaBackend {
         let (ldq, ldkv) = (i32_of("row stride", f.ldq)?, i32_of("row stride", f.ldkv)?);
         let (scale, causal) = (p.scale, p.causal as i32);
         let dt = out.bit() | ((f.q16 as i32) << 1);
-        if self.wg_applies(p) && f.kv_len > 0 {
+        let dh = i32_of("head size", f.dh)?;
+        if f.dh == D && self.wg_applies(p) && f.kv_len > 0 {
             if let Some(wrote) = self.launch_awg64(out, f, p)? {
                 return Ok(wrote);
             }
+        }
+        if f.dh < D {
+            SMALL_HEAD_LAUNCHES.fetch_add(1, Ordering::Relaxed);
         }
         let ns = self.flash64_splits(f, rows, 2);
         if ns > 1 {
@@ -473,7 +494,7 @@ impl CudaBackend {
                 (f.tq.div_ceil(128) as u32, f.heads as u32, sp.z),
                 (128, 1, 1),
                 0,
-                args![po, pml, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt, nsi, tpsi],
+                args![po, pml, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt, nsi, tpsi, dh],
             )?;
             self.combine_splits(out, f, &sp)?;
             return Ok(false);
@@ -483,7 +504,7 @@ impl CudaBackend {
             grid,
             (threads, 1, 1),
             0,
-            args![o, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt],
+            args![o, q, k, v, tq, tk, h, kv, ldq, ldkv, scale, causal, dt, dh],
         )?;
         Ok(false)
     }
@@ -522,7 +543,9 @@ impl CudaBackend {
     /// Whether `f` runs on the whole (unsplit) warpgroup form, the one that can add a q|k|v
     /// bias itself ([`CudaBackend::launch_awg64`]'s choice, made ahead).
     fn awg64_whole(&self, f: &Flash64, p: &AttnParams) -> bool {
-        self.awg64_whole_shape(p, f.heads, f.tq, f.kv_len) && Self::awg64_maps(f).is_some()
+        f.dh == D
+            && self.awg64_whole_shape(p, f.heads, f.tq, f.kv_len)
+            && Self::awg64_maps(f).is_some()
     }
 
     /// [`CudaBackend::awg64_whole`] as far as the shape tells: `heads` of `tq` queries over
@@ -541,6 +564,7 @@ impl CudaBackend {
         p.n_heads > 0
             && c > 0
             && c.is_multiple_of(p.n_heads)
+            && c / p.n_heads == D
             && Self::flash64_applies(c / p.n_heads, t)
             && kv_len <= t
             && self.awg64_whole_shape(p, p.n_heads, t, kv_len)
@@ -639,12 +663,13 @@ impl CudaBackend {
         let grid = u32::try_from((f.batch * f.heads * f.tq).div_ceil(8))
             .map_err(|_| Error::shape("attention", "rows over the grid limit"))?;
         let (o, po, pml, nsi, odt) = (self.t(out), sp.po, sp.pml, sp.n, out.bit());
+        let dh = i32_of("head size", f.dh)?;
         self.launch(
             "flash64_combine",
             (grid, 1, 1),
             (256, 1, 1),
             0,
-            args![o, po, pml, bi, tq, h, nsi, odt],
+            args![o, po, pml, bi, tq, h, nsi, odt, dh],
         )
     }
 }

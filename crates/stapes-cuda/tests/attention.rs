@@ -283,8 +283,9 @@ fn packed_equals_unpacked() {
         let want16 = reference(&round16(&q), &round16(&k), &round16(&v), &p);
         check_with(&format!("packed f16 {c:?}"), tol16, &got[0].0, &want16);
     }
-    // head size 40: not a flash64 shape; the sliced path still answers right
-    let (b, t, h, d) = (2, 33, 2, 40);
+    // head size 36: not a flash64 shape (whole 8-dim chunks only); the sliced path still
+    // answers right
+    let (b, t, h, d) = (2, 33, 2, 36);
     let q = rnd(&[b, t, h * d], 301, 2.0);
     let k = rnd(&[b, t, h * d], 302, 1.0);
     let v = rnd(&[b, t, h * d], 303, 1.0);
@@ -301,7 +302,7 @@ fn packed_equals_unpacked() {
         )
         .unwrap();
     check_with(
-        "packed head size 40",
+        "packed head size 36",
         tol32,
         &got,
         &reference(&q, &k, &v, &p),
@@ -613,6 +614,97 @@ fn split_keys_graph_replay_is_bit_identical() {
     }
     g.drop_graph(key);
     eprintln!("ok   split 4 graph replay == eager bit for bit (3 replays, 2 inputs)");
+}
+
+/// Heads smaller than 64 in whole 8-dim chunks (GigaAM's 48; 56, 40, 32, 8) run on the flash64
+/// kernels as heads of 64 with zero dims: against the reference (f32 eagerly, f16 in a chain),
+/// every kernel variant bit-identical to the others, forced splits within the bar, packed
+/// bit-identical to unpacked, and the small-head launch counter moved (the scalar row kernel,
+/// which answered these shapes before, did not).
+#[test]
+fn small_heads_run_on_flash64_and_match_reference() {
+    let (g, _serial) = require_gpu!("small_heads_run_on_flash64_and_match_reference");
+    let _auto = Auto(g);
+    let tol32 = tol_for(Op::Attention, Lane::F16, "cuda");
+    let tol16 = tol_for(Op::Attention, Lane::F16, "cuda-f16act");
+    // (B, T, heads, dh, kv_len): GigaAM v3's encoder on jfk (275 frames, 16 heads of 48), a
+    // masked tail in a batch of 3, odd lengths, a turbo-length window
+    let cases: [(usize, usize, usize, usize, Option<usize>); 6] = [
+        (1, 275, 16, 48, None),
+        (3, 65, 3, 48, Some(60)),
+        (2, 17, 2, 40, None),
+        (1, 130, 5, 32, None),
+        (1, 33, 2, 8, None),
+        (1, 1500, 2, 56, None),
+    ];
+    let mut kernels = vec![None];
+    kernels.extend(CudaBackend::flash64_kernels().into_iter().map(Some));
+    for (i, &(b, t, h, d, kv_len)) in cases.iter().enumerate() {
+        let seed = 900 + 10 * i as u64;
+        let q = rnd(&[b, t, h * d], seed, 3.0);
+        let k = rnd(&[b, t, h * d], seed + 1, 1.0);
+        let v = rnd(&[b, t, h * d], seed + 2, 1.0);
+        let p = AttnParams {
+            n_heads: h,
+            scale: 1.0 / (d as f32).sqrt(),
+            kv_len,
+            causal: false,
+        };
+        let what = format!("dh {d}, {b} × {t} × {h} heads, kv_len {kv_len:?}");
+        let want = reference(&q, &k, &v, &p);
+        let before = CudaBackend::attn_small_head_launches();
+        let (qt, kt, vt) = (
+            g.upload(&q).unwrap(),
+            g.upload(&k).unwrap(),
+            g.upload(&v).unwrap(),
+        );
+        let mut first: Option<Vec<u32>> = None;
+        for kn in &kernels {
+            g.force_flash64_kernel(*kn).unwrap();
+            let got = g
+                .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+                .unwrap();
+            check_with(&format!("{what}, kernel {kn:?}"), tol32, &got, &want);
+            if kn.is_some() {
+                match &first {
+                    None => first = Some(bits(&got)),
+                    Some(f) => assert!(*f == bits(&got), "{what}: kernel {kn:?} differs"),
+                }
+            }
+        }
+        g.force_flash64_kernel(None).unwrap();
+        for ns in [2, 3] {
+            g.force_attn_split(Some(ns)).unwrap();
+            let got = g
+                .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+                .unwrap();
+            check_with(&format!("{what}, split {ns}"), tol32, &got, &want);
+        }
+        g.force_attn_split(None).unwrap();
+        let got16 = in_f16_chain(g, &[&q, &k, &v], &mut |b, t| {
+            vec![b.attention(&t[0], &t[1], &t[2], &p).unwrap()]
+        });
+        assert!(got16[0].1, "{what}: attention in an f16 chain writes f16");
+        let want16 = reference(&round16(&q), &round16(&k), &round16(&v), &p);
+        check_with(&format!("{what}, f16"), tol16, &got16[0].0, &want16);
+        let packed = g
+            .download(
+                &g.attention_packed(&g.upload(&stack(&q, &k, &v)).unwrap(), &p)
+                    .unwrap(),
+            )
+            .unwrap();
+        let unpacked = g
+            .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
+            .unwrap();
+        assert!(
+            bits(&packed) == bits(&unpacked),
+            "{what}: packed differs from unpacked"
+        );
+        assert!(
+            CudaBackend::attn_small_head_launches() > before,
+            "{what}: no flash64 launch for heads of {d}"
+        );
+    }
 }
 
 /// Puts the warpgroup kernels back on when a test ends, also by panic.

@@ -308,19 +308,19 @@ impl<B: Backend> Attention<B> {
         let scale = 1.0 / (cfg.head_dim() as f32).sqrt();
         match (self, pos) {
             (Attention::Rotary { qk, v }, Positions::Rotary { cos, sin }) => {
-                let d = cfg.d_model;
                 let hr = b.rotary_half(h, cos, sin, cfg.head_dim())?;
                 let qk = qk.forward(b, &hr)?; // (B, T, 2d)
-                let q = b.slice(&qk, 2, 0, d)?;
-                let k = b.slice(&qk, 2, d, d)?;
-                let v = v.forward(b, h)?;
+                let v = v.forward(b, h)?; // (B, T, d)
+                                          // one copy into the packed q|k|v layout, which a GPU home reads in place,
+                                          // instead of slicing q and k apart (two copies)
+                let qkv = b.concat(&[&qk, &v], 2)?; // (B, T, 3d)
                 let p = AttnParams {
                     n_heads: heads,
                     scale,
                     kv_len: None,
                     causal: false,
                 };
-                Ok(b.attention(&q, &k, &v, &p)?)
+                Ok(b.attention_packed(&qkv, &p)?)
             }
             (
                 Attention::RelPos {
