@@ -27,6 +27,10 @@ const KERNELS: [(&str, usize, u32); 8] = [
     ("flash64_w8m2s3", 256, 256),
 ];
 
+/// The default for unsplit grids of too few 128-row blocks to fill the SMs (GigaAM's 275 frames
+/// × 16 heads: 48 blocks of `flash64_w4m2s2`, 80 of this).
+const SMALL_GRID: (&str, usize, u32) = KERNELS[4];
+
 /// 0: the default (`flash64_pick`); 1 ..= 8: `KERNELS[i - 1]`; `LEGACY`: the older `flash_attn_d64` kernels.
 /// Starts from `STAPES_CUDA_ATTN` (`legacy` or a kernel name), so whole-model benchmarks can
 /// compare kernels in one process tree.
@@ -465,7 +469,6 @@ impl CudaBackend {
             return Ok(false);
         }
         let (name, rows, threads) = Self::flash64_pick();
-        let grid = (f.tq.div_ceil(rows) as u32, f.heads as u32, f.batch as u32);
         let (o, q, k, v) = (self.t(out), f.q, f.k, f.v);
         let (tq, tk, h, kv) = (
             i32_of("Tq", f.tq)?,
@@ -499,6 +502,16 @@ impl CudaBackend {
             self.combine_splits(out, f, &sp)?;
             return Ok(false);
         }
+        // an unsplit grid of 128-row blocks that leaves SMs idle takes 64-row blocks: more of
+        // them, and one 16-row tile a warp instead of two, so half a warp's chain (the variants
+        // give the same bits)
+        let (name, rows, threads) =
+            if forced() == 0 && f.batch * f.heads * f.tq.div_ceil(rows) < self.sm_count() {
+                SMALL_GRID
+            } else {
+                (name, rows, threads)
+            };
+        let grid = (f.tq.div_ceil(rows) as u32, f.heads as u32, f.batch as u32);
         self.launch(
             name,
             grid,
