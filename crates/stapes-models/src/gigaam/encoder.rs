@@ -296,6 +296,15 @@ impl<B: Backend> Attention<B> {
         })
     }
 
+    /// The linear that reads the normed block input as it is (rotary: `v`, since q and k read
+    /// the rotated input), so the norm may write that linear's input form beside it.
+    fn normed_reader(&self) -> &B::Weight {
+        match self {
+            Attention::Rotary { v, .. } => &v.w,
+            Attention::RelPos { qkv, .. } => &qkv.w,
+        }
+    }
+
     /// Self-attention over the normed `h (B, T, d)`, heads merged, before the output projection.
     fn forward(
         &self,
@@ -456,11 +465,15 @@ impl<B: Backend> Block<B> {
             Some(h) => h,
             None => self.norm_ff1.feeding(b, x, &self.ff1.l1.w)?,
         };
-        // the attention's norm feeds no linear directly when the rotation comes first
         let silu = Activation::Silu;
-        let (x, mut hs) =
-            self.ff1
-                .forward_norms(b, &h, silu, x, &[self.norm_att.params()], None)?;
+        let (x, mut hs) = self.ff1.forward_norms(
+            b,
+            &h,
+            silu,
+            x,
+            &[self.norm_att.params()],
+            Some(self.attn.normed_reader()),
+        )?;
         let h = last(&mut hs)?;
         let a = self.attn.forward(b, &h, pos, cfg)?;
         let o = &self.out;
