@@ -153,36 +153,47 @@ fn flash64_f32_inputs_match_reference() {
     let (g, _serial) = require_gpu!("flash64_f32_inputs_match_reference");
     let _auto = Auto(g);
     let tol = tol_for(Op::Attention, Lane::F16, "cuda");
-    let mut kernels = vec![None];
-    kernels.extend(CudaBackend::flash64_kernels().into_iter().map(Some));
     for (i, c) in CASES.iter().enumerate() {
         let [q, k, v] = inputs(c, 10 * i as u64 + 1);
         let p = params(c);
         let want = reference(&q, &k, &v, &p);
-        let (qt, kt, vt) = (
-            g.upload(&q).unwrap(),
-            g.upload(&k).unwrap(),
-            g.upload(&v).unwrap(),
-        );
-        let mut first: Option<Vec<u32>> = None;
-        for kn in &kernels {
-            g.force_flash64_kernel(*kn).unwrap();
-            let got = g
-                .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
-                .unwrap();
-            check_with(&format!("attention {c:?} kernel {kn:?}"), tol, &got, &want);
-            if kn.is_some() && uses_flash64(c) {
-                match &first {
-                    None => first = Some(bits(&got)),
-                    Some(b) => assert!(
-                        *b == bits(&got),
-                        "{c:?}: kernel {kn:?} differs from {:?}",
-                        kernels[1]
-                    ),
-                }
+        let qkv = [&q, &k, &v].map(|t| g.upload(t).unwrap());
+        let what = format!("attention {c:?}");
+        every_kernel_matches(g, &qkv, &p, &want, tol, &what, uses_flash64(c));
+    }
+}
+
+/// `attention` of `qkv` under the shape-picked kernel and each forced flash64 variant: every
+/// result within `tol` of `want`, and, where `same_bits`, the forced variants bit-identical to
+/// one another (the shape-picked one may split the keys, which sums in another order).
+fn every_kernel_matches(
+    g: &CudaBackend,
+    [qt, kt, vt]: &[CudaTensor; 3],
+    p: &AttnParams,
+    want: &HostTensor,
+    tol: stapes_core::tolerance::Tolerance,
+    what: &str,
+    same_bits: bool,
+) {
+    let mut kernels = vec![None];
+    kernels.extend(CudaBackend::flash64_kernels().into_iter().map(Some));
+    let mut first: Option<Vec<u32>> = None;
+    for kn in &kernels {
+        g.force_flash64_kernel(*kn).unwrap();
+        let got = g.download(&g.attention(qt, kt, vt, p).unwrap()).unwrap();
+        check_with(&format!("{what}, kernel {kn:?}"), tol, &got, want);
+        if kn.is_some() && same_bits {
+            match &first {
+                None => first = Some(bits(&got)),
+                Some(b) => assert!(
+                    *b == bits(&got),
+                    "{what}: kernel {kn:?} differs from {:?}",
+                    kernels[1]
+                ),
             }
         }
     }
+    g.force_flash64_kernel(None).unwrap();
 }
 
 #[test]
@@ -637,8 +648,6 @@ fn small_heads_run_on_flash64_and_match_reference() {
         (1, 33, 2, 8, None),
         (1, 1500, 2, 56, None),
     ];
-    let mut kernels = vec![None];
-    kernels.extend(CudaBackend::flash64_kernels().into_iter().map(Some));
     for (i, &(b, t, h, d, kv_len)) in cases.iter().enumerate() {
         let seed = 900 + 10 * i as u64;
         let q = rnd(&[b, t, h * d], seed, 3.0);
@@ -653,31 +662,12 @@ fn small_heads_run_on_flash64_and_match_reference() {
         let what = format!("dh {d}, {b} × {t} × {h} heads, kv_len {kv_len:?}");
         let want = reference(&q, &k, &v, &p);
         let before = CudaBackend::attn_small_head_launches();
-        let (qt, kt, vt) = (
-            g.upload(&q).unwrap(),
-            g.upload(&k).unwrap(),
-            g.upload(&v).unwrap(),
-        );
-        let mut first: Option<Vec<u32>> = None;
-        for kn in &kernels {
-            g.force_flash64_kernel(*kn).unwrap();
-            let got = g
-                .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
-                .unwrap();
-            check_with(&format!("{what}, kernel {kn:?}"), tol32, &got, &want);
-            if kn.is_some() {
-                match &first {
-                    None => first = Some(bits(&got)),
-                    Some(f) => assert!(*f == bits(&got), "{what}: kernel {kn:?} differs"),
-                }
-            }
-        }
-        g.force_flash64_kernel(None).unwrap();
+        let qkv = [&q, &k, &v].map(|t| g.upload(t).unwrap());
+        let [qt, kt, vt] = &qkv;
+        every_kernel_matches(g, &qkv, &p, &want, tol32, &what, true);
         for ns in [2, 3] {
             g.force_attn_split(Some(ns)).unwrap();
-            let got = g
-                .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
-                .unwrap();
+            let got = g.download(&g.attention(qt, kt, vt, &p).unwrap()).unwrap();
             check_with(&format!("{what}, split {ns}"), tol32, &got, &want);
         }
         g.force_attn_split(None).unwrap();
@@ -693,9 +683,7 @@ fn small_heads_run_on_flash64_and_match_reference() {
                     .unwrap(),
             )
             .unwrap();
-        let unpacked = g
-            .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
-            .unwrap();
+        let unpacked = g.download(&g.attention(qt, kt, vt, &p).unwrap()).unwrap();
         assert!(
             bits(&packed) == bits(&unpacked),
             "{what}: packed differs from unpacked"
