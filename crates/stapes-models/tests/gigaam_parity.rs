@@ -130,6 +130,103 @@ fn every_model_matches_gigaam_on_the_cpu_home() {
     }
 }
 
+/// The three clips as one padded batch (`encode_batch`), the second and third cut short (the
+/// fixtures' clips are of one length): the whole clip's rows match the package's encoder and
+/// ids; each cut clip's rows match the encoder run on that cut alone (which is the path the
+/// package parity above covers), ids too.
+fn batched_parity<B: Backend>(b: B, name: &str) {
+    let exp = expected();
+    let m = model(b, name);
+    let e = &exp["models"][name];
+    let front = e["front_end"].as_str().unwrap();
+    let inputs = read_tensors("inputs.safetensors");
+    let outputs = read_tensors("expected.safetensors");
+    // feature frames kept of each clip: all, then two cuts that end mid-stride
+    let keep = |t: usize, i: usize| [t, t * 2 / 3 + 1, t / 3 + 2][i];
+    let feats: Vec<HostTensor> = CLIPS
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let f = &inputs[&format!("features.{front}.{c}")];
+            let (t, mels) = (f.shape[0], f.shape[1]);
+            let n = keep(t, i);
+            HostTensor::new(vec![n, mels], f.data[..n * mels].to_vec()).unwrap()
+        })
+        .collect();
+    let (enc, lens) = m.encode_batch(&feats).expect("batched encode");
+    assert!(
+        lens[1] < lens[0] && lens[2] < lens[1],
+        "{name}: the clips should differ in length, got {lens:?}"
+    );
+    let bk = m.backend();
+    for (i, clip) in CLIPS.iter().enumerate() {
+        let one = bk.slice(&enc, 0, i, 1).expect("slice");
+        let one = bk.slice(&one, 1, 0, lens[i]).expect("slice");
+        let got = bk.download(&one).expect("download");
+        let d = m.greedy(&one).expect("greedy");
+        let (want, ids) = if i == 0 {
+            let r = &e["results"][*clip];
+            (
+                outputs[&format!("{name}.encoder.{clip}")].clone(),
+                u32s(&r["ids"]),
+            )
+        } else {
+            let alone = m.encode_host(&feats[i]).expect("alone");
+            let ids = m.greedy(&alone).expect("greedy alone").ids();
+            let mut h = bk.download(&alone).expect("download");
+            h.shape.remove(0);
+            (h, ids)
+        };
+        assert_eq!(&got.shape[1..], &want.shape[..], "{name} {clip}: frames");
+        let err = rel_l2(&got.data, &want.data);
+        assert!(
+            err <= ENCODER_BAR,
+            "{name} {clip} in a batch: encoder rel L2 {err:.2e}"
+        );
+        assert_eq!(d.ids(), ids, "{name} {clip} in a batch: ids");
+    }
+}
+
+#[test]
+fn batched_clips_match_gigaam_on_the_reference_backend() {
+    for name in MODELS {
+        batched_parity(ReferenceBackend::new(), name);
+    }
+}
+
+#[test]
+fn batched_clips_match_gigaam_on_the_cpu_home() {
+    for name in MODELS {
+        batched_parity(CpuBackend::new(2).unwrap(), name);
+    }
+}
+
+/// `transcribe_batch` of jfk cut at three lengths gives what `transcribe` gives each alone;
+/// a clip past the one-pass limit is refused by name, as alone.
+#[test]
+fn transcribe_batch_equals_one_by_one() {
+    for name in ["v3_ctc", "v3_rnnt"] {
+        let m = model(CpuBackend::new(2).unwrap(), name);
+        let clips: Vec<Vec<f32>> = [176_000, 56_000, 112_000].iter().map(|&n| jfk(n)).collect();
+        let refs: Vec<&[f32]> = clips.iter().map(Vec::as_slice).collect();
+        let batched = m.transcribe_batch(&refs).expect("batch");
+        assert_eq!(batched.len(), clips.len());
+        for (c, got) in refs.iter().zip(&batched) {
+            let want = m.transcribe(c).expect("alone");
+            let ids = |t: &stapes_models::transcript::Transcript| -> Vec<u32> {
+                t.segments.iter().flat_map(|s| s.tokens.clone()).collect()
+            };
+            assert!(
+                !ids(&want).is_empty(),
+                "{name}: the clip decodes to something"
+            );
+            assert_eq!(ids(got), ids(&want), "{name}: ids in a batch");
+            assert_eq!(got.text(), want.text(), "{name}: text in a batch");
+            assert_eq!(got.duration, want.duration);
+        }
+    }
+}
+
 /// The first `n` samples of the repo's jfk.wav, as the package's `load_audio` scales them.
 fn jfk(n: usize) -> Vec<f32> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../samples/jfk.wav");

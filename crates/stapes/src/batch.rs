@@ -1,12 +1,14 @@
 //! `Engine::transcribe_batch`: several independent inputs at once, their encoder work batched
 //! (Whisper: every live input's 30 s window in one encoder call per round; see
 //! `stapes_models::whisper::batch`; Parakeet: clips of similar length padded into one encoder pass
-//! and one batched greedy decode, see [`PARAKEET_BATCH_SAMPLES`]). Results are what [`Engine::transcribe`] returns for each input
+//! and one batched greedy decode, see [`PARAKEET_BATCH_SAMPLES`]; GigaAM on the CPU: the same
+//! padded batches, its encoder masking each clip's padding). Results are what [`Engine::transcribe`] returns for each input
 //! alone; one input's failure is its own result and does not touch the others.
 
 use crate::engine::{whisper_options, Engine, Inner, TranscribeOptions};
 use crate::error::StapesError;
 use stapes_models::fastconformer::Parakeet;
+use stapes_models::gigaam::Gigaam;
 use stapes_models::transcript::Transcript;
 use stapes_models::whisper::batch::{BatchInput, BatchStats};
 use stapes_models::whisper::WhisperOptions;
@@ -92,7 +94,10 @@ impl Engine {
                 let _turn = self.gpu_turn();
                 parakeet_batch(m, inputs, max_batch, deliver)
             }
-            // Other families (Canary, …) one input at a time.
+            // GigaAM's padded batch on the CPU only for now: on CUDA it would run eagerly, outside
+            // the per-length encoder chains, and has not been checked on a GPU yet.
+            Inner::GigaamCpu(m) => gigaam_batch(m, inputs, max_batch, deliver),
+            // Other families (Canary, GigaAM on CUDA, …) one input at a time.
             _ => {
                 for (i, input) in inputs.iter().enumerate() {
                     deliver(i, self.transcribe(input.samples, input.options, None));
@@ -133,15 +138,29 @@ fn whisper_batch<B: stapes_core::Backend>(
     })
 }
 
-/// Padded audio one Parakeet batch may hold (clips × longest clip, 16 kHz samples): 16 clips of
-/// 30 s. The encoder's activations grow with it; a single longer clip still runs, alone.
+/// Padded audio one Parakeet or GigaAM batch may hold (clips × longest clip, 16 kHz samples):
+/// 16 clips of 30 s. The encoder's activations grow with it; a single longer clip still runs,
+/// alone.
 pub const PARAKEET_BATCH_SAMPLES: usize = 16 * 30 * 16_000;
 
-/// Parakeet inputs as padded batches: sorted by length so each batch pads little (and short
-/// inputs are delivered first), cut at `max_batch` clips and [`PARAKEET_BATCH_SAMPLES`]. A batch
-/// that fails is rerun one input at a time, so an error stays with the input that caused it.
-fn parakeet_batch<B: stapes_core::Backend>(
-    m: &Parakeet<B>,
+/// Transcripts of several clips in one call, or the error that failed the call.
+type BatchFn<'a> = &'a dyn Fn(&[&[f32]]) -> Result<Vec<Transcript>, StapesError>;
+
+/// A one-pass family's batch entry points ([`padded_batches`]).
+struct OnePass<'a> {
+    /// The family's request check (`check_one_pass_options` and the family's own).
+    check: &'a dyn Fn(&EngineInput<'_>) -> Result<(), StapesError>,
+    one: &'a dyn Fn(&[f32]) -> Result<Transcript, StapesError>,
+    batch: BatchFn<'a>,
+    family: &'static str,
+}
+
+/// Inputs of a one-pass family (Parakeet, GigaAM) as padded batches: sorted by length so each
+/// batch pads little (and short inputs are delivered first), cut at `max_batch` clips and
+/// [`PARAKEET_BATCH_SAMPLES`]. A batch that fails is rerun one input at a time, so an error
+/// stays with the input that caused it.
+fn padded_batches(
+    f: &OnePass<'_>,
     inputs: &[EngineInput<'_>],
     max_batch: usize,
     deliver: &(dyn Fn(usize, Result<Transcript, StapesError>) + Sync),
@@ -154,7 +173,7 @@ fn parakeet_batch<B: stapes_core::Backend>(
                 i,
                 Err(StapesError::BadInput("the audio holds no samples".into())),
             );
-        } else if let Err(e) = crate::engine::check_one_pass_options("Parakeet", input.options) {
+        } else if let Err(e) = (f.check)(input) {
             deliver(i, Err(e));
         } else {
             runnable.push(i);
@@ -162,7 +181,6 @@ fn parakeet_batch<B: stapes_core::Backend>(
     }
     // Stable: equal lengths keep input order.
     runnable.sort_by_key(|&i| inputs[i].samples.len());
-    let one = |i: usize| m.transcribe(inputs[i].samples).map_err(StapesError::from);
     let mut rest = &runnable[..];
     while !rest.is_empty() {
         let mut n = 1;
@@ -176,11 +194,11 @@ fn parakeet_batch<B: stapes_core::Backend>(
         rest = tail;
         if let [i] = group {
             stats.encoder_batches.push(1);
-            deliver(*i, one(*i));
+            deliver(*i, (f.one)(inputs[*i].samples));
             continue;
         }
         let clips: Vec<&[f32]> = group.iter().map(|&i| inputs[i].samples).collect();
-        match m.transcribe_batch(&clips) {
+        match (f.batch)(&clips) {
             Ok(ts) if ts.len() == group.len() => {
                 stats.encoder_batches.push(group.len());
                 for (&i, t) in group.iter().zip(ts) {
@@ -190,14 +208,45 @@ fn parakeet_batch<B: stapes_core::Backend>(
             _ => {
                 tracing::warn!(
                     clips = group.len(),
-                    "a Parakeet batch failed; its inputs run one at a time"
+                    family = f.family,
+                    "a batch failed; its inputs run one at a time"
                 );
                 for &i in group {
                     stats.encoder_batches.push(1);
-                    deliver(i, one(i));
+                    deliver(i, (f.one)(inputs[i].samples));
                 }
             }
         }
     }
     stats
+}
+
+fn parakeet_batch<B: stapes_core::Backend>(
+    m: &Parakeet<B>,
+    inputs: &[EngineInput<'_>],
+    max_batch: usize,
+    deliver: &(dyn Fn(usize, Result<Transcript, StapesError>) + Sync),
+) -> BatchStats {
+    let f = OnePass {
+        check: &|i| crate::engine::check_one_pass_options("Parakeet", i.options),
+        one: &|s| m.transcribe(s).map_err(StapesError::from),
+        batch: &|c| m.transcribe_batch(c).map_err(StapesError::from),
+        family: "Parakeet",
+    };
+    padded_batches(&f, inputs, max_batch, deliver)
+}
+
+fn gigaam_batch<B: stapes_core::Backend>(
+    m: &Gigaam<B>,
+    inputs: &[EngineInput<'_>],
+    max_batch: usize,
+    deliver: &(dyn Fn(usize, Result<Transcript, StapesError>) + Sync),
+) -> BatchStats {
+    let f = OnePass {
+        check: &|i| crate::engine::check_gigaam_input(i.options, i.samples),
+        one: &|s| m.transcribe(s).map_err(StapesError::from),
+        batch: &|c| m.transcribe_batch(c).map_err(StapesError::from),
+        family: "GigaAM",
+    };
+    padded_batches(&f, inputs, max_batch, deliver)
 }

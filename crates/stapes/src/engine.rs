@@ -522,7 +522,10 @@ pub(crate) fn check_one_pass_options(
 }
 
 /// GigaAM's request check, and a warning past the length its package transcribes in one pass.
-fn check_gigaam_input(opts: &TranscribeOptions, samples: &[f32]) -> Result<(), StapesError> {
+pub(crate) fn check_gigaam_input(
+    opts: &TranscribeOptions,
+    samples: &[f32],
+) -> Result<(), StapesError> {
     check_one_pass_options("GigaAM", opts)?;
     let seconds = samples.len() as f64 / 16_000.0;
     if seconds > stapes_models::gigaam::TRAINED_MAX_S {

@@ -2,7 +2,8 @@
 //! (tiny v3 CTC, v3 RNNT and v1 CTC checkpoints, crates/stapes-models/tests/fixtures/gigaam),
 //! under the tolerance table's `gigaam` family rows, and a published-shape v3 model's encoder
 //! finite and within the q8 bar of f16; a planted fault fails the q8 bar; the encoder chain's
-//! replays bit-identical to its eager passes.
+//! replays bit-identical to its eager passes; a padded batch of clips within the f16 bar of
+//! each clip alone.
 //! Without a CUDA device every test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 use serde_json::Value;
@@ -247,5 +248,54 @@ fn graph_replay_is_bit_identical_to_eager_gigaam_encoder() {
             "{lane}: one length, one capture: {c:?}"
         );
         assert!(c.graph_replays >= 2, "{lane}: {c:?}");
+    }
+}
+
+/// A padded batch on the GPU (`encode_batch`, f16 lane): the three fixture clips, the second
+/// and third cut short, each clip's rows within the f16 row's bar of the CPU f32 encoder run on
+/// that clip alone; the whole clip's greedy ids equal the CPU's.
+#[test]
+fn padded_batch_follows_the_f16_row_on_the_gpu() {
+    let Some(_g) = gpu("padded_batch_follows_the_f16_row_on_the_gpu") else {
+        return;
+    };
+    let exp = expected();
+    let feats = inputs();
+    let row = family_bar("gigaam", Lane::F16, "cuda").expect("gigaam row");
+    for name in MODELS {
+        let front = exp["models"][name]["front_end"].as_str().unwrap();
+        let cpu = model(CpuBackend::new(0).unwrap(), name, Lane::F32);
+        let m = model(CudaBackend::new(0).expect("cuda opens"), name, Lane::F16);
+        let cut: Vec<HostTensor> = CLIPS
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let f = &feats[&format!("features.{front}.{c}")];
+                let (t, mels) = (f.shape[0], f.shape[1]);
+                let n = [t, t * 2 / 3 + 1, t / 3 + 2][i];
+                HostTensor::new(vec![n, mels], f.data[..n * mels].to_vec()).unwrap()
+            })
+            .collect();
+        let (enc, lens) = m.encode_batch(&cut).unwrap();
+        let g = m.backend();
+        for (i, f) in cut.iter().enumerate() {
+            let one = g.slice(&enc, 0, i, 1).unwrap();
+            let one = g.slice(&one, 1, 0, lens[i]).unwrap();
+            let got = g.download(&one).unwrap();
+            let want_enc = cpu.encode_host(f).unwrap();
+            let want = cpu.backend().download(&want_enc).unwrap();
+            let err = rel_l2(&got.data, &want.data);
+            eprintln!("{name} clip {i} in a batch, f16: encoder rel L2 {err:.2e}");
+            assert!(
+                err <= row.encoder_rel_l2,
+                "{name} clip {i} in a batch: encoder rel L2 {err:.2e} > {}",
+                row.encoder_rel_l2
+            );
+            // the fixtures' margins are made for whole clips: the cut ones are held to the bar
+            if i == 0 {
+                let ids = m.greedy(&one).unwrap().ids();
+                assert_eq!(ids, cpu.greedy(&want_enc).unwrap().ids(), "{name} clip {i}");
+            }
+        }
     }
 }

@@ -7,10 +7,13 @@
 //! the padded batch) is checked against one clip at a time and against transformers' ids.
 
 #[allow(dead_code)]
+mod batch_common;
+#[allow(dead_code)]
 mod clips_common;
 #[allow(dead_code)]
 mod fc_common;
 
+use batch_common::{assert_same, ids};
 use serde_json::Value;
 use stapes::batch::EngineInput;
 use stapes::runtime::DeviceRequest;
@@ -58,44 +61,6 @@ fn clips() -> Vec<Vec<f32>> {
         out.push(s);
     }
     out
-}
-
-fn ids(t: &Transcript) -> Vec<u32> {
-    t.segments.iter().flat_map(|s| s.tokens.clone()).collect()
-}
-
-/// Same tokens, text, segment and word timings.
-fn assert_same(got: &Transcript, want: &Transcript, what: &str) {
-    assert_eq!(ids(got), ids(want), "{what}: ids");
-    assert_eq!(got.text(), want.text(), "{what}: text");
-    assert_eq!(got.segments.len(), want.segments.len(), "{what}: segments");
-    for (g, w) in got.segments.iter().zip(&want.segments) {
-        assert!(
-            (g.start - w.start).abs() < 1e-9 && (g.end - w.end).abs() < 1e-9,
-            "{what}: segment {:.3}-{:.3} vs {:.3}-{:.3}",
-            g.start,
-            g.end,
-            w.start,
-            w.end
-        );
-        let gw: Vec<(String, f64)> = g
-            .words
-            .iter()
-            .flatten()
-            .map(|x| (x.word.clone(), x.start))
-            .collect();
-        let ww: Vec<(String, f64)> = w
-            .words
-            .iter()
-            .flatten()
-            .map(|x| (x.word.clone(), x.start))
-            .collect();
-        assert_eq!(gw, ww, "{what}: words");
-    }
-    assert!(
-        (got.duration - want.duration).abs() < 1e-9,
-        "{what}: duration"
-    );
 }
 
 #[test]

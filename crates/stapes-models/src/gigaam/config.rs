@@ -60,7 +60,8 @@ impl EncoderConfig {
         self.subsampling_factor.max(1).trailing_zeros() as usize
     }
 
-    fn conv_out(&self, n: usize) -> usize {
+    /// Frames out of one subsampling conv for `n` frames in.
+    pub(crate) fn conv_out(&self, n: usize) -> usize {
         let pad = (self.subs_kernel_size - 1) / 2;
         // floor((n + 2·pad − k) / 2) + 1, and nothing when the kernel does not fit
         (n + 2 * pad)

@@ -153,6 +153,23 @@ impl<B: Backend> Encoder<B> {
         self.forward_prepared(b, features, &pos)
     }
 
+    /// The masks of a batch whose clip `i` holds `feature_frames[i]` of `t` padded feature frames.
+    pub fn padding(&self, b: &B, feature_frames: &[usize], t: usize) -> Result<Padding<B>> {
+        let mut lens = feature_frames.to_vec();
+        let mut t = t;
+        let mut sub = Vec::new();
+        for _ in 0..self.cfg.subsampling_layers() {
+            t = self.cfg.conv_out(t);
+            lens.iter_mut().for_each(|l| *l = self.cfg.conv_out(*l));
+            let keep: Vec<f32> = lens
+                .iter()
+                .flat_map(|&l| (0..t).map(move |j| if j < l { 1.0 } else { 0.0 }))
+                .collect();
+            sub.push(b.upload(&HostTensor::new(vec![lens.len(), t], keep)?)?);
+        }
+        Ok(Padding { sub, frames: lens })
+    }
+
     /// The frames of `features (B, T, n_mels)`, or the error naming its wrong shape.
     fn input_frames(&self, features: &B::Tensor) -> Result<usize> {
         match features.shape() {
@@ -172,18 +189,42 @@ impl<B: Backend> Encoder<B> {
         features: &B::Tensor,
         pos: &Positions<B>,
     ) -> Result<B::Tensor> {
+        self.forward_padded(b, features, pos, None)
+    }
+
+    /// [`Encoder::forward_prepared`] over a padded batch (`features` zero past each clip) with
+    /// its [`Encoder::padding`]; `None`: every sequence is whole.
+    pub fn forward_padded(
+        &self,
+        b: &B,
+        features: &B::Tensor,
+        pos: &Positions<B>,
+        pad: Option<&Padding<B>>,
+    ) -> Result<B::Tensor> {
         self.input_frames(features)?;
-        let x = self.subsample(b, features)?; // (B, T', d)
+        let x = self.subsample(b, features, pad)?; // (B, T', d)
         let mut x = x;
         let mut h = None;
         for (l, blk) in self.blocks.iter().enumerate() {
             let next = self.blocks.get(l + 1);
-            (x, h) = blk.forward(b, &x, h.take(), pos, &self.cfg, next)?;
+            (x, h) = blk.forward(b, &x, h.take(), pos, &self.cfg, next, pad)?;
         }
         Ok(x)
     }
 
-    fn subsample(&self, b: &B, features: &B::Tensor) -> Result<B::Tensor> {
+    fn subsample(
+        &self,
+        b: &B,
+        features: &B::Tensor,
+        pad: Option<&Padding<B>>,
+    ) -> Result<B::Tensor> {
+        // a clip's frames past its end become the zeros its convolution pads with alone
+        let mask = |x: B::Tensor, l: usize, inner: usize| -> Result<B::Tensor> {
+            match pad.and_then(|p| p.sub.get(l)) {
+                Some(keep) => Ok(b.mask_fill(&x, keep, inner, 0.0)?),
+                None => Ok(x),
+            }
+        };
         let k = self.cfg.subs_kernel_size;
         let padding = (k - 1) / 2;
         match self.cfg.subsampling {
@@ -199,9 +240,12 @@ impl<B: Backend> Encoder<B> {
                         "conv1d subsampling without convs".into(),
                     ));
                 };
+                let d = self.cfg.d_model;
                 let mut x = b.conv1d_act(features, w0, Some(b0), p, Activation::Relu)?; // (B, T_1, d)
-                for (w, bias) in convs {
+                x = mask(x, 0, d)?;
+                for (l, (w, bias)) in convs.enumerate() {
                     x = b.conv1d_act(&x, w, Some(bias), p, Activation::Relu)?; // (B, T_l, d)
+                    x = mask(x, l + 1, d)?;
                 }
                 Ok(x)
             }
@@ -214,9 +258,11 @@ impl<B: Backend> Encoder<B> {
                     padding: (padding, padding),
                     groups: 1,
                 };
-                for (w, bias) in &self.sub_conv2d {
+                for (l, (w, bias)) in self.sub_conv2d.iter().enumerate() {
                     x = b.conv2d(&x, w, Some(bias), p)?;
                     x = b.activation(&x, Activation::Relu)?; // (B, C, T_l, F_l)
+                    let f = x.shape().get(3).copied().unwrap_or(0);
+                    x = mask(x, l, f)?;
                 }
                 let xs = x.shape().to_vec();
                 let x = b.reshape(&x, &[xs[0], xs[1], xs[2] * xs[3]])?;
@@ -235,6 +281,29 @@ impl<B: Backend> Encoder<B> {
 pub(crate) enum Positions<B: Backend> {
     Rotary { cos: B::Tensor, sin: B::Tensor },
     RelPos(B::Tensor),
+}
+
+/// A padded batch of clips: which frames are a clip's own after each subsampling conv (`keep`,
+/// 0/1 `(B, T_l)`; the last one is the encoder's frames) and each clip's encoder frames. Frames
+/// past a clip are zeroed before every convolution that reads them and are never keys of its
+/// attention, so each clip's frames come out as they do alone (where the GEMMs round alike).
+pub(crate) struct Padding<B: Backend> {
+    sub: Vec<B::Tensor>,
+    frames: Vec<usize>,
+}
+
+impl<B: Backend> Padding<B> {
+    /// Each clip's encoder frames.
+    pub fn frames(&self) -> &[usize] {
+        &self.frames
+    }
+
+    /// The encoder frames' mask `(B, T')`.
+    fn keep(&self) -> Result<&B::Tensor> {
+        self.sub
+            .last()
+            .ok_or_else(|| ModelError::BadInput("a padded batch without subsampling".into()))
+    }
 }
 
 /// Rotary `cos`, `sin` over `t` positions, `(t, d)`: per head `Dh` angles `pos·θ_j`,
@@ -312,6 +381,7 @@ impl<B: Backend> Attention<B> {
         h: &B::Tensor,
         pos: &Positions<B>,
         cfg: &EncoderConfig,
+        pad: Option<&Padding<B>>,
     ) -> Result<B::Tensor> {
         let heads = cfg.n_heads;
         let scale = 1.0 / (cfg.head_dim() as f32).sqrt();
@@ -329,7 +399,27 @@ impl<B: Backend> Attention<B> {
                     kv_len: None,
                     causal: false,
                 };
-                Ok(b.attention_packed(&qkv, &p)?)
+                let t = qkv.shape().get(1).copied().unwrap_or(0);
+                match pad.map(|p| &p.frames) {
+                    // a shorter clip of a batch attends to its own frames only
+                    Some(frames) if frames.iter().any(|&f| f != t) => {
+                        let outs = frames
+                            .iter()
+                            .enumerate()
+                            .map(|(i, &f)| {
+                                let one = b.slice(&qkv, 0, i, 1)?;
+                                let p = AttnParams {
+                                    kv_len: Some(f),
+                                    ..p
+                                };
+                                b.attention_packed(&one, &p)
+                            })
+                            .collect::<stapes_core::Result<Vec<_>>>()?;
+                        let outs: Vec<&B::Tensor> = outs.iter().collect();
+                        Ok(b.concat(&outs, 0)?)
+                    }
+                    _ => Ok(b.attention_packed(&qkv, &p)?),
+                }
             }
             (
                 Attention::RelPos {
@@ -347,7 +437,8 @@ impl<B: Backend> Attention<B> {
                     scale,
                     query_block: REL_QUERY_BLOCK,
                 };
-                Ok(b.rel_attention(&qkv, &p, bias_u, bias_v, None, &params)?)
+                let keep = pad.map(Padding::keep).transpose()?;
+                Ok(b.rel_attention(&qkv, &p, bias_u, bias_v, keep, &params)?)
             }
             _ => Err(ModelError::BadInput(
                 "attention layer and position tables of different kinds".into(),
@@ -396,7 +487,9 @@ impl<B: Backend> ConvModule<B> {
         })
     }
 
-    /// Over the normed `h (B, T, d)`, landing on the residual stream `x`, then `norms`.
+    /// Over the normed `h (B, T, d)`, landing on the residual stream `x`, then `norms`; `keep`
+    /// `(B, T)`: the frames of each clip of a padded batch (the rest are zeroed before the
+    /// depthwise conv).
     fn forward_norms(
         &self,
         b: &B,
@@ -404,21 +497,25 @@ impl<B: Backend> ConvModule<B> {
         x: &B::Tensor,
         norms: &[(&B::Tensor, Option<&B::Tensor>)],
         next: Option<&B::Weight>,
+        keep: Option<&B::Tensor>,
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         let h = self.pw1.forward(b, h)?; // (B, T, 2C)
         let pw2 = &self.pw2;
         let h = match &self.norm {
             ConvNormLayer::Folded => b.glu_depthwise_act_feeding(
                 &h,
-                None,
+                keep,
                 &self.dw_w,
                 Some(&self.dw_b),
                 Activation::Silu,
                 &pw2.w,
             )?,
             ConvNormLayer::Layer(norm) => {
-                let k = self.dw_w.shape()[1];
-                let g = b.glu(&h)?; // (B, T, C)
+                let (c, k) = (self.dw_w.shape()[0], self.dw_w.shape()[1]);
+                let mut g = b.glu(&h)?; // (B, T, C)
+                if let Some(keep) = keep {
+                    g = b.mask_fill(&g, keep, c, 0.0)?;
+                }
                 let g = b.depthwise_conv1d(&g, &self.dw_w, Some(&self.dw_b), 1, (k - 1) / 2)?;
                 let g = b.layer_norm(&g, &norm.gamma, Some(&norm.beta), NORM_EPS)?;
                 b.activation(&g, Activation::Silu)?
@@ -452,6 +549,7 @@ impl<B: Backend> Block<B> {
 
     /// Over the residual stream `x`, with `h = norm_ff1(x)` when the previous block made it;
     /// returns the block's output and, given the next block, its first norm of that output.
+    #[allow(clippy::too_many_arguments)]
     fn forward(
         &self,
         b: &B,
@@ -460,7 +558,9 @@ impl<B: Backend> Block<B> {
         pos: &Positions<B>,
         cfg: &EncoderConfig,
         next: Option<&Block<B>>,
+        pad: Option<&Padding<B>>,
     ) -> Result<(B::Tensor, Option<B::Tensor>)> {
+        let keep = pad.map(Padding::keep).transpose()?;
         let h = match h {
             Some(h) => h,
             None => self.norm_ff1.feeding(b, x, &self.ff1.l1.w)?,
@@ -475,7 +575,7 @@ impl<B: Backend> Block<B> {
             Some(self.attn.normed_reader()),
         )?;
         let h = last(&mut hs)?;
-        let a = self.attn.forward(b, &h, pos, cfg)?;
+        let a = self.attn.forward(b, &h, pos, cfg, pad)?;
         let o = &self.out;
         let (x, mut hs) = b.linear_add_norms(
             &a,
@@ -487,9 +587,14 @@ impl<B: Backend> Block<B> {
             Some(&self.conv.pw1.w),
         )?;
         let h = last(&mut hs)?;
-        let (x, mut hs) =
-            self.conv
-                .forward_norms(b, &h, &x, &[self.norm_ff2.params()], Some(&self.ff2.l1.w))?;
+        let (x, mut hs) = self.conv.forward_norms(
+            b,
+            &h,
+            &x,
+            &[self.norm_ff2.params()],
+            Some(&self.ff2.l1.w),
+            keep,
+        )?;
         let h = last(&mut hs)?;
         match next {
             Some(n) => {

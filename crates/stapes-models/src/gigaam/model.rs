@@ -204,6 +204,79 @@ impl<B: Backend> Gigaam<B> {
         Ok(b.slice(&enc, 1, 0, t_out)?)
     }
 
+    /// Encodes host features `(T_i, n_mels)` as one padded batch (zero past each clip, masked
+    /// in every convolution and attention, [`super::encoder::Padding`]); returns `(n, T'_max,
+    /// d)` and each clip's encoder frames. Eager on every home (the CUDA chains are per exact
+    /// single-clip length).
+    pub fn encode_batch(&self, features: &[HostTensor]) -> Result<(B::Tensor, Vec<usize>)> {
+        let cfg = &self.config.encoder;
+        let mels = cfg.feat_in;
+        let mut t = 0;
+        for f in features {
+            if f.rank() != 2 || f.shape[1] != mels {
+                return Err(ModelError::BadInput(format!(
+                    "features {:?}, expected (T, {mels})",
+                    f.shape
+                )));
+            }
+            if cfg.output_frames(f.shape[0]) == 0 {
+                return Err(ModelError::BadInput(format!(
+                    "{} feature frames are too few for the encoder",
+                    f.shape[0]
+                )));
+            }
+            t = t.max(f.shape[0]);
+        }
+        if features.is_empty() {
+            return Err(ModelError::BadInput("no clips to encode".into()));
+        }
+        let mut data = vec![0f32; features.len() * t * mels];
+        for (i, f) in features.iter().enumerate() {
+            data[i * t * mels..i * t * mels + f.data.len()].copy_from_slice(&f.data);
+        }
+        let lens: Vec<usize> = features.iter().map(|f| f.shape[0]).collect();
+        let b = &self.backend;
+        let x = b.upload(&HostTensor::new(vec![features.len(), t, mels], data)?)?;
+        let pad = self.encoder.padding(b, &lens, t)?;
+        let pos = self.encoder.positions(b, cfg.output_frames(t))?;
+        let enc = self.encoder.forward_padded(b, &x, &pos, Some(&pad))?;
+        Ok((enc, pad.frames().to_vec()))
+    }
+
+    /// Transcribes several 16 kHz clips with one padded encoder pass ([`Gigaam::encode_batch`])
+    /// and greedy decoding per clip: the transcripts [`Gigaam::transcribe`] gives one by one.
+    /// A clip past the one-pass limit fails the whole call (the engine sends those alone).
+    pub fn transcribe_batch(&self, clips: &[&[f32]]) -> Result<Vec<Transcript>> {
+        let mut out: Vec<Transcript> = clips
+            .iter()
+            .map(|c| Transcript {
+                duration: c.len() as f64 / SAMPLE_RATE as f64,
+                language_probability: 1.0,
+                ..Default::default()
+            })
+            .collect();
+        let mut feats = Vec::new();
+        let mut which = Vec::new();
+        for (i, c) in clips.iter().enumerate() {
+            let f = self.features(c)?;
+            let frames = self.config.encoder.output_frames(f.shape[0]);
+            self.check_one_pass(frames, out[i].duration)?;
+            if frames > 0 {
+                feats.push(f);
+                which.push(i);
+            }
+        }
+        if feats.is_empty() {
+            return Ok(out);
+        }
+        let (enc, lens) = self.encode_batch(&feats)?;
+        let decoded = self.head.greedy_batch(&self.backend, &enc, &lens)?;
+        for (d, &i) in decoded.iter().zip(&which) {
+            out[i].segments = self.segments(&d.tokens, out[i].duration)?;
+        }
+        Ok(out)
+    }
+
     /// CTC logits `(1, T', classes)` of an encoder output (`None` for RNNT).
     pub fn ctc_logits(&self, enc: &B::Tensor) -> Result<Option<B::Tensor>> {
         self.head.ctc_logits(&self.backend, enc)
@@ -251,17 +324,7 @@ impl<B: Backend> Gigaam<B> {
         let duration = samples.len() as f64 / SAMPLE_RATE as f64;
         let feats = self.features(samples)?;
         let frames = self.config.encoder.output_frames(feats.shape[0]);
-        // The package's rotary table holds pos_emb_max_len positions and it fails past them;
-        // attention is quadratic in the frames besides: longer input is cut first (--vad).
-        let most = self.config.encoder.pos_emb_max_len;
-        if frames > most {
-            return Err(ModelError::BadInput(format!(
-                "{duration:.0} s of audio is {frames} encoder frames, more than the {most} \
-                 GigaAM attends to at once ({:.0} s); cut it into speech pieces first \
-                 (`stapes transcribe --vad`)",
-                most as f64 * self.frame_seconds()
-            )));
-        }
+        self.check_one_pass(frames, duration)?;
         if frames == 0 {
             return Ok(Transcript {
                 duration,
@@ -277,6 +340,22 @@ impl<B: Backend> Gigaam<B> {
             duration,
             segments: self.segments(&decoded.tokens, duration)?,
         })
+    }
+
+    /// `frames` encoder frames (of `duration` seconds of audio) fit one pass: the package's
+    /// rotary table holds `pos_emb_max_len` positions and it fails past them; attention is
+    /// quadratic in the frames besides, so longer input is cut first (`--vad`).
+    fn check_one_pass(&self, frames: usize, duration: f64) -> Result<()> {
+        let most = self.config.encoder.pos_emb_max_len;
+        if frames > most {
+            return Err(ModelError::BadInput(format!(
+                "{duration:.0} s of audio is {frames} encoder frames, more than the {most} \
+                 GigaAM attends to at once ({:.0} s); cut it into speech pieces first \
+                 (`stapes transcribe --vad`)",
+                most as f64 * self.frame_seconds()
+            )));
+        }
+        Ok(())
     }
 
     /// Emitted tokens as segments with word timings ([`segment_tokens`]): a token's span is its
