@@ -24,6 +24,36 @@ pub fn check_finite(samples: &[f32]) -> Result<()> {
     }
 }
 
+/// Host feature matrices `(T_i, mels)` as one batch `(n, T_max, mels)`, zero past each clip, and
+/// each clip's frames; a matrix of another width, or no clip at all, is refused by name.
+pub(crate) fn pad_features(
+    features: &[stapes_core::HostTensor],
+    mels: usize,
+) -> Result<(stapes_core::HostTensor, Vec<usize>)> {
+    let mut t = 0;
+    for f in features {
+        if f.rank() != 2 || f.shape[1] != mels {
+            return Err(ModelError::BadInput(format!(
+                "features must be (T, {mels}), got {:?}",
+                f.shape
+            )));
+        }
+        t = t.max(f.shape[0]);
+    }
+    if features.is_empty() {
+        return Err(ModelError::BadInput("no clips to encode".into()));
+    }
+    let mut data = vec![0f32; features.len() * t * mels];
+    for (i, f) in features.iter().enumerate() {
+        data[i * t * mels..i * t * mels + f.data.len()].copy_from_slice(&f.data);
+    }
+    let lens = features.iter().map(|f| f.shape[0]).collect();
+    Ok((
+        stapes_core::HostTensor::new(vec![features.len(), t, mels], data)?,
+        lens,
+    ))
+}
+
 /// Runs `forward` as the backend's chain `key` (captured and replayed where the home can) and
 /// returns its one output. A model error inside the chain is carried out as itself, not as the
 /// backend's shape error it had to travel as. The output is overwritten by the next replay.

@@ -2,6 +2,7 @@
 
 use crate::Result;
 use serde::Serialize;
+use stapes_core::HostTensor;
 
 /// A silence this long (seconds, from a token's end to the next word) starts a new segment.
 pub const SEGMENT_PAUSE_S: f64 = 1.0;
@@ -163,5 +164,40 @@ pub(crate) fn segment_tokens(
         }
     }
     flush(&mut out, &mut group, &mut words)?;
+    Ok(out)
+}
+
+/// Transcripts of 16 kHz `clips` encoded as one batch (the one-pass families' `transcribe_batch`):
+/// `prepare(clip, seconds)` gives a clip's features, or `None` for one too short to encode (its
+/// transcript stays empty), or the error that fails the call; `run(features, seconds)` gives
+/// the kept clips' segments, in order.
+pub(crate) fn batch_transcripts(
+    clips: &[&[f32]],
+    sample_rate: u32,
+    mut prepare: impl FnMut(&[f32], f64) -> Result<Option<HostTensor>>,
+    run: impl FnOnce(&[HostTensor], &[f64]) -> Result<Vec<Vec<Segment>>>,
+) -> Result<Vec<Transcript>> {
+    let mut out: Vec<Transcript> = clips
+        .iter()
+        .map(|c| Transcript {
+            duration: c.len() as f64 / sample_rate as f64,
+            language_probability: 1.0,
+            ..Default::default()
+        })
+        .collect();
+    let (mut feats, mut which, mut seconds) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, c) in clips.iter().enumerate() {
+        if let Some(f) = prepare(c, out[i].duration)? {
+            feats.push(f);
+            which.push(i);
+            seconds.push(out[i].duration);
+        }
+    }
+    if feats.is_empty() {
+        return Ok(out);
+    }
+    for (segs, &i) in run(&feats, &seconds)?.into_iter().zip(&which) {
+        out[i].segments = segs;
+    }
     Ok(out)
 }

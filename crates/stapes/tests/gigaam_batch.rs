@@ -9,7 +9,7 @@ mod batch_common;
 #[allow(dead_code)]
 mod clips_common;
 
-use batch_common::{assert_same, ids};
+use batch_common::{assert_same, batch_equals_alone, ids};
 use stapes::batch::EngineInput;
 use stapes::runtime::DeviceRequest;
 use stapes::{Engine, EngineOptions, StapesError, TranscribeOptions, Transcript};
@@ -53,31 +53,12 @@ fn clips() -> Vec<Vec<f32>> {
 #[test]
 fn engine_batch_equals_one_at_a_time() {
     let clips = clips();
-    let opts = TranscribeOptions::default();
     for model in MODELS {
-        let e = engine(model);
-        let alone: Vec<Transcript> = clips
-            .iter()
-            .map(|c| e.transcribe(c, &opts, None).expect("alone"))
-            .collect();
+        let (_, alone) = batch_equals_alone(&engine(model), &clips, model);
         assert!(
             alone.iter().all(|t| !ids(t).is_empty()),
-            "{model}: a clip emitted nothing, the comparison would be empty"
+            "{model}: a clip emitted nothing"
         );
-        let each: Vec<EngineInput<'_>> = clips
-            .iter()
-            .map(|c| EngineInput {
-                samples: c,
-                options: &opts,
-            })
-            .collect();
-        let out = e.transcribe_batch_each(&each, 8);
-        // One encoder call for all three: the inputs were batched, not run one by one.
-        assert_eq!(out.stats.encoder_batches, vec![3], "{model}: batch sizes");
-        for (i, (got, want)) in out.results.iter().zip(&alone).enumerate() {
-            let got = got.as_ref().unwrap_or_else(|e| panic!("{model}/{i}: {e}"));
-            assert_same(got, want, &format!("{model}/{i}"));
-        }
         assert_ne!(ids(&alone[0]), ids(&alone[2]), "{model}: clips alike");
     }
 }

@@ -13,7 +13,7 @@ mod clips_common;
 #[allow(dead_code)]
 mod fc_common;
 
-use batch_common::{assert_same, ids};
+use batch_common::{assert_same, batch_equals_alone, ids};
 use serde_json::Value;
 use stapes::batch::EngineInput;
 use stapes::runtime::DeviceRequest;
@@ -66,33 +66,9 @@ fn clips() -> Vec<Vec<f32>> {
 #[test]
 fn engine_batch_equals_one_at_a_time() {
     let clips = clips();
-    let opts = TranscribeOptions::default();
     let exp = expected();
     for model in MODELS {
-        let e = engine(model);
-        let alone: Vec<Transcript> = clips
-            .iter()
-            .map(|c| e.transcribe(c, &opts, None).expect("alone"))
-            .collect();
-        assert!(
-            alone.iter().any(|t| !ids(t).is_empty()),
-            "{model}: nothing emitted, the comparison would be empty"
-        );
-        let each: Vec<EngineInput<'_>> = clips
-            .iter()
-            .map(|c| EngineInput {
-                samples: c,
-                options: &opts,
-            })
-            .collect();
-        let out = e.transcribe_batch_each(&each, 8);
-        // One encoder call for all three: the inputs were batched, not run one by one.
-        assert_eq!(out.stats.encoder_batches, vec![3], "{model}: batch sizes");
-        for (i, (got, want)) in out.results.iter().zip(&alone).enumerate() {
-            let got = got.as_ref().unwrap_or_else(|e| panic!("{model}/{i}: {e}"));
-            eprintln!("{model}/{i}: {:?}", ids(got));
-            assert_same(got, want, &format!("{model}/{i}"));
-        }
+        let (out, _) = batch_equals_alone(&engine(model), &clips, model);
         if model == "tdt" {
             let want: Vec<u32> = exp["models"]["tdt"]["end_to_end_jfk"]["ids"]
                 .as_array()

@@ -4,7 +4,7 @@ use super::config::ParakeetConfig;
 use super::decoder::{ctc_collapse, Decoded, Head};
 use super::encoder::{Chunking, Encoder, Linear, Prepared, Tensors};
 use super::weights::{load, ParakeetCheckpoint};
-use crate::transcript::{segment_tokens, Segment, TimedToken, Transcript};
+use crate::transcript::{batch_transcripts, segment_tokens, Segment, TimedToken, Transcript};
 use crate::{ModelError, Result};
 use stapes_audio::features::nemo::{log_mel, NemoConfig};
 use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
@@ -270,29 +270,8 @@ impl<B: Backend> Parakeet<B> {
     /// Encodes host feature matrices `(T_i, n_mels)` as one padded batch; returns
     /// `(n, T'_max, d)` and each clip's encoder frames.
     pub fn encode_batch(&self, features: &[HostTensor]) -> Result<(B::Tensor, Vec<usize>)> {
-        let mels = self.config.encoder.num_mel_bins;
-        let mut t = 0;
-        for f in features {
-            if f.rank() != 2 || f.shape[1] != mels {
-                return Err(ModelError::BadInput(format!(
-                    "features must be (T, {mels}), got {:?}",
-                    f.shape
-                )));
-            }
-            t = t.max(f.shape[0]);
-        }
-        if features.is_empty() {
-            return Err(ModelError::BadInput("no clips to encode".into()));
-        }
-        let mut data = vec![0f32; features.len() * t * mels];
-        for (i, f) in features.iter().enumerate() {
-            data[i * t * mels..i * t * mels + f.data.len()].copy_from_slice(&f.data);
-        }
-        let lens: Vec<usize> = features.iter().map(|f| f.shape[0]).collect();
-        let x = self
-            .backend
-            .upload(&HostTensor::new(vec![features.len(), t, mels], data)?)?;
-        self.encode_padded(&x, Some(&lens))
+        let (x, lens) = crate::pad_features(features, self.config.encoder.num_mel_bins)?;
+        self.encode_padded(&self.backend.upload(&x)?, Some(&lens))
     }
 
     /// Encodes one host feature matrix `(T, n_mels)` → `(1, T', d)` on the backend.
@@ -423,31 +402,22 @@ impl<B: Backend> Parakeet<B> {
     /// Transcribes several 16 kHz clips with one batched (padded, masked) encoder pass, then
     /// greedy decoding per clip; the same transcripts as [`Parakeet::transcribe`] one by one.
     pub fn transcribe_batch(&self, clips: &[&[f32]]) -> Result<Vec<Transcript>> {
-        let mut out: Vec<Transcript> = clips
-            .iter()
-            .map(|c| Transcript {
-                duration: c.len() as f64 / SAMPLE_RATE as f64,
-                language_probability: 1.0,
-                ..Default::default()
-            })
-            .collect();
-        let mut feats = Vec::new();
-        let mut which = Vec::new();
-        for (i, c) in clips.iter().enumerate() {
-            let f = self.features(c)?;
-            if self.config.encoder.output_frames(f.shape[0]) > 0 {
-                feats.push(f);
-                which.push(i);
-            }
-        }
-        if feats.is_empty() {
-            return Ok(out);
-        }
-        let (enc, lens) = self.encode_batch(&feats)?;
-        for (d, &i) in self.greedy_batch(&enc, &lens)?.iter().zip(&which) {
-            out[i].segments = self.segments(d, out[i].duration)?;
-        }
-        Ok(out)
+        batch_transcripts(
+            clips,
+            SAMPLE_RATE,
+            |c, _| {
+                let f = self.features(c)?;
+                Ok((self.config.encoder.output_frames(f.shape[0]) > 0).then_some(f))
+            },
+            |feats, seconds| {
+                let (enc, lens) = self.encode_batch(feats)?;
+                self.greedy_batch(&enc, &lens)?
+                    .iter()
+                    .zip(seconds)
+                    .map(|(d, &s)| self.segments(d, s))
+                    .collect()
+            },
+        )
     }
 
     /// Emitted tokens as segments with word timings ([`segment_tokens`]): a token's span is its

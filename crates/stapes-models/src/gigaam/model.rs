@@ -5,7 +5,7 @@ use super::encoder::{Encoder, Positions};
 use super::weights::{load, GigaamCheckpoint, FRONTEND_MEL, FRONTEND_WINDOW};
 use crate::fastconformer::decoder::{Decoded, Head, Step};
 use crate::fastconformer::encoder::Tensors;
-use crate::transcript::{segment_tokens, Segment, TimedToken, Transcript};
+use crate::transcript::{batch_transcripts, segment_tokens, Segment, TimedToken, Transcript};
 use crate::{ModelError, Result};
 use stapes_audio::features::gigaam::{buffers, log_mel_with_buffers};
 use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
@@ -210,36 +210,19 @@ impl<B: Backend> Gigaam<B> {
     /// single-clip length).
     pub fn encode_batch(&self, features: &[HostTensor]) -> Result<(B::Tensor, Vec<usize>)> {
         let cfg = &self.config.encoder;
-        let mels = cfg.feat_in;
-        let mut t = 0;
-        for f in features {
-            if f.rank() != 2 || f.shape[1] != mels {
-                return Err(ModelError::BadInput(format!(
-                    "features {:?}, expected (T, {mels})",
-                    f.shape
-                )));
-            }
-            if cfg.output_frames(f.shape[0]) == 0 {
-                return Err(ModelError::BadInput(format!(
-                    "{} feature frames are too few for the encoder",
-                    f.shape[0]
-                )));
-            }
-            t = t.max(f.shape[0]);
+        let (x, lens) = crate::pad_features(features, cfg.feat_in)?;
+        if let Some(&short) = lens.iter().find(|&&n| cfg.output_frames(n) == 0) {
+            return Err(ModelError::BadInput(format!(
+                "{short} feature frames are too few for the encoder"
+            )));
         }
-        if features.is_empty() {
-            return Err(ModelError::BadInput("no clips to encode".into()));
-        }
-        let mut data = vec![0f32; features.len() * t * mels];
-        for (i, f) in features.iter().enumerate() {
-            data[i * t * mels..i * t * mels + f.data.len()].copy_from_slice(&f.data);
-        }
-        let lens: Vec<usize> = features.iter().map(|f| f.shape[0]).collect();
         let b = &self.backend;
-        let x = b.upload(&HostTensor::new(vec![features.len(), t, mels], data)?)?;
+        let t = x.shape[1];
         let pad = self.encoder.padding(b, &lens, t)?;
         let pos = self.encoder.positions(b, cfg.output_frames(t))?;
-        let enc = self.encoder.forward_padded(b, &x, &pos, Some(&pad))?;
+        let enc = self
+            .encoder
+            .forward_padded(b, &b.upload(&x)?, &pos, Some(&pad))?;
         Ok((enc, pad.frames().to_vec()))
     }
 
@@ -247,34 +230,25 @@ impl<B: Backend> Gigaam<B> {
     /// and greedy decoding per clip: the transcripts [`Gigaam::transcribe`] gives one by one.
     /// A clip past the one-pass limit fails the whole call (the engine sends those alone).
     pub fn transcribe_batch(&self, clips: &[&[f32]]) -> Result<Vec<Transcript>> {
-        let mut out: Vec<Transcript> = clips
-            .iter()
-            .map(|c| Transcript {
-                duration: c.len() as f64 / SAMPLE_RATE as f64,
-                language_probability: 1.0,
-                ..Default::default()
-            })
-            .collect();
-        let mut feats = Vec::new();
-        let mut which = Vec::new();
-        for (i, c) in clips.iter().enumerate() {
-            let f = self.features(c)?;
-            let frames = self.config.encoder.output_frames(f.shape[0]);
-            self.check_one_pass(frames, out[i].duration)?;
-            if frames > 0 {
-                feats.push(f);
-                which.push(i);
-            }
-        }
-        if feats.is_empty() {
-            return Ok(out);
-        }
-        let (enc, lens) = self.encode_batch(&feats)?;
-        let decoded = self.head.greedy_batch(&self.backend, &enc, &lens)?;
-        for (d, &i) in decoded.iter().zip(&which) {
-            out[i].segments = self.segments(&d.tokens, out[i].duration)?;
-        }
-        Ok(out)
+        batch_transcripts(
+            clips,
+            SAMPLE_RATE,
+            |c, seconds| {
+                let f = self.features(c)?;
+                let frames = self.config.encoder.output_frames(f.shape[0]);
+                self.check_one_pass(frames, seconds)?;
+                Ok((frames > 0).then_some(f))
+            },
+            |feats, seconds| {
+                let (enc, lens) = self.encode_batch(feats)?;
+                self.head
+                    .greedy_batch(&self.backend, &enc, &lens)?
+                    .iter()
+                    .zip(seconds)
+                    .map(|(d, &s)| self.segments(&d.tokens, s))
+                    .collect()
+            },
+        )
     }
 
     /// CTC logits `(1, T', classes)` of an encoder output (`None` for RNNT).

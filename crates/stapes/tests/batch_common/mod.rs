@@ -1,7 +1,46 @@
 //! What the engine's batch tests (parakeet_batch, gigaam_batch) share: comparing a batched
 //! input's transcript with the one it gets alone.
 
-use stapes::Transcript;
+use stapes::batch::{BatchOutcome, EngineInput};
+use stapes::{Engine, TranscribeOptions, Transcript};
+
+/// `clips` through `Engine::transcribe_batch_each` (default options, up to 8 a batch) against
+/// `Engine::transcribe` of each alone: one encoder call for all of them, every result the one
+/// its input gets alone, in input order. Returns the batch's outcome and the results alone.
+pub fn batch_equals_alone(
+    e: &Engine,
+    clips: &[Vec<f32>],
+    what: &str,
+) -> (BatchOutcome, Vec<Transcript>) {
+    let opts = TranscribeOptions::default();
+    let alone: Vec<Transcript> = clips
+        .iter()
+        .map(|c| e.transcribe(c, &opts, None).expect("alone"))
+        .collect();
+    assert!(
+        alone.iter().any(|t| !ids(t).is_empty()),
+        "{what}: nothing emitted, the comparison would be empty"
+    );
+    let each: Vec<EngineInput<'_>> = clips
+        .iter()
+        .map(|c| EngineInput {
+            samples: c,
+            options: &opts,
+        })
+        .collect();
+    let out = e.transcribe_batch_each(&each, 8);
+    // One encoder call for all: the inputs were batched, not run one by one.
+    assert_eq!(
+        out.stats.encoder_batches,
+        vec![clips.len()],
+        "{what}: batch sizes"
+    );
+    for (i, (got, want)) in out.results.iter().zip(&alone).enumerate() {
+        let got = got.as_ref().unwrap_or_else(|e| panic!("{what}/{i}: {e}"));
+        assert_same(got, want, &format!("{what}/{i}"));
+    }
+    (out, alone)
+}
 
 pub fn ids(t: &Transcript) -> Vec<u32> {
     t.segments.iter().flat_map(|s| s.tokens.clone()).collect()
