@@ -3,8 +3,8 @@
 # The one-lease run with whisper.cpp, and the GigaAM changes not yet on a GPU. Builds (stapes and
 # the named test binaries, stripped, as dist/vNN.tar.xz; see README.md):
 #   v79 = 89f20c9 (call 3's engine): stapes;
-#   v80 = main after stop 39 (471c9a3 and later: GigaAM's attention norm writes v's FP8 input):
-#         stapes, cuda_gigaam;
+#   v80 = main after stop 39 (471c9a3 and later: GigaAM's attention norm writes v's FP8 input;
+#         GigaAM's padded batch and its GPU test): stapes, cuda_gigaam;
 #   v81 = v80 + gigaam-ln-act-untested.diff.txt (the conv module's layer norm and SiLU in one
 #         pass that also writes pw2's e4m3 input): stapes, cuda_gigaam, fp8.
 # whisper.cpp 233fe1f built in the background first (all cores); meanwhile the GPU tests of
@@ -30,6 +30,8 @@ t v81 cuda_gigaam
 t v81 fp8
 g() { /tmp/x/$1/stapes bench --synthetic gigaam-v3-ctc --device cuda --lane $2 --audio samples/jfk.wav --iters 20 --json 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin)["report"]; print(sys.argv[1], sys.argv[2], "gigaam-v3-ctc encode_device %.3f ms" % r["encode_device"]["median_ms"])' $1 $2; }
 for r in 1 2 3; do for l in q8 f16; do g v79 $l; g v80 $l; g v81 $l; done; done
+# GigaAM's padded batch (eager on CUDA): 16 copies of jfk, beside the package's 16-clip graph
+for l in q8 f16; do /tmp/x/v80/stapes bench --synthetic gigaam-v3-ctc --device cuda --lane $l --audio samples/jfk.wav --iters 10 --batch 16 --json 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin)["report"]; print(sys.argv[1], "gigaam 16 clips encode_batched %.3f ms" % r["encode_batched"]["median_ms"])' $l; done
 date -u
 for i in $(seq 1 90); do [ -f /tmp/w/done ] && break; sleep 5; done
 cat /tmp/w/done 2>/dev/null || { echo "wcpp build not done"; tail -3 /tmp/w/build.log; }
