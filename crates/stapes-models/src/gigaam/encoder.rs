@@ -389,9 +389,8 @@ impl<B: Backend> Attention<B> {
             (Attention::Rotary { qk, v }, Positions::Rotary { cos, sin }) => {
                 let hr = b.rotary_half(h, cos, sin, cfg.head_dim())?;
                 let qk = qk.forward(b, &hr)?; // (B, T, 2d)
-                let v = v.forward(b, h)?; // (B, T, d)
-                                          // one copy into the packed q|k|v layout, which a GPU home reads in place,
-                                          // instead of slicing q and k apart (two copies)
+                let v = v.forward(b, h)?;
+                // the packed q|k|v layout, which a GPU home's attention reads in place
                 let qkv = b.concat(&[&qk, &v], 2)?; // (B, T, 3d)
                 let p = AttnParams {
                     n_heads: heads,
