@@ -1,7 +1,7 @@
 //! `Engine::transcribe_batch`: several independent inputs at once, their encoder work batched
 //! (Whisper: every live input's 30 s window in one encoder call per round; see
 //! `stapes_models::whisper::batch`; Parakeet: clips of similar length padded into one encoder pass
-//! and one batched greedy decode, see [`PARAKEET_BATCH_SAMPLES`]; GigaAM on the CPU: the same
+//! and one batched greedy decode, see [`PADDED_BATCH_SAMPLES`]; GigaAM on the CPU: the same
 //! padded batches, its encoder masking each clip's padding). Results are what [`Engine::transcribe`] returns for each input
 //! alone; one input's failure is its own result and does not touch the others.
 
@@ -141,7 +141,7 @@ fn whisper_batch<B: stapes_core::Backend>(
 /// Padded audio one Parakeet or GigaAM batch may hold (clips × longest clip, 16 kHz samples):
 /// 16 clips of 30 s. The encoder's activations grow with it; a single longer clip still runs,
 /// alone.
-pub const PARAKEET_BATCH_SAMPLES: usize = 16 * 30 * 16_000;
+pub const PADDED_BATCH_SAMPLES: usize = 16 * 30 * 16_000;
 
 /// Transcripts of several clips in one call, or the error that failed the call.
 type BatchFn<'a> = &'a dyn Fn(&[&[f32]]) -> Result<Vec<Transcript>, StapesError>;
@@ -157,7 +157,7 @@ struct OnePass<'a> {
 
 /// Inputs of a one-pass family (Parakeet, GigaAM) as padded batches: sorted by length so each
 /// batch pads little (and short inputs are delivered first), cut at `max_batch` clips and
-/// [`PARAKEET_BATCH_SAMPLES`]. A batch that fails is rerun one input at a time, so an error
+/// [`PADDED_BATCH_SAMPLES`]. A batch that fails is rerun one input at a time, so an error
 /// stays with the input that caused it.
 fn padded_batches(
     f: &OnePass<'_>,
@@ -186,7 +186,7 @@ fn padded_batches(
         let mut n = 1;
         while n < rest.len()
             && n < max_batch
-            && (n + 1) * inputs[rest[n]].samples.len() <= PARAKEET_BATCH_SAMPLES
+            && (n + 1) * inputs[rest[n]].samples.len() <= PADDED_BATCH_SAMPLES
         {
             n += 1;
         }

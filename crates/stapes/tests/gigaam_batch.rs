@@ -9,8 +9,7 @@ mod batch_common;
 #[allow(dead_code)]
 mod clips_common;
 
-use batch_common::{assert_same, batch_equals_alone, ids};
-use stapes::batch::EngineInput;
+use batch_common::{assert_same, batch_equals_alone, ids, with_options};
 use stapes::runtime::DeviceRequest;
 use stapes::{Engine, EngineOptions, StapesError, TranscribeOptions, Transcript};
 use std::path::Path;
@@ -79,13 +78,7 @@ fn order_kept_and_bad_inputs_keep_their_own_errors() {
         .iter()
         .map(|c| e.transcribe(c, &opts, None).expect("alone"))
         .collect();
-    let each: Vec<EngineInput<'_>> = inputs
-        .iter()
-        .map(|s| EngineInput {
-            samples: s,
-            options: &opts,
-        })
-        .collect();
+    let each = with_options(inputs, &opts);
     let out = e.transcribe_batch_each(&each, 8);
     assert_eq!(out.results.len(), inputs.len());
     for (slot, (got, g)) in out.results.iter().zip(good).enumerate() {
@@ -101,13 +94,7 @@ fn order_kept_and_bad_inputs_keep_their_own_errors() {
         }
     }
     // Without the bad inputs the three clips share one call.
-    let each: Vec<EngineInput<'_>> = [&clips[0][..], &clips[2], &clips[1]]
-        .iter()
-        .map(|s| EngineInput {
-            samples: s,
-            options: &opts,
-        })
-        .collect();
+    let each = with_options([&clips[0][..], &clips[2], &clips[1]], &opts);
     assert_eq!(
         e.transcribe_batch_each(&each, 8).stats.encoder_batches,
         vec![3]

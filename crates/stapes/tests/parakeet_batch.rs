@@ -13,9 +13,8 @@ mod clips_common;
 #[allow(dead_code)]
 mod fc_common;
 
-use batch_common::{assert_same, batch_equals_alone, ids};
+use batch_common::{assert_same, batch_equals_alone, ids, with_options};
 use serde_json::Value;
-use stapes::batch::EngineInput;
 use stapes::runtime::DeviceRequest;
 use stapes::{Engine, EngineOptions, StapesError, TranscribeOptions, Transcript};
 use stapes_core::Lane;
@@ -96,13 +95,10 @@ fn order_kept_and_a_bad_input_keeps_its_own_error() {
             .iter()
             .map(|c| e.transcribe(c, &opts, None).expect("alone"))
             .collect();
-        let each: Vec<EngineInput<'_>> = order
-            .iter()
-            .map(|o| EngineInput {
-                samples: o.map_or(&empty[..], |i| &clips[i][..]),
-                options: &opts,
-            })
-            .collect();
+        let each = with_options(
+            order.map(|o| o.map_or(&empty[..], |i| &clips[i][..])),
+            &opts,
+        );
         let delivered = std::sync::Mutex::new(vec![0usize; order.len()]);
         let stats = e.transcribe_batch_with(&each, 2, &|i, _| {
             delivered.lock().unwrap()[i] += 1;
@@ -200,13 +196,7 @@ fn a_failed_batch_reruns_alone_and_each_bad_input_keeps_its_own_error() {
             .iter()
             .map(|c| e.transcribe(c, &opts, None).expect("alone"))
             .collect();
-        let each: Vec<EngineInput<'_>> = inputs
-            .iter()
-            .map(|s| EngineInput {
-                samples: s,
-                options: &opts,
-            })
-            .collect();
+        let each = with_options(inputs, &opts);
         let out = e.transcribe_batch_each(&each, 8);
         // the failed call is not counted; its five inputs then ran one by one
         assert_eq!(

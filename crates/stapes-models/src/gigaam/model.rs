@@ -162,12 +162,7 @@ impl<B: Backend> Gigaam<B> {
                 self.config.encoder.feat_in
             )));
         }
-        if self.config.encoder.output_frames(s[0]) == 0 {
-            return Err(ModelError::BadInput(format!(
-                "{} feature frames are too few for the encoder",
-                s[0]
-            )));
-        }
+        self.check_encodable(s[0])?;
         let x = features.clone().reshape(vec![1, s[0], s[1]])?;
         self.encode(&self.backend.upload(&x)?)
     }
@@ -211,11 +206,7 @@ impl<B: Backend> Gigaam<B> {
     pub fn encode_batch(&self, features: &[HostTensor]) -> Result<(B::Tensor, Vec<usize>)> {
         let cfg = &self.config.encoder;
         let (x, lens) = crate::pad_features(features, cfg.feat_in)?;
-        if let Some(&short) = lens.iter().find(|&&n| cfg.output_frames(n) == 0) {
-            return Err(ModelError::BadInput(format!(
-                "{short} feature frames are too few for the encoder"
-            )));
-        }
+        lens.iter().try_for_each(|&n| self.check_encodable(n))?;
         let b = &self.backend;
         let t = x.shape[1];
         let pad = self.encoder.padding(b, &lens, t)?;
@@ -314,6 +305,16 @@ impl<B: Backend> Gigaam<B> {
             duration,
             segments: self.segments(&decoded.tokens, duration)?,
         })
+    }
+
+    /// `feature_frames` leave the subsampling at least one encoder frame.
+    fn check_encodable(&self, feature_frames: usize) -> Result<()> {
+        if self.config.encoder.output_frames(feature_frames) == 0 {
+            return Err(ModelError::BadInput(format!(
+                "{feature_frames} feature frames are too few for the encoder"
+            )));
+        }
+        Ok(())
     }
 
     /// `frames` encoder frames (of `duration` seconds of audio) fit one pass: the package's

@@ -21,13 +21,7 @@ pub fn batch_equals_alone(
         alone.iter().any(|t| !ids(t).is_empty()),
         "{what}: nothing emitted, the comparison would be empty"
     );
-    let each: Vec<EngineInput<'_>> = clips
-        .iter()
-        .map(|c| EngineInput {
-            samples: c,
-            options: &opts,
-        })
-        .collect();
+    let each = with_options(clips.iter().map(Vec::as_slice), &opts);
     let out = e.transcribe_batch_each(&each, 8);
     // One encoder call for all: the inputs were batched, not run one by one.
     assert_eq!(
@@ -40,6 +34,20 @@ pub fn batch_equals_alone(
         assert_same(got, want, &format!("{what}/{i}"));
     }
     (out, alone)
+}
+
+/// Each of `samples` as an engine input with `opts`.
+pub fn with_options<'a>(
+    samples: impl IntoIterator<Item = &'a [f32]>,
+    opts: &'a TranscribeOptions,
+) -> Vec<EngineInput<'a>> {
+    samples
+        .into_iter()
+        .map(|samples| EngineInput {
+            samples,
+            options: opts,
+        })
+        .collect()
 }
 
 pub fn ids(t: &Transcript) -> Vec<u32> {
