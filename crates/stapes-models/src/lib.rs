@@ -4,6 +4,7 @@ pub mod error;
 pub mod fastconformer;
 pub mod gigaam;
 mod pickle;
+pub mod qwen3a;
 pub mod silero;
 pub mod transcript;
 pub mod wer;

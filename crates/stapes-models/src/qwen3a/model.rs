@@ -1,0 +1,397 @@
+//! A loaded Qwen3-ASR model: front end, audio tower, chat prompt and greedy decoding by the
+//! text model, and the `language X<asr_text>…` answer read back as a transcript.
+
+use super::config::Qwen3AsrConfig;
+use super::decoder::TextModel;
+use super::encoder::AudioTower;
+use super::weights::{load, Qwen3AsrCheckpoint};
+use crate::fastconformer::encoder::Tensors;
+use crate::transcript::{Segment, Transcript};
+use crate::{ModelError, Result};
+use stapes_audio::features::whisper::{log_mel, HOP_LENGTH};
+use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
+use std::path::{Path, PathBuf};
+
+/// Input rate of every Qwen3-ASR model.
+pub const SAMPLE_RATE: u32 = 16_000;
+
+/// Shorter input is zero-padded to this many samples (0.5 s), as the feature extractor does.
+pub const MIN_SAMPLES: usize = 8_000;
+
+/// The feature extractor pads the audio to 30 s before its STFT (so the end of a clip sees
+/// zeros, not a reflection of itself).
+const PAD_TO_SAMPLES: usize = 480_000;
+
+/// Longest input of one pass. Attention in the tower is windowed, but the text model attends
+/// over every audio token (12.5 a second) and keeps their K/V; longer audio is cut first
+/// (`stapes transcribe --vad`).
+pub const MAX_ONE_PASS_S: f64 = 300.0;
+
+/// The languages the model was trained to name after `language ` (transformers'
+/// `LANGUAGE_CODE_TO_NAME`).
+pub const LANGUAGES: [(&str, &str); 30] = [
+    ("ar", "Arabic"),
+    ("yue", "Cantonese"),
+    ("zh", "Chinese"),
+    ("cs", "Czech"),
+    ("da", "Danish"),
+    ("nl", "Dutch"),
+    ("en", "English"),
+    ("fil", "Filipino"),
+    ("fi", "Finnish"),
+    ("fr", "French"),
+    ("de", "German"),
+    ("el", "Greek"),
+    ("hi", "Hindi"),
+    ("hu", "Hungarian"),
+    ("id", "Indonesian"),
+    ("it", "Italian"),
+    ("ja", "Japanese"),
+    ("ko", "Korean"),
+    ("mk", "Macedonian"),
+    ("ms", "Malay"),
+    ("fa", "Persian"),
+    ("pl", "Polish"),
+    ("pt", "Portuguese"),
+    ("ro", "Romanian"),
+    ("ru", "Russian"),
+    ("es", "Spanish"),
+    ("sv", "Swedish"),
+    ("th", "Thai"),
+    ("tr", "Turkish"),
+    ("vi", "Vietnamese"),
+];
+
+/// The language name the model writes for code `code` (or a name given as such).
+pub fn language_name(code: &str) -> Option<&'static str> {
+    LANGUAGES
+        .iter()
+        .find(|(c, n)| c.eq_ignore_ascii_case(code) || n.eq_ignore_ascii_case(code))
+        .map(|(_, n)| *n)
+}
+
+/// The chat prompt around the audio tokens: `prefix · <|audio_pad|>×N · suffix`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prompt {
+    pub prefix: Vec<u32>,
+    pub suffix: Vec<u32>,
+}
+
+/// What generation is asked for.
+#[derive(Clone, Debug, Default)]
+pub struct Qwen3AsrOptions {
+    /// A code (`en`) or name (`English`) to force; `None`: the model names the language.
+    pub language: Option<String>,
+    /// `None`: 64 plus 16 a second of audio.
+    pub max_new_tokens: Option<usize>,
+}
+
+/// The ids greedy decoding gave and where they came from.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub prompt: Vec<u32>,
+    pub ids: Vec<u32>,
+    /// Decoding stopped at an end-of-text id (not at the token limit).
+    pub finished: bool,
+}
+
+/// A Qwen3-ASR model whose weights live on backend `B`, in one lane.
+pub struct Qwen3Asr<B: Backend> {
+    backend: B,
+    pub config: Qwen3AsrConfig,
+    lane: Lane,
+    path: PathBuf,
+    tower: AudioTower<B>,
+    text: TextModel<B>,
+    tokenizer: Option<tokenizers::Tokenizer>,
+}
+
+impl<B: Backend> Qwen3Asr<B> {
+    /// Loads a transformers Qwen3-ASR directory onto `backend`, GEMM weights in `lane`.
+    pub fn new(backend: B, path: &Path, lane: Lane) -> Result<Self> {
+        Self::from_checkpoint(backend, &load(path)?, lane)
+    }
+
+    pub fn from_checkpoint(backend: B, ck: &Qwen3AsrCheckpoint, lane: Lane) -> Result<Self> {
+        backend.require_lane(lane)?;
+        let t = Tensors {
+            map: &ck.tensors,
+            path: &ck.path,
+        };
+        let tower = AudioTower::load(&backend, &t, &ck.config.audio, lane)?;
+        let text = TextModel::load(&backend, &t, &ck.config.text, lane)?;
+        let tokenizer = match &ck.tokenizer_file {
+            Some(f) => Some(
+                tokenizers::Tokenizer::from_file(f)
+                    .map_err(|e| ModelError::bad_model(f, format!("tokenizer: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(Self {
+            backend,
+            config: ck.config.clone(),
+            lane,
+            path: ck.path.clone(),
+            tower,
+            text,
+            tokenizer,
+        })
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    pub fn lane(&self) -> Lane {
+        self.lane
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Log-mel features of 16 kHz `samples` as transformers' `Qwen3ASRFeatureExtractor` makes
+    /// them, `(T, n_mels)`, and how many of the frames are audio. `T` runs to the end of the
+    /// last chunk that holds audio (the frames the tower reads), not to the extractor's 30 s.
+    pub fn features(&self, samples: &[f32]) -> Result<(HostTensor, usize)> {
+        crate::check_finite(samples)?;
+        let n_mels = self.config.audio.n_mels;
+        let chunk = self.config.audio.chunk_frames();
+        let len = samples.len();
+        let n = len.max(MIN_SAMPLES);
+        let total = n.max(PAD_TO_SAMPLES) / HOP_LENGTH;
+        let valid = n.div_ceil(HOP_LENGTH).min(total);
+        let keep = valid.next_multiple_of(chunk).min(total);
+        // Frames from `valid + 2` on see only padding (their mel power is 0, the floor of the
+        // log), so the spectrogram's maximum is among the frames computed here.
+        let frames = (keep + 2).min(total);
+        let f = log_mel(samples, n_mels, (frames * HOP_LENGTH).saturating_sub(len));
+        let data = f.data[..keep * n_mels].to_vec();
+        Ok((HostTensor::new(vec![keep, n_mels], data)?, valid))
+    }
+
+    /// The audio tower's output `(1, N, d)` and the projected audio embeddings `(1, N, hidden)`
+    /// of `features (T, n_mels)` whose first `valid` frames are audio.
+    pub fn encode(&self, features: &HostTensor, valid: usize) -> Result<(B::Tensor, B::Tensor)> {
+        let b = &self.backend;
+        let tower = self.tower.forward(b, features, valid)?;
+        let audio = self.tower.project(b, &tower)?;
+        Ok((tower, audio))
+    }
+
+    /// Id of special token `name` in the model's tokenizer.
+    fn special(&self, name: &str) -> Result<u32> {
+        self.tokenizer
+            .as_ref()
+            .and_then(|t| t.token_to_id(name))
+            .ok_or_else(|| {
+                ModelError::bad_model(&self.path, format!("the tokenizer has no `{name}` token"))
+            })
+    }
+
+    /// The chat prompt with an empty system turn; with `language`, the assistant's answer is
+    /// begun with `language <Name><asr_text>` (as transformers' `apply_transcription_request`
+    /// forces a language). Without a tokenizer.json, the ids of Qwen's own vocabulary (a model of
+    /// its 151 936 entries) or an error.
+    pub fn prompt(&self, language: Option<&str>) -> Result<Prompt> {
+        let name = match language {
+            Some(l) => Some(language_name(l).ok_or_else(|| {
+                ModelError::BadOption(format!(
+                    "Qwen3-ASR does not know language `{l}` ({})",
+                    LANGUAGES.map(|(c, _)| c).join(", ")
+                ))
+            })?),
+            None => None,
+        };
+        let Some(tok) = &self.tokenizer else {
+            if self.config.text.vocab_size != 151_936 || name.is_some() {
+                return Err(ModelError::bad_model(
+                    &self.path,
+                    "no tokenizer.json beside the weights: the prompt cannot be written",
+                ));
+            }
+            // <|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|audio_start|> … <|audio_end|>
+            // <|im_end|>\n<|im_start|>assistant\n in Qwen's vocabulary
+            return Ok(Prompt {
+                prefix: vec![151_644, 8948, 198, 151_645, 198, 151_644, 872, 198, 151_669],
+                suffix: vec![151_670, 151_645, 198, 151_644, 77_091, 198],
+            });
+        };
+        let encode = |s: &str| -> Result<Vec<u32>> {
+            Ok(tok
+                .encode(s, false)
+                .map_err(|e| ModelError::bad_model(&self.path, format!("tokenizer: {e}")))?
+                .get_ids()
+                .to_vec())
+        };
+        let mut suffix = encode("<|audio_end|><|im_end|>\n<|im_start|>assistant\n")?;
+        if let Some(name) = name {
+            suffix.extend(encode(&format!("language {name}<asr_text>"))?);
+        }
+        Ok(Prompt {
+            prefix: encode("<|im_start|>system\n<|im_end|>\n<|im_start|>user\n<|audio_start|>")?,
+            suffix,
+        })
+    }
+
+    /// Greedy decoding from `audio (1, N, hidden)` embeddings placed between the prompt's parts.
+    pub fn generate(
+        &self,
+        audio: &B::Tensor,
+        prompt: &Prompt,
+        max_new_tokens: usize,
+    ) -> Result<Generated> {
+        let b = &self.backend;
+        let n_audio = audio.shape()[1];
+        let pad = self.config.audio_token_id;
+        let full: Vec<u32> = prompt
+            .prefix
+            .iter()
+            .copied()
+            .chain(std::iter::repeat_n(pad, n_audio))
+            .chain(prompt.suffix.iter().copied())
+            .collect();
+        if let Some(&id) = full
+            .iter()
+            .find(|&&id| id as usize >= self.config.text.vocab_size)
+        {
+            return Err(ModelError::BadInput(format!(
+                "prompt id {id} is outside the vocabulary"
+            )));
+        }
+        let capacity = full.len() + max_new_tokens;
+        if capacity > self.config.text.max_positions {
+            return Err(ModelError::BadInput(format!(
+                "{} prompt and {max_new_tokens} new tokens pass the model's {} positions",
+                full.len(),
+                self.config.text.max_positions
+            )));
+        }
+        let embed = |ids: &[u32]| match ids.is_empty() {
+            true => Ok(None),
+            false => self.text.embed(b, ids).map(Some),
+        };
+        let (prefix, suffix) = (embed(&prompt.prefix)?, embed(&prompt.suffix)?);
+        let parts: Vec<&B::Tensor> = prefix.iter().chain([audio]).chain(suffix.iter()).collect();
+        let x = b.concat(&parts, 1)?;
+        let mut cache = self.text.cache(b, capacity)?;
+        let mut h = self.text.forward(b, &x, &mut cache)?;
+        let mut ids = Vec::new();
+        let mut finished = false;
+        for _ in 0..max_new_tokens {
+            let rows = h.shape()[1];
+            let last = b.slice(&h, 1, rows - 1, 1)?;
+            let logits = self.text.logits(b, &last)?;
+            let id = b.argmax(&logits)?.first().copied().ok_or_else(|| {
+                ModelError::Backend(stapes_core::Error::shape("argmax", "no row".to_string()))
+            })?;
+            if self.config.eos_ids.contains(&id) {
+                finished = true;
+                break;
+            }
+            ids.push(id);
+            if ids.len() == max_new_tokens {
+                break;
+            }
+            h = self
+                .text
+                .forward(b, &self.text.embed(b, &[id])?, &mut cache)?;
+        }
+        Ok(Generated {
+            prompt: full,
+            ids,
+            finished,
+        })
+    }
+
+    /// The token limit for `seconds` of audio when none is given.
+    pub fn default_max_new_tokens(seconds: f64) -> usize {
+        64 + (seconds.max(0.0) * 16.0).ceil() as usize
+    }
+
+    /// Features, tower and greedy decoding of 16 kHz mono `samples`: the ids.
+    pub fn generate_ids(&self, samples: &[f32], opts: &Qwen3AsrOptions) -> Result<Generated> {
+        let seconds = samples.len() as f64 / SAMPLE_RATE as f64;
+        if seconds > MAX_ONE_PASS_S {
+            return Err(ModelError::BadInput(format!(
+                "{seconds:.0} s of audio is more than the {MAX_ONE_PASS_S:.0} s stapes gives \
+                 Qwen3-ASR in one pass; cut it into speech pieces first (`stapes transcribe --vad`)"
+            )));
+        }
+        let prompt = self.prompt(opts.language.as_deref())?;
+        let (f, valid) = self.features(samples)?;
+        let (_, audio) = self.encode(&f, valid)?;
+        let max_new = opts
+            .max_new_tokens
+            .unwrap_or_else(|| Self::default_max_new_tokens(seconds));
+        self.generate(&audio, &prompt, max_new)
+    }
+
+    /// Text of `ids` (special tokens dropped); ids written out as `<id>` without a tokenizer.
+    pub fn decode_text(&self, ids: &[u32]) -> Result<String> {
+        match &self.tokenizer {
+            Some(t) => t
+                .decode(ids, true)
+                .map_err(|e| ModelError::bad_model(&self.path, format!("tokenizer decode: {e}"))),
+            None => Ok(ids.iter().map(|i| format!("<{i}>")).collect()),
+        }
+    }
+
+    /// The answer split at `<asr_text>`: the language code the model named before it (when it
+    /// did) and the ids of the transcription after it.
+    pub fn split_answer<'a>(&self, ids: &'a [u32]) -> Result<(Option<String>, &'a [u32])> {
+        let Ok(marker) = self.special("<asr_text>") else {
+            return Ok((None, ids));
+        };
+        let Some(at) = ids.iter().position(|&i| i == marker) else {
+            return Ok((None, ids));
+        };
+        let head = self.decode_text(&ids[..at])?;
+        let named = head.trim().strip_prefix("language").map(str::trim);
+        let code = named.and_then(|n| {
+            LANGUAGES
+                .iter()
+                .find(|(_, name)| name.eq_ignore_ascii_case(n))
+                .map(|(c, _)| c.to_string())
+        });
+        Ok((code, &ids[at + 1..]))
+    }
+
+    /// Front end, tower, greedy decoding and the answer read back: one segment over the input
+    /// (the model gives no times).
+    pub fn transcribe(&self, samples: &[f32], opts: &Qwen3AsrOptions) -> Result<Transcript> {
+        let duration = samples.len() as f64 / SAMPLE_RATE as f64;
+        let g = self.generate_ids(samples, opts)?;
+        let (named, text_ids) = self.split_answer(&g.ids)?;
+        let forced = opts
+            .language
+            .as_deref()
+            .and_then(language_name)
+            .and_then(|n| LANGUAGES.iter().find(|(_, name)| *name == n))
+            .map(|(c, _)| c.to_string());
+        let text = self.decode_text(text_ids)?;
+        let text = text.trim();
+        let segments = if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![Segment {
+                id: 0,
+                start: 0.0,
+                end: duration,
+                text: format!(" {text}"),
+                tokens: text_ids.to_vec(),
+                avg_logprob: 0.0,
+                no_speech_prob: 0.0,
+                compression_ratio: 0.0,
+                temperature: 0.0,
+                words: None,
+            }]
+        };
+        Ok(Transcript {
+            language: forced.or(named).unwrap_or_default(),
+            language_probability: 1.0,
+            duration,
+            segments,
+        })
+    }
+}

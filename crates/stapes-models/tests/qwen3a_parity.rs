@@ -1,0 +1,294 @@
+//! Qwen3-ASR parity with transformers 5.17 (`Qwen3ASRForConditionalGeneration`): a tiny
+//! random-weight model saved with `save_pretrained`, run on four real speech clips (fixtures from
+//! tools/reference/qwen3_asr_hf.py). The audio tower's output and the projected audio
+//! embeddings within 1e-4 relative L2; greedy ids identical (every decision's top-1/top-2
+//! margin was at least 0.05 logits in transformers), with and without a forced language; on the
+//! scalar reference backend and the CPU home; then from raw samples through stapes' own front
+//! end; and the loader's refusals.
+
+use serde_json::Value;
+use stapes_core::reference::ReferenceBackend;
+use stapes_core::tensor::rel_l2;
+use stapes_core::{Backend, HostTensor, Lane};
+use stapes_cpu::CpuBackend;
+use stapes_models::qwen3a::{Prompt, Qwen3Asr, Qwen3AsrOptions};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const CLIPS: [&str; 4] = ["jfk", "beckett", "lv0870", "short"];
+/// f32 everywhere; what remains is summation order and f32 transcendentals.
+const TOWER_BAR: f32 = 1e-4;
+/// transformers' features were stored rounded to f16 (|x| ≤ ~2: half an ulp ≤ 1e-3).
+const FEATURE_BAR: f32 = 1e-3;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen3a")
+}
+
+fn cache() -> PathBuf {
+    std::env::var_os("STAPES_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/stapes")
+        })
+}
+
+fn read_tensors(name: &str) -> BTreeMap<String, HostTensor> {
+    let st =
+        stapes_formats::safetensors_dir::read_file(&fixtures().join(name)).expect("fixture reads");
+    st.tensors
+        .iter()
+        .map(|(k, t)| {
+            (
+                k.clone(),
+                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn expected() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    serde_json::from_str(&text).expect("expected.json parses")
+}
+
+fn u32s(v: &Value) -> Vec<u32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect()
+}
+
+fn model<B: Backend>(b: B) -> Qwen3Asr<B> {
+    Qwen3Asr::new(b, &fixtures().join("model"), Lane::F32).expect("model loads")
+}
+
+/// The clip's samples as the reference script read them (16-bit PCM / 32768).
+fn clip_samples(exp: &Value, clip: &str) -> Vec<f32> {
+    let c = &exp["clips"][clip];
+    let rel = c["path"].as_str().unwrap();
+    let path = if rel.starts_with("samples/") {
+        root().join(rel)
+    } else {
+        let p = cache().join("audio").join(rel);
+        let p = if p.exists() {
+            p
+        } else {
+            cache().join("audio/librivox").join(rel)
+        };
+        assert!(
+            p.exists(),
+            "{} is missing: run scripts/fetch-models.sh audio",
+            p.display()
+        );
+        p
+    };
+    let mut r = hound::WavReader::open(&path).expect("clip opens");
+    let pcm: Vec<f32> = r
+        .samples::<i16>()
+        .map(|s| s.unwrap() as f32 / 32768.0)
+        .collect();
+    let start = (c["start_s"].as_f64().unwrap() * 16000.0).round() as usize;
+    let end = match c["seconds"].as_f64() {
+        Some(s) => start + (s * 16000.0).round() as usize,
+        None => pcm.len(),
+    };
+    pcm[start..end].to_vec()
+}
+
+/// Tower output, audio embeddings and the greedy ids of every run against transformers.
+fn parity<B: Backend>(b: B) {
+    let exp = expected();
+    let m = model(b);
+    let inputs = read_tensors("inputs.safetensors");
+    let outputs = read_tensors("expected.safetensors");
+    for clip in CLIPS {
+        let r = &exp["results"][clip];
+        let feats = &inputs[&format!("features.{clip}")];
+        let valid = r["valid_frames"].as_u64().unwrap() as usize;
+        let (tower, audio) = m.encode(feats, valid).expect("encode");
+        for (name, got) in [("tower", &tower), ("audio", &audio)] {
+            let got = m.backend().download(got).expect("download");
+            let want = &outputs[&format!("{name}.{clip}")];
+            assert_eq!(&got.shape[1..], &want.shape[..], "{name} {clip} shape");
+            let err = rel_l2(&got.data, &want.data);
+            assert!(err <= TOWER_BAR, "{name} {clip}: rel L2 {err:e}");
+        }
+        for (run, lang) in [("ids", None), ("ids_english", Some("en"))] {
+            let want = &r["runs"][run];
+            let prompt = m.prompt(lang).expect("prompt");
+            let g = m
+                .generate(&audio, &prompt, want["ids"].as_array().unwrap().len())
+                .expect("generate");
+            assert_eq!(g.prompt, u32s(&want["prompt"]), "{clip} {run}: prompt ids");
+            assert_eq!(g.ids, u32s(&want["ids"]), "{clip} {run}: greedy ids");
+        }
+    }
+}
+
+#[test]
+fn matches_transformers_on_the_reference_backend() {
+    parity(ReferenceBackend::new());
+}
+
+#[test]
+fn matches_transformers_on_the_cpu_home() {
+    parity(CpuBackend::new(2).expect("CPU backend"));
+}
+
+/// From raw samples through stapes' own front end: the features within f16 rounding of
+/// transformers' and the ids `generate` gave on the extractor's own (unrounded) features.
+#[test]
+fn transcribes_from_samples_through_our_front_end() {
+    let exp = expected();
+    let m = model(CpuBackend::new(2).expect("CPU backend"));
+    let inputs = read_tensors("inputs.safetensors");
+    for clip in CLIPS {
+        let r = &exp["results"][clip];
+        let samples = clip_samples(&exp, clip);
+        assert_eq!(
+            samples.len() as u64,
+            r["samples"].as_u64().unwrap(),
+            "{clip}"
+        );
+        let (f, valid) = m.features(&samples).expect("features");
+        assert_eq!(
+            valid as u64,
+            r["valid_frames"].as_u64().unwrap(),
+            "{clip} valid"
+        );
+        let want = &inputs[&format!("features.{clip}")];
+        assert_eq!(f.shape, want.shape, "{clip} feature shape");
+        let worst = f
+            .data
+            .iter()
+            .zip(&want.data)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst <= FEATURE_BAR, "{clip}: features off by {worst}");
+        let want_ids = u32s(&r["runs"]["ids_e2e"]["ids"]);
+        let opts = Qwen3AsrOptions {
+            language: None,
+            max_new_tokens: Some(want_ids.len()),
+        };
+        let g = m.generate_ids(&samples, &opts).expect("generate");
+        assert_eq!(g.ids, want_ids, "{clip}: ids from samples");
+        let t = m.transcribe(&samples, &opts).expect("transcribe");
+        assert_eq!(t.duration, samples.len() as f64 / 16000.0);
+    }
+}
+
+/// The prompt is the chat template transformers' processor writes (checked through the
+/// fixture's tokenizer against the reference's prompt ids), and unknown languages are refused.
+#[test]
+fn prompts_and_languages() {
+    let m = model(ReferenceBackend::new());
+    let p = m.prompt(None).expect("prompt");
+    let forced = m.prompt(Some("English")).expect("prompt");
+    assert_eq!(forced.prefix, p.prefix);
+    assert!(forced.suffix.starts_with(&p.suffix) && forced.suffix.len() > p.suffix.len());
+    assert_eq!(m.prompt(Some("en")).unwrap(), forced);
+    let err = m.prompt(Some("klingon")).unwrap_err().to_string();
+    assert!(err.contains("klingon"), "{err}");
+    let empty = Prompt {
+        prefix: vec![],
+        suffix: vec![],
+    };
+    // An out-of-vocabulary prompt id is an error, not a panic.
+    let bad = Prompt {
+        prefix: vec![1_000_000],
+        suffix: vec![],
+    };
+    let audio = m
+        .backend()
+        .upload(&HostTensor::zeros(vec![1, 3, m.config.text.hidden]))
+        .unwrap();
+    assert!(m.generate(&audio, &bad, 2).is_err());
+    assert!(m.generate(&audio, &empty, 2).is_ok());
+}
+
+/// The answer `language <Name><asr_text><text>` is split into the language code and the text.
+#[test]
+fn answers_split_at_the_asr_text_marker() {
+    let m = model(ReferenceBackend::new());
+    let plain = m.prompt(None).unwrap();
+    let forced = m.prompt(Some("en")).unwrap();
+    // what the forced prompt adds is the head of an answer: "language English<asr_text>"
+    let mut answer = forced.suffix[plain.suffix.len()..].to_vec();
+    answer.extend([5, 6, 7]);
+    let (lang, text) = m.split_answer(&answer).unwrap();
+    assert_eq!(lang.as_deref(), Some("en"));
+    assert_eq!(text, &[5, 6, 7]);
+    let (lang, text) = m.split_answer(&[5, 6]).unwrap();
+    assert_eq!((lang, text), (None, &[5u32, 6][..]));
+}
+
+/// Bad directories are refused with the file and tensor named.
+#[test]
+fn loader_refusals_name_the_problem() {
+    let src = fixtures().join("model");
+    let dir = std::env::temp_dir().join(format!("stapes-qwen3a-bad-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let load = |d: &Path| {
+        Qwen3Asr::new(ReferenceBackend::new(), d, Lane::F32)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(load(&dir), "", "the copy loads");
+    // a config whose layer count the weights do not have
+    let cfg = std::fs::read_to_string(src.join("config.json")).unwrap();
+    let mut v: Value = serde_json::from_str(&cfg).unwrap();
+    v["audio_config"]["encoder_layers"] = 3.into();
+    std::fs::write(dir.join("config.json"), v.to_string()).unwrap();
+    let e = load(&dir);
+    assert!(e.contains("layers.2") && e.contains("missing"), "{e}");
+    // a width the weights do not have
+    v["audio_config"]["encoder_layers"] = 2.into();
+    v["text_config"]["intermediate_size"] = 80.into();
+    std::fs::write(dir.join("config.json"), v.to_string()).unwrap();
+    let e = load(&dir);
+    assert!(e.contains("shape"), "{e}");
+    // a truncated weights file
+    std::fs::write(dir.join("config.json"), &cfg).unwrap();
+    let bytes = std::fs::read(src.join("model.safetensors")).unwrap();
+    std::fs::write(dir.join("model.safetensors"), &bytes[..bytes.len() / 2]).unwrap();
+    let e = load(&dir);
+    assert!(e.contains("model.safetensors"), "{e}");
+    // a corrupt tokenizer
+    std::fs::write(dir.join("model.safetensors"), &bytes).unwrap();
+    std::fs::write(dir.join("tokenizer.json"), "{").unwrap();
+    let e = load(&dir);
+    assert!(e.contains("tokenizer"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Audio the model cannot take is refused, not panicked on.
+#[test]
+fn bad_audio_is_refused() {
+    let m = model(ReferenceBackend::new());
+    let opts = Qwen3AsrOptions::default();
+    let e = m
+        .transcribe(&[0.0, f32::NAN], &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("finite"), "{e}");
+    let long = vec![0.0; 16_000 * 301];
+    let e = m.transcribe(&long, &opts).unwrap_err().to_string();
+    assert!(e.contains("--vad"), "{e}");
+    // silence and nothing at all decode (padded to the 0.5 s minimum)
+    let short = Qwen3AsrOptions {
+        language: None,
+        max_new_tokens: Some(2),
+    };
+    assert!(m.transcribe(&[], &short).is_ok());
+}
