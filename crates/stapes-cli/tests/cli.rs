@@ -507,6 +507,59 @@ fn gigaam_checkpoints_through_the_cli() {
     assert!(stderr(&o).contains("cut.ckpt"), "{}", stderr(&o));
 }
 
+/// A transformers Qwen3-ASR directory through the CLI (family from config.json): one segment
+/// over the clip, the forced language reported; translation and unknown languages refused with
+/// exit 2; `inspect` names the family and both halves. (Ids against transformers:
+/// stapes-models' qwen3a_parity.)
+#[test]
+fn qwen3_asr_directories_through_the_cli() {
+    let dir = repo().join("crates/stapes-models/tests/fixtures/qwen3a/model");
+    let m = dir.display().to_string();
+    let jfk = sample("jfk.wav");
+    let o = stapes(&[
+        "transcribe",
+        "-m",
+        &m,
+        "-f",
+        "json",
+        "--language",
+        "en",
+        &jfk,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["family"], "qwen3a");
+    assert_eq!(v["language"], "en");
+    let segs = v["segments"].as_array().expect("segments");
+    assert!(segs.len() <= 1, "{v}");
+    for s in segs {
+        assert_eq!(s["start"], 0.0);
+        assert_eq!(s["end"], 11.0);
+        assert!(!s["tokens"].as_array().expect("tokens").is_empty());
+    }
+    for (flags, want) in [
+        (&["--task", "translate"][..], "Qwen3-ASR only transcribes"),
+        (&["--language", "tlh"][..], "does not know language `tlh`"),
+    ] {
+        let mut args = vec!["transcribe", "-m", &m];
+        args.extend(flags);
+        args.push(&jfk);
+        let o = stapes(&args);
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{}", stderr(&o));
+    }
+    let o = stapes(&["inspect", &m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "family:  qwen3a",
+        "attention windows of 104 tokens",
+        "4 heads / 2 kv heads",
+    ] {
+        assert!(out.contains(want), "{want}: {out}");
+    }
+}
+
 #[test]
 fn inspect_names_the_family_of_nemo_archives_and_whisper_cpp_parakeet_files() {
     let fx = repo().join("crates/stapes-models/tests/fixtures/fastconformer");

@@ -4,7 +4,7 @@
 use crate::engine::{whisper_options, TranscribeOptions};
 use crate::error::StapesError;
 use serde::Serialize;
-use stapes_core::{Backend, HostTensor};
+use stapes_core::{Backend, DeviceTensor, HostTensor};
 use stapes_models::fastconformer::Parakeet;
 use stapes_models::whisper::decoding::{LogitRules, TimestampRules};
 use stapes_models::whisper::Whisper;
@@ -423,6 +423,99 @@ pub(crate) fn gigaam<B: Backend>(
         None
     };
     Ok(r)
+}
+
+/// Qwen3-ASR: the audio tower and projector on the input's features (11 s of random features
+/// when no audio is given), one text-model step after the prompt (the step's forward, logits
+/// and argmax, averaged over `decode_tokens` steps), and end to end on the audio with at most
+/// `decode_tokens` new tokens (random weights never stop on their own).
+pub(crate) fn qwen3a<B: Backend>(
+    m: &stapes_models::qwen3a::Qwen3Asr<B>,
+    o: &BenchOptions,
+) -> Result<BenchReport, StapesError> {
+    let be = m.backend();
+    let (feats, valid) = match &o.audio {
+        Some(a) => m.features(a)?,
+        None => (
+            HostTensor::random(vec![1100, m.config.audio.n_mels], 7, 1.0),
+            1100,
+        ),
+    };
+    let encode = time(o.iters, 3, || {
+        let _enc = m.encode(&feats, valid)?;
+        be.synchronize()?;
+        Ok(())
+    })?;
+    let chunks = be.upload(&m.tower().chunks(&feats, valid)?)?;
+    let encode_device = time(o.iters, 3, || {
+        let t = m.tower().forward_chunks(be, &chunks, valid)?;
+        let _a = m.tower().project(be, &t)?;
+        be.synchronize()?;
+        Ok(())
+    })?;
+    let (_, audio) = m.encode(&feats, valid)?;
+    let text = m.text_model();
+    let prompt = m
+        .prompt(None)
+        .unwrap_or_else(|_| stapes_models::qwen3a::Prompt {
+            prefix: vec![0; 9],
+            suffix: vec![0; 6],
+        });
+    let steps = o.decode_tokens.max(1);
+    let parts = [
+        text.embed(be, &prompt.prefix)?,
+        audio,
+        text.embed(be, &prompt.suffix)?,
+    ];
+    let x = be.concat(&parts.iter().collect::<Vec<_>>(), 1)?;
+    let prompt_len = x.shape()[1];
+    // per step of the loop only (the prompt's prefill is not a step)
+    let mut step_ms = Vec::new();
+    for _ in 0..o.iters.clamp(1, 10) {
+        let mut cache = text.cache(be, prompt_len + steps)?;
+        text.forward(be, &x, &mut cache)?;
+        be.synchronize()?;
+        let t = Instant::now();
+        let mut id = 0u32;
+        for _ in 0..steps {
+            let h = text.forward(be, &text.embed(be, &[id])?, &mut cache)?;
+            id = be
+                .argmax(&text.logits(be, &h)?)?
+                .first()
+                .copied()
+                .unwrap_or(0);
+        }
+        be.synchronize()?;
+        step_ms.push(t.elapsed().as_secs_f64() * 1e3 / steps as f64);
+    }
+    let opts = stapes_models::qwen3a::Qwen3AsrOptions {
+        language: None,
+        max_new_tokens: Some(steps),
+    };
+    let (end_to_end, transcript) = match &o.audio {
+        Some(a) => {
+            let mut text_out = String::new();
+            let s = time(o.iters.min(5), 1, || {
+                text_out = m.transcribe(a, &opts)?.text();
+                Ok(())
+            })?;
+            (Some(s), Some(text_out))
+        }
+        None => (None, None),
+    };
+    let mut extra = std::collections::BTreeMap::new();
+    extra.insert("prompt_tokens".into(), prompt_len as f64);
+    extra.insert("decode_steps_timed".into(), steps as f64);
+    Ok(BenchReport {
+        encode,
+        encode_device,
+        encode_batched: None,
+        batch: 1,
+        decode_token: Some(Stats::of(step_ms)),
+        end_to_end,
+        transcript,
+        extra,
+    })
 }
 
 fn argmax(x: &[f32]) -> u32 {

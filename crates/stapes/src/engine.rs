@@ -10,6 +10,7 @@ use stapes_cuda::CudaBackend;
 use stapes_formats::Format;
 use stapes_models::fastconformer::{Canary, CanaryCheckpoint, CanaryConfig, NemoModel, Parakeet};
 use stapes_models::gigaam::Gigaam;
+use stapes_models::qwen3a::Qwen3Asr;
 use stapes_models::transcript::{Segment, Transcript};
 use stapes_models::whisper::config::WhisperConfig;
 use stapes_models::whisper::decoding::{Task as WhisperTask, WhisperOptions};
@@ -98,6 +99,8 @@ pub(crate) enum Inner {
     CanaryCuda(Box<Canary<CudaBackend>>),
     GigaamCpu(Box<Gigaam<CpuBackend>>),
     GigaamCuda(Box<Gigaam<CudaBackend>>),
+    Qwen3aCpu(Box<Qwen3Asr<CpuBackend>>),
+    Qwen3aCuda(Box<Qwen3Asr<CudaBackend>>),
 }
 
 /// Run the same expression on whichever (family, home) is loaded.
@@ -112,12 +115,14 @@ macro_rules! with_model {
             Inner::CanaryCuda($m) => $body,
             Inner::GigaamCpu($m) => $body,
             Inner::GigaamCuda($m) => $body,
+            Inner::Qwen3aCpu($m) => $body,
+            Inner::Qwen3aCuda($m) => $body,
         }
     };
 }
 
 /// The family of an HF transformers directory, from its config.json `architectures`.
-fn hf_family(model: &Path) -> &'static str {
+pub(crate) fn hf_family(model: &Path) -> &'static str {
     let config = if model.is_dir() {
         model.join("config.json")
     } else {
@@ -128,6 +133,8 @@ fn hf_family(model: &Path) -> &'static str {
         "parakeet"
     } else if text.contains("\"CanaryFor") {
         "canary"
+    } else if text.contains("\"Qwen3ASRFor") || text.contains("\"model_type\": \"qwen3_asr\"") {
+        "qwen3a"
     } else {
         "whisper"
     }
@@ -192,6 +199,7 @@ impl Engine {
             }
             "parakeet" => Self::from_parakeet(model, opts)?,
             "gigaam" => Self::from_gigaam(&stapes_models::gigaam::load(model)?, opts)?,
+            "qwen3a" => Self::from_qwen3a(&stapes_models::qwen3a::load(model)?, opts)?,
             "canary" => Self::from_canary(
                 stapes_models::fastconformer::canary::load_canary_hf(
                     if model.is_dir() {
@@ -262,6 +270,26 @@ impl Engine {
         )
     }
 
+    fn from_qwen3a(
+        ck: &stapes_models::qwen3a::Qwen3AsrCheckpoint,
+        opts: &EngineOptions,
+    ) -> Result<Engine, StapesError> {
+        Self::on_home(
+            "qwen3a",
+            opts,
+            |be, lane| {
+                Ok(Inner::Qwen3aCpu(Box::new(Qwen3Asr::from_checkpoint(
+                    be, ck, lane,
+                )?)))
+            },
+            |be, lane| {
+                Ok(Inner::Qwen3aCuda(Box::new(Qwen3Asr::from_checkpoint(
+                    be, ck, lane,
+                )?)))
+            },
+        )
+    }
+
     fn from_canary(ck: CanaryCheckpoint, opts: &EngineOptions) -> Result<Engine, StapesError> {
         // The checkpoint moves into whichever home is picked.
         let ck = std::cell::Cell::new(Some(ck));
@@ -323,12 +351,17 @@ impl Engine {
             let ckpt = stapes_models::gigaam::weights::synthetic_checkpoint(&config, 0x5EED)?;
             return Self::from_gigaam(&ckpt, opts);
         }
+        if let Some(config) = stapes_models::qwen3a::Qwen3AsrConfig::published(name) {
+            let ckpt = stapes_models::qwen3a::weights::synthetic_checkpoint(&config, 0x5EED)?;
+            return Self::from_qwen3a(&ckpt, opts);
+        }
         let config = WhisperConfig::published(name).ok_or_else(|| {
             StapesError::Usage(format!(
-                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo, {}, {}, {})",
+                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo, {}, {}, {}, {})",
                 stapes_models::fastconformer::ParakeetConfig::PUBLISHED.join(", "),
                 CanaryConfig::PUBLISHED.join(", "),
-                stapes_models::gigaam::GigaamConfig::PUBLISHED.join(", ")
+                stapes_models::gigaam::GigaamConfig::PUBLISHED.join(", "),
+                stapes_models::qwen3a::Qwen3AsrConfig::PUBLISHED.join(", ")
             ))
         })?;
         let ckpt = synthetic_checkpoint(&config, 0x5EED)?;
@@ -424,6 +457,8 @@ impl Engine {
             Inner::CanaryCuda(m) => m.decode_text(ids)?,
             Inner::GigaamCpu(m) => m.decode_text(ids)?,
             Inner::GigaamCuda(m) => m.decode_text(ids)?,
+            Inner::Qwen3aCpu(m) => m.decode_text(ids)?,
+            Inner::Qwen3aCuda(m) => m.decode_text(ids)?,
         })
     }
     /// Engagement counters of the home (ops, GEMMs per lane, graph replays, declines).
@@ -483,6 +518,8 @@ impl Engine {
                 check_gigaam_input(opts, samples)?;
                 m.transcribe(samples)?
             }
+            Inner::Qwen3aCpu(m) => m.transcribe(samples, &qwen3a_options(opts)?)?,
+            Inner::Qwen3aCuda(m) => m.transcribe(samples, &qwen3a_options(opts)?)?,
             Inner::CanaryCpu(_) | Inner::CanaryCuda(_) => {
                 return Err(StapesError::Internal(
                     "Canary is routed to transcribe_canary above".into(),
@@ -519,6 +556,25 @@ pub(crate) fn check_one_pass_options(
         tracing::warn!("{family} models take no language or prompt: ignored");
     }
     Ok(())
+}
+
+/// What Qwen3-ASR takes of a request: a language to force (`auto`/none: the model names it);
+/// no translation; a prompt is ignored with a warning.
+pub(crate) fn qwen3a_options(
+    opts: &TranscribeOptions,
+) -> Result<stapes_models::qwen3a::Qwen3AsrOptions, StapesError> {
+    if opts.task == Task::Translate {
+        return Err(StapesError::Usage(
+            "translation needs a Whisper or Canary model; Qwen3-ASR only transcribes".into(),
+        ));
+    }
+    if opts.initial_prompt.is_some() {
+        tracing::warn!("Qwen3-ASR models take no prompt here: ignored");
+    }
+    Ok(stapes_models::qwen3a::Qwen3AsrOptions {
+        language: opts.language.clone().filter(|l| l != "auto"),
+        max_new_tokens: None,
+    })
 }
 
 /// GigaAM's request check, and a warning past the length its package transcribes in one pass.
@@ -563,6 +619,8 @@ impl Engine {
             Inner::CanaryCuda(m) => crate::bench::canary(m, o),
             Inner::GigaamCpu(m) => crate::bench::gigaam(m, o),
             Inner::GigaamCuda(m) => crate::bench::gigaam(m, o),
+            Inner::Qwen3aCpu(m) => crate::bench::qwen3a(m, o),
+            Inner::Qwen3aCuda(m) => crate::bench::qwen3a(m, o),
         }
     }
 }

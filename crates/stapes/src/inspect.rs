@@ -39,6 +39,42 @@ pub fn describe(path: &Path) -> Result<String, StapesError> {
                 let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
             }
         }
+        Format::Safetensors if crate::engine::hf_family(path) == "qwen3a" => {
+            let ck = stapes_models::qwen3a::load(path)?;
+            let (a, t) = (&ck.config.audio, &ck.config.text);
+            let _ = writeln!(out, "family:  qwen3a (Qwen3-ASR)");
+            let _ = writeln!(
+                out,
+                "audio:   n_mels {} conv {} d_model {} {}×{} heads ffn {}, chunks of {} frames, attention windows of {} tokens",
+                a.n_mels, a.conv_channels, a.d_model, a.n_layers, a.n_heads, a.ffn_dim,
+                a.chunk_frames(), a.window_tokens()
+            );
+            let _ = writeln!(
+                out,
+                "text:    hidden {} {} layers, {} heads / {} kv heads × {}, ffn {}, vocab {}, rope θ {}, tied {}",
+                t.hidden, t.n_layers, t.n_heads, t.n_kv_heads, t.head_dim, t.intermediate,
+                t.vocab_size, t.rope_theta, t.tie_embeddings
+            );
+            let _ = writeln!(
+                out,
+                "tokens:  audio {} eos {:?} tokenizer {}",
+                ck.config.audio_token_id,
+                ck.config.eos_ids,
+                ck.tokenizer_file
+                    .as_ref()
+                    .map_or("none".to_string(), |f| f.display().to_string())
+            );
+            let total: usize = ck.tensors.values().map(|t| t.len()).sum();
+            let _ = writeln!(
+                out,
+                "tensors: {} ({:.1} M parameters)",
+                ck.tensors.len(),
+                total as f64 / 1e6
+            );
+            for (name, t) in &ck.tensors {
+                let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
+            }
+        }
         Format::Ct2 | Format::Ggml | Format::Safetensors => {
             let ck = stapes_models::whisper::weights::load_checkpoint(path)?;
             let c = &ck.config;

@@ -154,22 +154,36 @@ impl<B: Backend> AudioTower<B> {
     /// The tower's output `(1, N, d)` after `ln_post` for `features (T, n_mels)` of which the
     /// first `valid` frames are audio: `N = cfg.tokens(valid)`.
     pub fn forward(&self, be: &B, features: &HostTensor, valid: usize) -> Result<B::Tensor> {
+        let x = be.upload(&self.chunks(features, valid)?)?;
+        self.forward_chunks(be, &x, valid)
+    }
+
+    /// [`AudioTower::forward`] from the chunks `(n, 1, n_mels, chunk)` already on the device
+    /// ([`AudioTower::chunks`]).
+    pub fn forward_chunks(&self, be: &B, x: &B::Tensor, valid: usize) -> Result<B::Tensor> {
         let cfg = &self.cfg;
-        let x = be.upload(&self.chunks(features, valid)?)?; // (n, 1, mels, chunk)
-        let n_chunks = x.shape()[0];
+        let s = x.shape();
+        if s.len() != 4 || s[0] != valid.div_ceil(cfg.chunk_frames()) || valid == 0 {
+            return Err(ModelError::BadInput(format!(
+                "chunks {s:?} do not hold {valid} valid frames"
+            )));
+        }
+        let n_chunks = s[0];
         let conv = Conv2dParams {
             kernel: (3, 3),
             stride: (2, 2),
             padding: (1, 1),
             groups: 1,
         };
-        let mut h = x;
+        let mut h: Option<B::Tensor> = None;
         for (w, b) in &self.convs {
-            h = be.activation(&be.conv2d(&h, w, Some(b), conv)?, Activation::Gelu)?;
+            let y = be.conv2d(h.as_ref().unwrap_or(x), w, Some(b), conv)?;
+            h = Some(be.activation(&y, Activation::Gelu)?);
         }
+        let h = h.as_ref().unwrap_or(x);
         // (n, C, bins, t) → (n, t, C·bins): a token reads every channel's bins, channel-major
         let s = h.shape().to_vec();
-        let h = be.reshape(&h, &[s[0], s[1] * s[2], s[3]])?;
+        let h = be.reshape(h, &[s[0], s[1] * s[2], s[3]])?;
         let h = be.transpose_last2(&h)?;
         let h = be.linear(&h, &self.conv_out.w, None)?; // (n, t, d)
         let h = be.add(&h, &self.positions)?;

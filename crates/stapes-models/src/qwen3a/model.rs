@@ -179,6 +179,16 @@ impl<B: Backend> Qwen3Asr<B> {
         Ok((tower, audio))
     }
 
+    /// The audio tower, for benches that time it from device input.
+    pub fn tower(&self) -> &AudioTower<B> {
+        &self.tower
+    }
+
+    /// The text model, for benches that time its steps.
+    pub fn text_model(&self) -> &TextModel<B> {
+        &self.text
+    }
+
     /// Id of special token `name` in the model's tokenizer.
     fn special(&self, name: &str) -> Result<u32> {
         self.tokenizer

@@ -1,0 +1,154 @@
+//! Qwen3-ASR on the CUDA home: the f16 and q8 lanes against the CPU f32 lane on the parity
+//! fixture (a tiny transformers model, crates/stapes-models/tests/fixtures/qwen3a) under the
+//! tolerance table's `qwen3a` rows: the audio tower within the row's relative L2, and the text
+//! model teacher-forced along the CPU's greedy ids, choosing the same id wherever the CPU's
+//! top-1/top-2 margin is more than twice the largest logit change the GPU shows at that step.
+//! Without a CUDA device every test prints `SKIPPED (no CUDA device): <name>` and returns.
+
+use serde_json::Value;
+use stapes_core::tensor::rel_l2;
+use stapes_core::tolerance::{family_bar, IdsRule};
+use stapes_core::{Backend, DeviceTensor, HostTensor, Lane};
+use stapes_cpu::CpuBackend;
+use stapes_cuda::CudaBackend;
+use stapes_models::qwen3a::Qwen3Asr;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+const CLIPS: [&str; 4] = ["jfk", "beckett", "lv0870", "short"];
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn gpu(name: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    if stapes_cuda::available() {
+        Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()))
+    } else {
+        eprintln!("SKIPPED (no CUDA device): {name}");
+        None
+    }
+}
+
+fn fixtures() -> PathBuf {
+    let built =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../stapes-models/tests/fixtures/qwen3a");
+    if built.exists() {
+        return built;
+    }
+    PathBuf::from("crates/stapes-models/tests/fixtures/qwen3a")
+}
+
+fn inputs() -> BTreeMap<String, HostTensor> {
+    let st = stapes_formats::safetensors_dir::read_file(&fixtures().join("inputs.safetensors"))
+        .expect("inputs.safetensors");
+    st.tensors
+        .iter()
+        .map(|(k, t)| {
+            (
+                k.clone(),
+                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn expected() -> Value {
+    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    serde_json::from_str(&text).expect("expected.json parses")
+}
+
+fn model<B: Backend>(b: B, lane: Lane) -> Qwen3Asr<B> {
+    Qwen3Asr::new(b, &fixtures().join("model"), lane).expect("model loads")
+}
+
+/// Logits `(steps + 1)` rows of the prompt around `audio` and then each of `ids` fed back.
+fn forced_logits<B: Backend>(m: &Qwen3Asr<B>, audio: &B::Tensor, ids: &[u32]) -> Vec<Vec<f32>> {
+    let b = m.backend();
+    let text = m.text_model();
+    let p = m.prompt(None).expect("prompt");
+    let parts = [
+        text.embed(b, &p.prefix).unwrap(),
+        b.reshape(audio, audio.shape()).unwrap(),
+        text.embed(b, &p.suffix).unwrap(),
+    ];
+    let x = b.concat(&parts.iter().collect::<Vec<_>>(), 1).unwrap();
+    let n = x.shape()[1];
+    let mut cache = text.cache(b, n + ids.len() + 1).unwrap();
+    let mut h = text.forward(b, &x, &mut cache).unwrap();
+    let mut out = Vec::new();
+    for step in 0..=ids.len() {
+        let rows = h.shape()[1];
+        let last = b.slice(&h, 1, rows - 1, 1).unwrap();
+        out.push(b.download(&text.logits(b, &last).unwrap()).unwrap().data);
+        if step < ids.len() {
+            h = text
+                .forward(b, &text.embed(b, &[ids[step]]).unwrap(), &mut cache)
+                .unwrap();
+        }
+    }
+    out
+}
+
+fn top2(v: &[f32]) -> (u32, f32) {
+    let mut idx: Vec<usize> = (0..v.len()).collect();
+    idx.sort_by(|&a, &b| v[b].total_cmp(&v[a]));
+    (idx[0] as u32, v[idx[0]] - v[idx[1]])
+}
+
+#[test]
+fn gpu_lanes_follow_the_qwen3a_family_rows() {
+    let Some(_g) = gpu("gpu_lanes_follow_the_qwen3a_family_rows") else {
+        return;
+    };
+    let exp = expected();
+    let feats = inputs();
+    let cpu = model(CpuBackend::new(0).unwrap(), Lane::F32);
+    for lane in [Lane::F16, Lane::Q8] {
+        let row = family_bar("qwen3a", lane, "cuda").expect("qwen3a row");
+        let IdsRule::UntilMarginBelow { factor } = row.ids else {
+            panic!("the qwen3a rows judge ids by margin");
+        };
+        let m = model(CudaBackend::new(0).expect("cuda opens"), lane);
+        for clip in CLIPS {
+            let f = &feats[&format!("features.{clip}")];
+            let valid = exp["results"][clip]["valid_frames"].as_u64().unwrap() as usize;
+            let (ct, ca) = cpu.encode(f, valid).unwrap();
+            let (gt, ga) = m.encode(f, valid).unwrap();
+            let (ct, gt) = (
+                cpu.backend().download(&ct).unwrap(),
+                m.backend().download(&gt).unwrap(),
+            );
+            let err = rel_l2(&gt.data, &ct.data);
+            eprintln!(
+                "{clip} {lane}: tower rel L2 {err:e} (bar {:e})",
+                row.encoder_rel_l2
+            );
+            assert!(
+                err <= row.encoder_rel_l2,
+                "{clip} {lane}: tower rel L2 {err:e}"
+            );
+            let ids = cpu
+                .generate(&ca, &cpu.prompt(None).unwrap(), 16)
+                .unwrap()
+                .ids;
+            let want = forced_logits(&cpu, &ca, &ids);
+            let got = forced_logits(&m, &ga, &ids);
+            for (step, (w, g)) in want.iter().zip(&got).enumerate() {
+                let change = w
+                    .iter()
+                    .zip(g)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                let (best, margin) = top2(w);
+                if margin > factor * change {
+                    assert_eq!(
+                        top2(g).0,
+                        best,
+                        "{clip} {lane} step {step}: margin {margin} > {factor} × change {change}"
+                    );
+                }
+                eprintln!("{clip} {lane} step {step}: margin {margin:.3}, change {change:.4}");
+            }
+        }
+    }
+}
