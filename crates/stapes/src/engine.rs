@@ -559,7 +559,8 @@ pub(crate) fn check_one_pass_options(
 }
 
 /// What Qwen3-ASR takes of a request: a language to force (`auto`/none: the model names it);
-/// no translation; a prompt is ignored with a warning.
+/// no translation; a prompt or word timestamps are ignored with a warning. Greedy only, like
+/// the transformers pipeline's default.
 pub(crate) fn qwen3a_options(
     opts: &TranscribeOptions,
 ) -> Result<stapes_models::qwen3a::Qwen3AsrOptions, StapesError> {
@@ -570,6 +571,11 @@ pub(crate) fn qwen3a_options(
     }
     if opts.initial_prompt.is_some() {
         tracing::warn!("Qwen3-ASR models take no prompt here: ignored");
+    }
+    if opts.word_timestamps {
+        tracing::warn!(
+            "Qwen3-ASR gives no times: one segment per pass (with --vad, per speech span), no words"
+        );
     }
     Ok(stapes_models::qwen3a::Qwen3AsrOptions {
         language: opts.language.clone().filter(|l| l != "auto"),

@@ -70,6 +70,60 @@ pub fn language_name(code: &str) -> Option<&'static str> {
         .map(|(_, n)| *n)
 }
 
+/// Runs longer than this (of one character, or of one pattern of ≤ 20 characters) are cut to
+/// one occurrence.
+const REPEAT_THRESHOLD: usize = 20;
+
+/// The repetition clean-up Qwen's own pipeline and transformers' `parse_output` apply to an
+/// answer (a model stuck in a loop): a character repeated more than 20 times in a row is kept
+/// once; then, scanning from the start, the first pattern of 1–20 characters seen 20 times in a
+/// row is kept once and the scan goes on after its last repeat.
+pub fn fix_repetitions(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut once = Vec::with_capacity(chars.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let run = chars[i..].iter().take_while(|&&c| c == chars[i]).count();
+        match run > REPEAT_THRESHOLD {
+            true => once.push(chars[i]),
+            false => once.extend_from_slice(&chars[i..i + run]),
+        }
+        i += run;
+    }
+    fix_pattern_repeats(&once).into_iter().collect()
+}
+
+fn fix_pattern_repeats(s: &[char]) -> Vec<char> {
+    const MAX_PATTERN: usize = 20;
+    let (n, t) = (s.len(), REPEAT_THRESHOLD);
+    if n < 2 * t {
+        return s.to_vec();
+    }
+    let mut out = Vec::with_capacity(n);
+    let mut i = 0;
+    while i + 2 * t <= n {
+        for k in 1..=MAX_PATTERN {
+            if i + k * t > n {
+                break;
+            }
+            let pattern = &s[i..i + k];
+            if (1..t).all(|r| &s[i + r * k..i + r * k + k] == pattern) {
+                let mut end = i + t * k;
+                while end + k <= n && &s[end..end + k] == pattern {
+                    end += k;
+                }
+                out.extend_from_slice(pattern);
+                out.extend(fix_pattern_repeats(&s[end..]));
+                return out;
+            }
+        }
+        out.push(s[i]);
+        i += 1;
+    }
+    out.extend_from_slice(&s[i..]);
+    out
+}
+
 /// The chat prompt around the audio tokens: `prefix · <|audio_pad|>×N · suffix`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Prompt {
@@ -379,7 +433,7 @@ impl<B: Backend> Qwen3Asr<B> {
             .and_then(language_name)
             .and_then(|n| LANGUAGES.iter().find(|(_, name)| *name == n))
             .map(|(c, _)| c.to_string());
-        let text = self.decode_text(text_ids)?;
+        let text = fix_repetitions(&self.decode_text(text_ids)?);
         let text = text.trim();
         let segments = if text.is_empty() {
             Vec::new()
@@ -403,5 +457,38 @@ impl<B: Backend> Qwen3Asr<B> {
             duration,
             segments,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fix_repetitions;
+
+    /// Expected outputs are what transformers 5.17's `_detect_and_fix_repetitions`
+    /// (processing_qwen3_asr.py, Qwen's own post-processing) returns for the same inputs.
+    #[test]
+    fn repetitions_are_cut_as_qwen_cuts_them() {
+        let r = |s: &str, n: usize| s.repeat(n);
+        let cases = [
+            ("hello world".to_string(), "hello world"),
+            (r("a", 21) + "b", "ab"),
+            (r("a", 20) + "b", "aaaaaaaaaaaaaaaaaaaab"),
+            (r("ab", 25) + "end", "abend"),
+            (
+                "x".to_string() + &r("abc", 20) + "tail" + &r("yz", 30),
+                "xabctailyz",
+            ),
+            (r("日本", 21) + "語", "日本語"),
+            (
+                r("no", 19) + &r("yes", 5),
+                "nononononononononononononononononononoyesyesyesyesyes",
+            ),
+            (r("short", 8), "shortshortshortshortshortshortshortshort"),
+            (r("the cat ", 22).trim().to_string(), "the cat the cat"),
+            ("q".to_string() + &r("w", 50) + "e" + &r("rt", 20), "qwert"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(fix_repetitions(&input), want, "{input}");
+        }
     }
 }
