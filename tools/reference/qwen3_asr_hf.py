@@ -28,6 +28,13 @@ and, for the forced-language case, `language English<asr_text>` after it (what t
 `apply_transcription_request(language=...)` appends). It is encoded by the fixture's own
 tokenizer.json, which is what stapes reads too.
 
+model_original/ holds the same weights in Qwen's original layout (the Qwen/Qwen3-ASR-0.6B
+repository's, as third-party readers of it describe it: `thinker_config` with `audio_config`,
+`text_config` and the token ids inside, the text rotary given as `rope_theta` plus multimodal
+`rope_scaling` sections; tensors `thinker.audio_tower.*` with the projector as `proj1`/`proj2`,
+`thinker.model.*`, `thinker.lm_head.weight`), written by renaming this script's own save, so a
+loader of that layout must give exactly the transformers directory's outputs.
+
 Random weights: fan-in scaled normals, norms near 1, small biases; rounded to float16 before the
 reference runs. The seed is searched until every greedy decision has a top-1/top-2 margin of at
 least MIN_MARGIN logits, so exact ids are a fair bar for an f32 implementation.
@@ -210,6 +217,47 @@ def generate(model, features, mask, ids):
     return new, margins
 
 
+def write_original(hf_dir, out_dir):
+    """The same weights and config in Qwen's original layout (see the module docstring)."""
+    from safetensors.torch import load_file
+    cfg = json.loads((hf_dir / "config.json").read_text())
+    text = dict(cfg["text_config"])
+    rope = text.pop("rope_parameters")
+    text["rope_theta"] = rope["rope_theta"]
+    half = text["head_dim"] // 2
+    text["rope_scaling"] = {"rope_type": "default", "interleaved": True,
+                            "mrope_section": [half - 2 * (half // 4), half // 4, half // 4]}
+    original = {
+        "architectures": ["Qwen3ASRForConditionalGeneration"],
+        "model_type": "qwen3_asr",
+        "thinker_config": {
+            "audio_config": cfg["audio_config"],
+            "text_config": text,
+            "audio_token_id": cfg["audio_token_id"],
+        },
+    }
+    renames = {"model.multi_modal_projector.linear_1.": "thinker.audio_tower.proj1.",
+               "model.multi_modal_projector.linear_2.": "thinker.audio_tower.proj2.",
+               "model.audio_tower.": "thinker.audio_tower.",
+               "model.language_model.": "thinker.model."}
+    tensors = {}
+    for k, v in load_file(str(hf_dir / "model.safetensors")).items():
+        for a, b in renames.items():
+            if k.startswith(a):
+                k = b + k[len(a):]
+                break
+        tensors[k] = v
+    # tied: Qwen's files still carry the head
+    tensors["thinker.lm_head.weight"] = tensors["thinker.model.embed_tokens.weight"].clone()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out_dir / "model.safetensors"))
+    (out_dir / "config.json").write_text(json.dumps(original, indent=1) + "\n")
+    gen = json.loads((hf_dir / "generation_config.json").read_text())
+    (out_dir / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": gen.get("eos_token_id", cfg["eos_token_id"])}, indent=1) + "\n")
+    (out_dir / "tokenizer.json").write_bytes((hf_dir / "tokenizer.json").read_bytes())
+
+
 def main():
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     tok = tokenizer()
@@ -271,6 +319,7 @@ def main():
     again = Qwen3ASRForConditionalGeneration.from_pretrained(mdir, dtype=torch.float32).eval()
     for k, v in again.state_dict().items():
         assert torch.equal(v.float(), model.state_dict()[k].float()), k
+    write_original(mdir, OUT / "model_original")
     save_file(tensors_in, str(OUT / "inputs.safetensors"))
     save_file(tensors_out, str(OUT / "expected.safetensors"))
     meta = dict(

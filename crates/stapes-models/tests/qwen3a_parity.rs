@@ -141,6 +141,40 @@ fn matches_transformers_on_the_cpu_home() {
     parity(CpuBackend::new(2).expect("CPU backend"));
 }
 
+/// Qwen's original layout of the same weights (`thinker_config`, `thinker.*` tensors, the
+/// projector inside the tower, a stored but tied head) gives exactly the transformers
+/// directory's tower output and ids.
+#[test]
+fn qwens_original_layout_reads_as_the_same_model() {
+    let exp = expected();
+    let hf = model(ReferenceBackend::new());
+    let orig = Qwen3Asr::new(
+        ReferenceBackend::new(),
+        &fixtures().join("model_original"),
+        Lane::F32,
+    )
+    .expect("original layout loads");
+    assert_eq!(orig.config, hf.config);
+    let inputs = read_tensors("inputs.safetensors");
+    for clip in ["jfk", "short"] {
+        let r = &exp["results"][clip];
+        let valid = r["valid_frames"].as_u64().unwrap() as usize;
+        let f = &inputs[&format!("features.{clip}")];
+        let (_, a) = hf.encode(f, valid).unwrap();
+        let (_, b) = orig.encode(f, valid).unwrap();
+        let (a_h, b_h) = (
+            hf.backend().download(&a).unwrap(),
+            orig.backend().download(&b).unwrap(),
+        );
+        assert_eq!(a_h, b_h, "{clip}: audio embeddings");
+        let want = u32s(&r["runs"]["ids"]["ids"]);
+        let g = orig
+            .generate(&b, &orig.prompt(None).unwrap(), want.len())
+            .unwrap();
+        assert_eq!(g.ids, want, "{clip}");
+    }
+}
+
 /// From raw samples through stapes' own front end: the features within f16 rounding of
 /// transformers' and the ids `generate` gave on the extractor's own (unrounded) features.
 #[test]

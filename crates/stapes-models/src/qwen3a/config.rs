@@ -94,6 +94,37 @@ pub struct Qwen3AsrConfig {
     pub eos_ids: Vec<u32>,
 }
 
+/// Qwen's original `config.json` (`thinker_config` with `audio_config`, `text_config` and the
+/// token ids inside it) restated as transformers' `qwen3_asr` config. End-of-text ids come from
+/// `generation_config.json` beside it when it names them.
+fn original_as_transformers(root: &Value, thinker: &Value, path: &Path) -> Result<Value> {
+    let part = |k: &str| {
+        thinker
+            .get(k)
+            .cloned()
+            .ok_or_else(|| bad(path, format!("`thinker_config` has no `{k}`")))
+    };
+    let mut v = serde_json::json!({
+        "model_type": "qwen3_asr",
+        "audio_config": part("audio_config")?,
+        "text_config": part("text_config")?,
+    });
+    for key in ["audio_token_id", "tie_word_embeddings"] {
+        if let Some(x) = thinker.get(key).or_else(|| root.get(key)) {
+            v[key] = x.clone();
+        }
+    }
+    let gen = path.with_file_name("generation_config.json");
+    let eos = std::fs::read_to_string(&gen)
+        .ok()
+        .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+        .and_then(|g| g.get("eos_token_id").cloned());
+    if let Some(e) = eos.or_else(|| thinker.get("eos_token_id").cloned()) {
+        v["eos_token_id"] = e;
+    }
+    Ok(v)
+}
+
 fn bad(path: &Path, detail: impl Into<String>) -> ModelError {
     ModelError::bad_model(path, detail)
 }
@@ -146,15 +177,10 @@ impl Qwen3AsrConfig {
     /// Defaults are transformers 5.17's (`Qwen3ASREncoderConfig`, `Qwen3Config` as
     /// `Qwen3ASRConfig` builds it, the 1.7B model's shape).
     pub fn from_json(v: &Value, path: &Path) -> Result<Self> {
-        let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("");
-        if v.get("thinker_config").is_some() {
-            return Err(bad(
-                path,
-                "a Qwen3-ASR checkpoint in Qwen's original layout (`thinker_config`, \
-                 `thinker.*` tensors); stapes reads the transformers layout \
-                 (Qwen/Qwen3-ASR-*-hf, or `save_pretrained` of Qwen3ASRForConditionalGeneration)",
-            ));
+        if let Some(thinker) = v.get("thinker_config") {
+            return Self::from_json(&original_as_transformers(v, thinker, path)?, path);
         }
+        let model_type = v.get("model_type").and_then(Value::as_str).unwrap_or("");
         if model_type != "qwen3_asr" {
             return Err(bad(
                 path,
@@ -196,6 +222,24 @@ impl Qwen3AsrConfig {
         };
         let hidden = uint(t, "hidden_size", 2048, path)?;
         let n_heads = uint(t, "num_attention_heads", 16, path)?;
+        // Qwen's own configs carry multimodal rotary sections (`rope_scaling.mrope_section`):
+        // with audio and text only, every section sees the same position and the rotation is
+        // the plain one. Anything else in `rope_scaling` is refused.
+        if let Some(scaling) = t.get("rope_scaling").filter(|x| !x.is_null()) {
+            let plain = scaling.as_object().is_some_and(|o| {
+                o.iter().all(|(k, x)| match k.as_str() {
+                    "mrope_section" | "interleaved" | "mrope_interleaved" => true,
+                    "rope_type" | "type" => x.as_str().is_some_and(|r| r == "default"),
+                    _ => false,
+                })
+            });
+            if !plain {
+                return Err(bad(
+                    path,
+                    format!("rope_scaling {scaling}; only the multimodal sections of the plain rotary are read"),
+                ));
+            }
+        }
         let rope = t.get("rope_parameters").unwrap_or(&empty);
         let rope_type = rope
             .get("rope_type")
@@ -432,7 +476,13 @@ mod tests {
             &|v| v["text_config"]["rope_parameters"] = serde_json::json!({"rope_type": "yarn"})
         )
         .contains("yarn"));
-        assert!(with(&|v| v["thinker_config"] = serde_json::json!({})).contains("original layout"));
+        assert!(with(&|v| v["thinker_config"] = serde_json::json!({})).contains("audio_config"));
+        assert!(with(&|v| v["text_config"]["rope_scaling"] =
+            serde_json::json!({"rope_type": "linear", "factor": 2.0}))
+        .contains("rope_scaling"));
+        let mut mrope = base.clone();
+        mrope["text_config"]["rope_scaling"] = serde_json::json!({"mrope_section": [24, 20, 20], "interleaved": true, "rope_type": "default"});
+        assert!(Qwen3AsrConfig::from_json(&mrope, p).is_ok());
         assert!(with(&|v| v["audio_config"]["d_model"] = "x".into()).contains("d_model"));
     }
 }

@@ -24,6 +24,26 @@ pub fn text_layer(i: usize) -> String {
     format!("{TEXT}.layers.{i}")
 }
 
+/// The transformers name of a tensor of Qwen's original layout (`thinker.*`: the projector
+/// inside the audio tower as `proj1`/`proj2`, the text model as `thinker.model`); other names
+/// pass through.
+pub fn transformers_name(name: &str) -> String {
+    let Some(rest) = name.strip_prefix("thinker.") else {
+        return name.to_string();
+    };
+    if let Some(r) = rest.strip_prefix("audio_tower.proj1.") {
+        format!("{PROJECTOR}.linear_1.{r}")
+    } else if let Some(r) = rest.strip_prefix("audio_tower.proj2.") {
+        format!("{PROJECTOR}.linear_2.{r}")
+    } else if let Some(r) = rest.strip_prefix("audio_tower.") {
+        format!("{AUDIO}.{r}")
+    } else if let Some(r) = rest.strip_prefix("model.") {
+        format!("{TEXT}.{r}")
+    } else {
+        rest.to_string()
+    }
+}
+
 /// Every tensor the model reads, with its shape (PyTorch's order).
 pub fn expected_shapes(cfg: &Qwen3AsrConfig) -> Vec<(String, Vec<usize>)> {
     let (a, t) = (&cfg.audio, &cfg.text);
@@ -193,8 +213,9 @@ pub fn validate(
     Ok(())
 }
 
-/// Loads a transformers Qwen3-ASR directory (`config.json` + safetensors, sharded or not, any
-/// float dtype), or the directory of a `config.json` / safetensors file named directly.
+/// Loads a Qwen3-ASR directory (`config.json` + safetensors, sharded or not, any float dtype)
+/// in transformers' layout or Qwen's original one (`thinker_config`, `thinker.*` tensors), or
+/// the directory of a `config.json` / safetensors file named directly.
 pub fn load(path: &Path) -> Result<Qwen3AsrCheckpoint> {
     let dir = if path.is_dir() {
         path
@@ -214,7 +235,14 @@ pub fn load(path: &Path) -> Result<Qwen3AsrCheckpoint> {
         }
         let t = HostTensor::new(raw.shape.clone(), raw.to_f32())
             .map_err(|e| ModelError::bad_tensor(&st.path, name, e.to_string()))?;
-        tensors.insert(name.clone(), t);
+        let name = transformers_name(name);
+        if tensors.insert(name.clone(), t).is_some() {
+            return Err(ModelError::bad_tensor(
+                &st.path,
+                name,
+                "stored twice (under Qwen's and transformers' names)",
+            ));
+        }
     }
     validate(&config, &tensors, &st.path)?;
     let tok = dir.join("tokenizer.json");
