@@ -306,6 +306,33 @@ fn loader_refusals_name_the_problem() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Past one pass, `transcribe` cuts the audio into windows of at most 300 s at quiet moments,
+/// each its own segment on the input's timeline.
+#[test]
+fn long_audio_is_cut_into_windows() {
+    let exp = expected();
+    let m = model(CpuBackend::new(2).expect("CPU backend"));
+    let jfk = clip_samples(&exp, "jfk");
+    let long: Vec<f32> = std::iter::repeat_n(&jfk[..], 30)
+        .flatten()
+        .copied()
+        .collect(); // 330 s
+    let opts = Qwen3AsrOptions {
+        language: Some("en".into()),
+        max_new_tokens: Some(3),
+    };
+    let t = m.transcribe(&long, &opts).expect("transcribe");
+    assert_eq!(t.duration, long.len() as f64 / 16000.0);
+    assert_eq!(t.segments.len(), 2, "{:?}", t.segments);
+    let (a, b) = (&t.segments[0], &t.segments[1]);
+    assert_eq!(a.start, 0.0);
+    assert_eq!(a.end, b.start);
+    assert_eq!(b.end, t.duration);
+    assert!(a.end - a.start <= 300.0 && b.end - b.start <= 300.0);
+    // the cut is near the equal split (within the 5 s it may move to a quieter moment)
+    assert!((a.end - t.duration / 2.0).abs() <= 5.0, "{}", a.end);
+}
+
 /// Audio the model cannot take is refused, not panicked on.
 #[test]
 fn bad_audio_is_refused() {
@@ -316,8 +343,9 @@ fn bad_audio_is_refused() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("finite"), "{e}");
+    // one pass is bounded (the library's stage call refuses past it) …
     let long = vec![0.0; 16_000 * 301];
-    let e = m.transcribe(&long, &opts).unwrap_err().to_string();
+    let e = m.generate_ids(&long, &opts).unwrap_err().to_string();
     assert!(e.contains("--vad"), "{e}");
     // silence and nothing at all decode (padded to the 0.5 s minimum)
     let short = Qwen3AsrOptions {

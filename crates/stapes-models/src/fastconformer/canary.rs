@@ -75,13 +75,19 @@ pub const CUT_SEARCH_SECONDS: f64 = 5.0;
 /// [`CUT_SEARCH_SECONDS`] of its equal-split place, so that a cut falls in a pause rather than
 /// through a word; no window is longer than the limit.
 pub fn windows(samples: &[f32]) -> Vec<std::ops::Range<usize>> {
+    windows_of(samples, WINDOW_SECONDS)
+}
+
+/// [`windows`] of at most `window_seconds` each (other one-pass families cut long audio the same
+/// way).
+pub fn windows_of(samples: &[f32], window_seconds: f64) -> Vec<std::ops::Range<usize>> {
     const FRAME: usize = 1600; // 100 ms
     const STEP: usize = 160; // 10 ms
     let n = samples.len();
     if n == 0 {
         return Vec::new();
     }
-    let max_len = (WINDOW_SECONDS * 16_000.0) as usize;
+    let max_len = ((window_seconds * 16_000.0) as usize).max(1);
     let search = (CUT_SEARCH_SECONDS * 16_000.0) as usize;
     let n_windows = n.div_ceil(max_len).max(1);
     // energy of any span from prefix sums of squares

@@ -23,8 +23,9 @@ pub const MIN_SAMPLES: usize = 8_000;
 const PAD_TO_SAMPLES: usize = 480_000;
 
 /// Longest input of one pass. Attention in the tower is windowed, but the text model attends
-/// over every audio token (12.5 a second) and keeps their K/V; longer audio is cut first
-/// (`stapes transcribe --vad`).
+/// over every audio token (12.5 a second) and keeps their K/V (1.7 GB in f32 for 300 s of the
+/// 0.6B model); [`Qwen3Asr::transcribe`] cuts longer audio into windows of at most this length
+/// at quiet moments (as Qwen's own pipeline does, which cuts at 20 minutes).
 pub const MAX_ONE_PASS_S: f64 = 300.0;
 
 /// The languages the model was trained to name after `language ` (transformers'
@@ -421,27 +422,39 @@ impl<B: Backend> Qwen3Asr<B> {
         Ok((code, &ids[at + 1..]))
     }
 
-    /// Front end, tower, greedy decoding and the answer read back: one segment over the input
-    /// (the model gives no times).
+    /// Front end, tower, greedy decoding and the answer read back (loops cut by
+    /// [`fix_repetitions`]): one segment per pass (the model gives no times). Audio past
+    /// [`MAX_ONE_PASS_S`] is cut into near-equal windows at the quietest 100 ms near each equal
+    /// split, each window its own pass and segment.
     pub fn transcribe(&self, samples: &[f32], opts: &Qwen3AsrOptions) -> Result<Transcript> {
-        let duration = samples.len() as f64 / SAMPLE_RATE as f64;
-        let g = self.generate_ids(samples, opts)?;
-        let (named, text_ids) = self.split_answer(&g.ids)?;
+        crate::check_finite(samples)?;
+        let rate = SAMPLE_RATE as f64;
+        let duration = samples.len() as f64 / rate;
         let forced = opts
             .language
             .as_deref()
             .and_then(language_name)
             .and_then(|n| LANGUAGES.iter().find(|(_, name)| *name == n))
             .map(|(c, _)| c.to_string());
-        let text = fix_repetitions(&self.decode_text(text_ids)?);
-        let text = text.trim();
-        let segments = if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![Segment {
-                id: 0,
-                start: 0.0,
-                end: duration,
+        let windows = match duration > MAX_ONE_PASS_S {
+            true => crate::fastconformer::canary::windows_of(samples, MAX_ONE_PASS_S),
+            false => vec![0..samples.len()],
+        };
+        let mut named = None;
+        let mut segments = Vec::new();
+        for w in windows {
+            let g = self.generate_ids(&samples[w.clone()], opts)?;
+            let (lang, text_ids) = self.split_answer(&g.ids)?;
+            named = named.or(lang);
+            let text = fix_repetitions(&self.decode_text(text_ids)?);
+            let text = text.trim();
+            if text.is_empty() {
+                continue;
+            }
+            segments.push(Segment {
+                id: segments.len(),
+                start: w.start as f64 / rate,
+                end: w.end as f64 / rate,
                 text: format!(" {text}"),
                 tokens: text_ids.to_vec(),
                 avg_logprob: 0.0,
@@ -449,8 +462,8 @@ impl<B: Backend> Qwen3Asr<B> {
                 compression_ratio: 0.0,
                 temperature: 0.0,
                 words: None,
-            }]
-        };
+            });
+        }
         Ok(Transcript {
             language: forced.or(named).unwrap_or_default(),
             language_probability: 1.0,
