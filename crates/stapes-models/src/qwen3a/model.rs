@@ -438,7 +438,7 @@ impl<B: Backend> Qwen3Asr<B> {
             .map(|(c, _)| c.to_string());
         let windows = match duration > MAX_ONE_PASS_S {
             true => crate::fastconformer::canary::windows_of(samples, MAX_ONE_PASS_S),
-            false => vec![0..samples.len()],
+            false => std::iter::once(0..samples.len()).collect(),
         };
         let mut named = None;
         let mut segments = Vec::new();
