@@ -25,6 +25,31 @@ pub fn check_finite(samples: &[f32]) -> Result<()> {
     }
 }
 
+/// Random weights of the given shapes for `--synthetic` speed runs (outputs are meaningless):
+/// matrices fan-in scaled, vectors small; tensors `positive` names (norm gains, variances) get
+/// `1 + |x|`, so norms neither vanish nor flip.
+pub(crate) fn random_weights(
+    shapes: Vec<(String, Vec<usize>)>,
+    seed: u64,
+    positive: impl Fn(&str) -> bool,
+) -> std::collections::BTreeMap<String, stapes_core::HostTensor> {
+    let mut tensors = std::collections::BTreeMap::new();
+    for (i, (name, shape)) in shapes.into_iter().enumerate() {
+        let fan_in: usize = shape.iter().skip(1).product::<usize>().max(1);
+        let scale = if shape.len() >= 2 {
+            1.0 / (fan_in as f32).sqrt()
+        } else {
+            0.05
+        };
+        let mut t = stapes_core::HostTensor::random(shape, seed.wrapping_add(i as u64), scale);
+        if positive(&name) {
+            t.data.iter_mut().for_each(|v| *v = 1.0 + v.abs());
+        }
+        tensors.insert(name, t);
+    }
+    tensors
+}
+
 /// Host feature matrices `(T_i, mels)` as one batch `(n, T_max, mels)`, zero past each clip, and
 /// each clip's frames; a matrix of another width, or no clip at all, is refused by name.
 pub(crate) fn pad_features(

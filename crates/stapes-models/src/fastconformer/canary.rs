@@ -688,20 +688,9 @@ impl<B: Backend> Canary<B> {
 
     /// Random weights of `config`'s shapes (speed runs; outputs are meaningless).
     pub fn synthetic(backend: B, config: CanaryConfig, seed: u64, lane: Lane) -> Result<Self> {
-        let mut map = BTreeMap::new();
-        for (i, (name, shape)) in config.expected_shapes().into_iter().enumerate() {
-            let fan_in: usize = shape.iter().skip(1).product::<usize>().max(1);
-            let scale = if shape.len() >= 2 {
-                1.0 / (fan_in as f32).sqrt()
-            } else {
-                0.05
-            };
-            let mut t = HostTensor::random(shape, seed.wrapping_add(i as u64), scale);
-            if name.ends_with("running_var") || name.contains("norm") && name.ends_with("weight") {
-                t.data.iter_mut().for_each(|v| *v = 1.0 + v.abs());
-            }
-            map.insert(name, t);
-        }
+        let map = crate::random_weights(config.expected_shapes(), seed, |name| {
+            name.ends_with("running_var") || name.contains("norm") && name.ends_with("weight")
+        });
         Self::from_tensors(backend, config, &map, Path::new("<synthetic>"), lane)
     }
 

@@ -282,20 +282,9 @@ pub fn synthetic_checkpoint(config: &ParakeetConfig, seed: u64) -> Result<Parake
     config
         .validate()
         .map_err(|e| ModelError::bad_model("<synthetic>", e))?;
-    let mut tensors = BTreeMap::new();
-    for (i, (name, shape)) in expected_shapes(config).into_iter().enumerate() {
-        let fan_in: usize = shape.iter().skip(1).product::<usize>().max(1);
-        let scale = if shape.len() >= 2 {
-            1.0 / (fan_in as f32).sqrt()
-        } else {
-            0.05
-        };
-        let mut t = HostTensor::random(shape, seed.wrapping_add(i as u64), scale);
-        if name.ends_with("running_var") || name.ends_with("norm_out.weight") {
-            t.data.iter_mut().for_each(|v| *v = 1.0 + v.abs());
-        }
-        tensors.insert(name, t);
-    }
+    let tensors = crate::random_weights(expected_shapes(config), seed, |name| {
+        name.ends_with("running_var") || name.ends_with("norm_out.weight")
+    });
     Ok(ParakeetCheckpoint {
         config: config.clone(),
         tensors,

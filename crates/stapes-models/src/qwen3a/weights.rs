@@ -256,20 +256,9 @@ pub fn load(path: &Path) -> Result<Qwen3AsrCheckpoint> {
 
 /// Random weights of `config`'s shapes (fan-in scaled), for speed measurements.
 pub fn synthetic_checkpoint(config: &Qwen3AsrConfig, seed: u64) -> Result<Qwen3AsrCheckpoint> {
-    let mut tensors = BTreeMap::new();
-    for (i, (name, shape)) in expected_shapes(config).into_iter().enumerate() {
-        let fan_in: usize = shape.iter().skip(1).product::<usize>().max(1);
-        let scale = if shape.len() >= 2 {
-            1.0 / (fan_in as f32).sqrt()
-        } else {
-            0.05
-        };
-        let mut t = HostTensor::random(shape, seed.wrapping_add(i as u64), scale);
-        if name.contains("norm") && name.ends_with("weight") {
-            t.data.iter_mut().for_each(|v| *v += 1.0);
-        }
-        tensors.insert(name, t);
-    }
+    let tensors = crate::random_weights(expected_shapes(config), seed, |name| {
+        name.contains("norm") && name.ends_with("weight")
+    });
     Ok(Qwen3AsrCheckpoint {
         config: config.clone(),
         tensors,
