@@ -117,6 +117,7 @@ fn parity<B: Backend>(b: B) {
             let want = &outputs[&format!("{name}.{clip}")];
             assert_eq!(&got.shape[1..], &want.shape[..], "{name} {clip} shape");
             let err = rel_l2(&got.data, &want.data);
+            eprintln!("{} {name} {clip}: rel L2 {err:e}", m.backend().name());
             assert!(err <= TOWER_BAR, "{name} {clip}: rel L2 {err:e}");
         }
         for (run, lang) in [("ids", None), ("ids_english", Some("en"))] {
@@ -204,6 +205,7 @@ fn transcribes_from_samples_through_our_front_end() {
             .zip(&want.data)
             .map(|(a, b)| (a - b).abs())
             .fold(0f32, f32::max);
+        eprintln!("{clip}: features within {worst:e} of transformers' (f16-rounded)");
         assert!(worst <= FEATURE_BAR, "{clip}: features off by {worst}");
         let want_ids = u32s(&r["runs"]["ids_e2e"]["ids"]);
         let opts = Qwen3AsrOptions {
