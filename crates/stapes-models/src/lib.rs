@@ -2,7 +2,9 @@
 
 pub mod error;
 pub mod fastconformer;
+pub mod gemma4a;
 pub mod gigaam;
+mod json_config;
 mod pickle;
 pub mod qwen3a;
 pub mod silero;

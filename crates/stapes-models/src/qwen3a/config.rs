@@ -1,6 +1,7 @@
 //! A Qwen3-ASR checkpoint's configuration: the `config.json` of a transformers
 //! `Qwen3ASRForConditionalGeneration` directory (`audio_config`, `text_config` and the token ids).
 
+use crate::json_config::{bad, boolean, float, uint};
 use crate::{ModelError, Result};
 use serde_json::Value;
 use std::path::Path;
@@ -123,40 +124,6 @@ fn original_as_transformers(root: &Value, thinker: &Value, path: &Path) -> Resul
         v["eos_token_id"] = e;
     }
     Ok(v)
-}
-
-fn bad(path: &Path, detail: impl Into<String>) -> ModelError {
-    ModelError::bad_model(path, detail)
-}
-
-fn uint(v: &Value, key: &str, default: usize, path: &Path) -> Result<usize> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(x) => x.as_u64().map(|n| n as usize).ok_or_else(|| {
-            bad(
-                path,
-                format!("`{key}` must be a non-negative integer, got {x}"),
-            )
-        }),
-    }
-}
-
-fn float(v: &Value, key: &str, default: f64, path: &Path) -> Result<f64> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(x) => x
-            .as_f64()
-            .ok_or_else(|| bad(path, format!("`{key}` must be a number, got {x}"))),
-    }
-}
-
-fn boolean(v: &Value, key: &str, default: bool, path: &Path) -> Result<bool> {
-    match v.get(key) {
-        None | Some(Value::Null) => Ok(default),
-        Some(x) => x
-            .as_bool()
-            .ok_or_else(|| bad(path, format!("`{key}` must be true or false, got {x}"))),
-    }
 }
 
 fn ids(v: &Value, key: &str, default: &[u32], path: &Path) -> Result<Vec<u32>> {
