@@ -560,6 +560,36 @@ fn qwen3_asr_directories_through_the_cli() {
     }
 }
 
+/// A Gemma 4 audio tower (alone, or inside a whole Gemma 4 checkpoint) through the CLI: it
+/// gives embeddings, not text, so `transcribe` exits 3 saying so; `bench` times it and
+/// `inspect` names it. (Outputs against transformers: stapes-models' gemma4a_parity.)
+#[test]
+fn gemma4_audio_towers_through_the_cli() {
+    let fx = repo().join("crates/stapes-models/tests/fixtures/gemma4a");
+    for (dir, layout) in [("model", "Tower"), ("full", "Full")] {
+        let m = fx.join(dir).display().to_string();
+        let o = stapes(&["transcribe", "-m", &m, &sample("jfk.wav")]);
+        assert_eq!(o.status.code(), Some(3), "{dir}: {}", stderr(&o));
+        assert!(stderr(&o).contains("audio embeddings"), "{}", stderr(&o));
+        let o = stapes(&["inspect", &m]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            out.contains("family:  gemma4a") && out.contains(layout),
+            "{out}"
+        );
+        let o = stapes(&[
+            "bench", "-m", &m, "--device", "cpu", "--iters", "1", "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        assert!(
+            v["report"]["encode"]["median_ms"].as_f64().expect("encode") > 0.0,
+            "{v}"
+        );
+    }
+}
+
 #[test]
 fn inspect_names_the_family_of_nemo_archives_and_whisper_cpp_parakeet_files() {
     let fx = repo().join("crates/stapes-models/tests/fixtures/fastconformer");

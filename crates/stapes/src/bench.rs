@@ -518,6 +518,46 @@ pub(crate) fn qwen3a<B: Backend>(
     })
 }
 
+/// Gemma 4's audio tower: the tower (and the text-width projection of a whole checkpoint) on
+/// the input's features (11 s of random features when no audio is given). The tower reads host
+/// features, so `encode_device` is the same pass timed again, upload included.
+pub(crate) fn gemma4a<B: Backend>(
+    m: &stapes_models::gemma4a::Gemma4Audio<B>,
+    o: &BenchOptions,
+) -> Result<BenchReport, StapesError> {
+    let be = m.backend();
+    let (feats, valid) = match &o.audio {
+        Some(a) => m.features(a)?,
+        None => {
+            let frames = 1100;
+            (
+                HostTensor::random(vec![frames, m.config.n_mels], 7, 1.0),
+                frames,
+            )
+        }
+    };
+    let mut run = || -> Result<(), StapesError> {
+        let _e = m.encode(&feats, valid)?;
+        be.synchronize()?;
+        Ok(())
+    };
+    let encode = time(o.iters, 3, &mut run)?;
+    let encode_device = time(o.iters, 1, &mut run)?;
+    let mut extra = std::collections::BTreeMap::new();
+    extra.insert("input_on_host".into(), 1.0);
+    extra.insert("feature_frames".into(), valid as f64);
+    Ok(BenchReport {
+        encode,
+        encode_device,
+        encode_batched: None,
+        batch: 1,
+        decode_token: None,
+        end_to_end: None,
+        transcript: None,
+        extra,
+    })
+}
+
 fn argmax(x: &[f32]) -> u32 {
     let mut best = 0;
     for (i, v) in x.iter().enumerate() {

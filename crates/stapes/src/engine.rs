@@ -9,6 +9,7 @@ use stapes_cpu::CpuBackend;
 use stapes_cuda::CudaBackend;
 use stapes_formats::Format;
 use stapes_models::fastconformer::{Canary, CanaryCheckpoint, CanaryConfig, NemoModel, Parakeet};
+use stapes_models::gemma4a::Gemma4Audio;
 use stapes_models::gigaam::Gigaam;
 use stapes_models::qwen3a::Qwen3Asr;
 use stapes_models::transcript::{Segment, Transcript};
@@ -101,6 +102,9 @@ pub(crate) enum Inner {
     GigaamCuda(Box<Gigaam<CudaBackend>>),
     Qwen3aCpu(Box<Qwen3Asr<CpuBackend>>),
     Qwen3aCuda(Box<Qwen3Asr<CudaBackend>>),
+    /// An audio tower alone: embeddings for a text model stapes does not run (bench, inspect).
+    Gemma4aCpu(Box<Gemma4Audio<CpuBackend>>),
+    Gemma4aCuda(Box<Gemma4Audio<CudaBackend>>),
 }
 
 /// Run the same expression on whichever (family, home) is loaded.
@@ -117,6 +121,8 @@ macro_rules! with_model {
             Inner::GigaamCuda($m) => $body,
             Inner::Qwen3aCpu($m) => $body,
             Inner::Qwen3aCuda($m) => $body,
+            Inner::Gemma4aCpu($m) => $body,
+            Inner::Gemma4aCuda($m) => $body,
         }
     };
 }
@@ -135,6 +141,11 @@ pub(crate) fn hf_family(model: &Path) -> &'static str {
         "canary"
     } else if text.contains("\"Qwen3ASRFor") || text.contains("\"model_type\": \"qwen3_asr\"") {
         "qwen3a"
+    } else if text.contains("\"Gemma4AudioModel\"")
+        || text.contains("\"model_type\": \"gemma4_audio\"")
+        || text.contains("\"model_type\": \"gemma4\"")
+    {
+        "gemma4a"
     } else {
         "whisper"
     }
@@ -200,6 +211,7 @@ impl Engine {
             "parakeet" => Self::from_parakeet(model, opts)?,
             "gigaam" => Self::from_gigaam(&stapes_models::gigaam::load(model)?, opts)?,
             "qwen3a" => Self::from_qwen3a(&stapes_models::qwen3a::load(model)?, opts)?,
+            "gemma4a" => Self::from_gemma4a(&stapes_models::gemma4a::load(model)?, opts)?,
             "canary" => Self::from_canary(
                 stapes_models::fastconformer::canary::load_canary_hf(
                     if model.is_dir() {
@@ -290,6 +302,26 @@ impl Engine {
         )
     }
 
+    fn from_gemma4a(
+        ck: &stapes_models::gemma4a::Gemma4AudioCheckpoint,
+        opts: &EngineOptions,
+    ) -> Result<Engine, StapesError> {
+        Self::on_home(
+            "gemma4a",
+            opts,
+            |be, lane| {
+                Ok(Inner::Gemma4aCpu(Box::new(Gemma4Audio::from_checkpoint(
+                    be, ck, lane,
+                )?)))
+            },
+            |be, lane| {
+                Ok(Inner::Gemma4aCuda(Box::new(Gemma4Audio::from_checkpoint(
+                    be, ck, lane,
+                )?)))
+            },
+        )
+    }
+
     fn from_canary(ck: CanaryCheckpoint, opts: &EngineOptions) -> Result<Engine, StapesError> {
         // The checkpoint moves into whichever home is picked.
         let ck = std::cell::Cell::new(Some(ck));
@@ -351,17 +383,22 @@ impl Engine {
             let ckpt = stapes_models::gigaam::weights::synthetic_checkpoint(&config, 0x5EED)?;
             return Self::from_gigaam(&ckpt, opts);
         }
+        if let Some(config) = stapes_models::gemma4a::Gemma4AudioConfig::published(name) {
+            let ckpt = stapes_models::gemma4a::synthetic_checkpoint(&config, 0x5EED)?;
+            return Self::from_gemma4a(&ckpt, opts);
+        }
         if let Some(config) = stapes_models::qwen3a::Qwen3AsrConfig::published(name) {
             let ckpt = stapes_models::qwen3a::weights::synthetic_checkpoint(&config, 0x5EED)?;
             return Self::from_qwen3a(&ckpt, opts);
         }
         let config = WhisperConfig::published(name).ok_or_else(|| {
             StapesError::Usage(format!(
-                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo, {}, {}, {}, {})",
+                "unknown synthetic model `{name}` (whisper-tiny, whisper-base, whisper-small, whisper-medium, whisper-large-v3, whisper-large-v3-turbo, {}, {}, {}, {}, {})",
                 stapes_models::fastconformer::ParakeetConfig::PUBLISHED.join(", "),
                 CanaryConfig::PUBLISHED.join(", "),
                 stapes_models::gigaam::GigaamConfig::PUBLISHED.join(", "),
-                stapes_models::qwen3a::Qwen3AsrConfig::PUBLISHED.join(", ")
+                stapes_models::qwen3a::Qwen3AsrConfig::PUBLISHED.join(", "),
+                stapes_models::gemma4a::Gemma4AudioConfig::PUBLISHED.join(", ")
             ))
         })?;
         let ckpt = synthetic_checkpoint(&config, 0x5EED)?;
@@ -459,6 +496,7 @@ impl Engine {
             Inner::GigaamCuda(m) => m.decode_text(ids)?,
             Inner::Qwen3aCpu(m) => m.decode_text(ids)?,
             Inner::Qwen3aCuda(m) => m.decode_text(ids)?,
+            Inner::Gemma4aCpu(_) | Inner::Gemma4aCuda(_) => return Err(tower_only()),
         })
     }
     /// Engagement counters of the home (ops, GEMMs per lane, graph replays, declines).
@@ -520,6 +558,7 @@ impl Engine {
             }
             Inner::Qwen3aCpu(m) => m.transcribe(samples, &qwen3a_options(opts)?)?,
             Inner::Qwen3aCuda(m) => m.transcribe(samples, &qwen3a_options(opts)?)?,
+            Inner::Gemma4aCpu(_) | Inner::Gemma4aCuda(_) => return Err(tower_only()),
             Inner::CanaryCpu(_) | Inner::CanaryCuda(_) => {
                 return Err(StapesError::Internal(
                     "Canary is routed to transcribe_canary above".into(),
@@ -556,6 +595,17 @@ pub(crate) fn check_one_pass_options(
         tracing::warn!("{family} models take no language or prompt: ignored");
     }
     Ok(())
+}
+
+/// What transcribing with an audio tower alone says: it gives embeddings for its multimodal
+/// model's text half, which stapes does not run.
+fn tower_only() -> StapesError {
+    StapesError::BadInput(
+        "a Gemma 4 audio tower gives audio embeddings for Gemma 4's text model, not text; \
+         stapes runs the tower (`stapes bench`, the library's stapes_models::gemma4a) but not \
+         Gemma 4's text model"
+            .into(),
+    )
 }
 
 /// What Qwen3-ASR takes of a request: a language to force (`auto`/none: the model names it);
@@ -627,6 +677,8 @@ impl Engine {
             Inner::GigaamCuda(m) => crate::bench::gigaam(m, o),
             Inner::Qwen3aCpu(m) => crate::bench::qwen3a(m, o),
             Inner::Qwen3aCuda(m) => crate::bench::qwen3a(m, o),
+            Inner::Gemma4aCpu(m) => crate::bench::gemma4a(m, o),
+            Inner::Gemma4aCuda(m) => crate::bench::gemma4a(m, o),
         }
     }
 }

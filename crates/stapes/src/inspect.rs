@@ -75,6 +75,31 @@ pub fn describe(path: &Path) -> Result<String, StapesError> {
                 let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
             }
         }
+        Format::Safetensors if crate::engine::hf_family(path) == "gemma4a" => {
+            let ck = stapes_models::gemma4a::load(path)?;
+            let c = &ck.config;
+            let _ = writeln!(
+                out,
+                "family:  gemma4a (Gemma 4 audio tower, {:?})",
+                c.layout
+            );
+            let _ = writeln!(
+                out,
+                "tower:   n_mels {} conv {:?} hidden {} {}×{} heads, attention chunks of {} with {} past / {} future, logit cap {}, output {}",
+                c.n_mels, c.conv_channels, c.hidden, c.n_layers, c.n_heads, c.chunk,
+                c.past(), c.context_right, c.logit_cap, c.output_dims
+            );
+            let total: usize = ck.tensors.values().map(|t| t.len()).sum();
+            let _ = writeln!(
+                out,
+                "tensors: {} read ({:.1} M parameters)",
+                ck.tensors.len(),
+                total as f64 / 1e6
+            );
+            for (name, t) in &ck.tensors {
+                let _ = writeln!(out, "  {name:<60} {:?}", t.shape);
+            }
+        }
         Format::Ct2 | Format::Ggml | Format::Safetensors => {
             let ck = stapes_models::whisper::weights::load_checkpoint(path)?;
             let c = &ck.config;
