@@ -583,6 +583,25 @@ pub static FAMILY: &[FamilyRow] = &[
                  sequence); ids judged as in the f16 row, against the step's measured logit \
                  change",
     },
+    FamilyRow {
+        family: "gemma4a",
+        lane: Lane::F16,
+        backend: "cuda",
+        encoder_rel_l2: 5e-3,
+        ids: IdsRule::Identical,
+        reason: "a tower (no ids): the fixture's two conformer layers run ~16 GEMMs with f16 \
+                 activations at their inputs, the FastConformer f16 row's model (5e-3 for two \
+                 blocks); its clamps and the soft-capped logits only bound values",
+    },
+    FamilyRow {
+        family: "gemma4a",
+        lane: Lane::Q8,
+        backend: "cuda",
+        encoder_rel_l2: 0.25,
+        ids: IdsRule::Identical,
+        reason: "a tower (no ids); the gigaam q8 row's reasoning: FP8 e4m3 GEMMs (~2.5 % rms \
+                 each), ~16 in sequence over the fixture's two layers",
+    },
 ];
 
 /// The family bar for `(family, lane, backend)`.
