@@ -483,8 +483,9 @@ impl<B: Backend> AudioTower<B> {
         };
         let (kc, vc) = (context(&k)?, context(&v)?); // (H·nb, ctx, Dh)
         let ac = be.matmul(&qb, &kc, true)?; // (H·nb, C, ctx)
-                                             // relative terms: row i of a block takes distance i + past − j at slot j, through the
-                                             // shift transformers does (pad to ctx+1 columns, refold, drop the tail)
+
+        // relative terms: row i of a block takes distance i + past − j at slot j, through the
+        // shift transformers does (pad to ctx+1 columns, refold, drop the tail)
         let np = cfg.n_positions();
         let bd = be.matmul(&qh, &a.rel_k, true)?; // (H, nb·C, P)
         let bd = be.reshape(&bd, &[h * nb, c, np])?;
