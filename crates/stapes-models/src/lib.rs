@@ -52,6 +52,43 @@ pub(crate) fn random_weights(
     tensors
 }
 
+/// Every `expected` tensor present in its shape, and no tensor that is neither expected nor
+/// `ignored` (`what` names the model in that error): the weight-table check each family's loader
+/// runs before it stores anything.
+pub(crate) fn check_tensors(
+    expected: &[(String, Vec<usize>)],
+    tensors: &std::collections::BTreeMap<String, stapes_core::HostTensor>,
+    path: &std::path::Path,
+    ignored: impl Fn(&str) -> bool,
+    what: &str,
+) -> Result<()> {
+    for (name, shape) in expected {
+        let t = tensors
+            .get(name)
+            .ok_or_else(|| ModelError::bad_tensor(path, name, "missing"))?;
+        if &t.shape != shape {
+            return Err(ModelError::bad_tensor(
+                path,
+                name,
+                format!("shape {:?}, expected {shape:?} for this config", t.shape),
+            ));
+        }
+    }
+    let known: std::collections::BTreeSet<&str> =
+        expected.iter().map(|(n, _)| n.as_str()).collect();
+    match tensors
+        .keys()
+        .find(|n| !known.contains(n.as_str()) && !ignored(n))
+    {
+        Some(name) => Err(ModelError::bad_tensor(
+            path,
+            name,
+            format!("not a tensor of this {what} configuration"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Host feature matrices `(T_i, mels)` as one batch `(n, T_max, mels)`, zero past each clip, and
 /// each clip's frames; a matrix of another width, or no clip at all, is refused by name.
 pub(crate) fn pad_features(

@@ -122,34 +122,22 @@ pub fn validate(
     path: &Path,
 ) -> Result<()> {
     let expected = expected_shapes(cfg);
-    for (name, shape) in &expected {
-        let t = tensors
-            .get(name)
-            .ok_or_else(|| ModelError::bad_tensor(path, name, "missing"))?;
-        if &t.shape != shape {
-            return Err(ModelError::bad_tensor(
-                path,
-                name,
-                format!("shape {:?}, expected {shape:?} for this config", t.shape),
-            ));
-        }
-        if CLIP_BOUNDS.iter().any(|b| name.ends_with(b)) && t.data.iter().any(|v| v.is_nan()) {
-            return Err(ModelError::bad_tensor(path, name, "a clip bound is NaN"));
-        }
+    crate::check_tensors(
+        &expected,
+        tensors,
+        path,
+        |n| !is_audio(cfg, n),
+        "Gemma 4 audio tower",
+    )?;
+    match expected.iter().map(|(n, _)| n).find(|n| {
+        CLIP_BOUNDS.iter().any(|b| n.ends_with(b))
+            && tensors
+                .get(*n)
+                .is_some_and(|t| t.data.iter().any(|v| v.is_nan()))
+    }) {
+        Some(name) => Err(ModelError::bad_tensor(path, name, "a clip bound is NaN")),
+        None => Ok(()),
     }
-    let known: std::collections::BTreeSet<&str> =
-        expected.iter().map(|(n, _)| n.as_str()).collect();
-    if let Some(name) = tensors
-        .keys()
-        .find(|n| is_audio(cfg, n) && !known.contains(n.as_str()))
-    {
-        return Err(ModelError::bad_tensor(
-            path,
-            name,
-            "unknown tensor for a Gemma 4 audio tower",
-        ));
-    }
-    Ok(())
 }
 
 /// Loads a transformers `Gemma4AudioModel` directory or the audio part of a whole Gemma 4

@@ -270,32 +270,13 @@ fn read_tokenizer(config: &GigaamConfig, path: &Path) -> Result<Vec<u8>> {
 
 /// Every expected tensor present with its shape; unknown tensors refused.
 pub fn validate(c: &GigaamConfig, t: &BTreeMap<String, HostTensor>, path: &Path) -> Result<()> {
-    let expected = expected_shapes(c);
-    for (name, shape) in &expected {
-        let got = t
-            .get(name)
-            .ok_or_else(|| ModelError::bad_tensor(path, name, "missing"))?;
-        if &got.shape != shape {
-            return Err(ModelError::bad_tensor(
-                path,
-                name,
-                format!("shape {:?}, expected {shape:?}", got.shape),
-            ));
-        }
-    }
-    let known = |n: &str| {
-        expected.iter().any(|(e, _)| e == n)
-            || n.starts_with("preprocessor.")
-            || n.ends_with(".num_batches_tracked")
-    };
-    if let Some(n) = t.keys().find(|n| !known(n)) {
-        return Err(ModelError::bad_tensor(
-            path,
-            n,
-            "not a tensor of this GigaAM configuration",
-        ));
-    }
-    Ok(())
+    crate::check_tensors(
+        &expected_shapes(c),
+        t,
+        path,
+        |n| n.starts_with("preprocessor.") || n.ends_with(".num_batches_tracked"),
+        "GigaAM",
+    )
 }
 
 /// Random weights of `config`'s shapes (speed runs; outputs are meaningless).

@@ -185,32 +185,13 @@ pub fn validate(
     tensors: &BTreeMap<String, HostTensor>,
     path: &Path,
 ) -> Result<()> {
-    let expected = expected_shapes(cfg);
-    for (name, shape) in &expected {
-        let t = tensors
-            .get(name)
-            .ok_or_else(|| ModelError::bad_tensor(path, name, "missing"))?;
-        if &t.shape != shape {
-            return Err(ModelError::bad_tensor(
-                path,
-                name,
-                format!("shape {:?}, expected {shape:?} for this config", t.shape),
-            ));
-        }
-    }
-    let known: std::collections::BTreeSet<&str> =
-        expected.iter().map(|(n, _)| n.as_str()).collect();
-    if let Some(name) = tensors
-        .keys()
-        .find(|n| !known.contains(n.as_str()) && n.as_str() != LM_HEAD)
-    {
-        return Err(ModelError::bad_tensor(
-            path,
-            name,
-            "unknown tensor for a Qwen3-ASR model",
-        ));
-    }
-    Ok(())
+    crate::check_tensors(
+        &expected_shapes(cfg),
+        tensors,
+        path,
+        |n| n == LM_HEAD,
+        "Qwen3-ASR",
+    )
 }
 
 /// Loads a Qwen3-ASR directory (`config.json` + safetensors, sharded or not, any float dtype)
