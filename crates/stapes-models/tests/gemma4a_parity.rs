@@ -23,39 +23,20 @@ const TOWER_BAR: f32 = 1e-4;
 /// where |x| < 2, and 1e-3 of the value (twice f16's half ulp) where it is larger.
 const FEATURE_BAR: f32 = 1e-3;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+#[path = "support/fixture.rs"]
+mod fixture;
+use fixture::{cache, root};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/gemma4a")
-}
-
-fn cache() -> PathBuf {
-    std::env::var_os("STAPES_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/stapes")
-        })
+    fixture::dir("gemma4a")
 }
 
 fn read_tensors(name: &str) -> BTreeMap<String, HostTensor> {
-    let st =
-        stapes_formats::safetensors_dir::read_file(&fixtures().join(name)).expect("fixture reads");
-    st.tensors
-        .iter()
-        .map(|(k, t)| {
-            (
-                k.clone(),
-                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
-            )
-        })
-        .collect()
+    fixture::tensors(&fixtures(), name)
 }
 
 fn expected() -> Value {
-    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
-    serde_json::from_str(&text).expect("expected.json parses")
+    fixture::expected(&fixtures())
 }
 
 fn usize_of(v: &Value) -> usize {
@@ -251,7 +232,10 @@ fn loader_refusals_name_the_problem() {
     v["num_hidden_layers"] = 1.into();
     std::fs::write(dir.join("config.json"), v.to_string()).unwrap();
     let e = load_err(&dir);
-    assert!(e.contains("layers.1") && e.contains("not a tensor of this"), "{e}");
+    assert!(
+        e.contains("layers.1") && e.contains("not a tensor of this"),
+        "{e}"
+    );
     // a width the weights do not have
     v["num_hidden_layers"] = 2.into();
     v["output_proj_dims"] = 40.into();

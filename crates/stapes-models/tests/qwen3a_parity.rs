@@ -21,39 +21,20 @@ const TOWER_BAR: f32 = 1e-4;
 /// transformers' features were stored rounded to f16 (|x| ≤ ~2: half an ulp ≤ 1e-3).
 const FEATURE_BAR: f32 = 1e-3;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+#[path = "support/fixture.rs"]
+mod fixture;
+use fixture::{cache, root};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/qwen3a")
-}
-
-fn cache() -> PathBuf {
-    std::env::var_os("STAPES_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".cache/stapes")
-        })
+    fixture::dir("qwen3a")
 }
 
 fn read_tensors(name: &str) -> BTreeMap<String, HostTensor> {
-    let st =
-        stapes_formats::safetensors_dir::read_file(&fixtures().join(name)).expect("fixture reads");
-    st.tensors
-        .iter()
-        .map(|(k, t)| {
-            (
-                k.clone(),
-                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
-            )
-        })
-        .collect()
+    fixture::tensors(&fixtures(), name)
 }
 
 fn expected() -> Value {
-    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
-    serde_json::from_str(&text).expect("expected.json parses")
+    fixture::expected(&fixtures())
 }
 
 fn u32s(v: &Value) -> Vec<u32> {
