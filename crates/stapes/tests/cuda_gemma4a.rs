@@ -16,47 +16,26 @@ use std::path::PathBuf;
 
 const CLIPS: [&str; 4] = ["jfk", "beckett", "lv0870", "short"];
 
-fn gpu(name: &str) -> bool {
-    let ok = stapes_cuda::available();
-    if !ok {
-        eprintln!("SKIPPED (no CUDA device): {name}");
-    }
-    ok
-}
+mod family_common;
+use family_common::gpu;
 
 fn fixtures() -> PathBuf {
-    let built =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../stapes-models/tests/fixtures/gemma4a");
-    if built.exists() {
-        return built;
-    }
-    PathBuf::from("crates/stapes-models/tests/fixtures/gemma4a")
+    family_common::dir("gemma4a")
 }
 
 fn inputs() -> BTreeMap<String, HostTensor> {
-    let st = stapes_formats::safetensors_dir::read_file(&fixtures().join("inputs.safetensors"))
-        .expect("inputs.safetensors");
-    st.tensors
-        .iter()
-        .map(|(k, t)| {
-            (
-                k.clone(),
-                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
-            )
-        })
-        .collect()
+    family_common::tensors(&fixtures(), "inputs.safetensors")
 }
 
 fn expected() -> Value {
-    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
-    serde_json::from_str(&text).expect("expected.json parses")
+    family_common::expected(&fixtures())
 }
 
 #[test]
 fn gpu_lanes_follow_the_gemma4a_family_rows() {
-    if !gpu("gpu_lanes_follow_the_gemma4a_family_rows") {
+    let Some(_g) = gpu("gpu_lanes_follow_the_gemma4a_family_rows") else {
         return;
-    }
+    };
     let exp = expected();
     let feats = inputs();
     for dir in ["model", "full"] {

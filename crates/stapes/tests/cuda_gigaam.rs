@@ -15,48 +15,23 @@ use stapes_cuda::CudaBackend;
 use stapes_models::gigaam::{load, weights::synthetic_checkpoint, Gigaam, GigaamConfig};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 const MODELS: [&str; 3] = ["v3_ctc", "v3_rnnt", "v1_ctc"];
 const CLIPS: [&str; 3] = ["jfk", "beckett", "lv0880"];
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn gpu(name: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    if stapes_cuda::available() {
-        Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()))
-    } else {
-        eprintln!("SKIPPED (no CUDA device): {name}");
-        None
-    }
-}
+mod family_common;
+use family_common::gpu;
 
 fn fixtures() -> PathBuf {
-    let built =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../stapes-models/tests/fixtures/gigaam");
-    if built.exists() {
-        return built;
-    }
-    PathBuf::from("crates/stapes-models/tests/fixtures/gigaam")
+    family_common::dir("gigaam")
 }
 
 fn inputs() -> BTreeMap<String, HostTensor> {
-    let st = stapes_formats::safetensors_dir::read_file(&fixtures().join("inputs.safetensors"))
-        .expect("inputs.safetensors");
-    st.tensors
-        .iter()
-        .map(|(k, t)| {
-            (
-                k.clone(),
-                HostTensor::new(t.shape.clone(), t.to_f32()).unwrap(),
-            )
-        })
-        .collect()
+    family_common::tensors(&fixtures(), "inputs.safetensors")
 }
 
 fn expected() -> Value {
-    let text = std::fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
-    serde_json::from_str(&text).expect("expected.json parses")
+    family_common::expected(&fixtures())
 }
 
 fn model<B: Backend>(b: B, name: &str, lane: Lane) -> Gigaam<B> {
