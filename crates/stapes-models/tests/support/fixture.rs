@@ -46,3 +46,36 @@ pub fn expected(dir: &Path) -> Value {
     let text = std::fs::read_to_string(dir.join("expected.json")).expect("expected.json");
     serde_json::from_str(&text).expect("expected.json parses")
 }
+
+/// The clip's samples as the reference script read them (16-bit PCM / 32768).
+pub fn clip_samples(exp: &Value, clip: &str) -> Vec<f32> {
+    let c = &exp["clips"][clip];
+    let rel = c["path"].as_str().unwrap();
+    let path = if rel.starts_with("samples/") {
+        root().join(rel)
+    } else {
+        let p = cache().join("audio").join(rel);
+        let p = if p.exists() {
+            p
+        } else {
+            cache().join("audio/librivox").join(rel)
+        };
+        assert!(
+            p.exists(),
+            "{} is missing: run scripts/fetch-models.sh audio",
+            p.display()
+        );
+        p
+    };
+    let mut r = hound::WavReader::open(&path).expect("clip opens");
+    let pcm: Vec<f32> = r
+        .samples::<i16>()
+        .map(|s| s.unwrap() as f32 / 32768.0)
+        .collect();
+    let start = (c["start_s"].as_f64().unwrap() * 16000.0).round() as usize;
+    let end = match c["seconds"].as_f64() {
+        Some(s) => start + (s * 16000.0).round() as usize,
+        None => pcm.len(),
+    };
+    pcm[start..end].to_vec()
+}
