@@ -5,6 +5,15 @@ use crate::{ModelError, Result};
 use serde_json::Value;
 use std::path::Path;
 
+/// The JSON of `path` (a `config.json`), its read or parse error naming the file.
+pub(crate) fn read(path: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| ModelError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    serde_json::from_str(&text).map_err(|e| bad(path, format!("config.json is not JSON: {e}")))
+}
+
 pub(crate) fn bad(path: &Path, detail: impl Into<String>) -> ModelError {
     ModelError::bad_model(path, detail)
 }

@@ -198,13 +198,7 @@ impl Gemma4AudioConfig {
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| ModelError::Io {
-            path: path.to_path_buf(),
-            source: e,
-        })?;
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|e| bad(path, format!("config.json is not JSON: {e}")))?;
-        Self::from_json(&v, path)
+        Self::from_json(&crate::json_config::read(path)?, path)
     }
 
     pub(crate) fn validate(&self, path: &Path) -> Result<()> {

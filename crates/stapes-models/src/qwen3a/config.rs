@@ -2,7 +2,7 @@
 //! `Qwen3ASRForConditionalGeneration` directory (`audio_config`, `text_config` and the token ids).
 
 use crate::json_config::{bad, boolean, float, uint};
-use crate::{ModelError, Result};
+use crate::Result;
 use serde_json::Value;
 use std::path::Path;
 
@@ -259,13 +259,7 @@ impl Qwen3AsrConfig {
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| ModelError::Io {
-            path: path.to_path_buf(),
-            source: e,
-        })?;
-        let v: Value = serde_json::from_str(&text)
-            .map_err(|e| bad(path, format!("config.json is not JSON: {e}")))?;
-        Self::from_json(&v, path)
+        Self::from_json(&crate::json_config::read(path)?, path)
     }
 
     fn validate(&self, path: &Path) -> Result<()> {
