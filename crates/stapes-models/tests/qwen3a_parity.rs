@@ -283,6 +283,23 @@ fn long_audio_is_cut_into_windows() {
     assert!((a.end - t.duration / 2.0).abs() <= 5.0, "{}", a.end);
 }
 
+/// The K/V cache grows as the answer does: a decode whose cache starts with room for one token
+/// (and doubles) gives the ids of one that had room for all of them from the start.
+#[test]
+fn a_growing_cache_gives_the_same_ids() {
+    let exp = expected();
+    let m = model(CpuBackend::new(2).expect("CPU backend"));
+    let inputs = read_tensors("inputs.safetensors");
+    let valid = exp["results"]["jfk"]["valid_frames"].as_u64().unwrap() as usize;
+    let (_, audio) = m.encode(&inputs["features.jfk"], valid).unwrap();
+    let p = m.prompt(None).unwrap();
+    let roomy = m.generate_in(&audio, &p, 200, 200).unwrap();
+    let grown = m.generate_in(&audio, &p, 200, 1).unwrap();
+    assert!(roomy.ids.len() > 16, "{:?}", roomy.ids);
+    assert_eq!(grown.ids, roomy.ids);
+    assert_eq!(grown.finished, roomy.finished);
+}
+
 /// Audio the model cannot take is refused, not panicked on.
 #[test]
 fn bad_audio_is_refused() {

@@ -114,6 +114,24 @@ impl<B: Backend> TextModel<B> {
         Ok(be.reshape(&rows, &[1, ids.len(), self.cfg.hidden])?)
     }
 
+    /// Moves `cache` into tensors of `capacity` rows (its rows kept), so a decode allocates
+    /// for the tokens it writes rather than for its limit.
+    pub fn grow(&self, be: &B, cache: &mut KvCache<B>, capacity: usize) -> Result<()> {
+        if capacity <= cache.capacity {
+            return Ok(());
+        }
+        let mut bigger = self.cache(be, capacity)?;
+        for (dst, src) in bigger.k.iter_mut().zip(&cache.k) {
+            be.write_rows(dst, &be.slice(src, 1, 0, cache.len)?, 0)?;
+        }
+        for (dst, src) in bigger.v.iter_mut().zip(&cache.v) {
+            be.write_rows(dst, &be.slice(src, 1, 0, cache.len)?, 0)?;
+        }
+        bigger.len = cache.len;
+        *cache = bigger;
+        Ok(())
+    }
+
     pub fn cache(&self, be: &B, capacity: usize) -> Result<KvCache<B>> {
         let width = self.cfg.n_heads * self.cfg.head_dim;
         let zeros = || be.upload(&HostTensor::zeros(vec![1, capacity, width]));

@@ -28,6 +28,9 @@ const PAD_TO_SAMPLES: usize = 480_000;
 /// at quiet moments (as Qwen's own pipeline does, which cuts at 20 minutes).
 pub const MAX_ONE_PASS_S: f64 = 300.0;
 
+/// New tokens the K/V cache first has room for; it doubles as the answer grows.
+const ANSWER_ROOM: usize = 128;
+
 /// The languages the model was trained to name after `language ` (transformers'
 /// `LANGUAGE_CODE_TO_NAME`).
 pub const LANGUAGES: [(&str, &str); 30] = [
@@ -306,6 +309,18 @@ impl<B: Backend> Qwen3Asr<B> {
         prompt: &Prompt,
         max_new_tokens: usize,
     ) -> Result<Generated> {
+        self.generate_in(audio, prompt, max_new_tokens, ANSWER_ROOM)
+    }
+
+    /// [`Qwen3Asr::generate`] with the K/V cache's first room for `room` new tokens (it doubles
+    /// whenever full): the same ids whatever the room.
+    pub fn generate_in(
+        &self,
+        audio: &B::Tensor,
+        prompt: &Prompt,
+        max_new_tokens: usize,
+        room: usize,
+    ) -> Result<Generated> {
         let b = &self.backend;
         let n_audio = audio.shape()[1];
         let pad = self.config.audio_token_id;
@@ -339,7 +354,11 @@ impl<B: Backend> Qwen3Asr<B> {
         let (prefix, suffix) = (embed(&prompt.prefix)?, embed(&prompt.suffix)?);
         let parts: Vec<&B::Tensor> = prefix.iter().chain([audio]).chain(suffix.iter()).collect();
         let x = b.concat(&parts, 1)?;
-        let mut cache = self.text.cache(b, capacity)?;
+        // room for the answer grows as it is written (a K/V row per layer is 2·H·Dh floats:
+        // allocating for the limit up front would hold gigabytes a long input never uses)
+        let mut cache = self
+            .text
+            .cache(b, full.len() + max_new_tokens.min(room.max(1)))?;
         let mut h = self.text.forward(b, &x, &mut cache)?;
         let mut ids = Vec::new();
         let mut finished = false;
@@ -357,6 +376,11 @@ impl<B: Backend> Qwen3Asr<B> {
             ids.push(id);
             if ids.len() == max_new_tokens {
                 break;
+            }
+            if cache.len == cache.capacity {
+                let room = (cache.capacity - full.len()) * 2;
+                self.text
+                    .grow(b, &mut cache, full.len() + room.min(max_new_tokens))?;
             }
             h = self
                 .text
