@@ -271,8 +271,18 @@ fn long_audio_is_cut_into_windows() {
         language: Some("en".into()),
         max_new_tokens: Some(3),
     };
-    let t = m.transcribe(&long, &opts).expect("transcribe");
+    let mut seen = Vec::new();
+    let done = std::cell::Cell::new(0.0);
+    let t = m
+        .transcribe_observed(&long, &opts, Some(&|s| done.set(s)), &mut |s| {
+            seen.push((s.start, s.end, done.get()))
+        })
+        .expect("transcribe");
     assert_eq!(t.duration, long.len() as f64 / 16000.0);
+    // each window's segment is handed over when that window is done, in order
+    let bounds: Vec<(f64, f64, f64)> = t.segments.iter().map(|s| (s.start, s.end, s.end)).collect();
+    assert_eq!(seen, bounds);
+    assert_eq!(done.get(), t.duration);
     assert_eq!(t.segments.len(), 2, "{:?}", t.segments);
     let (a, b) = (&t.segments[0], &t.segments[1]);
     assert_eq!(a.start, 0.0);

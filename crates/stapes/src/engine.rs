@@ -556,8 +556,12 @@ impl Engine {
                 check_gigaam_input(opts, samples)?;
                 m.transcribe(samples)?
             }
-            Inner::Qwen3aCpu(m) => m.transcribe(samples, &qwen3a_options(opts)?)?,
-            Inner::Qwen3aCuda(m) => m.transcribe(samples, &qwen3a_options(opts)?)?,
+            Inner::Qwen3aCpu(m) => {
+                m.transcribe_observed(samples, &qwen3a_options(opts)?, progress, on_segment)?
+            }
+            Inner::Qwen3aCuda(m) => {
+                m.transcribe_observed(samples, &qwen3a_options(opts)?, progress, on_segment)?
+            }
             Inner::Gemma4aCpu(_) | Inner::Gemma4aCuda(_) => return Err(tower_only()),
             Inner::CanaryCpu(_) | Inner::CanaryCuda(_) => {
                 return Err(StapesError::Internal(
@@ -569,7 +573,14 @@ impl Engine {
             "tokens",
             t.segments.iter().map(|s| s.tokens.len()).sum::<usize>(),
         );
-        if !matches!(self.inner, Inner::WhisperCpu(_) | Inner::WhisperCuda(_)) {
+        // Whisper and Qwen3-ASR hand their segments over as they finish them
+        if !matches!(
+            self.inner,
+            Inner::WhisperCpu(_)
+                | Inner::WhisperCuda(_)
+                | Inner::Qwen3aCpu(_)
+                | Inner::Qwen3aCuda(_)
+        ) {
             t.segments.iter().for_each(on_segment);
         }
         if let Some(p) = progress {

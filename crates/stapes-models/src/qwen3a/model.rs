@@ -451,6 +451,18 @@ impl<B: Backend> Qwen3Asr<B> {
     /// [`MAX_ONE_PASS_S`] is cut into near-equal windows at the quietest 100 ms near each equal
     /// split, each window its own pass and segment.
     pub fn transcribe(&self, samples: &[f32], opts: &Qwen3AsrOptions) -> Result<Transcript> {
+        self.transcribe_observed(samples, opts, None, &mut |_| {})
+    }
+
+    /// [`Qwen3Asr::transcribe`], handing each window's segment to `on_segment` as soon as it is
+    /// decoded and the seconds done so far to `progress`.
+    pub fn transcribe_observed(
+        &self,
+        samples: &[f32],
+        opts: &Qwen3AsrOptions,
+        progress: Option<&dyn Fn(f64)>,
+        on_segment: &mut dyn FnMut(&Segment),
+    ) -> Result<Transcript> {
         crate::check_finite(samples)?;
         let rate = SAMPLE_RATE as f64;
         let duration = samples.len() as f64 / rate;
@@ -472,6 +484,9 @@ impl<B: Backend> Qwen3Asr<B> {
             named = named.or(lang);
             let text = fix_repetitions(&self.decode_text(text_ids)?);
             let text = text.trim();
+            if let Some(p) = progress {
+                p(w.end as f64 / rate);
+            }
             if text.is_empty() {
                 continue;
             }
@@ -487,6 +502,9 @@ impl<B: Backend> Qwen3Asr<B> {
                 temperature: 0.0,
                 words: None,
             });
+            if let Some(seg) = segments.last() {
+                on_segment(seg);
+            }
         }
         Ok(Transcript {
             language: forced.or(named).unwrap_or_default(),
