@@ -4,23 +4,14 @@
 use stapes_core::HostTensor;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 pub const CLIPS: [&str; 3] = ["jfk", "beckett", "lv0880"];
 
-/// One test at a time: each opens its own backends, and a capture records every launch on the
-/// device's streams of this process.
-static SERIAL: Mutex<()> = Mutex::new(());
-
-/// The GPU turn for test `name`, or `None` after printing `SKIPPED (no CUDA device): name`.
-pub fn gpu(name: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
-    if stapes_cuda::available() {
-        Some(SERIAL.lock().unwrap_or_else(|p| p.into_inner()))
-    } else {
-        eprintln!("SKIPPED (no CUDA device): {name}");
-        None
-    }
-}
+#[path = "../family_common/mod.rs"]
+mod family_common;
+/// The GPU turn for a test, or a skip reported by name (one guard for every GPU test file).
+#[allow(unused_imports)] // parakeet_batch reads the fixtures only
+pub use family_common::gpu;
 
 /// `STAPES_FC_FIXTURES`, else the fixtures beside the build tree, else relative to the checkout.
 pub fn fixtures() -> PathBuf {
