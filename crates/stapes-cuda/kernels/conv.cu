@@ -1,6 +1,8 @@
 // Convolutions over f32 or f16 activations (`dt`, common.cuh; weights and biases f32). conv1d
-// lowers to im2col + the lane's GEMM; depthwise and 2-D convolutions are direct (they are small:
-// subsampling stems and conformer depthwise blocks).
+// lowers to im2col + the lane's GEMM; depthwise convolutions are direct. 2-D convolutions are
+// direct where they are small (a stem's first conv from one channel), and im2col_2d + a
+// tensor-core GEMM in f16 chains where each output reads many channels (Qwen3-ASR's 480-channel
+// stem: ~18 GMAC for 11 s, f32 FMAs one output a thread in the direct form).
 
 // x (b, t, c) -> cols (b * t_out, c * kw) with column index ci * kw + kk (the [c_in][k] weight order).
 // Block x = one output row (bi * t_out + to); each thread writes IM2COL_PER consecutive columns
@@ -105,4 +107,43 @@ extern "C" __global__ void conv2d_direct(void* y, const void* x, const float* wt
                                          int wo, int dt) {
     PDL_ENTER();
     DISPATCH_YX(dt, conv2d_direct_k, y, x, wt, bias, b, ci, h, w, co, kh, kw, sh, sw, ph, pw, groups, ho, wo);
+}
+
+// x (b, ci, h, w) -> cols (b, ci * kh * kw, ho * wo): column block of batch entry bi is the
+// (K, P) operand of W (co, K) · cols = y (co, P), so the GEMM writes y in (b, co, ho, wo)
+// order directly. Row index k = (c * kh + ky) * kw + kx is PyTorch's weight order. One thread
+// an element, consecutive threads consecutive output positions (coalesced stores).
+template <class Y, class X>
+__device__ __forceinline__ void im2col_2d_k(void* cols_, const void* x_, int b, int ci, int h, int w, int kh, int kw, int sh,
+                                            int sw, int ph, int pw, int ho, int wo) {
+    const long long P = (long long)ho * wo, K = (long long)ci * kh * kw, n = b * K * P;
+    const X* x = (const X*)x_;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        const int p = (int)(i % P);
+        const long long r = i / P;
+        const int k = (int)(r % K), bi = (int)(r / K);
+        const int kx = k % kw, ky = (k / kw) % kh, c = k / (kw * kh);
+        const int iy = (p / wo) * sh + ky - ph, ix = (p % wo) * sw + kx - pw;
+        float v = 0.f;
+        if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = ldf(x, (((long long)bi * ci + c) * h + iy) * w + ix);
+        stf((Y*)cols_, i, v);
+    }
+}
+extern "C" __global__ void im2col_2d(void* cols, const void* x, int b, int ci, int h, int w, int kh, int kw, int sh, int sw,
+                                     int ph, int pw, int ho, int wo, int dt) {
+    PDL_ENTER();
+    DISPATCH_YX(dt, im2col_2d_k, cols, x, b, ci, h, w, kh, kw, sh, sw, ph, pw, ho, wo);
+}
+
+// y (b, co, p) += bias[co], in place.
+template <class Y>
+__device__ __forceinline__ void bias_channels_k(void* y_, const float* __restrict__ bias, long long n, int co, int p) {
+    Y* y = (Y*)y_;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        stf(y, i, ldf(y, i) + bias[(i / p) % co]);
+}
+extern "C" __global__ void bias_channels(void* y, const float* bias, long long n, int co, int p, int dt) {
+    PDL_ENTER();
+    if (dt & 1) bias_channels_k<h16>(y, bias, n, co, p);
+    else bias_channels_k<float>(y, bias, n, co, p);
 }

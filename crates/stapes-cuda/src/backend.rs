@@ -37,6 +37,9 @@ const LN16_GB_MAX_N: usize = 1280;
 /// Columns an `im2col_1d` thread writes where they divide the row (`IM2COL_PER` in
 /// kernels/conv.cu); the launch sizes its grid by them.
 const IM2COL_PER: usize = 4;
+/// Channels × taps a 2-D convolution's output reads at least before it runs as im2col + GEMM
+/// (a stem's first conv from one channel, 9 taps, stays direct).
+const CONV2D_GEMM_MIN_K: usize = 64;
 
 impl Dtype {
     pub(crate) fn size(self) -> usize {
@@ -281,6 +284,9 @@ pub struct CudaBackend {
     /// f16-output GEMMs take an f16 copy of their bias into cuBLASLt's epilogue (on by default:
     /// the H200 has no plan for an f16 output with an f32 bias; `STAPES_CUDA_BIAS16=0` turns it off).
     bias16_on: AtomicBool,
+    /// Many-channel 2-D convolutions in f16 chains as im2col + a tensor-core GEMM (on unless
+    /// `STAPES_CUDA_CONV2D_GEMM=0`; off, the direct kernel).
+    conv2d_gemm: AtomicBool,
     bias16: Mutex<BiasCache>,
     /// K slices of `linear_add_norms`' split form, 0 or 1 for the composed form (conformer.rs).
     split_ln: std::sync::atomic::AtomicUsize,
@@ -403,6 +409,11 @@ impl CudaBackend {
                     .unwrap_or(true),
             ),
             bias16: Mutex::new(BiasCache::new()),
+            conv2d_gemm: AtomicBool::new(
+                std::env::var("STAPES_CUDA_CONV2D_GEMM")
+                    .map(|v| v.trim() != "0")
+                    .unwrap_or(true),
+            ),
             split_ln: std::sync::atomic::AtomicUsize::new(conformer::split_ln_default()),
             split_ln_runs: std::sync::atomic::AtomicU64::new(0),
             split_ln_min_k: std::sync::atomic::AtomicUsize::new(conformer::split_ln_min_k_default()),
@@ -429,6 +440,13 @@ impl CudaBackend {
     #[doc(hidden)]
     pub fn set_bias_f16(&self, on: bool) {
         self.bias16_on.store(on, Ordering::SeqCst);
+    }
+
+    /// Run many-channel 2-D convolutions in f16 chains as im2col + a tensor-core GEMM (the
+    /// default) or with the direct kernel, for the tests that compare the two.
+    #[doc(hidden)]
+    pub fn set_conv2d_gemm(&self, on: bool) {
+        self.conv2d_gemm.store(on, Ordering::SeqCst);
     }
 
     /// The type ops write now (the dtype rule on [`CudaTensor`]).
@@ -965,6 +983,73 @@ impl CudaBackend {
         Ok(false)
     }
 
+    /// `conv2d` into `out (b, co, ho, wo)` f16 as im2col columns `(b, k, ho·wo)` and one batched
+    /// tensor-core GEMM with the kernel's cached f16 copy as the shared `(co, k)` operand, then
+    /// the bias per channel. The columns cost `k·ho·wo` f16 a batch entry (Qwen3-ASR's second
+    /// conv, 11 chunks: 11 × 4320 × 800 × 2 B = 76 MB from the arena).
+    fn conv2d_im2col(
+        &self,
+        out: &CudaTensor,
+        x: &CudaTensor,
+        w: &CudaTensor,
+        bias: Option<&CudaTensor>,
+        p: Conv2dParams,
+        k: usize,
+    ) -> Result<()> {
+        let (b, ci, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+        let (co, ho, wo) = (out.shape[1], out.shape[2], out.shape[3]);
+        let pos = ho * wo;
+        let cols = self.alloc(&[b, k, pos], Dtype::F16)?;
+        let dt = cols.bit() | (x.bit() << 1);
+        let v: [i32; 12] = [
+            b,
+            ci,
+            h,
+            wd,
+            p.kernel.0,
+            p.kernel.1,
+            p.stride.0,
+            p.stride.1,
+            p.padding.0,
+            p.padding.1,
+            ho,
+            wo,
+        ]
+        .map(|u| u as i32);
+        let (cp, xp) = (cols.buf.ptr, self.t(x));
+        self.launch(
+            "im2col_2d",
+            grid_1d(b * k * pos),
+            (256, 1, 1),
+            0,
+            args![
+                cp, xp, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11],
+                dt
+            ],
+        )?;
+        let w16 = self.param16(w)?;
+        let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: out holds b·co·pos f16, cols b·k·pos f16, w16 co·k f16; all on this stream.
+        unsafe { gemm::conv_gemm(*blas.handle(), out.buf.ptr, true, cp, w16, b, co, pos, k)? };
+        drop(blas);
+        if !self.capturing.load(Ordering::Relaxed) {
+            Counters::bump(&self.counters.ops);
+            Counters::bump(&self.counters.gemm_f16);
+        }
+        if let Some(bias) = self.param(bias)? {
+            let (y, bp, n) = (out.buf.ptr, self.t(&bias), (b * co * pos) as i64);
+            let (c, q, ydt) = (co as i32, pos as i32, out.bit());
+            self.launch(
+                "bias_channels",
+                grid_1d(b * co * pos),
+                (256, 1, 1),
+                0,
+                args![y, bp, n, c, q, ydt],
+            )?;
+        }
+        Ok(())
+    }
+
     /// `conv1d` (then `act`) as im2col and one GEMM.
     fn conv1d_gemm(
         &self,
@@ -1027,19 +1112,20 @@ impl CudaBackend {
         self.reshape(&y, &[b, t_out, w.n])
     }
 
-    /// An f16 bias as cuBLASLt's f16 epilogues take it: an f16 one as it is, an f32 one through
-    /// its cached copy ([`CudaBackend::bias_f16`]).
-    fn bias16_of(&self, b: &CudaTensor) -> Result<u64> {
+    /// A parameter as f16 (a bias for cuBLASLt's f16 epilogues, a conv kernel for its GEMM): an
+    /// f16 one as it is, an f32 one through its cached copy ([`CudaBackend::param_f16`]).
+    fn param16(&self, b: &CudaTensor) -> Result<u64> {
         match b.dtype {
             Dtype::F16 => Ok(self.t(b)),
-            Dtype::F32 => self.bias_f16(b),
+            Dtype::F32 => self.param_f16(b),
         }
     }
 
-    /// The f16 copy of an f32 bias, made once per bias and kept (with the f32 block, so its
-    /// address cannot be reused by another tensor while the entry lives), for cuBLASLt's
-    /// f16-output epilogue, which has no plan for an f32 bias on the H200.
-    fn bias_f16(&self, b: &CudaTensor) -> Result<u64> {
+    /// The f16 copy of an f32 parameter, made once per parameter and kept (with the f32 block, so
+    /// its address cannot be reused by another tensor while the entry lives): biases for
+    /// cuBLASLt's f16-output epilogue, which has no plan for an f32 bias on the H200, and the
+    /// kernels of 2-D convolutions on the tensor cores.
+    fn param_f16(&self, b: &CudaTensor) -> Result<u64> {
         let mut cache = self.bias16.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((_, h)) = cache.get(&b.buf.ptr) {
             let h = h.clone();
@@ -2352,7 +2438,15 @@ impl Backend for CudaBackend {
         let g = p.groups;
         let out = self.alloc(&[b, co, ho, wo], self.out_dt())?;
         let n = b * co * ho * wo;
-        if n > 0 {
+        let k = ci / g * kh * kw;
+        if n > 0
+            && g == 1
+            && k >= CONV2D_GEMM_MIN_K
+            && out.dtype == Dtype::F16
+            && self.conv2d_gemm.load(Ordering::Relaxed)
+        {
+            self.conv2d_im2col(&out, x, w, bias, p, k)?;
+        } else if n > 0 {
             let (w, bias) = (self.as_dtype(w, Dtype::F32)?, self.param(bias)?);
             let (y, xp, wp, bp) = (out.buf.ptr, self.t(x), self.t(&w), self.opt(bias.as_ref()));
             let dt = out.bit() | (x.bit() << 1);

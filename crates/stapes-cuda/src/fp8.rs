@@ -251,7 +251,7 @@ impl CudaBackend {
         let Some(f) = self.q8_fp8_weight(w, m, Dtype::F16)? else {
             return Ok(false);
         };
-        let b16 = bias.map_or(Ok(0), |b| self.bias16_of(b))?;
+        let b16 = bias.map_or(Ok(0), |b| self.param16(b))?;
         let epi = super::EpiAct::None;
         let ran = self.fp8_linear(self.t(y), &x.buf, x.dtype, m, w.n, w.k, &f, b16, resid, epi)?;
         if ran.is_some() {
@@ -367,7 +367,7 @@ impl CudaBackend {
         ) else {
             return Ok(None);
         };
-        let bias16 = |b: Option<&super::CudaTensor>| b.map_or(Ok(0), |b| self.bias16_of(b));
+        let bias16 = |b: Option<&super::CudaTensor>| b.map_or(Ok(0), |b| self.param16(b));
         let (bp1, bp2) = (bias16(b1)?, bias16(b2)?);
         let r16 = self.as_dtype(r, Dtype::F16)?;
         let xq = self.fp8_input(&x.buf, x.dtype, m, k)?;

@@ -174,6 +174,54 @@ pub unsafe fn batched_matmul(
     .map_err(blas_err("cublasGemmStridedBatchedEx"))
 }
 
+/// A 2-D convolution's GEMM over im2col columns: per batch entry, row-major
+/// `y_b (co, p) = w (co, k) · cols_b (k, p)`, one `w` shared by the batch (f16 operands, f32
+/// accumulation, y f16 or f32 by `y16`). Column-major that is `y_bᵀ (p × co) = cols_bᵀ · wᵀ`: NN
+/// with lda = p, ldb = k, ldc = p, `w`'s batch stride 0.
+///
+/// # Safety
+/// Pointers must be valid device buffers of the stated sizes on the handle's stream.
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn conv_gemm(
+    handle: bsys::cublasHandle_t,
+    y: u64,
+    y16: bool,
+    cols16: u64,
+    w16: u64,
+    batch: usize,
+    co: usize,
+    p: usize,
+    k: usize,
+) -> Result<(), CudaError> {
+    let (alpha, beta) = (1f32, 0f32);
+    cublas::result::gemm_strided_batched_ex(
+        handle,
+        bsys::cublasOperation_t::CUBLAS_OP_N,
+        bsys::cublasOperation_t::CUBLAS_OP_N,
+        p as i32,
+        co as i32,
+        k as i32,
+        &alpha as *const f32 as *const c_void,
+        cols16 as *const c_void,
+        bsys::cudaDataType_t::CUDA_R_16F,
+        p as i32,
+        (k * p) as i64,
+        w16 as *const c_void,
+        bsys::cudaDataType_t::CUDA_R_16F,
+        k as i32,
+        0,
+        &beta as *const f32 as *const c_void,
+        y as *mut c_void,
+        blas_type(y16),
+        p as i32,
+        (co * p) as i64,
+        batch as i32,
+        bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+        bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+    )
+    .map_err(blas_err("cublasGemmStridedBatchedEx conv2d"))
+}
+
 /// Which cuBLASLt GEMM: f16 operands with f32 output, or f16 output (both with an optional
 /// fused f32 bias; cuBLASLt 13 on the H200 has no plan for f16 output with an f32 bias, so the
 /// caller falls back), f16 output with an f16 bias, int8 operands with i32 output (IMMA), or

@@ -125,7 +125,13 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "conv",
         source: include_str!("../kernels/conv.cu"),
-        entries: &["im2col_1d", "depthwise_conv1d", "conv2d_direct"],
+        entries: &[
+            "im2col_1d",
+            "depthwise_conv1d",
+            "conv2d_direct",
+            "im2col_2d",
+            "bias_channels",
+        ],
     },
     KernelFile {
         name: "attention",

@@ -146,7 +146,7 @@ impl CudaBackend {
                     && out.dtype == Dtype::F16
                     && m > GEMV_MAX_M =>
             {
-                self.bias16_of(b)?
+                self.param16(b)?
             }
             _ => 0,
         };

@@ -385,6 +385,40 @@ fn gemms_convs_attention_in_an_f16_chain() {
             )
             .unwrap()
     ));
+    // many channels (32 × 3 × 3 = 288 ≥ the GEMM form's 64): im2col + the tensor-core GEMM and
+    // the direct kernel, each against the reference, with a bias, a batch of 3, odd sizes
+    let img = rnd(&[3, 32, 13, 11], 47, 1.0);
+    let k3 = rnd(&[40, 32, 3, 3], 48, 0.1);
+    let b3 = rnd(&[40], 49, 1.0);
+    let mut gemms = [0u64; 2];
+    for (i, gemm) in [true, false].into_iter().enumerate() {
+        g.set_conv2d_gemm(gemm);
+        let before = g.counters().snapshot().gemm_f16;
+        assert!(f16_case!(
+            g,
+            &r,
+            &format!("conv2d 32 channels, gemm form {gemm}"),
+            Op::Conv2d,
+            Lane::F16,
+            vec![&img, &k3, &b3],
+            |be, t| be
+                .conv2d(
+                    &t[0],
+                    &t[1],
+                    Some(&t[2]),
+                    Conv2dParams {
+                        kernel: (3, 3),
+                        stride: (2, 2),
+                        padding: (1, 1),
+                        groups: 1,
+                    }
+                )
+                .unwrap()
+        ));
+        gemms[i] = g.counters().snapshot().gemm_f16 - before;
+    }
+    g.set_conv2d_gemm(true);
+    assert_eq!(gemms, [1, 0], "f16 GEMMs of the two forms");
     // fused (Dh 64, Tq ≥ 16, causal and not) and the row kernel (Dh 40, one query)
     for (i, &(tq, tk, h, d, causal)) in [
         (100, 100, 2, 64, false),

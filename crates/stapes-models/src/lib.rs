@@ -128,9 +128,22 @@ pub(crate) fn chain_one<B: stapes_core::Backend>(
     what: &'static str,
     forward: &mut dyn FnMut(&B) -> Result<B::Tensor>,
 ) -> Result<B::Tensor> {
+    chain_all(b, key, what, &mut |be| Ok(vec![forward(be)?]))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| ModelError::BadInput(format!("the {what} chain returned nothing")))
+}
+
+/// [`chain_one`] for a chain of several outputs.
+pub(crate) fn chain_all<B: stapes_core::Backend>(
+    b: &B,
+    key: &str,
+    what: &'static str,
+    forward: &mut dyn FnMut(&B) -> Result<Vec<B::Tensor>>,
+) -> Result<Vec<B::Tensor>> {
     let mut failure = None;
     let out = b.chain(key, &mut |be| match forward(be) {
-        Ok(x) => Ok(vec![x]),
+        Ok(x) => Ok(x),
         Err(ModelError::Backend(e)) => Err(e),
         Err(e) => {
             let msg = e.to_string();
@@ -138,11 +151,8 @@ pub(crate) fn chain_one<B: stapes_core::Backend>(
             Err(stapes_core::Error::shape(what, msg))
         }
     });
-    let out = match (out, failure) {
-        (_, Some(e)) => return Err(e),
-        (r, None) => r?,
-    };
-    out.into_iter()
-        .next()
-        .ok_or_else(|| ModelError::BadInput(format!("the {what} chain returned nothing")))
+    match (out, failure) {
+        (_, Some(e)) => Err(e),
+        (r, None) => Ok(r?),
+    }
 }

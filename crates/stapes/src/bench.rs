@@ -448,8 +448,7 @@ pub(crate) fn qwen3a<B: Backend>(
     })?;
     let chunks = be.upload(&m.tower().chunks(&feats, valid)?)?;
     let encode_device = time(o.iters, 3, || {
-        let t = m.tower().forward_chunks(be, &chunks, valid)?;
-        let _a = m.tower().project(be, &t)?;
+        let _enc = m.encode_chunks(&chunks, valid)?;
         be.synchronize()?;
         Ok(())
     })?;

@@ -1,7 +1,7 @@
 //! A loaded Qwen3-ASR model: front end, audio tower, chat prompt and greedy decoding by the
 //! text model, and the `language X<asr_text>…` answer read back as a transcript.
 
-use super::config::Qwen3AsrConfig;
+use super::config::{AudioConfig, Qwen3AsrConfig};
 use super::decoder::TextModel;
 use super::encoder::AudioTower;
 use super::weights::{load, Qwen3AsrCheckpoint};
@@ -30,6 +30,14 @@ pub const MAX_ONE_PASS_S: f64 = 300.0;
 
 /// New tokens the K/V cache first has room for; it doubles as the answer grows.
 const ANSWER_ROOM: usize = 128;
+
+/// Inputs of up to this many 1 s chunks run the tower as a captured chain where the home
+/// captures; longer ones eagerly.
+pub const CHAIN_MAX_CHUNKS: usize = 30;
+
+/// Chains (distinct chunk counts and last-chunk lengths) one model keeps; further shapes run
+/// eagerly.
+pub const MAX_CHAINS: usize = 32;
 
 /// The languages the model was trained to name after `language ` (transformers'
 /// `LANGUAGE_CODE_TO_NAME`).
@@ -162,6 +170,12 @@ pub struct Qwen3Asr<B: Backend> {
     tower: AudioTower<B>,
     text: TextModel<B>,
     tokenizer: Option<tokenizers::Tokenizer>,
+    /// The tower's chain inputs `(n_chunks, n_mels, chunk)` by (chunks, tokens of the last
+    /// chunk): a captured chain reads its input by address, so each lives as long as the model.
+    chains: std::sync::Mutex<std::collections::BTreeMap<(usize, usize), B::Tensor>>,
+    /// Whether the tower runs as chains: on the CUDA home (graphs on or off; off, a chain runs
+    /// eagerly with the same f16 activations); elsewhere a chain is the eager pass.
+    chained: bool,
 }
 
 impl<B: Backend> Qwen3Asr<B> {
@@ -185,6 +199,7 @@ impl<B: Backend> Qwen3Asr<B> {
             ),
             None => None,
         };
+        let chained = backend.name() == "cuda";
         Ok(Self {
             backend,
             config: ck.config.clone(),
@@ -193,6 +208,8 @@ impl<B: Backend> Qwen3Asr<B> {
             tower,
             text,
             tokenizer,
+            chains: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            chained,
         })
     }
 
@@ -231,10 +248,71 @@ impl<B: Backend> Qwen3Asr<B> {
     /// The audio tower's output `(1, N, d)` and the projected audio embeddings `(1, N, hidden)`
     /// of `features (T, n_mels)` whose first `valid` frames are audio.
     pub fn encode(&self, features: &HostTensor, valid: usize) -> Result<(B::Tensor, B::Tensor)> {
+        let chunks = self.backend.upload(&self.tower.chunks(features, valid)?)?;
+        self.encode_chunks(&chunks, valid)
+    }
+
+    /// [`Qwen3Asr::encode`] from the tower's input chunks `(n_chunks, 1, n_mels, chunk)` on the
+    /// device ([`AudioTower::chunks`]). On the CUDA home inputs of up to [`CHAIN_MAX_CHUNKS`]
+    /// run as one chain per (chunks, tokens of the last chunk) — with graphs on, captured on its
+    /// second call and replayed after — at most [`MAX_CHAINS`] shapes a model; elsewhere, and
+    /// past those bounds, eagerly.
+    pub fn encode_chunks(
+        &self,
+        chunks: &B::Tensor,
+        valid: usize,
+    ) -> Result<(B::Tensor, B::Tensor)> {
         let b = &self.backend;
-        let tower = self.tower.forward(b, features, valid)?;
-        let audio = self.tower.project(b, &tower)?;
-        Ok((tower, audio))
+        let tower = &self.tower;
+        let s = chunks.shape().to_vec();
+        let c = self.config.audio.chunk_frames();
+        let eager = || -> Result<(B::Tensor, B::Tensor)> {
+            let t = tower.forward_chunks(b, chunks, valid)?;
+            let a = tower.project(b, &t)?;
+            Ok((t, a))
+        };
+        if !self.chained || s.len() != 4 || s[0] > CHAIN_MAX_CHUNKS || valid == 0 {
+            return eager();
+        }
+        if s[0] != valid.div_ceil(c) {
+            return Err(ModelError::BadInput(format!(
+                "chunks {s:?} do not hold {valid} valid frames"
+            )));
+        }
+        let last = AudioConfig::chunk_tokens(valid - (s[0] - 1) * c);
+        let key = (s[0], last);
+        let mut slots = self.chains.lock().unwrap_or_else(|p| p.into_inner());
+        if !slots.contains_key(&key) && slots.len() >= MAX_CHAINS {
+            drop(slots);
+            return eager();
+        }
+        let flat = [s[0], s[1] * s[2], s[3]];
+        let input = match slots.entry(key) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert(b.upload(&HostTensor::zeros(flat.to_vec()))?)
+            }
+        };
+        b.write_rows(input, &b.reshape(chunks, &flat)?, 0)?;
+        let input = &*input;
+        let name = format!("qwen3a-encoder/c{}l{last}/{}", s[0], self.lane);
+        let out = crate::chain_all(b, &name, "qwen3a tower", &mut |be| {
+            let x = be.reshape(input, &s)?;
+            let t = tower.forward_chunks(be, &x, valid)?;
+            let a = tower.project(be, &t)?;
+            Ok(vec![t, a])
+        })?;
+        drop(slots);
+        // copies: the next replay overwrites the chain's outputs
+        match &out[..] {
+            [t, a] => Ok((
+                b.slice(t, 1, 0, t.shape()[1])?,
+                b.slice(a, 1, 0, a.shape()[1])?,
+            )),
+            _ => Err(ModelError::BadInput(
+                "the qwen3a tower chain returned the wrong outputs".into(),
+            )),
+        }
     }
 
     /// The audio tower, for benches that time it from device input.
