@@ -98,6 +98,18 @@ fn gpu_lanes_follow_the_qwen3a_family_rows() {
                 "{clip} {lane}: tower rel L2 {err:e} (bar {:e})",
                 row.encoder_rel_l2
             );
+            // the tower's chain: the first call runs eagerly, the second captures, the third
+            // replays; all three give the same bits
+            for call in 2..=3 {
+                let (t, a) = m.encode(f, valid).unwrap();
+                let (t, a) = (
+                    m.backend().download(&t).unwrap(),
+                    m.backend().download(&a).unwrap(),
+                );
+                assert_eq!(t.data, gt.data, "{clip} {lane}: tower of call {call}");
+                let a0 = m.backend().download(&ga).unwrap();
+                assert_eq!(a.data, a0.data, "{clip} {lane}: embeddings of call {call}");
+            }
             assert!(
                 err <= row.encoder_rel_l2,
                 "{clip} {lane}: tower rel L2 {err:e}"

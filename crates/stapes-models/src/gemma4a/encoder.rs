@@ -25,6 +25,24 @@ const SUBSAMPLE: Conv2dParams = Conv2dParams {
     groups: 1,
 };
 
+/// The device inputs of one pass besides the weights ([`AudioTower::prepare`]).
+pub struct Inputs<B: Backend> {
+    /// `(1, T, n_mels)`, the frames past the valid ones zero.
+    pub features: B::Tensor,
+    /// Tokens of the output that come from valid frames.
+    pub valid_tokens: usize,
+    /// `(1, T1)` 0/1 over the first conv's frames, where some are past the valid ones.
+    keep1: Option<B::Tensor>,
+    /// `(1, blocks·chunk·context)`, [`AudioTower::attention_keep`].
+    keep: B::Tensor,
+    /// Zero rows: the queries' tail to whole blocks, the keys' front and back context.
+    q_pad: Option<B::Tensor>,
+    front: Option<B::Tensor>,
+    back: Option<B::Tensor>,
+    /// `(H·blocks, chunk, context + 1 − positions)` zeros of the relative shift.
+    rel_pad: B::Tensor,
+}
+
 /// `clamp(x, lo, hi)` from ReLUs: `x − relu(x − hi) + relu(lo − x)`. Values inside the bounds
 /// come out bit-exact (both ReLUs are exactly 0), which `lo + relu(x − lo)` would not give
 /// for bounds far from x. An infinite side costs nothing.
@@ -288,28 +306,94 @@ impl<B: Backend> AudioTower<B> {
         features: &HostTensor,
         valid: usize,
     ) -> Result<(B::Tensor, usize)> {
-        let cfg = &self.cfg;
         let s = &features.shape;
-        if s.len() != 2 || s[1] != cfg.n_mels {
+        if s.len() != 2 || s[1] != self.cfg.n_mels {
             return Err(ModelError::BadInput(format!(
                 "features {s:?}, expected (T, {})",
-                cfg.n_mels
+                self.cfg.n_mels
             )));
         }
-        if valid == 0 || valid > s[0] {
+        let mut inputs = self.prepare(be, s[0], valid)?;
+        self.write_features(be, &mut inputs.features, features, valid)?;
+        Ok((self.forward_prepared(be, &inputs)?, inputs.valid_tokens))
+    }
+
+    /// Every device tensor a pass over `t` feature frames of which `valid` are audio reads
+    /// besides the weights: the masks and zero blocks its shapes fix, and a `(1, t, n_mels)`
+    /// features tensor to fill with [`AudioTower::write_features`]. A captured chain reads them
+    /// by address, so a chain's copy lives as long as the chain.
+    pub fn prepare(&self, be: &B, t: usize, valid: usize) -> Result<Inputs<B>> {
+        let cfg = &self.cfg;
+        if valid == 0 || valid > t {
             return Err(ModelError::BadInput(format!(
-                "{valid} valid frames of {} feature frames",
-                s[0]
+                "{valid} valid frames of {t} feature frames"
             )));
         }
-        let (h, valid_tokens) = self.subsample(be, features, valid)?;
-        let mut h = h; // (1, T2, d)
-        let keep = be.upload(&self.attention_keep(h.shape()[1], valid_tokens))?;
+        let d = cfg.hidden;
+        let t1 = conv_out(t);
+        let valid1 = valid.div_ceil(2);
+        let keep1 = match valid1 < t1 {
+            true => {
+                let keep: Vec<f32> = (0..t1).map(|i| (i < valid1) as u8 as f32).collect();
+                Some(be.upload(&HostTensor::new(vec![1, t1], keep)?)?)
+            }
+            false => None,
+        };
+        let t2 = conv_out(t1);
+        let valid_tokens = valid1.div_ceil(2);
+        let (c, ctx, past) = (cfg.chunk, cfg.context(), cfg.past());
+        let nb = t2.div_ceil(c);
+        let m = ctx.div_ceil(c);
+        let zeros = |rows: usize| -> Result<Option<B::Tensor>> {
+            match rows {
+                0 => Ok(None),
+                _ => Ok(Some(be.upload(&HostTensor::zeros(vec![1, rows, d]))?)),
+            }
+        };
+        let np = cfg.n_positions();
+        Ok(Inputs {
+            features: be.upload(&HostTensor::zeros(vec![1, t, cfg.n_mels]))?,
+            valid_tokens,
+            keep1,
+            keep: be.upload(&self.attention_keep(t2, valid_tokens))?,
+            q_pad: zeros(nb * c - t2)?,
+            front: zeros(past)?,
+            back: zeros((nb + m) * c - past - t2)?,
+            rel_pad: be.upload(&HostTensor::zeros(vec![cfg.n_heads * nb, c, ctx + 1 - np]))?,
+        })
+    }
+
+    /// Writes `features (T, n_mels)` into a prepared `(1, T, n_mels)` tensor, the frames past
+    /// the `valid` ones zeroed (as transformers masks them before the first conv).
+    pub fn write_features(
+        &self,
+        be: &B,
+        dst: &mut B::Tensor,
+        features: &HostTensor,
+        valid: usize,
+    ) -> Result<()> {
+        let s = &features.shape;
+        let m = self.cfg.n_mels;
+        if s.len() != 2 || s[1] != m || dst.shape() != [1, s[0], m] {
+            return Err(ModelError::BadInput(format!(
+                "features {s:?} for a pass prepared for {:?}",
+                dst.shape()
+            )));
+        }
+        let mut data = features.data.clone();
+        data[valid.min(s[0]) * m..].fill(0.0);
+        Ok(be.write_host(dst, &HostTensor::new(vec![1, s[0], m], data)?)?)
+    }
+
+    /// The tower's output `(1, T2, output_dims)` from prepared inputs: device work only, so it
+    /// can run as a captured chain.
+    pub fn forward_prepared(&self, be: &B, inputs: &Inputs<B>) -> Result<B::Tensor> {
+        let mut h = self.subsample(be, inputs)?; // (1, T2, d)
         for l in &self.layers {
-            h = self.layer(be, l, h, &keep)?;
+            h = self.layer(be, l, h, inputs)?;
         }
         let (w, b) = &self.output_proj;
-        Ok((be.linear(&h, w, Some(b))?, valid_tokens))
+        Ok(be.linear(&h, w, Some(b))?)
     }
 
     /// `embed_audio` of a whole checkpoint: `(1, N, output_dims)` → `(1, N, text hidden)`;
@@ -324,14 +408,12 @@ impl<B: Backend> AudioTower<B> {
         }
     }
 
-    /// The subsampling: `(1, T2, d)` and the valid tokens. Frames past the valid ones are zeroed
-    /// before each conv, as transformers masks them.
-    fn subsample(&self, be: &B, features: &HostTensor, valid: usize) -> Result<(B::Tensor, usize)> {
+    /// The subsampling: `(1, T2, d)`. Frames past the valid ones are zeroed before each conv, as
+    /// transformers masks them.
+    fn subsample(&self, be: &B, inputs: &Inputs<B>) -> Result<B::Tensor> {
         let cfg = &self.cfg;
-        let (t, m) = (features.shape[0], cfg.n_mels);
-        let mut data = features.data.clone();
-        data[valid * m..].fill(0.0);
-        let x = be.upload(&HostTensor::new(vec![1, 1, t, m], data)?)?;
+        let s = inputs.features.shape().to_vec(); // (1, T, n_mels)
+        let x = be.reshape(&inputs.features, &[1, 1, s[1], s[2]])?;
         let norm_relu = |x: &B::Tensor, g: &B::Tensor| -> Result<B::Tensor> {
             // (1, C, T', F') → (1, T'·F', C): the norm runs over channels
             let s = x.shape().to_vec();
@@ -345,18 +427,15 @@ impl<B: Backend> AudioTower<B> {
         let y = norm_relu(&y, &self.conv_norms[0])?; // (1, T1·F1, C0)
         let y = be.transpose_last2(&y)?;
         let mut y = be.reshape(&y, &s1)?;
-        let valid1 = valid.div_ceil(2);
-        if valid1 < s1[2] {
-            let keep: Vec<f32> = (0..s1[2]).map(|i| (i < valid1) as u8 as f32).collect();
-            let keep = be.upload(&HostTensor::new(vec![1, s1[2]], keep)?)?;
-            y = be.mask_fill(&y, &keep, s1[3], 0.0)?;
+        if let Some(keep) = &inputs.keep1 {
+            y = be.mask_fill(&y, keep, s1[3], 0.0)?;
         }
         let y = be.conv2d(&y, &self.convs[1], None, SUBSAMPLE)?; // (1, C1, T2, F2)
         let s2 = y.shape().to_vec();
         let y = norm_relu(&y, &self.conv_norms[1])?; // (1, T2·F2, C1)
         let y = be.reshape(&y, &[1, s2[2], s2[3] * s2[1]])?;
-        debug_assert_eq!(s2[2], conv_out(conv_out(t)));
-        Ok((be.linear(&y, &self.input_proj, None)?, valid1.div_ceil(2)))
+        debug_assert_eq!(s2[2], conv_out(conv_out(s[1])));
+        Ok(be.linear(&y, &self.input_proj, None)?)
     }
 
     /// `(1, blocks·chunk·context)` of 0/1: which context slot each query row of each block may
@@ -392,12 +471,12 @@ impl<B: Backend> AudioTower<B> {
         }
     }
 
-    fn layer(&self, be: &B, l: &Layer<B>, x: B::Tensor, keep: &B::Tensor) -> Result<B::Tensor> {
+    fn layer(&self, be: &B, l: &Layer<B>, x: B::Tensor, inputs: &Inputs<B>) -> Result<B::Tensor> {
         let (g, eps) = (self.cfg.grad_clip, self.cfg.rms_eps);
         let x = self.feed_forward(be, &l.ff1, x)?;
         let h = clamp(be, be.reshape(&x, x.shape())?, -g, g)?;
         let h = be.rms_norm(&h, &l.norm_pre_attn, NORM_EPS)?;
-        let a = self.attention(be, &l.attn, &h, keep)?;
+        let a = self.attention(be, &l.attn, &h, inputs)?;
         let a = clamp(be, a, -g, g)?;
         let a = be.rms_norm(&a, &l.norm_post_attn, NORM_EPS)?;
         let x = be.add(&a, &x)?;
@@ -438,33 +517,30 @@ impl<B: Backend> AudioTower<B> {
         be: &B,
         a: &Attention<B>,
         x: &B::Tensor,
-        keep: &B::Tensor,
+        inputs: &Inputs<B>,
     ) -> Result<B::Tensor> {
         let cfg = &self.cfg;
-        let (t, d) = (x.shape()[1], cfg.hidden);
+        let t = x.shape()[1];
         let (h, dh) = (cfg.n_heads, cfg.head_dim());
-        let (c, ctx, past) = (cfg.chunk, cfg.context(), cfg.past());
+        let (c, ctx) = (cfg.chunk, cfg.context());
         let nb = t.div_ceil(c);
         let m = ctx.div_ceil(c);
-        let zeros = |rows: usize| be.upload(&HostTensor::zeros(vec![1, rows, d]));
         let q = a.q.run(be, be.reshape(x, x.shape())?)?;
         let q = be.mul(&q, &a.q_scale)?;
         let k = a.k.run(be, be.reshape(x, x.shape())?)?;
         let k = be.affine(&k, (1.0 + std::f64::consts::E).log2() as f32, 0.0)?;
         let v = a.v.run(be, be.reshape(x, x.shape())?)?;
-        let q = match nb * c - t {
-            0 => q,
-            pad => be.concat(&[&q, &zeros(pad)?], 1)?,
+        let q = match &inputs.q_pad {
+            None => q,
+            Some(pad) => be.concat(&[&q, pad], 1)?,
         };
         let qh = be.split_heads(&q, h, None)?; // (H, nb·C, Dh)
         let qb = be.reshape(&qh, &[h * nb, c, dh])?;
         // keys of block b: padded rows b·C .. b·C + context, from m shifted block views
         let context = |x: &B::Tensor| -> Result<B::Tensor> {
-            let front = zeros(past)?;
-            let back = zeros((nb + m) * c - past - t)?;
-            let parts: Vec<&B::Tensor> = [&front, x, &back]
+            let parts: Vec<&B::Tensor> = [inputs.front.as_ref(), Some(x), inputs.back.as_ref()]
                 .into_iter()
-                .filter(|p| p.shape()[1] > 0)
+                .flatten()
                 .collect();
             let padded = be.concat(&parts, 1)?; // (1, (nb+m)·C, d)
             let heads = be.split_heads(&padded, h, None)?; // (H, (nb+m)·C, Dh)
@@ -489,8 +565,7 @@ impl<B: Backend> AudioTower<B> {
         let np = cfg.n_positions();
         let bd = be.matmul(&qh, &a.rel_k, true)?; // (H, nb·C, P)
         let bd = be.reshape(&bd, &[h * nb, c, np])?;
-        let pad = be.upload(&HostTensor::zeros(vec![h * nb, c, ctx + 1 - np]))?;
-        let bd = be.concat(&[&bd, &pad], 2)?; // (H·nb, C, ctx+1)
+        let bd = be.concat(&[&bd, &inputs.rel_pad], 2)?; // (H·nb, C, ctx+1)
         let bd = be.reshape(&bd, &[h * nb, c * (ctx + 1)])?;
         let bd = be.slice(&bd, 1, 0, c * ctx)?;
         let bd = be.reshape(&bd, &[h * nb, c, ctx])?;
@@ -498,7 +573,7 @@ impl<B: Backend> AudioTower<B> {
         let logits = be.add(&ac, &bd)?;
         let logits = be.activation(&be.affine(&logits, 1.0 / cap, 0.0)?, Activation::Tanh)?;
         let logits = be.affine(&logits, cap, 0.0)?;
-        let logits = be.mask_fill(&logits, keep, 1, cfg.invalid_logit)?;
+        let logits = be.mask_fill(&logits, &inputs.keep, 1, cfg.invalid_logit)?;
         let probs = be.softmax(&logits)?;
         let o = be.matmul(&probs, &vc, false)?; // (H·nb, C, Dh)
         let o = be.reshape(&o, &[h, nb * c, dh])?;

@@ -2,7 +2,7 @@
 //! with `embed_audio`'s projection into the text model where the checkpoint has one.
 
 use super::config::{FrontEndConfig, Gemma4AudioConfig};
-use super::encoder::AudioTower;
+use super::encoder::{AudioTower, Inputs};
 use super::weights::{load, Gemma4AudioCheckpoint};
 use crate::fastconformer::encoder::Tensors;
 use crate::{ModelError, Result};
@@ -13,6 +13,10 @@ use std::path::{Path, PathBuf};
 
 /// Input rate of every Gemma 4 audio tower.
 pub const SAMPLE_RATE: u32 = 16_000;
+
+/// Chains (distinct frame counts and valid frames) one model keeps on a capturing home; further
+/// shapes run eagerly. The front end takes at most 30 s, so every input is in reach.
+pub const MAX_CHAINS: usize = 32;
 
 fn hz_to_mel(f: f64) -> f64 {
     2595.0 * (1.0 + f / 700.0).log10()
@@ -155,6 +159,12 @@ pub struct Gemma4Audio<B: Backend> {
     lane: Lane,
     path: PathBuf,
     tower: AudioTower<B>,
+    /// The tower's chain inputs by (frames, valid frames): a captured chain reads them by
+    /// address, so each lives as long as the model.
+    chains: std::sync::Mutex<std::collections::BTreeMap<(usize, usize), Inputs<B>>>,
+    /// Whether the tower runs as chains: on the CUDA home (graphs on or off; off, a chain runs
+    /// eagerly with the same f16 activations); elsewhere a chain is the eager pass.
+    chained: bool,
 }
 
 impl<B: Backend> Gemma4Audio<B> {
@@ -171,7 +181,10 @@ impl<B: Backend> Gemma4Audio<B> {
             path: &ck.path,
         };
         let tower = AudioTower::load(&backend, &t, &ck.config, lane)?;
+        let chained = backend.name() == "cuda";
         Ok(Self {
+            chains: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            chained,
             backend,
             config: ck.config.clone(),
             front_end: ck.front_end.clone(),
@@ -204,16 +217,56 @@ impl<B: Backend> Gemma4Audio<B> {
     }
 
     /// The valid tokens of the tower's output (and their text-model embeddings) for
-    /// `features (T, n_mels)` whose first `valid` frames are audio.
+    /// `features (T, n_mels)` whose first `valid` frames are audio. On the CUDA home each
+    /// (frames, valid frames) runs as one chain (with graphs on, captured on its second call
+    /// and replayed after), at most [`MAX_CHAINS`] shapes a model; elsewhere, and past that,
+    /// eagerly.
     pub fn encode(&self, features: &HostTensor, valid: usize) -> Result<Encoded<B>> {
         let b = &self.backend;
-        let (all, n) = self.tower.forward(b, features, valid)?;
-        let tower = match all.shape()[1] == n {
-            true => all,
-            false => b.slice(&all, 1, 0, n)?,
+        let tower = &self.tower;
+        let pass = |be: &B, inputs: &Inputs<B>| -> Result<Vec<B::Tensor>> {
+            let all = tower.forward_prepared(be, inputs)?;
+            let n = inputs.valid_tokens;
+            let out = match all.shape()[1] == n {
+                true => all,
+                false => be.slice(&all, 1, 0, n)?,
+            };
+            let embeddings = tower.embed(be, &out)?;
+            Ok(std::iter::once(out).chain(embeddings).collect())
         };
-        let embeddings = self.tower.embed(b, &tower)?;
-        Ok(Encoded { tower, embeddings })
+        let t = features.shape.first().copied().unwrap_or(0);
+        let mut slots = self.chains.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (t, valid);
+        let outs = if !self.chained || (!slots.contains_key(&key) && slots.len() >= MAX_CHAINS) {
+            drop(slots);
+            let mut inputs = tower.prepare(b, t, valid)?;
+            tower.write_features(b, &mut inputs.features, features, valid)?;
+            pass(b, &inputs)?
+        } else {
+            let inputs = match slots.entry(key) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(tower.prepare(b, t, valid)?)
+                }
+            };
+            tower.write_features(b, &mut inputs.features, features, valid)?;
+            let inputs = &*inputs;
+            let name = format!("gemma4a-encoder/t{t}v{valid}/{}", self.lane);
+            let outs = crate::chain_all(b, &name, "gemma4a tower", &mut |be| pass(be, inputs))?;
+            drop(slots);
+            // copies: the next replay overwrites the chain's outputs
+            outs.iter()
+                .map(|o| Ok(b.slice(o, 1, 0, o.shape()[1])?))
+                .collect::<Result<Vec<_>>>()?
+        };
+        let mut outs = outs.into_iter();
+        let tower = outs.next().ok_or_else(|| {
+            ModelError::BadInput("the gemma4a tower pass returned nothing".into())
+        })?;
+        Ok(Encoded {
+            tower,
+            embeddings: outs.next(),
+        })
     }
 
     /// Front end and tower of 16 kHz mono `samples`.
