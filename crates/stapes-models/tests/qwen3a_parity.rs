@@ -310,6 +310,31 @@ fn a_growing_cache_gives_the_same_ids() {
     assert_eq!(grown.finished, roomy.finished);
 }
 
+/// The decoder step chain (the step tensor's position read by the `*_step` ops, the rotary rows
+/// gathered at it) gives the eager pass's ids, also when its cache fills and the answer goes on
+/// eagerly from a copy of it. On the CPU home a chain is the eager pass of the same ops, so this
+/// checks the step form's arithmetic; `cuda_qwen3a` checks the captured one.
+#[test]
+fn the_step_chain_gives_the_eager_ids() {
+    let exp = expected();
+    let m = model(CpuBackend::new(2).expect("CPU backend"));
+    let inputs = read_tensors("inputs.safetensors");
+    let valid = exp["results"]["jfk"]["valid_frames"].as_u64().unwrap() as usize;
+    let (_, audio) = m.encode(&inputs["features.jfk"], valid).unwrap();
+    let p = m.prompt(None).unwrap();
+    m.set_step_chain(Some(false));
+    let eager = m.generate(&audio, &p, 40).unwrap();
+    assert!(eager.ids.len() > 16, "{:?}", eager.ids);
+    m.set_step_chain(Some(true));
+    let chained = m.generate(&audio, &p, 40).unwrap();
+    assert_eq!(chained.ids, eager.ids);
+    // a cache 5 rows past the prompt: 5 steps in the chain, the rest eager
+    m.set_step_chain_rows(eager.prompt.len() + 5);
+    let spilled = m.generate(&audio, &p, 40).unwrap();
+    assert_eq!(spilled.ids, eager.ids);
+    assert_eq!(spilled.finished, eager.finished);
+}
+
 /// Audio the model cannot take is refused, not panicked on.
 #[test]
 fn bad_audio_is_refused() {

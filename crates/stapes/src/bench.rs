@@ -453,7 +453,6 @@ pub(crate) fn qwen3a<B: Backend>(
         Ok(())
     })?;
     let (_, audio) = m.encode(&feats, valid)?;
-    let text = m.text_model();
     let prompt = m
         .prompt(None)
         .unwrap_or_else(|_| stapes_models::qwen3a::Prompt {
@@ -461,32 +460,33 @@ pub(crate) fn qwen3a<B: Backend>(
             suffix: vec![0; 6],
         });
     let steps = o.decode_tokens.max(1);
-    let parts = [
-        text.embed(be, &prompt.prefix)?,
-        audio,
-        text.embed(be, &prompt.suffix)?,
-    ];
-    let x = be.concat(&parts.iter().collect::<Vec<_>>(), 1)?;
-    let prompt_len = x.shape()[1];
-    // per step of the loop only (the prompt's prefill is not a step)
+    // per step only: `generate` of 1 + N tokens minus `generate` of 1 (prompt prefill and the
+    // first argmax), over the steps it took (the model's own step path: the step chain where
+    // the home captures)
+    let gen = |n: usize| -> Result<(f64, usize), StapesError> {
+        let t = Instant::now();
+        let g = m.generate(&audio, &prompt, n)?;
+        be.synchronize()?;
+        Ok((
+            t.elapsed().as_secs_f64() * 1e3,
+            g.ids.len() + g.finished as usize,
+        ))
+    };
+    gen(steps + 1)?;
     let mut step_ms = Vec::new();
     for _ in 0..o.iters.clamp(1, 10) {
-        let mut cache = text.cache(be, prompt_len + steps)?;
-        text.forward(be, &x, &mut cache)?;
-        be.synchronize()?;
-        let t = Instant::now();
-        let mut id = 0u32;
-        for _ in 0..steps {
-            let h = text.forward(be, &text.embed(be, &[id])?, &mut cache)?;
-            id = be
-                .argmax(&text.logits(be, &h)?)?
-                .first()
-                .copied()
-                .unwrap_or(0);
+        let (one, _) = gen(1)?;
+        let (all, n) = gen(steps + 1)?;
+        if n > 1 {
+            step_ms.push((all - one).max(0.0) / (n - 1) as f64);
         }
-        be.synchronize()?;
-        step_ms.push(t.elapsed().as_secs_f64() * 1e3 / steps as f64);
     }
+    if step_ms.is_empty() {
+        return Err(StapesError::Usage(
+            "the model ended its answer at once: no decode step to time".into(),
+        ));
+    }
+    let prompt_len = prompt.prefix.len() + audio.shape()[1] + prompt.suffix.len();
     let opts = stapes_models::qwen3a::Qwen3AsrOptions {
         language: None,
         max_new_tokens: Some(steps),

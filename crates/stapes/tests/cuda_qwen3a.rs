@@ -136,6 +136,26 @@ fn gpu_lanes_follow_the_qwen3a_family_rows() {
                 }
                 eprintln!("{clip} {lane} step {step}: margin {margin:.3}, change {change:.4}");
             }
+            // the decoder step chain (captured on its second step, replayed after) against
+            // eager steps on the same GPU: the same greedy ids, also when the chain's cache
+            // fills and the answer goes on eagerly
+            let p = m.prompt(None).unwrap();
+            m.set_step_chain(Some(false));
+            let eager = m.generate(&ga, &p, 24).unwrap();
+            m.set_step_chain(None);
+            let chained = m.generate(&ga, &p, 24).unwrap();
+            let again = m.generate(&ga, &p, 24).unwrap();
+            eprintln!(
+                "{clip} {lane}: {} ids eager, chained {:?}",
+                eager.ids.len(),
+                chained.ids == eager.ids
+            );
+            assert_eq!(chained.ids, eager.ids, "{clip} {lane}: step chain");
+            assert_eq!(again.ids, eager.ids, "{clip} {lane}: step chain replayed");
+            m.set_step_chain_rows(eager.prompt.len() + 5);
+            let spilled = m.generate(&ga, &p, 24).unwrap();
+            assert_eq!(spilled.ids, eager.ids, "{clip} {lane}: chain, then eager");
+            m.set_step_chain_rows(stapes_models::qwen3a::STEP_CHAIN_ROWS);
         }
     }
 }

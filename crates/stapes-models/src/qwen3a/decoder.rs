@@ -10,7 +10,30 @@ use super::config::TextConfig;
 use super::weights::{text_layer, LM_HEAD, TEXT};
 use crate::fastconformer::encoder::{Linear, Tensors};
 use crate::Result;
-use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane};
+use stapes_core::{Activation, AttnParams, Backend, DeviceTensor, HostTensor, Lane, StepParams};
+
+/// Where a pass writes its K/V rows and how far its attention reads: from a host position, or
+/// from a step tensor's (a captured chain, [`TextModel::step_chained`]).
+#[derive(Clone, Copy)]
+enum At<'a, B: Backend> {
+    Host(usize),
+    Step(&'a B::Tensor),
+}
+
+/// What a decoder step chain reads by address: a K/V cache, the step's input row and
+/// [`StepParams`] tensor `(1, 1, 2)` (position, 0), and the rotary tables of every position of
+/// the cache (cos and sin of the query heads, then of the key heads, `(rows, heads·Dh)`).
+pub struct StepSlot<B: Backend> {
+    pub cache: KvCache<B>,
+    /// `(1, 1, hidden)`: the step's token embedding.
+    x: B::Tensor,
+    step: B::Tensor,
+    rotary: [B::Tensor; 4],
+    /// `(1, H·Dh)` and `(1, KV·Dh)` zeros: the one-row tables that make `embed_step` a gather
+    /// of the rotary rows at the step's position.
+    zero_q: B::Tensor,
+    zero_k: B::Tensor,
+}
 
 struct Layer<B: Backend> {
     ln_attn: B::Tensor,
@@ -120,16 +143,23 @@ impl<B: Backend> TextModel<B> {
         if capacity <= cache.capacity {
             return Ok(());
         }
-        let mut bigger = self.cache(be, capacity)?;
-        for (dst, src) in bigger.k.iter_mut().zip(&cache.k) {
-            be.write_rows(dst, &be.slice(src, 1, 0, cache.len)?, 0)?;
-        }
-        for (dst, src) in bigger.v.iter_mut().zip(&cache.v) {
-            be.write_rows(dst, &be.slice(src, 1, 0, cache.len)?, 0)?;
+        *cache = self.copy_cache(be, cache, capacity)?;
+        Ok(())
+    }
+
+    /// A cache of `capacity` positions holding `cache`'s rows.
+    pub fn copy_cache(&self, be: &B, cache: &KvCache<B>, capacity: usize) -> Result<KvCache<B>> {
+        let mut bigger = self.cache(be, capacity.max(cache.len))?;
+        if cache.len > 0 {
+            for (dst, src) in bigger.k.iter_mut().zip(&cache.k) {
+                be.write_rows(dst, &be.slice(src, 1, 0, cache.len)?, 0)?;
+            }
+            for (dst, src) in bigger.v.iter_mut().zip(&cache.v) {
+                be.write_rows(dst, &be.slice(src, 1, 0, cache.len)?, 0)?;
+            }
         }
         bigger.len = cache.len;
-        *cache = bigger;
-        Ok(())
+        Ok(bigger)
     }
 
     pub fn cache(&self, be: &B, capacity: usize) -> Result<KvCache<B>> {
@@ -197,13 +227,36 @@ impl<B: Backend> TextModel<B> {
                 cache.capacity
             )));
         }
-        let (h, kv, dh) = (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
+        let (h, kv) = (cfg.n_heads, cfg.n_kv_heads);
         let (cos_q, sin_q) = self.rotary(be, start, n, h)?;
         let (cos_k, sin_k) = self.rotary(be, start, n, kv)?;
+        let rot = [&cos_q, &sin_q, &cos_k, &sin_k];
+        let y = self.layers_forward(be, x, cache, rot, At::Host(start))?;
+        cache.len = start + n;
+        Ok(be.rms_norm(&y, &self.norm, cfg.rms_eps)?)
+    }
+
+    /// The layers over `x (1, n, hidden)` at `at`'s position with the rotary rows `rot` (cos and
+    /// sin of the query heads, then of the key heads), appending to `cache`; the residual
+    /// stream out, before the final norm.
+    fn layers_forward(
+        &self,
+        be: &B,
+        x: &B::Tensor,
+        cache: &mut KvCache<B>,
+        rot: [&B::Tensor; 4],
+        at: At<'_, B>,
+    ) -> Result<B::Tensor> {
+        let cfg = &self.cfg;
+        let n = x.shape()[1];
+        let (h, kv, dh) = (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim);
         let p = AttnParams {
             n_heads: h,
             scale: (dh as f32).powf(-0.5),
-            kv_len: Some(start + n),
+            kv_len: match at {
+                At::Host(start) => Some(start + n),
+                At::Step(_) => None,
+            },
             causal: true,
         };
         let mut cur: Option<B::Tensor> = None;
@@ -216,11 +269,21 @@ impl<B: Backend> TextModel<B> {
             let v = be.slice(&qkv, 2, (h + kv) * dh, kv * dh)?;
             let q = self.head_norm(be, &q, &l.q_norm, h, n)?;
             let k = self.head_norm(be, &k, &l.k_norm, kv, n)?;
-            let q = be.rotary_half(&q, &cos_q, &sin_q, dh)?;
-            let k = be.rotary_half(&k, &cos_k, &sin_k, dh)?;
-            be.write_rows(&mut cache.k[i], &self.repeat_kv(be, &k, n)?, start)?;
-            be.write_rows(&mut cache.v[i], &self.repeat_kv(be, &v, n)?, start)?;
-            let a = be.attention(&q, &cache.k[i], &cache.v[i], &p)?;
+            let q = be.rotary_half(&q, rot[0], rot[1], dh)?;
+            let k = be.rotary_half(&k, rot[2], rot[3], dh)?;
+            let (k, v) = (self.repeat_kv(be, &k, n)?, self.repeat_kv(be, &v, n)?);
+            let a = match at {
+                At::Host(start) => {
+                    be.write_rows(&mut cache.k[i], &k, start)?;
+                    be.write_rows(&mut cache.v[i], &v, start)?;
+                    be.attention(&q, &cache.k[i], &cache.v[i], &p)?
+                }
+                At::Step(step) => {
+                    be.write_rows_step(&mut cache.k[i], &k, step)?;
+                    be.write_rows_step(&mut cache.v[i], &v, step)?;
+                    be.attention_step(&q, &cache.k[i], &cache.v[i], &p, step)?
+                }
+            };
             let x = be.linear_add(&a, &l.o.w, l.o.b.as_ref(), x)?;
             let hn = be.rms_norm(&x, &l.ln_mlp, cfg.rms_eps)?;
             let gu = be.linear(&hn, &l.gate_up.w, None)?; // (1, n, 2I)
@@ -229,11 +292,86 @@ impl<B: Backend> TextModel<B> {
             let act = be.mul(&be.activation(&gate, Activation::Silu)?, &up)?;
             cur = Some(be.linear_add(&act, &l.down.w, None, &x)?);
         }
-        cache.len = start + n;
-        Ok(be.rms_norm(cur.as_ref().unwrap_or(x), &self.norm, cfg.rms_eps)?)
+        Ok(match cur {
+            Some(y) => y,
+            None => be.reshape(x, x.shape())?,
+        })
     }
 
-    /// RMS norm over each head's `Dh` values of `x (1, n, heads·Dh)`.
+    /// The buffers of the decoder step chain for a cache of `rows` positions
+    /// ([`TextModel::step_chained`]).
+    pub fn step_slot(&self, be: &B, rows: usize) -> Result<StepSlot<B>> {
+        let (h, kv, dh) = (self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim);
+        let (cos_q, sin_q) = self.rotary(be, 0, rows, h)?;
+        let (cos_k, sin_k) = self.rotary(be, 0, rows, kv)?;
+        let step = StepParams {
+            position: 0,
+            ids: vec![0],
+        };
+        Ok(StepSlot {
+            cache: self.cache(be, rows)?,
+            x: be.upload(&HostTensor::zeros(vec![1, 1, self.cfg.hidden]))?,
+            step: be.upload(&step.to_host()?)?,
+            rotary: [cos_q, sin_q, cos_k, sin_k],
+            zero_q: be.upload(&HostTensor::zeros(vec![1, h * dh]))?,
+            zero_k: be.upload(&HostTensor::zeros(vec![1, kv * dh]))?,
+        })
+    }
+
+    /// One decoder step of token `id` at position `slot.cache.len`, run as the backend's chain
+    /// `key` (captured and replayed where the home captures): its logits `(1, 1, V)`, which the
+    /// next replay overwrites. The position lives in the slot's step tensor, so one chain serves
+    /// every step of the slot's cache.
+    pub fn step_chained(
+        &self,
+        be: &B,
+        slot: &mut StepSlot<B>,
+        id: u32,
+        key: &str,
+    ) -> Result<B::Tensor> {
+        let pos = slot.cache.len;
+        if pos >= slot.cache.capacity {
+            return Err(crate::ModelError::BadInput(format!(
+                "position {pos} is past the step chain's {}-position cache",
+                slot.cache.capacity
+            )));
+        }
+        be.write_rows(&mut slot.x, &self.embed(be, &[id])?, 0)?;
+        let step = StepParams {
+            position: pos,
+            ids: vec![0],
+        };
+        be.write_host(&mut slot.step, &step.to_host()?)?;
+        let StepSlot {
+            cache,
+            x,
+            step,
+            rotary,
+            zero_q,
+            zero_k,
+        } = slot;
+        let logits = crate::chain_one(be, key, "qwen3a decoder step", &mut |be| {
+            // the step's rotary rows: row `pos` of each table, gathered on the device (a zero
+            // one-row "token table" at id 0 plus the position's row of the table)
+            let row = |zero: &B::Tensor, table: &B::Tensor| -> Result<B::Tensor> {
+                let r = be.embed_step(zero, table, step)?; // (1, 1, W)
+                Ok(be.reshape(&r, &[1, r.shape()[2]])?)
+            };
+            let rot = [
+                row(zero_q, &rotary[0])?,
+                row(zero_q, &rotary[1])?,
+                row(zero_k, &rotary[2])?,
+                row(zero_k, &rotary[3])?,
+            ];
+            let rot = [&rot[0], &rot[1], &rot[2], &rot[3]];
+            let y = self.layers_forward(be, x, cache, rot, At::Step(step))?;
+            let y = be.rms_norm(&y, &self.norm, self.cfg.rms_eps)?;
+            self.logits(be, &y)
+        })?;
+        slot.cache.len = pos + 1;
+        Ok(logits)
+    }
+
     fn head_norm(
         &self,
         be: &B,

@@ -17,6 +17,6 @@ pub mod weights;
 pub use config::{AudioConfig, Qwen3AsrConfig, TextConfig};
 pub use model::{
     language_name, Generated, Prompt, Qwen3Asr, Qwen3AsrOptions, LANGUAGES, MAX_ONE_PASS_S,
-    SAMPLE_RATE,
+    SAMPLE_RATE, STEP_CHAIN_ROWS,
 };
 pub use weights::{expected_shapes, load, Qwen3AsrCheckpoint};

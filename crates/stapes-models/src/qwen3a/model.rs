@@ -2,7 +2,7 @@
 //! text model, and the `language X<asr_text>…` answer read back as a transcript.
 
 use super::config::{AudioConfig, Qwen3AsrConfig};
-use super::decoder::TextModel;
+use super::decoder::{KvCache, StepSlot, TextModel};
 use super::encoder::AudioTower;
 use super::weights::{load, Qwen3AsrCheckpoint};
 use crate::fastconformer::encoder::Tensors;
@@ -38,6 +38,14 @@ pub const CHAIN_MAX_CHUNKS: usize = 30;
 /// Chains (distinct chunk counts and last-chunk lengths) one model keeps; further shapes run
 /// eagerly.
 pub const MAX_CHAINS: usize = 32;
+
+/// Positions of the decoder step chain's K/V cache: the CUDA home's step attention takes at
+/// most 511 cache rows (one block a head). Prompts that leave no room (about 30 s of audio and
+/// more) decode eagerly, and an answer that fills the chain's cache goes on eagerly from a copy.
+pub const STEP_CHAIN_ROWS: usize = 511;
+
+/// Names models in chain keys: a captured chain is bound to the weights and buffers it recorded.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The languages the model was trained to name after `language ` (transformers'
 /// `LANGUAGE_CODE_TO_NAME`).
@@ -176,6 +184,16 @@ pub struct Qwen3Asr<B: Backend> {
     /// Whether the tower runs as chains: on the CUDA home (graphs on or off; off, a chain runs
     /// eagerly with the same f16 activations); elsewhere a chain is the eager pass.
     chained: bool,
+    /// The decoder step chain's buffers, made at its first use; a generation that finds them
+    /// in use by another decodes eagerly.
+    /// Its chains are keyed by the slot's id: a graph is bound to the buffers it recorded.
+    step_slot: std::sync::Mutex<Option<(u64, StepSlot<B>)>>,
+    /// Decoder steps through the step chain: 0 = where the tower is chained (the default),
+    /// 1 = always, 2 = never.
+    step_chain: std::sync::atomic::AtomicU8,
+    /// Positions of the step chain's cache ([`STEP_CHAIN_ROWS`] unless a test sets fewer).
+    step_rows: std::sync::atomic::AtomicUsize,
+    id: u64,
 }
 
 impl<B: Backend> Qwen3Asr<B> {
@@ -210,6 +228,10 @@ impl<B: Backend> Qwen3Asr<B> {
             tokenizer,
             chains: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             chained,
+            step_slot: std::sync::Mutex::new(None),
+            step_chain: std::sync::atomic::AtomicU8::new(0),
+            step_rows: std::sync::atomic::AtomicUsize::new(STEP_CHAIN_ROWS),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -295,7 +317,7 @@ impl<B: Backend> Qwen3Asr<B> {
         };
         b.write_rows(input, &b.reshape(chunks, &flat)?, 0)?;
         let input = &*input;
-        let name = format!("qwen3a-encoder/c{}l{last}/{}", s[0], self.lane);
+        let name = format!("qwen3a-encoder/m{}c{}l{last}/{}", self.id, s[0], self.lane);
         let out = crate::chain_all(b, &name, "qwen3a tower", &mut |be| {
             let x = be.reshape(input, &s)?;
             let t = tower.forward_chunks(be, &x, valid)?;
@@ -313,6 +335,29 @@ impl<B: Backend> Qwen3Asr<B> {
                 "the qwen3a tower chain returned the wrong outputs".into(),
             )),
         }
+    }
+
+    /// Decoder steps through the step chain (`Some(true)`), eagerly (`Some(false)`), or where
+    /// the tower is chained (`None`, the default): for the tests that compare the two.
+    #[doc(hidden)]
+    pub fn set_step_chain(&self, on: Option<bool>) {
+        let v = match on {
+            None => 0,
+            Some(true) => 1,
+            Some(false) => 2,
+        };
+        self.step_chain
+            .store(v, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Positions of the step chain's cache, at most [`STEP_CHAIN_ROWS`] (fewer let a test fill
+    /// it and see the answer go on eagerly). Takes effect for a slot made after the call.
+    #[doc(hidden)]
+    pub fn set_step_chain_rows(&self, rows: usize) {
+        let rows = rows.clamp(1, STEP_CHAIN_ROWS);
+        self.step_rows
+            .store(rows, std::sync::atomic::Ordering::Relaxed);
+        *self.step_slot.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// The audio tower, for benches that time it from device input.
@@ -432,18 +477,48 @@ impl<B: Backend> Qwen3Asr<B> {
         let (prefix, suffix) = (embed(&prompt.prefix)?, embed(&prompt.suffix)?);
         let parts: Vec<&B::Tensor> = prefix.iter().chain([audio]).chain(suffix.iter()).collect();
         let x = b.concat(&parts, 1)?;
+        let step_chain = match self.step_chain.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => self.chained,
+            on => on == 1,
+        };
+        let rows = self.step_rows.load(std::sync::atomic::Ordering::Relaxed);
+        let mut guard = match step_chain && full.len() < rows && max_new_tokens > 1 {
+            true => self.step_slot.try_lock().ok(),
+            false => None,
+        };
+        if let Some(g) = guard.as_deref_mut() {
+            if g.is_none() {
+                let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                *g = Some((id, self.text.step_slot(b, rows)?));
+            }
+        }
+        let slot_id = guard.as_deref().and_then(|g| g.as_ref()).map_or(0, |g| g.0);
+        let mut slot = guard
+            .as_deref_mut()
+            .and_then(Option::as_mut)
+            .map(|g| &mut g.1);
         // room for the answer grows as it is written (a K/V row per layer is 2·H·Dh floats:
         // allocating for the limit up front would hold gigabytes a long input never uses)
-        let mut cache = self
-            .text
-            .cache(b, full.len() + max_new_tokens.min(room.max(1)))?;
-        let mut h = self.text.forward(b, &x, &mut cache)?;
+        let mut own: Option<KvCache<B>> = None;
+        let h = match slot.as_deref_mut() {
+            Some(s) => {
+                s.cache.len = 0;
+                self.text.forward(b, &x, &mut s.cache)?
+            }
+            None => {
+                let c = own.insert(
+                    self.text
+                        .cache(b, full.len() + max_new_tokens.min(room.max(1)))?,
+                );
+                self.text.forward(b, &x, c)?
+            }
+        };
+        let rows = h.shape()[1];
+        let mut logits = self.text.logits(b, &b.slice(&h, 1, rows - 1, 1)?)?;
+        let key = format!("qwen3a-step/m{}s{slot_id}/{}", self.id, self.lane);
         let mut ids = Vec::new();
         let mut finished = false;
         for _ in 0..max_new_tokens {
-            let rows = h.shape()[1];
-            let last = b.slice(&h, 1, rows - 1, 1)?;
-            let logits = self.text.logits(b, &last)?;
             let id = b.argmax(&logits)?.first().copied().ok_or_else(|| {
                 ModelError::Backend(stapes_core::Error::shape("argmax", "no row".to_string()))
             })?;
@@ -455,14 +530,30 @@ impl<B: Backend> Qwen3Asr<B> {
             if ids.len() == max_new_tokens {
                 break;
             }
+            if let Some(s) = slot.as_deref_mut() {
+                if s.cache.len < s.cache.capacity {
+                    logits = self.text.step_chained(b, s, id, &key)?;
+                    continue;
+                }
+                // the chain's cache is full: go on eagerly from a copy of it
+                let room = (s.cache.capacity - full.len()) * 2;
+                own = Some(self.text.copy_cache(
+                    b,
+                    &s.cache,
+                    full.len() + room.min(max_new_tokens),
+                )?);
+                slot = None;
+            }
+            let cache = own
+                .as_mut()
+                .ok_or_else(|| ModelError::BadInput("the decoder lost its K/V cache".into()))?;
             if cache.len == cache.capacity {
                 let room = (cache.capacity - full.len()) * 2;
                 self.text
-                    .grow(b, &mut cache, full.len() + room.min(max_new_tokens))?;
+                    .grow(b, cache, full.len() + room.min(max_new_tokens))?;
             }
-            h = self
-                .text
-                .forward(b, &self.text.embed(b, &[id])?, &mut cache)?;
+            let h = self.text.forward(b, &self.text.embed(b, &[id])?, cache)?;
+            logits = self.text.logits(b, &h)?;
         }
         Ok(Generated {
             prompt: full,
