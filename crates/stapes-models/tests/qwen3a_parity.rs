@@ -293,15 +293,21 @@ fn long_audio_is_cut_into_windows() {
     assert!((a.end - t.duration / 2.0).abs() <= 5.0, "{}", a.end);
 }
 
+/// jfk's projected audio embeddings on `m`.
+fn jfk_audio(m: &Qwen3Asr<CpuBackend>) -> <CpuBackend as Backend>::Tensor {
+    let valid = expected()["results"]["jfk"]["valid_frames"]
+        .as_u64()
+        .unwrap() as usize;
+    let inputs = read_tensors("inputs.safetensors");
+    m.encode(&inputs["features.jfk"], valid).unwrap().1
+}
+
 /// The K/V cache grows as the answer does: a decode whose cache starts with room for one token
 /// (and doubles) gives the ids of one that had room for all of them from the start.
 #[test]
 fn a_growing_cache_gives_the_same_ids() {
-    let exp = expected();
     let m = model(CpuBackend::new(2).expect("CPU backend"));
-    let inputs = read_tensors("inputs.safetensors");
-    let valid = exp["results"]["jfk"]["valid_frames"].as_u64().unwrap() as usize;
-    let (_, audio) = m.encode(&inputs["features.jfk"], valid).unwrap();
+    let audio = jfk_audio(&m);
     let p = m.prompt(None).unwrap();
     let roomy = m.generate_in(&audio, &p, 200, 200).unwrap();
     let grown = m.generate_in(&audio, &p, 200, 1).unwrap();
@@ -316,11 +322,8 @@ fn a_growing_cache_gives_the_same_ids() {
 /// checks the step form's arithmetic; `cuda_qwen3a` checks the captured one.
 #[test]
 fn the_step_chain_gives_the_eager_ids() {
-    let exp = expected();
     let m = model(CpuBackend::new(2).expect("CPU backend"));
-    let inputs = read_tensors("inputs.safetensors");
-    let valid = exp["results"]["jfk"]["valid_frames"].as_u64().unwrap() as usize;
-    let (_, audio) = m.encode(&inputs["features.jfk"], valid).unwrap();
+    let audio = jfk_audio(&m);
     let p = m.prompt(None).unwrap();
     m.set_step_chain(Some(false));
     let eager = m.generate(&audio, &p, 40).unwrap();
