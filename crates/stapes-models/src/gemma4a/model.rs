@@ -18,6 +18,9 @@ pub const SAMPLE_RATE: u32 = 16_000;
 /// shapes run eagerly. The front end takes at most 30 s, so every input is in reach.
 pub const MAX_CHAINS: usize = 32;
 
+/// Names models in chain keys: a captured chain is bound to the weights and buffers it recorded.
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 fn hz_to_mel(f: f64) -> f64 {
     2595.0 * (1.0 + f / 700.0).log10()
 }
@@ -165,6 +168,7 @@ pub struct Gemma4Audio<B: Backend> {
     /// Whether the tower runs as chains: on the CUDA home (graphs on or off; off, a chain runs
     /// eagerly with the same f16 activations); elsewhere a chain is the eager pass.
     chained: bool,
+    id: u64,
 }
 
 impl<B: Backend> Gemma4Audio<B> {
@@ -185,6 +189,7 @@ impl<B: Backend> Gemma4Audio<B> {
         Ok(Self {
             chains: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             chained,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             backend,
             config: ck.config.clone(),
             front_end: ck.front_end.clone(),
@@ -251,7 +256,7 @@ impl<B: Backend> Gemma4Audio<B> {
             };
             tower.write_features(b, &mut inputs.features, features, valid)?;
             let inputs = &*inputs;
-            let name = format!("gemma4a-encoder/t{t}v{valid}/{}", self.lane);
+            let name = format!("gemma4a-encoder/m{}t{t}v{valid}/{}", self.id, self.lane);
             let outs = crate::chain_all(b, &name, "gemma4a tower", &mut |be| pass(be, inputs))?;
             drop(slots);
             // copies: the next replay overwrites the chain's outputs
