@@ -24,7 +24,6 @@ for r in 1 2; do for l in q8 f16; do g v83 $l; g v86 $l; done; done
 echo "elapsed $(el) s"
 q() { /tmp/x/$1/stapes bench --synthetic qwen3-asr-0.6b --device cuda --lane $2 --audio samples/jfk.wav --iters 10 --decode-tokens 40 --json 2>/tmp/t2/q.err | python3 -c 'import json,sys; r=json.load(sys.stdin)["report"]; print(sys.argv[1], sys.argv[2], "qwen3a tower %.3f ms, step %.3f ms (min %.3f), e2e %.1f ms" % (r["encode_device"]["median_ms"], r["decode_token"]["median_ms"], r["decode_token"]["min_ms"], r["end_to_end"]["median_ms"]))' $1 $2 || tail -3 /tmp/t2/q.err; }
 for r in 1 2; do for l in q8 f16; do q v83 $l; q v86 $l; done; done
-# the step kernel alone: ncu below is skipped past 240 s
 echo "elapsed $(el) s"
 p() { timeout 150 ncu --csv --page raw --metrics gpu__time_duration.sum /tmp/x/v86/stapes bench --synthetic $1 --device cuda --lane q8 --audio samples/jfk.wav --iters 2 --decode-tokens 1 > $O/ncu-$1.csv 2>/dev/null
 python3 - "$O/ncu-$1.csv" $2 <<'PY'
