@@ -44,6 +44,6 @@ print(f"{sys.argv[1]}: first {sys.argv[2]} kernels, {tot/1e3:.1f} us summed")
 for name, ns in agg.most_common(14): print(f"{ns/1e3:9.1f} us {100*ns/tot:5.1f} % n={cnt[name]:4d} {name}")
 PY
 }
-[ $(el) -lt 240 ] && p qwen3-asr-0.6b 600
-[ $(el) -lt 280 ] && p gemma4-audio 1500
+[ $(el) -lt 150 ] && p qwen3-asr-0.6b 600
+[ $(el) -lt 180 ] && p gemma4-audio 1500
 echo "done, elapsed $(el) s"
