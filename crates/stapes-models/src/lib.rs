@@ -119,6 +119,61 @@ pub(crate) fn pad_features(
     ))
 }
 
+/// A chain's body over its slot `S`: the outputs ([`ChainSlots::run`]).
+pub(crate) type SlotPass<'a, B, S> =
+    dyn FnMut(&B, &S) -> Result<Vec<<B as stapes_core::Backend>::Tensor>> + 'a;
+
+/// A model's chain inputs per shape: a captured chain reads its inputs by address, so each
+/// shape's slot lives as long as the model, at most `max` shapes of them.
+pub(crate) struct ChainSlots<K, S> {
+    slots: std::sync::Mutex<std::collections::BTreeMap<K, S>>,
+    max: usize,
+}
+
+impl<K: Ord, S> ChainSlots<K, S> {
+    pub(crate) fn new(max: usize) -> Self {
+        Self {
+            slots: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            max,
+        }
+    }
+
+    /// Runs `forward` over `key`'s slot (made by `make` the first time, refreshed by `refresh`
+    /// every call) as the chain `name`, and returns copies of its outputs, each whole along
+    /// dim 1, taken before another call can replay the chain over them. `None` when the model
+    /// already keeps `max` other shapes: the caller runs eagerly.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run<B: stapes_core::Backend>(
+        &self,
+        b: &B,
+        key: K,
+        name: &str,
+        what: &'static str,
+        make: impl FnOnce() -> Result<S>,
+        refresh: impl FnOnce(&mut S) -> Result<()>,
+        forward: &mut SlotPass<'_, B, S>,
+    ) -> Result<Option<Vec<B::Tensor>>> {
+        use stapes_core::DeviceTensor;
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        if !slots.contains_key(&key) && slots.len() >= self.max {
+            return Ok(None);
+        }
+        let slot = match slots.entry(key) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(make()?),
+        };
+        refresh(slot)?;
+        let slot = &*slot;
+        let outs = chain_all(b, name, what, &mut |be| forward(be, slot))?;
+        // copies under the lock: the next replay overwrites the chain's outputs
+        let copies = outs
+            .iter()
+            .map(|o| Ok(b.slice(o, 1, 0, o.shape()[1])?))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(copies))
+    }
+}
+
 /// Runs `forward` as the backend's chain `key` (captured and replayed where the home can) and
 /// returns its one output. A model error inside the chain is carried out as itself, not as the
 /// backend's shape error it had to travel as. The output is overwritten by the next replay.

@@ -164,7 +164,7 @@ pub struct Gemma4Audio<B: Backend> {
     tower: AudioTower<B>,
     /// The tower's chain inputs by (frames, valid frames): a captured chain reads them by
     /// address, so each lives as long as the model.
-    chains: std::sync::Mutex<std::collections::BTreeMap<(usize, usize), Inputs<B>>>,
+    chains: crate::ChainSlots<(usize, usize), Inputs<B>>,
     /// Whether the tower runs as chains: on the CUDA home (graphs on or off; off, a chain runs
     /// eagerly with the same f16 activations); elsewhere a chain is the eager pass.
     chained: bool,
@@ -187,7 +187,7 @@ impl<B: Backend> Gemma4Audio<B> {
         let tower = AudioTower::load(&backend, &t, &ck.config, lane)?;
         let chained = backend.name() == "cuda";
         Ok(Self {
-            chains: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            chains: crate::ChainSlots::new(MAX_CHAINS),
             chained,
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             backend,
@@ -240,29 +240,28 @@ impl<B: Backend> Gemma4Audio<B> {
             Ok(std::iter::once(out).chain(embeddings).collect())
         };
         let t = features.shape.first().copied().unwrap_or(0);
-        let mut slots = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (t, valid);
-        let outs = if !self.chained || (!slots.contains_key(&key) && slots.len() >= MAX_CHAINS) {
-            drop(slots);
-            let mut inputs = tower.prepare(b, t, valid)?;
-            tower.write_features(b, &mut inputs.features, features, valid)?;
-            pass(b, &inputs)?
-        } else {
-            let inputs = match slots.entry(key) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => {
-                    e.insert(tower.prepare(b, t, valid)?)
-                }
-            };
-            tower.write_features(b, &mut inputs.features, features, valid)?;
-            let inputs = &*inputs;
-            let name = format!("gemma4a-encoder/m{}t{t}v{valid}/{}", self.id, self.lane);
-            let outs = crate::chain_all(b, &name, "gemma4a tower", &mut |be| pass(be, inputs))?;
-            drop(slots);
-            // copies: the next replay overwrites the chain's outputs
-            outs.iter()
-                .map(|o| Ok(b.slice(o, 1, 0, o.shape()[1])?))
-                .collect::<Result<Vec<_>>>()?
+        let chained = match self.chained {
+            false => None,
+            true => {
+                let name = format!("gemma4a-encoder/m{}t{t}v{valid}/{}", self.id, self.lane);
+                self.chains.run(
+                    b,
+                    (t, valid),
+                    &name,
+                    "gemma4a tower",
+                    || tower.prepare(b, t, valid),
+                    |inputs| tower.write_features(b, &mut inputs.features, features, valid),
+                    &mut |be, inputs| pass(be, inputs),
+                )?
+            }
+        };
+        let outs = match chained {
+            Some(outs) => outs,
+            None => {
+                let mut inputs = tower.prepare(b, t, valid)?;
+                tower.write_features(b, &mut inputs.features, features, valid)?;
+                pass(b, &inputs)?
+            }
         };
         let mut outs = outs.into_iter();
         let tower = outs.next().ok_or_else(|| {

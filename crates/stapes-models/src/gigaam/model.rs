@@ -52,7 +52,7 @@ pub struct Gigaam<B: Backend> {
     mel: Vec<f32>,
     tokenizer: Tokenizer,
     /// Encoder chains by input length (see [`Gigaam::encode`]).
-    chains: std::sync::Mutex<std::collections::BTreeMap<usize, ChainSlot<B>>>,
+    chains: crate::ChainSlots<usize, ChainSlot<B>>,
     /// Whether the encoder runs as chains: on the CUDA home, graphs on or off (off, a chain runs
     /// eagerly with the same f16 activations, which is what makes replay == eager testable);
     /// elsewhere a chain is the eager pass and a slot per length would be waste.
@@ -122,7 +122,7 @@ impl<B: Backend> Gigaam<B> {
             window,
             mel,
             tokenizer,
-            chains: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            chains: crate::ChainSlots::new(MAX_CHAINS),
             chained,
         })
     }
@@ -178,25 +178,33 @@ impl<B: Backend> Gigaam<B> {
             return self.encoder.forward(b, features);
         }
         let t_out = self.config.encoder.output_frames(s[1]);
-        let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-        if !chains.contains_key(&s[1]) && chains.len() >= MAX_CHAINS {
-            return self.encoder.forward(b, features);
-        }
-        let slot = match chains.entry(s[1]) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => e.insert(ChainSlot {
-                input: b.upload(&HostTensor::zeros(s.clone()))?,
-                pos: self.encoder.positions(b, t_out)?,
-            }),
-        };
-        b.write_rows(&mut slot.input, features, 0)?;
-        let slot = &*slot;
         let key = format!("gigaam-encoder/t{}/{}", s[1], self.lane);
-        let enc = crate::chain_one(b, &key, "gigaam encoder", &mut |be| {
-            self.encoder.forward_prepared(be, &slot.input, &slot.pos)
-        })?;
-        // A copy: the next replay overwrites the chain's output.
-        Ok(b.slice(&enc, 1, 0, t_out)?)
+        let out = self.chains.run(
+            b,
+            s[1],
+            &key,
+            "gigaam encoder",
+            || {
+                Ok(ChainSlot {
+                    input: b.upload(&HostTensor::zeros(s.clone()))?,
+                    pos: self.encoder.positions(b, t_out)?,
+                })
+            },
+            |slot| Ok(b.write_rows(&mut slot.input, features, 0)?),
+            &mut |be, slot| {
+                Ok(vec![self.encoder.forward_prepared(
+                    be,
+                    &slot.input,
+                    &slot.pos,
+                )?])
+            },
+        )?;
+        match out {
+            Some(o) => o.into_iter().next().ok_or_else(|| {
+                ModelError::BadInput("the gigaam encoder chain returned nothing".into())
+            }),
+            None => self.encoder.forward(b, features),
+        }
     }
 
     /// Encodes host features `(T_i, n_mels)` as one padded batch (zero past each clip, masked

@@ -180,7 +180,7 @@ pub struct Qwen3Asr<B: Backend> {
     tokenizer: Option<tokenizers::Tokenizer>,
     /// The tower's chain inputs `(n_chunks, n_mels, chunk)` by (chunks, tokens of the last
     /// chunk): a captured chain reads its input by address, so each lives as long as the model.
-    chains: std::sync::Mutex<std::collections::BTreeMap<(usize, usize), B::Tensor>>,
+    chains: crate::ChainSlots<(usize, usize), B::Tensor>,
     /// Whether the tower runs as chains: on the CUDA home (graphs on or off; off, a chain runs
     /// eagerly with the same f16 activations); elsewhere a chain is the eager pass.
     chained: bool,
@@ -226,7 +226,7 @@ impl<B: Backend> Qwen3Asr<B> {
             tower,
             text,
             tokenizer,
-            chains: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            chains: crate::ChainSlots::new(MAX_CHAINS),
             chained,
             step_slot: std::sync::Mutex::new(None),
             step_chain: std::sync::atomic::AtomicU8::new(0),
@@ -302,38 +302,33 @@ impl<B: Backend> Qwen3Asr<B> {
             )));
         }
         let last = AudioConfig::chunk_tokens(valid - (s[0] - 1) * c);
-        let key = (s[0], last);
-        let mut slots = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-        if !slots.contains_key(&key) && slots.len() >= MAX_CHAINS {
-            drop(slots);
-            return eager();
-        }
         let flat = [s[0], s[1] * s[2], s[3]];
-        let input = match slots.entry(key) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => {
-                e.insert(b.upload(&HostTensor::zeros(flat.to_vec()))?)
-            }
-        };
-        b.write_rows(input, &b.reshape(chunks, &flat)?, 0)?;
-        let input = &*input;
         let name = format!("qwen3a-encoder/m{}c{}l{last}/{}", self.id, s[0], self.lane);
-        let out = crate::chain_all(b, &name, "qwen3a tower", &mut |be| {
-            let x = be.reshape(input, &s)?;
-            let t = tower.forward_chunks(be, &x, valid)?;
-            let a = tower.project(be, &t)?;
-            Ok(vec![t, a])
-        })?;
-        drop(slots);
-        // copies: the next replay overwrites the chain's outputs
-        match &out[..] {
-            [t, a] => Ok((
-                b.slice(t, 1, 0, t.shape()[1])?,
-                b.slice(a, 1, 0, a.shape()[1])?,
-            )),
-            _ => Err(ModelError::BadInput(
-                "the qwen3a tower chain returned the wrong outputs".into(),
-            )),
+        let out = self.chains.run(
+            b,
+            (s[0], last),
+            &name,
+            "qwen3a tower",
+            || Ok(b.upload(&HostTensor::zeros(flat.to_vec()))?),
+            |input| Ok(b.write_rows(input, &b.reshape(chunks, &flat)?, 0)?),
+            &mut |be, input| {
+                let x = be.reshape(input, &s)?;
+                let t = tower.forward_chunks(be, &x, valid)?;
+                let a = tower.project(be, &t)?;
+                Ok(vec![t, a])
+            },
+        )?;
+        match out {
+            None => eager(),
+            Some(out) => {
+                let mut out = out.into_iter();
+                match (out.next(), out.next()) {
+                    (Some(t), Some(a)) => Ok((t, a)),
+                    _ => Err(ModelError::BadInput(
+                        "the qwen3a tower chain returned the wrong outputs".into(),
+                    )),
+                }
+            }
         }
     }
 
