@@ -170,18 +170,30 @@ __shared__ float ra_sc[4][16][RA_PW + 1];
 // the plain form's (q+v)·qs per warp, read back as mma A operands (47360 static bytes in all)
 __shared__ __align__(16) h16 ra_qp[4][16][128 + RA_PAD];
 // split-keys form, dynamic shared memory per warp: a K and a V tile, its score scratch, its
-// position rows, then its (q+v)·qs operands (the merge reuses the whole as W × 16 × D floats,
+// position rows, then its (q+v)·qs operands (the merge reuses the whole as W × 16 × (D + 8) floats,
 // W × 16 × (m, l) and W × 16 weights)
+// The score scratch's row stride: row i's writes (8·nt + 2t) and diagonal reads (15 - i + jj) of
+// rows g = 0..7 hit each bank at most twice (RK_PW + 1 = 33 put every diagonal read of a warp on
+// one bank, 8 ways).
+#define RK_SCS (RK_PW + 4)
+// The merge's row stride in floats: the 8-byte stores of a half-warp's rows g = 0..3 then cover
+// all 32 banks (a stride of D put a warp's 8 rows on the same 4 banks, 8 ways).
+template <int D>
+__host__ __device__ constexpr int rk_merge_stride() { return D + 8; }
 template <int D>
 __host__ __device__ constexpr int rk_tile_bytes() { return RK_BK * (D + RA_PAD) * 2; }
 template <int D>
-__host__ __device__ constexpr int rk_scratch_end() { return 2 * rk_tile_bytes<D>() + 16 * (RK_PW + 1) * 4; }
+__host__ __device__ constexpr int rk_scratch_end() { return 2 * rk_tile_bytes<D>() + 16 * RK_SCS * 4; }
 template <int D>
 __host__ __device__ constexpr int rk_qp_at() { return rk_scratch_end<D>() + RK_PW * (D + RA_PAD) * 2; }
 template <int D>
 __host__ __device__ constexpr int rk_warp_bytes() { return rk_qp_at<D>() + 16 * (128 + RA_PAD) * 2; }
-static_assert(rk_warp_bytes<128>() == 23872 && rk_warp_bytes<64>() == 15680, "src/conformer.rs: REL_KS_WARP_BYTES");
-static_assert(rk_warp_bytes<128>() >= 16 * 128 * 4 + 16 * 3 * 4, "merge scratch fits");
+static_assert(rk_warp_bytes<128>() == 24064 && rk_warp_bytes<64>() == 15872, "src/conformer.rs: REL_KS_WARP_BYTES");
+static_assert(rk_warp_bytes<128>() >= 16 * rk_merge_stride<128>() * 4 + 16 * 3 * 4 &&
+                  rk_warp_bytes<64>() >= 16 * rk_merge_stride<64>() * 4 + 16 * 3 * 4,
+              "merge scratch fits");
+static_assert(rk_scratch_end<128>() % 16 == 0 && rk_scratch_end<64>() % 16 == 0 && rk_warp_bytes<64>() % 16 == 0,
+              "cp.async and ldmatrix rows stay 16-byte aligned");
 // the plain form's staged position rows, dynamic shared memory: a block of W warps reads 16·W + 32
 // consecutive rows a key tile (warp w's 48 start 16·(W-1-w) rows in)
 template <int D>
@@ -208,19 +220,19 @@ template <int D, bool SPLIT, class Y>
 __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ qkv, const h16* __restrict__ pos,
                                            const float* __restrict__ bu, const float* __restrict__ bv,
                                            const float* __restrict__ keep, int T, int H, float scale) {
-    constexpr int BK = SPLIT ? RK_BK : RA_BK, PW = SPLIT ? RK_PW : RA_PW;
+    constexpr int BK = SPLIT ? RK_BK : RA_BK, PW = SPLIT ? RK_PW : RA_PW, SCS = SPLIT ? RK_SCS : RA_PW + 1;
     static_assert(PW % 16 == 0, "position rows come in pairs of 8-row groups");
     Y* __restrict__ out = (Y*)out_;
     typedef h16 Tile[D + RA_PAD];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     Tile *Ks, *Vs, *Ps;
-    float (*sc)[PW + 1];
+    float (*sc)[SCS];
     extern __shared__ __align__(16) unsigned char rk_sm[];
     if constexpr (SPLIT) {
         unsigned char* wb = rk_sm + warp * rk_warp_bytes<D>();
         Ks = (Tile*)wb;
         Vs = (Tile*)(wb + rk_tile_bytes<D>());
-        sc = (float(*)[PW + 1])(wb + 2 * rk_tile_bytes<D>());
+        sc = (float(*)[SCS])(wb + 2 * rk_tile_bytes<D>());
         Ps = (Tile*)(wb + rk_scratch_end<D>());
     } else {
         Ks = (Tile*)ra_ks;
@@ -422,16 +434,15 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     if constexpr (SPLIT) {
         // merge the warps' partial rows: (max m, sum l, unnormalised o) each, over shared memory
         __syncthreads();  // every warp is done with its tiles: they become the merge scratch
-        float* mo = (float*)rk_sm;    // [warp][row 0..15][D]
-        float* ml = mo + nw * 16 * D;  // [warp][row][2]: m, l
+        constexpr int MS = rk_merge_stride<D>();
+        float* mo = (float*)rk_sm;     // [warp][row 0..15][MS]
+        float* ml = mo + nw * 16 * MS;  // [warp][row][2]: m, l
 #pragma unroll
         for (int dn = 0; dn < D / 8; ++dn) {
             int c = dn * 8 + 2 * t;
-            float* w0 = mo + ((long long)warp * 16 + g) * D + c;
-            w0[0] = o[dn][0];
-            w0[1] = o[dn][1];
-            w0[8 * D] = o[dn][2];
-            w0[8 * D + 1] = o[dn][3];
+            float* w0 = mo + ((long long)warp * 16 + g) * MS + c;
+            *(float2*)w0 = make_float2(o[dn][0], o[dn][1]);
+            *(float2*)(w0 + 8 * MS) = make_float2(o[dn][2], o[dn][3]);
         }
         if (t == 0) {
             ml[(warp * 16 + g) * 2] = m0;
@@ -456,7 +467,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
             int row = idx / D, c = idx - row * D;
             if (rw + row >= T) break;  // rows ascend with idx
             float acc = 0.f;
-            for (int w = 0; w < nw; ++w) acc += mo[((long long)w * 16 + row) * D + c] * fw[w * 16 + row];
+            for (int w = 0; w < nw; ++w) acc += mo[((long long)w * 16 + row) * MS + c] * fw[w * 16 + row];
             stf(Ob, (long long)(rw + row) * C + c, acc);
         }
         return;

@@ -88,7 +88,7 @@ const REL_KS_MAX_WARPS: usize = 9;
 const REL_KS_KEYS: usize = 16;
 /// Dynamic shared memory a split-keys warp uses for heads of 64 / 128 (`rk_warp_bytes` in the
 /// kernel: its K and V tiles, score scratch, position rows and (q+v) operands).
-const REL_KS_WARP_BYTES: [usize; 2] = [15680, 23872];
+const REL_KS_WARP_BYTES: [usize; 2] = [15872, 24064];
 /// Keys a tile of the plain kernel (`RA_BK`).
 const REL_PLAIN_KEYS: usize = 32;
 
