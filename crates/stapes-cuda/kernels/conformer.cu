@@ -152,10 +152,11 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 //
 // Split-keys form (rel_attn_ks_*, for grids too small to fill the GPU: one clip's 140 frames make
 // 3 × 8 blocks of the form above): a block owns 16 queries and its W warps (1-9, the host's pick)
-// take every W-th tile of 16 keys each (own K/V tiles, position rows, scratch and (q+v) operands
-// in dynamic shared memory, warp-synchronous), then merge their (max, sum, output) through shared
-// memory. Same arithmetic per key; the merge adds one exp2 rescale per warp. The grid is small (72 blocks for one clip),
-// so a block's time is its slowest warp's chain of key tiles: more warps, shorter chains.
+// take every W-th tile of 16 keys each (own K/V tiles, position rows and scratch in dynamic shared
+// memory, warp-synchronous; the (q+u), (q+v) operands made once a block), then merge their (max,
+// sum, output) through shared memory. Same arithmetic per key; the merge adds one exp2 rescale per
+// warp. The grid is small (72 blocks for one clip), so a block's time is its slowest warp's chain
+// of key tiles: more warps, shorter chains.
 
 #define RA_BK 32
 #define RA_PW 48  // position rows per warp and key tile: RA_BK + 16 - 1, rounded up to 8
@@ -169,9 +170,10 @@ __shared__ __align__(16) h16 ra_vs[RA_BK * (128 + RA_PAD)];
 __shared__ float ra_sc[4][16][RA_PW + 1];
 // the plain form's (q+v)·qs per warp, read back as mma A operands (47360 static bytes in all)
 __shared__ __align__(16) h16 ra_qp[4][16][128 + RA_PAD];
-// split-keys form, dynamic shared memory per warp: a K and a V tile, its score scratch, its
-// position rows, then its (q+v)·qs operands (the merge reuses the whole as W × 16 × (D + 8) floats,
-// W × 16 × (m, l) and W × 16 weights)
+// split-keys form, dynamic shared memory: the block's (q+u)·qs and (q+v)·qs rows (16 × (D + 8)
+// f16 each, made once for all warps), then per warp a K and a V tile, its score scratch and its
+// position rows (the merge reuses the whole as W × 16 × (D + 8) floats, W × 16 × (m, l) and
+// W × 16 weights)
 // The score scratch's row stride: row i's writes (8·nt + 2t) and diagonal reads (15 - i + jj) of
 // rows g = 0..7 hit each bank at most twice (RK_PW + 1 = 33 put every diagonal read of a warp on
 // one bank, 8 ways).
@@ -185,14 +187,18 @@ __host__ __device__ constexpr int rk_tile_bytes() { return RK_BK * (D + RA_PAD) 
 template <int D>
 __host__ __device__ constexpr int rk_scratch_end() { return 2 * rk_tile_bytes<D>() + 16 * RK_SCS * 4; }
 template <int D>
-__host__ __device__ constexpr int rk_qp_at() { return rk_scratch_end<D>() + RK_PW * (D + RA_PAD) * 2; }
+__host__ __device__ constexpr int rk_warp_bytes() { return rk_scratch_end<D>() + RK_PW * (D + RA_PAD) * 2; }
 template <int D>
-__host__ __device__ constexpr int rk_warp_bytes() { return rk_qp_at<D>() + 16 * (128 + RA_PAD) * 2; }
-static_assert(rk_warp_bytes<128>() == 24064 && rk_warp_bytes<64>() == 15872, "src/conformer.rs: REL_KS_WARP_BYTES");
+__host__ __device__ constexpr int rk_q_bytes() { return 2 * 16 * (D + RA_PAD) * 2; }
+// warps a block at most (src/conformer.rs: REL_KS_MAX_WARPS): the merge's loops unroll to it
+#define RK_MAX_W 9
+static_assert(rk_warp_bytes<128>() == 19712 && rk_warp_bytes<64>() == 11520, "src/conformer.rs: REL_KS_WARP_BYTES");
+static_assert(rk_q_bytes<128>() == 8704 && rk_q_bytes<64>() == 4608, "src/conformer.rs: REL_KS_Q_BYTES");
 static_assert(rk_warp_bytes<128>() >= 16 * rk_merge_stride<128>() * 4 + 16 * 3 * 4 &&
                   rk_warp_bytes<64>() >= 16 * rk_merge_stride<64>() * 4 + 16 * 3 * 4,
               "merge scratch fits");
-static_assert(rk_scratch_end<128>() % 16 == 0 && rk_scratch_end<64>() % 16 == 0 && rk_warp_bytes<64>() % 16 == 0,
+static_assert(rk_scratch_end<128>() % 16 == 0 && rk_scratch_end<64>() % 16 == 0 && rk_warp_bytes<64>() % 16 == 0 &&
+                  rk_warp_bytes<128>() % 16 == 0 && rk_q_bytes<64>() % 16 == 0,
               "cp.async and ldmatrix rows stay 16-byte aligned");
 // the plain form's staged position rows, dynamic shared memory: a block of W warps reads 16·W + 32
 // consecutive rows a key tile (warp w's 48 start 16·(W-1-w) rows in)
@@ -229,7 +235,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     float (*sc)[SCS];
     extern __shared__ __align__(16) unsigned char rk_sm[];
     if constexpr (SPLIT) {
-        unsigned char* wb = rk_sm + warp * rk_warp_bytes<D>();
+        unsigned char* wb = rk_sm + rk_q_bytes<D>() + warp * rk_warp_bytes<D>();
         Ks = (Tile*)wb;
         Vs = (Tile*)(wb + rk_tile_bytes<D>());
         sc = (float(*)[SCS])(wb + 2 * rk_tile_bytes<D>());
@@ -285,38 +291,63 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     };
     // the first tile's loads in flight while the queries load
     if (k_first < T) load_tile(k_first);
+    // ldmatrix x4 lanes' rows and columns of a 16 × 16 operand
+    const int lm_key = (lane & 7) + ((lane >> 3) & 1) * 8, lm_col = (lane >> 4) * 8;
     // (q+u)·qs and (q+v)·qs as mma A operands: (q+u) in registers, (q+v) parked in shared memory
     // and read back each key tile (32 registers fewer, which decides how many blocks of the plain
     // form a SM holds and lets the split form run 9 warps)
     u32 qa[D / 16][4];
-    h16(*qps)[128 + RA_PAD] = SPLIT ? (h16(*)[128 + RA_PAD])(rk_sm + warp * rk_warp_bytes<D>() + rk_qp_at<D>()) : ra_qp[warp];
+    // the (q+v) rows: the split form's block-wide copy (row stride D + RA_PAD), else the warp's own
+    const h16* qvs;
+    constexpr int QS = SPLIT ? D + RA_PAD : 128 + RA_PAD;
+    if constexpr (SPLIT) {
+        // every warp of the block reads the same 16 queries: the block makes both operands once
+        h16* qsu = (h16*)rk_sm;
+        h16* qsv = qsu + 16 * QS;
+        for (int idx = tid; idx < 16 * (D / 2); idx += blockDim.x) {
+            const int row = idx / (D / 2), c = 2 * (idx - row * (D / 2));
+            float2 x = make_float2(0.f, 0.f);
+            if (rw + row < T) x = ld2(Qb + (long long)(rw + row) * ld + c, 0);
+            const int d = h * D + c;
+            *(u32*)&qsu[row * QS + c] = pack_h2((x.x + bu[d]) * qs, (x.y + bu[d + 1]) * qs);
+            *(u32*)&qsv[row * QS + c] = pack_h2((x.x + bv[d]) * qs, (x.y + bv[d + 1]) * qs);
+        }
+        __syncthreads();
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-        int c0 = kk * 16 + 2 * t;
-        float2 x0 = make_float2(0.f, 0.f), x8 = x0, y0 = x0, y8 = x0;
-        if (r0 < T) {
-            const h16* p = Qb + (long long)r0 * ld;
-            x0 = ld2(p + c0, 0);
-            x8 = ld2(p + c0 + 8, 0);
+        for (int kk = 0; kk < D / 16; ++kk)
+            tc_ldsm_x4(tc_smem_u32(&qsu[lm_key * QS + kk * 16 + lm_col]), qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3]);
+        qvs = qsv;
+    } else {
+        h16(*qps)[128 + RA_PAD] = ra_qp[warp];
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+            int c0 = kk * 16 + 2 * t;
+            float2 x0 = make_float2(0.f, 0.f), x8 = x0, y0 = x0, y8 = x0;
+            if (r0 < T) {
+                const h16* p = Qb + (long long)r0 * ld;
+                x0 = ld2(p + c0, 0);
+                x8 = ld2(p + c0 + 8, 0);
+            }
+            if (r1 < T) {
+                const h16* p = Qb + (long long)r1 * ld;
+                y0 = ld2(p + c0, 0);
+                y8 = ld2(p + c0 + 8, 0);
+            }
+            const int d0 = h * D + c0, d8 = d0 + 8;
+            qa[kk][0] = pack_h2((x0.x + bu[d0]) * qs, (x0.y + bu[d0 + 1]) * qs);
+            qa[kk][1] = pack_h2((y0.x + bu[d0]) * qs, (y0.y + bu[d0 + 1]) * qs);
+            qa[kk][2] = pack_h2((x8.x + bu[d8]) * qs, (x8.y + bu[d8 + 1]) * qs);
+            qa[kk][3] = pack_h2((y8.x + bu[d8]) * qs, (y8.y + bu[d8 + 1]) * qs);
+            const u32 p0 = pack_h2((x0.x + bv[d0]) * qs, (x0.y + bv[d0 + 1]) * qs);
+            const u32 p1 = pack_h2((y0.x + bv[d0]) * qs, (y0.y + bv[d0 + 1]) * qs);
+            const u32 p2 = pack_h2((x8.x + bv[d8]) * qs, (x8.y + bv[d8 + 1]) * qs);
+            const u32 p3 = pack_h2((y8.x + bv[d8]) * qs, (y8.y + bv[d8 + 1]) * qs);
+            *(u32*)&qps[g][c0] = p0;
+            *(u32*)&qps[g + 8][c0] = p1;
+            *(u32*)&qps[g][c0 + 8] = p2;
+            *(u32*)&qps[g + 8][c0 + 8] = p3;
         }
-        if (r1 < T) {
-            const h16* p = Qb + (long long)r1 * ld;
-            y0 = ld2(p + c0, 0);
-            y8 = ld2(p + c0 + 8, 0);
-        }
-        const int d0 = h * D + c0, d8 = d0 + 8;
-        qa[kk][0] = pack_h2((x0.x + bu[d0]) * qs, (x0.y + bu[d0 + 1]) * qs);
-        qa[kk][1] = pack_h2((y0.x + bu[d0]) * qs, (y0.y + bu[d0 + 1]) * qs);
-        qa[kk][2] = pack_h2((x8.x + bu[d8]) * qs, (x8.y + bu[d8 + 1]) * qs);
-        qa[kk][3] = pack_h2((y8.x + bu[d8]) * qs, (y8.y + bu[d8 + 1]) * qs);
-        const u32 p0 = pack_h2((x0.x + bv[d0]) * qs, (x0.y + bv[d0 + 1]) * qs);
-        const u32 p1 = pack_h2((y0.x + bv[d0]) * qs, (y0.y + bv[d0 + 1]) * qs);
-        const u32 p2 = pack_h2((x8.x + bv[d8]) * qs, (x8.y + bv[d8 + 1]) * qs);
-        const u32 p3 = pack_h2((y8.x + bv[d8]) * qs, (y8.y + bv[d8 + 1]) * qs);
-        *(u32*)&qps[g][c0] = p0;
-        *(u32*)&qps[g + 8][c0] = p1;
-        *(u32*)&qps[g][c0 + 8] = p2;
-        *(u32*)&qps[g + 8][c0 + 8] = p3;
+        qvs = &qps[0][0];
     }
     __syncwarp();
 
@@ -324,7 +355,6 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
 #pragma unroll
     for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m0 = F_NEG_INF, m1 = F_NEG_INF, l0 = 0.f, l1 = 0.f;
-    const int lm_key = (lane & 7) + ((lane >> 3) & 1) * 8, lm_col = (lane >> 4) * 8;
 
     for (int k0 = k_first; k0 < T; k0 += k_step) {
         if (k0 != k_first) load_tile(k0);
@@ -343,7 +373,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             u32 a0, a1, a2, a3;
-            tc_ldsm_x4(tc_smem_u32(&qps[lm_key][kk * 16 + lm_col]), a0, a1, a2, a3);
+            tc_ldsm_x4(tc_smem_u32(&qvs[lm_key * QS + kk * 16 + lm_col]), a0, a1, a2, a3);
             rel_pos_mma<D, PW>(bd, ps, kk, a0, a1, a2, a3, lane);
         }
 #pragma unroll
@@ -453,21 +483,31 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
         __syncthreads();
         // each warp's weight in a row, exp2(m_w - max m) / Σ_w l_w·exp2(m_w - max m), once a row
         float* fw = ml + nw * 16 * 2;  // [warp][row]
+        // the loops over warps unrolled to RK_MAX_W, so their shared-memory loads are in flight
+        // together; the sums keep their order
         if (tid < 16) {
             float mm = F_NEG_INF, sum = 0.f;
-            for (int w = 0; w < nw; ++w) mm = fmaxf(mm, ml[(w * 16 + tid) * 2]);
+#pragma unroll
+            for (int w = 0; w < RK_MAX_W; ++w)
+                if (w < nw) mm = fmaxf(mm, ml[(w * 16 + tid) * 2]);
             if (mm != F_NEG_INF) {
-                for (int w = 0; w < nw; ++w) sum += ml[(w * 16 + tid) * 2 + 1] * exp2f(ml[(w * 16 + tid) * 2] - mm);
+#pragma unroll
+                for (int w = 0; w < RK_MAX_W; ++w)
+                    if (w < nw) sum += ml[(w * 16 + tid) * 2 + 1] * exp2f(ml[(w * 16 + tid) * 2] - mm);
             }
             const float inv = sum > 0.f ? 1.f / sum : 0.f;
-            for (int w = 0; w < nw; ++w) fw[w * 16 + tid] = mm != F_NEG_INF ? exp2f(ml[(w * 16 + tid) * 2] - mm) * inv : 0.f;
+#pragma unroll
+            for (int w = 0; w < RK_MAX_W; ++w)
+                if (w < nw) fw[w * 16 + tid] = mm != F_NEG_INF ? exp2f(ml[(w * 16 + tid) * 2] - mm) * inv : 0.f;
         }
         __syncthreads();
         for (int idx = tid; idx < 16 * D; idx += blockDim.x) {
             int row = idx / D, c = idx - row * D;
             if (rw + row >= T) break;  // rows ascend with idx
             float acc = 0.f;
-            for (int w = 0; w < nw; ++w) acc += mo[((long long)w * 16 + row) * MS + c] * fw[w * 16 + row];
+#pragma unroll
+            for (int w = 0; w < RK_MAX_W; ++w)
+                if (w < nw) acc += mo[(w * 16 + row) * MS + c] * fw[w * 16 + row];
             stf(Ob, (long long)(rw + row) * C + c, acc);
         }
         return;

@@ -80,15 +80,18 @@ const REL_FORM_AUTO: u8 = u8::MAX;
 /// for this many).
 const REL_MAX_WARPS: u32 = 4;
 /// Warps a block of the split-keys kernel may have (`__launch_bounds__(288)` in the kernel: 160
-/// registers; 9 warps' shared memory is 210 KiB): one a 16-key tile of a 140-frame clip. H200,
+/// registers; 9 warps' shared memory is 182 KiB): one a 16-key tile of a 140-frame clip. H200,
 /// one parakeet clip: 8 warps against 4, 16.8 -> 15.3 µs a launch under ncu, encode 2.47-2.53 ->
 /// 2.45-2.46 ms (stop 24); 9 against 8 within the encode's spread, ncu 14.8 -> 13.9 µs (stop 30).
 const REL_KS_MAX_WARPS: usize = 9;
 /// Keys a split-keys warp takes at a time (`RK_BK` in the kernel).
 const REL_KS_KEYS: usize = 16;
 /// Dynamic shared memory a split-keys warp uses for heads of 64 / 128 (`rk_warp_bytes` in the
-/// kernel: its K and V tiles, score scratch, position rows and (q+v) operands).
-const REL_KS_WARP_BYTES: [usize; 2] = [15872, 24064];
+/// kernel: its K and V tiles, score scratch and position rows).
+const REL_KS_WARP_BYTES: [usize; 2] = [11520, 19712];
+/// Dynamic shared memory of a split-keys block's (q+u) and (q+v) operands, before the warps'
+/// (`rk_q_bytes` in the kernel).
+const REL_KS_Q_BYTES: [usize; 2] = [4608, 8704];
 /// Keys a tile of the plain kernel (`RA_BK`).
 const REL_PLAIN_KEYS: usize = 32;
 
@@ -115,7 +118,7 @@ fn rel_ks_warps(t: usize) -> usize {
 fn rel_attn_smem(split: bool, warps: u32, dh: usize) -> u32 {
     let w = warps as usize;
     let bytes = if split {
-        w * REL_KS_WARP_BYTES[usize::from(dh == 128)]
+        REL_KS_Q_BYTES[usize::from(dh == 128)] + w * REL_KS_WARP_BYTES[usize::from(dh == 128)]
     } else {
         (16 * w + REL_PLAIN_KEYS) * (dh + 8) * 2
     };

@@ -31,15 +31,16 @@ fn glu_dw_tol(backend: &str) -> Tolerance {
 }
 
 /// (B, T, C, K, masked, activation): T of 1 with K 3, even K (one frame shorter output), C off
-/// the 64-channel tile, K = 31 (longer than the 16-frame tile), K past the fused limit (the
-/// composed fallback).
-const GDW: [(usize, usize, usize, usize, bool, Activation); 7] = [
+/// the 64-channel tile, K = 31 (longer than the 16-frame tile), K = 41 (past 32 taps, under the
+/// fused limit), K past the fused limit (the composed fallback).
+const GDW: [(usize, usize, usize, usize, bool, Activation); 8] = [
     (1, 1, 5, 3, false, Activation::Silu),
     (2, 37, 70, 9, true, Activation::Silu),
     (3, 130, 129, 31, true, Activation::Silu),
     (1, 17, 64, 4, false, Activation::Gelu),
     (2, 5, 33, 1, true, Activation::Relu),
     (1, 140, 1024, 9, false, Activation::Silu),
+    (2, 53, 96, 41, true, Activation::Silu),
     (2, 300, 40, 131, true, Activation::Silu),
 ];
 
