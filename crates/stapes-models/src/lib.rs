@@ -14,6 +14,13 @@ pub mod whisper;
 
 pub use error::{ModelError, Result};
 
+/// A new process-wide number for chain keys. A captured chain is bound to the exact buffers it
+/// recorded, so every model, decoder, loop or slot owning some names its chains by its own.
+pub(crate) fn next_chain_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Audio every family takes: finite samples (one NaN turns every feature frame it reaches into
 /// NaN and the transcript into nothing or noise).
 pub fn check_finite(samples: &[f32]) -> Result<()> {

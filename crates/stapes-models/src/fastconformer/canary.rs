@@ -20,18 +20,10 @@ use stapes_core::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 const LN_EPS: f32 = 1e-5;
-
-/// Names models and their device buffers in step-chain keys: a captured step chain is bound to
-/// the exact weights, caches and cross K/V it recorded.
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
 
 /// Free step buffers kept per model and kind (caches, cross K/V); more are dropped.
 const MAX_FREE: usize = 4;
@@ -371,7 +363,7 @@ impl<B: Backend> KvCache<B> {
             rows,
             cap,
             len: 0,
-            id: next_id(),
+            id: crate::next_chain_id(),
             step: None,
         })
     }
@@ -400,7 +392,7 @@ impl<B: Backend> KvCache<B> {
         }
         if idx.len() != self.rows {
             // new storage: a chain recorded on the old one must not be replayed on it
-            self.id = next_id();
+            self.id = crate::next_chain_id();
             self.step = None;
         }
         self.rows = idx.len();
@@ -672,7 +664,7 @@ impl<B: Backend> Canary<B> {
             prompt_format: None,
             lane,
             chains: Mutex::new(BTreeMap::new()),
-            id: next_id(),
+            id: crate::next_chain_id(),
             device_steps: AtomicU8::new(device_steps_from_env()),
             pool: Mutex::new(StepPool {
                 caches: Vec::new(),
@@ -1088,7 +1080,10 @@ impl<B: Backend> Canary<B> {
                     let zv = HostTensor::zeros(v.shape().to_vec());
                     kv.push((b.upload(&zk)?, b.upload(&zv)?));
                 }
-                CrossSlot { id: next_id(), kv }
+                CrossSlot {
+                    id: crate::next_chain_id(),
+                    kv,
+                }
             }
         };
         for ((dk, dv), (k, v)) in slot.kv.iter_mut().zip(cross) {

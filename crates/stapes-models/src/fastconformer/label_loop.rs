@@ -35,9 +35,6 @@ fn batch_exact() -> bool {
     !std::env::var("STAPES_PARAKEET_BATCH_EXACT").is_ok_and(|v| v.trim() == "0")
 }
 
-/// Names loops in chain keys: a captured chain is bound to one model's buffers.
-static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
-
 /// Whether the label loop runs on the device: 0 = where the home captures chains (unless
 /// `STAPES_PARAKEET_DEVICE_LOOP=0` was set when the model loaded: the host loop, for
 /// before/after comparisons), 1 = always, 2 = never. Also the loop's id for chain keys.
@@ -46,7 +43,7 @@ pub(crate) struct DeviceLoop {
     env_off: bool,
     /// Steps per chain call.
     steps: AtomicUsize,
-    id: usize,
+    id: u64,
 }
 
 impl Default for DeviceLoop {
@@ -55,7 +52,7 @@ impl Default for DeviceLoop {
             mode: AtomicU8::new(0),
             steps: AtomicUsize::new(STEPS_PER_CALL),
             env_off: std::env::var("STAPES_PARAKEET_DEVICE_LOOP").is_ok_and(|v| v.trim() == "0"),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: crate::next_chain_id(),
         }
     }
 }

@@ -18,9 +18,6 @@ pub const SAMPLE_RATE: u32 = 16_000;
 /// shapes run eagerly. The front end takes at most 30 s, so every input is in reach.
 pub const MAX_CHAINS: usize = 32;
 
-/// Names models in chain keys: a captured chain is bound to the weights and buffers it recorded.
-static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 fn hz_to_mel(f: f64) -> f64 {
     2595.0 * (1.0 + f / 700.0).log10()
 }
@@ -189,7 +186,7 @@ impl<B: Backend> Gemma4Audio<B> {
         Ok(Self {
             chains: crate::ChainSlots::new(MAX_CHAINS),
             chained,
-            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: crate::next_chain_id(),
             backend,
             config: ck.config.clone(),
             front_end: ck.front_end.clone(),

@@ -44,9 +44,6 @@ pub const MAX_CHAINS: usize = 32;
 /// more) decode eagerly, and an answer that fills the chain's cache goes on eagerly from a copy.
 pub const STEP_CHAIN_ROWS: usize = 511;
 
-/// Names models in chain keys: a captured chain is bound to the weights and buffers it recorded.
-static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 /// The languages the model was trained to name after `language ` (transformers'
 /// `LANGUAGE_CODE_TO_NAME`).
 pub const LANGUAGES: [(&str, &str); 30] = [
@@ -231,7 +228,7 @@ impl<B: Backend> Qwen3Asr<B> {
             step_slot: std::sync::Mutex::new(None),
             step_chain: std::sync::atomic::AtomicU8::new(0),
             step_rows: std::sync::atomic::AtomicUsize::new(STEP_CHAIN_ROWS),
-            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id: crate::next_chain_id(),
         })
     }
 
@@ -483,7 +480,7 @@ impl<B: Backend> Qwen3Asr<B> {
         };
         if let Some(g) = guard.as_deref_mut() {
             if g.is_none() {
-                let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let id = crate::next_chain_id();
                 *g = Some((id, self.text.step_slot(b, rows)?));
             }
         }

@@ -10,16 +10,8 @@ use stapes_core::select::{SelectRequest, Selected};
 use stapes_core::{
     Activation, Backend, DeviceTensor, HostTensor, Lane, LinearFusion, NormRef, StepParams,
 };
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Names decoders and their device buffers in chain keys: a captured step chain is bound to the
-/// exact weights and cache blocks it recorded.
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-fn next_id() -> u64 {
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
-}
 
 /// Free buffers kept per decoder; more than this many of one kind are simply dropped.
 const MAX_FREE_SLOTS: usize = 8;
@@ -373,7 +365,7 @@ impl<B: Backend> Decoder<B> {
             heads: cfg.decoder_heads,
             d: cfg.d_model,
             vocab: cfg.vocab_size,
-            id: next_id(),
+            id: crate::next_chain_id(),
             slots: Arc::new(Mutex::new(Slots {
                 selfs: Vec::new(),
                 cross: Vec::new(),
@@ -450,7 +442,7 @@ impl<B: Backend> Decoder<B> {
         }
         let zeros = HostTensor::zeros(vec![batch, self.n_ctx, self.d]);
         let mut s = SelfSlot {
-            id: next_id(),
+            id: crate::next_chain_id(),
             batch,
             k: Vec::with_capacity(self.layers.len()),
             v: Vec::with_capacity(self.layers.len()),
@@ -482,7 +474,7 @@ impl<B: Backend> Decoder<B> {
             None => {
                 let zeros = HostTensor::zeros(shape.clone());
                 let mut s = CrossSlot {
-                    id: next_id(),
+                    id: crate::next_chain_id(),
                     k: Vec::with_capacity(self.layers.len()),
                     v: Vec::with_capacity(self.layers.len()),
                 };
