@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Build a bundle for the GPU machine (it has no Rust): the release `stapes` CLI and the named
+# integration-test binaries, stripped, as dist/NAME.tar.xz (dist/ is not in git). On the device:
+# `tar -xJf dist/NAME.tar.xz -C /tmp/x`, then /tmp/x/NAME/stapes and /tmp/x/NAME/<test>
+# (run tests with --test-threads=1: the GPU tests share one device).
+#
+#   tools/bench/stage_device.sh v91 "cuda_parakeet conformer_ops"
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+name=${1:?usage: stage_device.sh NAME "test binaries"}
+tests=${2:-}
+out=dist/$name/b
+rm -rf "dist/$name"
+mkdir -p "$out"
+cargo build --release -p stapes-cli
+cp target/release/stapes "$out/stapes"
+for t in $tests; do
+  # the family tests live in the `stapes` crate, the backend's own in `stapes-cuda`
+  if [ -f "crates/stapes/tests/$t.rs" ]; then p=stapes; else p=stapes-cuda; fi
+  cargo test --release -p "$p" --test "$t" --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, shutil, sys
+name, dst = sys.argv[1], sys.argv[2]
+for line in sys.stdin:
+    try:
+        j = json.loads(line)
+    except ValueError:
+        continue
+    if j.get("reason") == "compiler-artifact" and j.get("executable") and j["target"]["name"] == name:
+        shutil.copy(j["executable"], dst + "/" + name)
+        print("staged", name)
+' "$t" "$out"
+  [ -f "$out/$t" ] || { echo "stage_device: no test binary $t" >&2; exit 1; }
+done
+git rev-parse --short HEAD > "$out/COMMIT"
+git diff --quiet || echo "dirty" >> "$out/COMMIT"
+strip "$out"/* 2>/dev/null || true
+tmp=$(mktemp -d)
+cp -r "$out" "$tmp/$name"
+tar -C "$tmp" -cf - "$name" | xz -6 -T2 > "dist/$name.tar.xz"
+rm -rf "$tmp"
+ls -la "dist/$name.tar.xz"
