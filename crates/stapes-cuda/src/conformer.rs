@@ -118,7 +118,8 @@ fn rel_ks_warps(t: usize) -> usize {
 fn rel_attn_smem(split: bool, warps: u32, dh: usize) -> u32 {
     let w = warps as usize;
     let bytes = if split {
-        REL_KS_Q_BYTES[usize::from(dh == 128)] + w * REL_KS_WARP_BYTES[usize::from(dh == 128)]
+        let d128 = usize::from(dh == 128);
+        REL_KS_Q_BYTES[d128] + w * REL_KS_WARP_BYTES[d128]
     } else {
         (16 * w + REL_PLAIN_KEYS) * (dh + 8) * 2
     };
