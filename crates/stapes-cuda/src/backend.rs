@@ -293,6 +293,8 @@ pub struct CudaBackend {
     split_ln_runs: std::sync::atomic::AtomicU64,
     /// The smallest K the split form takes.
     split_ln_min_k: std::sync::atomic::AtomicUsize,
+    /// Whether `linear_add_norms`' split form runs q8 weights on e4m3 operands (conformer.rs).
+    split_fp8: AtomicBool,
     /// Functions of this backend's modules (by `CUfunction` address) whose dynamic
     /// shared-memory limit was raised, with the limit (`allow_dyn_smem`). Kept per backend: a
     /// module loaded by a later backend may reuse a dropped one's function addresses.
@@ -417,6 +419,7 @@ impl CudaBackend {
             split_ln: std::sync::atomic::AtomicUsize::new(conformer::split_ln_default()),
             split_ln_runs: std::sync::atomic::AtomicU64::new(0),
             split_ln_min_k: std::sync::atomic::AtomicUsize::new(conformer::split_ln_min_k_default()),
+            split_fp8: AtomicBool::new(conformer::split_fp8_default()),
             smem_raised: Mutex::new(Vec::new()),
             arch,
             name,

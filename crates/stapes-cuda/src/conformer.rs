@@ -755,6 +755,14 @@ pub(super) fn split_ln_default() -> usize {
     crate::env_usize("STAPES_CUDA_SPLIT_LN").map_or(4, |s| s.min(8))
 }
 
+/// `STAPES_CUDA_SPLIT_FP8=0`: `linear_add_norms`' split form keeps f16 operands (the q8 weight's
+/// f16 copy) for q8 weights; the backend's starting value, default on. H100, stop 43 calls 2 and
+/// 4, alternating, one q8 clip: parakeet 1.798–1.835 ms on f16 operands, 1.775–1.803 on e4m3;
+/// canary 2.378–2.413, 2.336–2.356 (fc2's slices under ncu 8.0 → 6.5–6.8 µs).
+pub(super) fn split_fp8_default() -> bool {
+    std::env::var("STAPES_CUDA_SPLIT_FP8").map_or(true, |v| v.trim() != "0")
+}
+
 /// `STAPES_CUDA_SPLIT_LN_MIN_K`: the smallest K `linear_add_norms` splits; the backend's starting
 /// value. Default 1024: at d = 1024 that takes the attention's output projection and the conv
 /// module's second pointwise conv besides the feed-forwards' second GEMM (H200, stop 29 call 4,
@@ -799,7 +807,24 @@ impl CudaBackend {
             && next.k == k
             && self.out_dt() == Dtype::F16
             && self.fp8_chain_linear(next, m, None)
-            && !self.split_ln_shape(m, next.n, next.k)
+            && (!self.split_ln_shape(m, next.n, next.k) || self.split_reads_e4m3(next, m))
+    }
+
+    /// Whether `linear_add_norms`' split form over `m` rows of q8 weight `w` reads e4m3
+    /// operands (where its input's writer leaves them): the switch, slices of whole 16-byte
+    /// rows, and the weight's GEMM on FP8 at all.
+    pub(super) fn split_reads_e4m3(&self, w: &CudaWeight, m: usize) -> bool {
+        let splits = self.split_ln.load(Ordering::Relaxed).max(1);
+        self.split_fp8.load(Ordering::Relaxed)
+            && (w.k / splits).is_multiple_of(16)
+            && self.fp8_chain_linear(w, m, None)
+    }
+
+    /// Whether `linear_add_norms`' split form runs q8 weights on e4m3 operands from now on
+    /// (tests and A/B runs; the default comes from `STAPES_CUDA_SPLIT_FP8`).
+    #[doc(hidden)]
+    pub fn set_split_fp8(&self, on: bool) {
+        self.split_fp8.store(on, Ordering::SeqCst);
     }
 
     /// Whether `linear_add_norms` over `m` rows of a `(n, k)` weight has the split form's
@@ -862,12 +887,16 @@ impl CudaBackend {
         {
             return compose();
         }
-        let wb = match &w.data {
-            WeightData::F16(b) => b.clone(),
-            WeightData::Q8 { .. } => match self.q8_f16_weight(w, m)? {
-                Some(h) => h,
-                None => return compose(),
+        // e4m3 operands where the input's writer left them (feeds_fp8 asked the same rule)
+        let fp8 = match self.split_reads_e4m3(w, m) {
+            true => match self.prepared(&x.buf, m, k, PrepKind::Fp8) {
+                Some(b) => match self.q8_fp8_weight(w, m, Dtype::F16)? {
+                    Some(f) => b.first().cloned().map(|x8| (f, x8)),
+                    None => None,
+                },
+                None => None,
             },
+            false => None,
         };
         let s = self.alloc(&shape, Dtype::F16)?;
         let outs = norms
@@ -877,17 +906,55 @@ impl CudaBackend {
         let (gs, bs) = self.norm_params(norms)?;
         let bias32 = self.param(bias)?;
         let partials = self.pool.alloc(splits * m * n * 4)?;
-        let (xp, wp, rp, pp) = (self.t(x), self.p(&wb), self.t(r), partials.ptr);
+        let (xp, rp, pp) = (self.t(x), self.t(r), partials.ptr);
         let last = norms.len() - 1;
         let (yp, z1, z2) = (
             s.buf.ptr,
             outs[0].buf.ptr,
             if last == 1 { outs[1].buf.ptr } else { 0 },
         );
-        if (xp | wp | rp | pp | yp | z1 | z2) % 16 != 0 {
+        if (xp | rp | pp | yp | z1 | z2) % 16 != 0 {
             return compose();
         }
-        {
+        // the e4m3 form where it applies; where cuBLASLt has no plan for it (its absence is
+        // remembered, so a capture takes what the eager pass took) the f16 form runs
+        let mut fp8_ran = false;
+        if let Some((f, x8)) = &fp8 {
+            let x8p = self.p(x8);
+            let tune = !self.capturing.load(Ordering::Relaxed);
+            // SAFETY: x8 (m, k) and w (n, k) e4m3, the scale one f32, partials (splits, m, n)
+            // f32, all live; k / splits is a multiple of 16 (split_reads_e4m3).
+            fp8_ran = x8p.is_multiple_of(16)
+                && unsafe {
+                    self.lt
+                        .split_k_fp8(
+                            &self.stream,
+                            pp,
+                            f.w.ptr,
+                            f.scale.ptr,
+                            x8p,
+                            self.lt_ws.ptr,
+                            m,
+                            n,
+                            k,
+                            splits as u8,
+                            tune,
+                        )
+                        .is_ok()
+                };
+        }
+        if !fp8_ran {
+            let wb = match &w.data {
+                WeightData::F16(b) => b.clone(),
+                WeightData::Q8 { .. } => match self.q8_f16_weight(w, m)? {
+                    Some(h) => h,
+                    None => return compose(),
+                },
+            };
+            let wp = self.p(&wb);
+            if !wp.is_multiple_of(16) {
+                return compose();
+            }
             let blas = self.blas.lock().unwrap_or_else(|p| p.into_inner());
             // SAFETY: x (m, k) and w (n, k) f16, partials (splits, m, n) f32, all live; k is a
             // multiple of splits.
@@ -916,9 +983,13 @@ impl CudaBackend {
         if let Some(z8) = z8 {
             self.remember(&outs[last].buf, m, n, PrepKind::Fp8, vec![z8]);
         }
-        let counter = match w.data {
-            WeightData::F16(_) => &self.counters.gemm_f16,
-            WeightData::Q8 { .. } => &self.counters.gemm_q8_f16,
+        let counter = match (&w.data, fp8_ran) {
+            (WeightData::F16(_), _) => &self.counters.gemm_f16,
+            (WeightData::Q8 { .. }, false) => &self.counters.gemm_q8_f16,
+            (WeightData::Q8 { .. }, true) => {
+                stapes_core::Counters::bump(&self.counters.gemm_q8);
+                &self.counters.gemm_q8_fp8
+            }
         };
         stapes_core::Counters::bump(counter);
         self.split_ln_runs.fetch_add(1, Ordering::Relaxed);

@@ -236,6 +236,10 @@ pub enum LtKind {
     I8,
     Fp8,
     Fp8Out8,
+    /// A split-K GEMM's partial products: K cut into this many slices, one batch entry each,
+    /// e4m3 operands (A's scale from a device pointer, as [`LtKind::Fp8`]), f32 output, no
+    /// bias or C (`linear_add_norms` sums the slices).
+    SplitFp8(u8),
 }
 
 /// An activation cuBLASLt applies in the GEMM's epilogue, after the bias.
@@ -361,7 +365,13 @@ fn parse_line(line: &str) -> Option<(Key, [u64; 8])> {
         "I8" => LtKind::I8,
         "Fp8" => LtKind::Fp8,
         "Fp8Out8" => LtKind::Fp8Out8,
-        _ => return None,
+        w => {
+            let s = w.strip_prefix("SplitFp8(")?.strip_suffix(')')?;
+            match s.parse::<u8>().ok()? {
+                s if s > 1 => LtKind::SplitFp8(s),
+                _ => return None,
+            }
+        }
     };
     let mut num = || it.next()?.parse::<usize>().ok();
     let (m, n, k, bias) = (num()?, num()?, num()?, num()?);
@@ -569,6 +579,16 @@ impl Lt {
                 lts::cudaDataType_t::CUDA_R_8F_E4M3,
                 lts::cudaDataType_t::CUDA_R_16F,
             ),
+            LtKind::SplitFp8(_) => (
+                lts::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                lts::cudaDataType_t::CUDA_R_32F,
+                lts::cudaDataType_t::CUDA_R_8F_E4M3,
+                lts::cudaDataType_t::CUDA_R_32F,
+            ),
+        };
+        let slices = match key.kind {
+            LtKind::SplitFp8(s) => u64::from(s.max(1)),
+            _ => 1,
         };
         let desc = ltr::create_matmul_desc(compute, scale).map_err(lt_err("create_matmul_desc"))?;
         let t: i32 = 1; // CUBLAS_OP_T
@@ -598,7 +618,10 @@ impl Lt {
                 )
                 .map_err(lt_err("EPILOGUE"))?;
             }
-            if matches!(key.kind, LtKind::Fp8 | LtKind::Fp8Out8) {
+            if matches!(
+                key.kind,
+                LtKind::Fp8 | LtKind::Fp8Out8 | LtKind::SplitFp8(_)
+            ) {
                 // Hopper's FP8 accumulation without the periodic promotion to full f32: its
                 // error (~2⁻¹⁴ of a partial sum) is far below the operands' e4m3 rounding (2⁻⁴)
                 let fast: i8 = 1;
@@ -630,9 +653,33 @@ impl Lt {
                 .map_err(lt_err("BIAS_DATA_TYPE"))?;
             }
         }
-        let la = ltr::create_matrix_layout(ab, k, m, k as i64).map_err(lt_err("layout A"))?;
-        let lb = ltr::create_matrix_layout(ab, k, n, k as i64).map_err(lt_err("layout B"))?;
+        // a split kind reads K / slices of each row, slice s at offset s · K / slices
+        let ks = k / slices;
+        let la = ltr::create_matrix_layout(ab, ks, m, k as i64).map_err(lt_err("layout A"))?;
+        let lb = ltr::create_matrix_layout(ab, ks, n, k as i64).map_err(lt_err("layout B"))?;
         let lc = ltr::create_matrix_layout(cd, m, n, m as i64).map_err(lt_err("layout C"))?;
+        if slices > 1 {
+            let count = slices as i32;
+            for (l, stride) in [(la, ks as i64), (lb, ks as i64), (lc, (m * n) as i64)] {
+                // SAFETY: a live layout; the attributes are an i32 and an i64 as documented.
+                unsafe {
+                    ltr::set_matrix_layout_attribute(
+                        l,
+                        lts::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                        &count as *const i32 as *const c_void,
+                        4,
+                    )
+                    .map_err(lt_err("BATCH_COUNT"))?;
+                    ltr::set_matrix_layout_attribute(
+                        l,
+                        lts::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                        &stride as *const i64 as *const c_void,
+                        8,
+                    )
+                    .map_err(lt_err("STRIDED_BATCH_OFFSET"))?;
+                }
+            }
+        }
         let ld = match key.kind {
             LtKind::Fp8Out8 => Some(
                 ltr::create_matrix_layout(lts::cudaDataType_t::CUDA_R_8F_E4M3, m, n, m as i64)
@@ -812,6 +859,48 @@ impl Lt {
         let kind = if out8 { LtKind::Fp8Out8 } else { LtKind::Fp8 };
         self.matmul_scaled(
             stream, kind, d, a, a_scale, b, bias, c, ws, m, n, k, tune, act,
+        )
+    }
+
+    /// A split-K GEMM's partial products on e4m3 operands, through cuBLASLt (tuned as every
+    /// other shape): `p (slices, rows, n)` f32, slice s = `x[:, s·K/S ..] · w[:, s·K/S ..]ᵀ`
+    /// over K / S, times `*w_scale`.
+    ///
+    /// # Safety
+    /// `w (n, k)` and `x (rows, k)` e4m3, `p` of `slices · rows · n` f32, `w_scale` a live
+    /// device f32, all live on `stream`; `k / slices` a multiple of 16; `tune` false during a
+    /// graph capture.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn split_k_fp8(
+        &self,
+        stream: &Arc<CudaStream>,
+        p: u64,
+        w: u64,
+        w_scale: u64,
+        x: u64,
+        ws: u64,
+        rows: usize,
+        n: usize,
+        k: usize,
+        slices: u8,
+        tune: bool,
+    ) -> Result<(), CudaError> {
+        let kind = LtKind::SplitFp8(slices);
+        self.matmul_scaled(
+            stream,
+            kind,
+            p,
+            w,
+            w_scale,
+            x,
+            0,
+            0,
+            ws,
+            n,
+            rows,
+            k,
+            tune,
+            EpiAct::None,
         )
     }
 
@@ -1148,6 +1237,22 @@ mod tests {
         let got_f8: Vec<_> = text_f8.lines().filter_map(parse_line).collect();
         assert!(got_f8.contains(&(key_f8, data)), "{got_f8:?}");
         assert!(got_f8.contains(&(key_f8c, data_c)), "{got_f8:?}");
+        let key_s8 = Key {
+            kind: LtKind::SplitFp8(4),
+            ..key
+        };
+        cache.save(key_s8, &lts::cublasLtMatmulAlgo_t { data: data_c });
+        let text_s = std::fs::read_to_string(&path).expect("cache file rewritten");
+        assert!(text_s.contains("SplitFp8(4) 384 1504 1152 0 "), "{text_s}");
+        let got_s: Vec<_> = text_s.lines().filter_map(parse_line).collect();
+        assert!(got_s.contains(&(key_s8, data_c)), "{got_s:?}");
+        // one slice is not a split kind, and a count past a byte is not read
+        let s8_line = text_s
+            .lines()
+            .find(|l| l.starts_with("SplitFp8(4)"))
+            .unwrap_or_default();
+        assert_eq!(parse_line(&s8_line.replacen("(4)", "(1)", 1)), None);
+        assert_eq!(parse_line(&s8_line.replacen("(4)", "(300)", 1)), None);
         let line = text.lines().next().unwrap_or_default();
         assert!(line.starts_with("I8 384 1504 1152 0 "), "{line}");
         // a truncated line, an extra word, an unknown kind

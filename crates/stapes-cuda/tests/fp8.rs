@@ -443,16 +443,19 @@ fn fp8_silu_pass_writes_the_next_gemms_input() {
     };
     g.set_f16_activations(true);
     g.set_q8_mix(Q8Mix::Fp8);
-    // (rows, d, hidden, fed): 600 rows past the split form's bound; an odd row count and
-    // widths off the powers of two; 16 parakeet clips' fc1 output (2240 x 4096, past the pass's
-    // grid cap, so its threads loop); 140 rows with a hidden of 1024, the split form's shape
+    // (rows, d, hidden, split on e4m3, fed): 600 rows past the split form's bound; an odd row
+    // count and widths off the powers of two; 16 parakeet clips' fc1 output (2240 x 4096, past
+    // the pass's grid cap, so its threads loop); 140 rows with a hidden of 1024, the split
+    // form's shape, with its e4m3 operands switched off (it reads f16) and on
     let shapes = [
-        (600, 256, 512, true),
-        (603, 272, 528, true),
-        (2240, 1024, 4096, true),
-        (140, 256, 1024, false),
+        (600, 256, 512, true, true),
+        (603, 272, 528, true, true),
+        (2240, 1024, 4096, true, true),
+        (140, 256, 1024, false, false),
+        (140, 256, 1024, true, true),
     ];
-    for (i, &(m, d, hid, fed_expected)) in shapes.iter().enumerate() {
+    for (i, &(m, d, hid, split_fp8, fed_expected)) in shapes.iter().enumerate() {
+        g.set_split_fp8(split_fp8);
         let s = 900 + 10 * i as u64;
         let x = rnd(&[1, m, d], s, 2.0);
         let w1 = rnd(&[hid, d], s + 1, 1.0 / (d as f32).sqrt());
@@ -509,11 +512,13 @@ fn fp8_silu_pass_writes_the_next_gemms_input() {
         assert_eq!(fed[0], plain[0], "m{m}: the activations differ");
         assert_eq!(fed[1], plain[1], "m{m}: the GEMM read another input");
     }
+    g.set_split_fp8(true);
 }
 
 /// `glu_depthwise_act_feeding` before an FP8 GEMM: the conv module's middle also writes the
 /// GEMM's e4m3 input (the GEMM converts nothing), with the bits of `glu_depthwise_act`
-/// followed by the GEMM's own conversion; at a split shape of `linear_add_norms` it does not.
+/// followed by the GEMM's own conversion; at a split shape of `linear_add_norms` it does so
+/// only where the split runs on e4m3 (its switch).
 #[test]
 fn fp8_conv_module_writes_the_next_gemms_input() {
     let name = "fp8_conv_module_writes_the_next_gemms_input";
@@ -523,16 +528,18 @@ fn fp8_conv_module_writes_the_next_gemms_input() {
     };
     g.set_f16_activations(true);
     g.set_q8_mix(Q8Mix::Fp8);
-    // (frames, channels, fed): past the split form's rows; an odd frame count (a last block of
-    // few frames) and channels off the powers of two; 16 parakeet clips' frames; 140 frames of
-    // 1024 channels, the split form's shape
+    // (frames, channels, split on e4m3, fed): past the split form's rows; an odd frame count (a
+    // last block of few frames) and channels off the powers of two; 16 parakeet clips' frames;
+    // 140 frames of 1024 channels, the split form's shape, its e4m3 operands off and on
     let shapes = [
-        (600, 256, true),
-        (603, 272, true),
-        (2240, 1024, true),
-        (140, 1024, false),
+        (600, 256, true, true),
+        (603, 272, true, true),
+        (2240, 1024, true, true),
+        (140, 1024, false, false),
+        (140, 1024, true, true),
     ];
-    for (i, &(t, c, fed_expected)) in shapes.iter().enumerate() {
+    for (i, &(t, c, split_fp8, fed_expected)) in shapes.iter().enumerate() {
+        g.set_split_fp8(split_fp8);
         let s = 950 + 10 * i as u64;
         let x = rnd(&[1, t, 2 * c], s, 2.0);
         let dw = rnd(&[c, 9], s + 1, 0.4);
@@ -587,6 +594,126 @@ fn fp8_conv_module_writes_the_next_gemms_input() {
         assert_eq!(fed[0], plain[0], "t{t}: the conv module's outputs differ");
         assert_eq!(fed[1], plain[1], "t{t}: the GEMM read another input");
     }
+    g.set_split_fp8(true);
+}
+
+/// `linear_add_norms`' split form on e4m3 operands (one FastConformer clip's fc2: 140 rows,
+/// K = 4096, after the SiLU pass that writes its e4m3 input): the sum it stores is the e4m3
+/// product of the pass's values over the weight's e4m3 values, plus bias and residual, one f16
+/// rounding (emulated on the host); eager == replay; the engagement counter proves the split
+/// ran on FP8; with the switch off the same chain runs the split on f16 operands.
+#[test]
+fn fp8_split_sum_is_the_e4m3_product_of_its_input() {
+    let name = "fp8_split_sum_is_the_e4m3_product_of_its_input";
+    let _serial = common::serial();
+    let Some(g) = fp8_gpu(name) else {
+        return;
+    };
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    // (rows, d, hidden, slices): parakeet's fc2 in 4 slices; the split's smallest K (1024) in
+    // 4; an odd row count and a narrower row in 2
+    let shapes = [
+        (140, 1024, 4096, 4),
+        (140, 1024, 1024, 4),
+        (77, 256, 2048, 2),
+    ];
+    for (i, &(m, d, hid, slices)) in shapes.iter().enumerate() {
+        g.set_split_ln(slices);
+        let s = 1700 + 10 * i as u64;
+        let x = rnd(&[1, m, d], s, 2.0);
+        let w1 = rnd(&[hid, d], s + 1, 1.0 / (d as f32).sqrt());
+        let b1 = rnd(&[hid], s + 2, 0.5);
+        let w2 = rnd(&[d, hid], s + 3, 1.0 / (hid as f32).sqrt());
+        let b2 = rnd(&[d], s + 4, 0.5);
+        let r = rnd(&[1, m, d], s + 5, 1.0);
+        let gam = rnd(&[d], s + 6, 1.0);
+        let bet = rnd(&[d], s + 7, 0.5);
+        let (w1q, w2q) = (
+            g.weight(&w1, Lane::Q8).unwrap(),
+            g.weight(&w2, Lane::Q8).unwrap(),
+        );
+        let up = |t: &HostTensor| g.upload(t).unwrap();
+        let (xt, b1t, b2t, rt, gt, bt) = (up(&x), up(&b1), up(&b2), up(&r), up(&gam), up(&bet));
+        let run = |on: bool| -> (Vec<Vec<f32>>, u64, u64) {
+            g.set_split_fp8(on);
+            let key = format!("test-encoder/fp8-split-{i}-{on}");
+            let go = || -> Vec<Vec<f32>> {
+                let outs = g
+                    .chain(&key, &mut |be| {
+                        let x16 = be.affine(&xt, 1.0, 0.0)?;
+                        let r16 = be.affine(&rt, 1.0, 0.0)?;
+                        let h =
+                            be.linear_act_feeding(&x16, &w1q, Some(&b1t), Activation::Silu, &w2q)?;
+                        let (y, mut z) = be.linear_add_norms(
+                            &h,
+                            &w2q,
+                            Some(&b2t),
+                            &r16,
+                            &[(&gt, Some(&bt))],
+                            1e-5,
+                            None,
+                        )?;
+                        let z = z
+                            .pop()
+                            .ok_or_else(|| stapes_core::Error::shape("test", "no norm"))?;
+                        Ok(vec![h, y, z])
+                    })
+                    .unwrap();
+                outs.iter().map(|t| g.download(t).unwrap().data).collect()
+            };
+            let (c0, s0) = (g.counters().snapshot().gemm_q8_fp8, g.split_ln_runs());
+            let eager = go();
+            let (c1, s1) = (g.counters().snapshot().gemm_q8_fp8, g.split_ln_runs());
+            let replayed = go();
+            assert_eq!(
+                eager, replayed,
+                "m{m} fp8 {on}: the replay differs from the eager run"
+            );
+            (eager, c1 - c0, s1 - s0)
+        };
+        let (f16_outs, f16_fp8, f16_splits) = run(false);
+        let (outs, fp8_gemms, splits) = run(true);
+        g.set_split_fp8(true);
+        let what = format!("m{m} d{d} hidden{hid} slices{slices}");
+        assert_eq!(
+            (splits, f16_splits),
+            (1, 1),
+            "{what}: the split form did not run"
+        );
+        assert_eq!(
+            fp8_gemms, 2,
+            "{what}: fc1 and the split did not both run on FP8"
+        );
+        assert_eq!(
+            f16_fp8, 1,
+            "{what}: with the switch off the split still ran on FP8"
+        );
+        assert_eq!(outs[0], f16_outs[0], "{what}: the SiLU pass differs");
+        let x8: Vec<f32> = outs[0].iter().map(|&v| e4m3(v)).collect();
+        let want = fp8_dot(&x8, &w2, &b2, &r, m);
+        // as fp8_gemm_is_the_e4m3_product_of_its_values: the sums in another order, one f16
+        // rounding
+        let tol = stapes_core::tolerance::Tolerance {
+            max_abs: 0.0,
+            max_rel: 4e-3,
+            rel_l2: 1.5e-3,
+        };
+        let ok = compare(&outs[1], &want, &tol)
+            .unwrap_or_else(|e| panic!("{what}: the split's sum vs its emulation: {e}"));
+        eprintln!(
+            "ok split {what}: vs emulation rel_l2 {:.2e} max_abs {:.2e}",
+            ok.rel_l2, ok.max_abs
+        );
+        assert!(
+            outs[1]
+                .iter()
+                .zip(&f16_outs[1])
+                .any(|(a, b)| a.to_bits() != b.to_bits()),
+            "{what}: the e4m3 split gave the f16 split's bits (the switch changed nothing)"
+        );
+    }
+    g.set_split_ln(4);
 }
 
 /// `layer_norm_linear` and `layer_norm_mlp_add` on FP8 keep the norm in e4m3 only: they give the
