@@ -17,19 +17,8 @@ cp target/release/stapes "$out/stapes"
 for t in $tests; do
   # the family tests live in the `stapes` crate, the backend's own in `stapes-cuda`
   if [ -f "crates/stapes/tests/$t.rs" ]; then p=stapes; else p=stapes-cuda; fi
-  cargo test --release -p "$p" --test "$t" --no-run --message-format=json 2>/dev/null | python3 -c '
-import json, shutil, sys
-name, dst = sys.argv[1], sys.argv[2]
-for line in sys.stdin:
-    try:
-        j = json.loads(line)
-    except ValueError:
-        continue
-    if j.get("reason") == "compiler-artifact" and j.get("executable") and j["target"]["name"] == name:
-        shutil.copy(j["executable"], dst + "/" + name)
-        print("staged", name)
-' "$t" "$out"
-  [ -f "$out/$t" ] || { echo "stage_device: no test binary $t" >&2; exit 1; }
+  cargo test --release -p "$p" --test "$t" --no-run --message-format=json 2>/dev/null |
+    tools/bench/copy_test_bins.py "$out" "$t"
 done
 git rev-parse --short HEAD > "$out/COMMIT"
 git diff --quiet || echo "dirty" >> "$out/COMMIT"

@@ -5,15 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 mkdir -p dist/stapes-cuda
 cargo build --release -p stapes-cuda --example cuda_bench
-cargo test --release -p stapes-cuda --no-run --message-format=json 2>/dev/null | python3 -c '
-import sys, json, shutil
-for line in sys.stdin:
-    try:
-        j = json.loads(line)
-    except ValueError:
-        continue
-    if j.get("reason") == "compiler-artifact" and j.get("executable") and j["target"]["kind"] != ["lib"]:
-        shutil.copy(j["executable"], "dist/stapes-cuda/" + j["target"]["name"])
-        print("staged", j["target"]["name"])
-'
+cargo test --release -p stapes-cuda --no-run --message-format=json 2>/dev/null |
+    tools/bench/copy_test_bins.py dist/stapes-cuda
 cp target/release/examples/cuda_bench dist/stapes-cuda/cuda_bench
