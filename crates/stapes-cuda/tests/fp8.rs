@@ -84,6 +84,15 @@ fn fp8_gpu(name: &str) -> Option<&'static CudaBackend> {
     Some(g)
 }
 
+/// [`fp8_gpu`] set up for f16 chains on the FP8 form, with the test lock held.
+fn fp8_chain_gpu(name: &str) -> Option<(&'static CudaBackend, std::sync::MutexGuard<'static, ()>)> {
+    let serial = common::serial();
+    let g = fp8_gpu(name)?;
+    g.set_f16_activations(true);
+    g.set_q8_mix(Q8Mix::Fp8);
+    Some((g, serial))
+}
+
 /// A form that writes the next GEMM's e4m3 input against the plain form, each run through
 /// `run` (true: that form, false: the plain one): their outputs, the conversion passes each form
 /// launched, and the FP8 GEMMs the two counted together.
@@ -191,12 +200,9 @@ const COLUMN_BAR: f32 = 0.08;
 #[test]
 fn fp8_meets_the_q8_chain_bar_and_a_planted_fault_fails_it() {
     let name = "fp8_meets_the_q8_chain_bar_and_a_planted_fault_fails_it";
-    let _serial = common::serial();
-    let Some(g) = fp8_gpu(name) else {
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    g.set_f16_activations(true);
-    g.set_q8_mix(Q8Mix::Fp8);
     let (m, k, n) = (200, 1280, 256);
     let x = common::heavy_tailed_activations(m, k);
     let w = HostTensor::random(vec![n, k], 902, 1.0 / (k as f32).sqrt());
@@ -248,12 +254,9 @@ fn fp8_meets_the_q8_chain_bar_and_a_planted_fault_fails_it() {
 #[test]
 fn fp8_mlp_keeps_its_hidden_in_e4m3() {
     let name = "fp8_mlp_keeps_its_hidden_in_e4m3";
-    let _serial = common::serial();
-    let Some(g) = fp8_gpu(name) else {
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    g.set_f16_activations(true);
-    g.set_q8_mix(Q8Mix::Fp8);
     for (i, &(m, d, n1)) in [(33, 64, 256), (300, 384, 1536)].iter().enumerate() {
         let s = 700 + 10 * i as u64;
         let x = rnd(&[1, m, d], s, 2.0);
@@ -376,12 +379,9 @@ fn fp8_dot(x8: &[f32], w: &HostTensor, b: &HostTensor, r: &HostTensor, m: usize)
 #[test]
 fn fp8_norm_feeding_writes_the_gemms_input() {
     let name = "fp8_norm_feeding_writes_the_gemms_input";
-    let _serial = common::serial();
-    let Some(g) = fp8_gpu(name) else {
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    g.set_f16_activations(true);
-    g.set_q8_mix(Q8Mix::Fp8);
     for (i, &(m, d, n)) in [(40, 384, 1152), (1500, 1280, 256)].iter().enumerate() {
         let s = 800 + 10 * i as u64;
         let x = rnd(&[1, m, d], s, 2.0);
@@ -437,12 +437,9 @@ fn fp8_norm_feeding_writes_the_gemms_input() {
 #[test]
 fn fp8_silu_pass_writes_the_next_gemms_input() {
     let name = "fp8_silu_pass_writes_the_next_gemms_input";
-    let _serial = common::serial();
-    let Some(g) = fp8_gpu(name) else {
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    g.set_f16_activations(true);
-    g.set_q8_mix(Q8Mix::Fp8);
     // (rows, d, hidden, split on e4m3, fed): 600 rows past the split form's bound; an odd row
     // count and widths off the powers of two; 16 parakeet clips' fc1 output (2240 x 4096, past
     // the pass's grid cap, so its threads loop); 140 rows with a hidden of 1024, the split
@@ -522,12 +519,9 @@ fn fp8_silu_pass_writes_the_next_gemms_input() {
 #[test]
 fn fp8_conv_module_writes_the_next_gemms_input() {
     let name = "fp8_conv_module_writes_the_next_gemms_input";
-    let _serial = common::serial();
-    let Some(g) = fp8_gpu(name) else {
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    g.set_f16_activations(true);
-    g.set_q8_mix(Q8Mix::Fp8);
     // (frames, channels, split on e4m3, fed): past the split form's rows; an odd frame count (a
     // last block of few frames) and channels off the powers of two; 16 parakeet clips' frames;
     // 140 frames of 1024 channels, the split form's shape, its e4m3 operands off and on
@@ -605,12 +599,9 @@ fn fp8_conv_module_writes_the_next_gemms_input() {
 #[test]
 fn fp8_split_sum_is_the_e4m3_product_of_its_input() {
     let name = "fp8_split_sum_is_the_e4m3_product_of_its_input";
-    let _serial = common::serial();
-    let Some(g) = fp8_gpu(name) else {
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    g.set_f16_activations(true);
-    g.set_q8_mix(Q8Mix::Fp8);
     // (rows, d, hidden, slices): parakeet's fc2 in 4 slices; the split's smallest K (1024) in
     // 4; an odd row count and a narrower row in 2
     let shapes = [
@@ -723,12 +714,9 @@ fn fp8_split_sum_is_the_e4m3_product_of_its_input() {
 #[test]
 fn fp8_norm_then_gemm_keeps_the_norm_in_e4m3() {
     let name = "fp8_norm_then_gemm_keeps_the_norm_in_e4m3";
-    let _serial = common::serial();
-    let Some(g) = fp8_gpu(name) else {
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    g.set_f16_activations(true);
-    g.set_q8_mix(Q8Mix::Fp8);
     for (i, &(m, d, n, fp8)) in [
         (40, 384, 1152, true),
         (1500, 1280, 256, true),
@@ -818,12 +806,9 @@ fn fp8_norm_then_gemm_keeps_the_norm_in_e4m3() {
 #[test]
 fn fp8_attention_writes_the_projections_input() {
     let name = "fp8_attention_writes_the_projections_input";
-    let _serial = common::serial();
-    let Some(g) = fp8_gpu(name) else {
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    g.set_f16_activations(true);
-    g.set_q8_mix(Q8Mix::Fp8);
     let (t, heads) = (300, 4);
     let c = heads * 64;
     let qkv = rnd(&[1, t, 3 * c], 900, 1.0);
@@ -900,12 +885,9 @@ fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
 #[test]
 fn attention_block_leaves_the_qkv_bias_to_the_attention() {
     let name = "attention_block_leaves_the_qkv_bias_to_the_attention";
-    let _serial = common::serial();
-    let Some(g) = fp8_gpu(name) else {
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    g.set_f16_activations(true);
-    g.set_q8_mix(Q8Mix::Fp8);
     let cases = [
         (1500, 20, true, Lane::Q8),
         (1500, 6, false, Lane::Q8),
