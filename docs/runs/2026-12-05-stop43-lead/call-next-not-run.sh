@@ -29,6 +29,11 @@ print("split_fp8", sys.argv[1], sys.argv[2], sys.argv[3], "batch", b, "%.3f ms (
 for s in 0 1; do e $s parakeet-tdt-0.6b-v2 q8 1 > /dev/null; e $s canary-1b-flash q8 1 > /dev/null; done
 for r in 1 2 3; do for s in 0 1; do e $s parakeet-tdt-0.6b-v2 q8 1; e $s canary-1b-flash q8 1; done; done
 echo "elapsed $(el) s"
+# where 16 clips' 6 ms go (stop 43's capture ran out of launches in the one-clip warm-up first)
+timeout 150 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+  --launch-skip 2500 --launch-count 3000 $B/stapes bench --synthetic parakeet-tdt-0.6b-v2 --device cuda \
+  --lane q8 --audio samples/jfk.wav --iters 1 --batch 16 > /tmp/o/ncu-parakeet-q8-b16.csv 2>/tmp/t2/ncu.err
+echo "ncu b16 rc=$? elapsed $(el)"
 STAPES=$B/stapes OUT=/tmp/o/cmp ITERS=10 TOOLS=dist/tools timeout 300 bash tools/bench/gpu_compare.sh > /tmp/o/cmp.txt 2>&1
 tail -30 /tmp/o/cmp.txt
 tar -C /tmp/o -cJf $O/out.tar.xz .
