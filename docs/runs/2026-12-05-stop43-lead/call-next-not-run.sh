@@ -4,9 +4,8 @@
 # H100s. Tests, then STAPES_CUDA_SPLIT_FP8 off / on alternating on the one-clip encoders, then
 # every family beside PyTorch + graph (gpu_compare.sh) for the ledger's table.
 # Stage first: tools/bench/stage_device.sh vNN "fp8 linear_add_norms cuda_parakeet cuda_canary
-# parakeet_batch"; the LibriVox clips parakeet_batch reads as dist/au/audio.tar.xz (from
-# $STAPES_CACHE/audio: beckett.wav and librivox/); cp -r ../shared/tools dist/tools.
-# Carry dist/vNN.tar.xz dist/au dist/tools. Ask for needs_h200 only if H100s keep coming and the
+# parakeet_batch" (the bundle carries the real clips the tests read, as vNN/audio);
+# cp -r ../shared/tools dist/tools. Carry dist/vNN.tar.xz dist/tools. Ask for needs_h200 only if H100s keep coming and the
 # figure must be the H200's; otherwise compare within the call.
 set -uo pipefail
 O=${OUT:-/tmp/out}; mkdir -p "$O" /tmp/o
@@ -14,7 +13,7 @@ exec > >(tee -a "$O/log.txt") 2>&1
 S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
 V=${V:?the bundle name, e.g. V=v96}
 export STAPES_CACHE=/tmp/c2; mkdir -p $STAPES_CACHE /tmp/x /tmp/t2
-tar -xJf dist/$V.tar.xz -C /tmp/x && tar -xJf dist/au/audio.tar.xz -C $STAPES_CACHE
+tar -xJf dist/$V.tar.xz -C /tmp/x && cp -r /tmp/x/$V/audio $STAPES_CACHE/
 B=/tmp/x/$V
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
 t() { s=$(date +%s); timeout 150 $B/$1 --test-threads=1 --nocapture > /tmp/o/$1.log 2>&1; rc=$?
