@@ -26,7 +26,7 @@ cache=${STAPES_CACHE:-$HOME/.cache/stapes}
 if [ -d "$cache/audio" ]; then cp -r "$cache/audio" "$out/audio"; else echo "stage_device: no $cache/audio (the family tests will say so)" >&2; fi
 git rev-parse --short HEAD > "$out/COMMIT"
 git diff --quiet || echo "dirty" >> "$out/COMMIT"
-for f in "$out"/*; do [ -f "$f" ] && strip "$f" 2>/dev/null; done; true
+for f in "$out"/*; do if [ -f "$f" ]; then strip "$f" 2>/dev/null || true; fi; done
 tmp=$(mktemp -d)
 cp -r "$out" "$tmp/$name"
 tar -C "$tmp" -cf - "$name" | xz -6 -T2 > "dist/$name.tar.xz"
