@@ -33,6 +33,7 @@ timeout 150 ncu --clock-control none --cache-control none --metrics gpu__time_du
   --launch-skip 2500 --launch-count 3000 $B/stapes bench --synthetic parakeet-tdt-0.6b-v2 --device cuda \
   --lane q8 --audio samples/jfk.wav --iters 1 --batch 16 > /tmp/o/ncu-parakeet-q8-b16.csv 2>/tmp/t2/ncu.err
 echo "ncu b16 rc=$? elapsed $(el)"
+python3 tools/bench/ncu_kernels.py /tmp/o/ncu-parakeet-q8-b16.csv --marker rel_attn --top 15
 STAPES=$B/stapes OUT=/tmp/o/cmp ITERS=10 TOOLS=dist/tools timeout 300 bash tools/bench/gpu_compare.sh > /tmp/o/cmp.txt 2>&1
 tail -30 /tmp/o/cmp.txt
 tar -C /tmp/o -cJf $O/out.tar.xz .
