@@ -720,6 +720,62 @@ impl Backend for CpuBackend {
         Ok(CpuTensor::new(shape, out))
     }
 
+    /// One pass (each head's `Dh` run copied whole) where the default transposes the tensor
+    /// twice; pure data movement, so the default's values.
+    fn split_heads(
+        &self,
+        x: &CpuTensor,
+        heads: usize,
+        bias: Option<&CpuTensor>,
+    ) -> Result<CpuTensor> {
+        let (bs, t, c) = stapes_core::backend::heads_dims(&x.shape, heads)?;
+        let biased;
+        let x = match bias {
+            Some(bb) => {
+                biased = self.add(x, bb)?;
+                &biased
+            }
+            None => x,
+        };
+        self.op();
+        let dh = c / heads;
+        let mut out = vec![0f32; bs * t * c];
+        // a chunk is one (b, h) batch of out: (T, Dh), rows gathered from x's (T, C) rows
+        self.for_chunks(out.len(), &mut out, t * dh, |bh, o| {
+            let (b, h) = (bh / heads, bh % heads);
+            let xb = &x.data[b * t * c..(b + 1) * t * c];
+            for (ti, orow) in o.chunks_exact_mut(dh).enumerate() {
+                orow.copy_from_slice(&xb[ti * c + h * dh..ti * c + (h + 1) * dh]);
+            }
+        });
+        Ok(CpuTensor::new(vec![bs * heads, t, dh], out))
+    }
+
+    /// The inverse in one pass, as [`CpuBackend::split_heads`].
+    fn merge_heads(&self, x: &CpuTensor, batch: usize) -> Result<CpuTensor> {
+        let s = &x.shape;
+        if s.len() != 3 || batch == 0 || !s[0].is_multiple_of(batch) {
+            return Err(Error::shape(
+                "merge_heads",
+                format!("{s:?} into a batch of {batch}"),
+            ));
+        }
+        self.op();
+        let (bh, t, dh) = (s[0], s[1], s[2]);
+        let heads = bh / batch;
+        let c = heads * dh;
+        let mut out = vec![0f32; x.data.len()];
+        // a chunk is one (b, t) row of out: (C), each head's Dh run from its batch
+        self.for_chunks(out.len(), &mut out, c, |bt, o| {
+            let (b, ti) = (bt / t.max(1), bt % t.max(1));
+            for (h, orun) in o.chunks_exact_mut(dh.max(1)).enumerate() {
+                let src = ((b * heads + h) * t + ti) * dh;
+                orun.copy_from_slice(&x.data[src..src + dh]);
+            }
+        });
+        Ok(CpuTensor::new(vec![batch, t, c], out))
+    }
+
     fn slice(&self, t: &CpuTensor, dim: usize, start: usize, len: usize) -> Result<CpuTensor> {
         self.op();
         let s = &t.shape;

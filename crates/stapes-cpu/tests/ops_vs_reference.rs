@@ -656,6 +656,41 @@ fn layout_ops_are_exact() {
         &got,
         &want,
     );
+    // the heads' one-pass forms against the reference's composed transposes, bit for bit
+    // (B, T, H, Dh): one head, odd sizes, a batch of 3, a 1500-frame window (the pooled path),
+    // an empty time axis
+    for (i, &(b, t, h, dh)) in [
+        (1, 7, 1, 5),
+        (2, 5, 3, 4),
+        (3, 9, 4, 16),
+        (1, 1500, 6, 64),
+        (2, 0, 2, 8),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let x = rnd(&[b, t, h * dh], 270 + i as u64, 1.0);
+        let bias = rnd(&[h * dh], 280 + i as u64, 1.0);
+        for with_bias in [false, true] {
+            let (got, want) = both!(p, |be, up| {
+                let bb = up(&bias);
+                let y = be
+                    .split_heads(&up(&x), h, with_bias.then_some(&bb))
+                    .expect("split_heads");
+                be.merge_heads(&y, b).expect("merge_heads")
+            });
+            let case = format!("split_heads + merge_heads {b}x{t}x{h}x{dh} bias {with_bias}");
+            assert_eq!(got.shape, vec![b, t, h * dh], "{case}");
+            assert_eq!(got.data, want.data, "{case}");
+            let (got, want) = both!(p, |be, up| {
+                let bb = up(&bias);
+                be.split_heads(&up(&x), h, with_bias.then_some(&bb))
+                    .expect("split_heads")
+            });
+            assert_eq!(got.shape, vec![b * h, t, dh], "{case}");
+            assert_eq!(got.data, want.data, "{case}: split alone");
+        }
+    }
     let table = rnd(&[51, 7], 262, 1.0);
     let (got, want) = both!(p, |be, up| be
         .gather_rows(&up(&table), &[50, 0, 3, 3])
