@@ -36,17 +36,22 @@ const ATTN_ROWS_MAX_TQ: usize = 16;
 /// Weight elements per task when storing or quantizing a weight.
 const STORE_CHUNK: usize = 1 << 16;
 
-/// An activation tensor in host memory, row-major.
+/// An activation tensor in host memory, row-major. The values are shared between a tensor and
+/// its reshapes (a reshape copies nothing); the ops that write into a tensor copy shared values
+/// first (`Arc::make_mut`), so every tensor keeps its own values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CpuTensor {
     shape: Vec<usize>,
-    data: Vec<f32>,
+    data: std::sync::Arc<Vec<f32>>,
 }
 
 impl CpuTensor {
     fn new(shape: Vec<usize>, data: Vec<f32>) -> Self {
         debug_assert_eq!(shape.iter().product::<usize>(), data.len());
-        CpuTensor { shape, data }
+        CpuTensor {
+            shape,
+            data: std::sync::Arc::new(data),
+        }
     }
 
     /// The values, row-major (no copy).
@@ -201,7 +206,7 @@ impl CpuBackend {
 
     /// Element-wise map in parallel chunks, vectorised with AVX2 where present.
     fn map(&self, x: &CpuTensor, f: impl Fn(f32) -> f32 + Sync + Send + Copy) -> CpuTensor {
-        let mut data = x.data.clone();
+        let mut data = x.data.to_vec();
         let avx2 = self.kernels.avx2;
         // Transcendental bodies cost ~20 operations per element.
         self.for_chunks(data.len() * 20, &mut data, ELEM_CHUNK, |_, c| match avx2 {
@@ -226,14 +231,14 @@ impl CpuBackend {
             ));
         }
         let nb = b.data.len();
-        let mut data = a.data.clone();
+        let mut data = a.data.to_vec();
         if nb > 0 {
             // Chunks are whole multiples of b so every chunk starts at b's first element.
             let chunk = nb * ELEM_CHUNK.div_ceil(nb);
             self.for_chunks(data.len(), &mut data, chunk, |_, c| {
                 for seg in c.chunks_mut(nb) {
                     seg.iter_mut()
-                        .zip(&b.data)
+                        .zip(b.data.iter())
                         .for_each(|(x, &y)| *x = f(*x, y));
                 }
             });
@@ -567,7 +572,7 @@ impl Backend for CpuBackend {
     }
 
     fn download(&self, t: &CpuTensor) -> Result<HostTensor> {
-        HostTensor::new(t.shape.clone(), t.data.clone())
+        HostTensor::new(t.shape.clone(), t.data.to_vec())
     }
 
     fn weight(&self, w: &HostTensor, lane: Lane) -> Result<CpuWeight> {
@@ -685,7 +690,10 @@ impl Backend for CpuBackend {
                 format!("{:?} -> {shape:?} changes the element count", t.shape),
             ));
         }
-        Ok(CpuTensor::new(shape.to_vec(), t.data.clone()))
+        Ok(CpuTensor {
+            shape: shape.to_vec(),
+            data: t.data.clone(),
+        })
     }
 
     fn transpose_last2(&self, t: &CpuTensor) -> Result<CpuTensor> {
@@ -808,8 +816,10 @@ impl Backend for CpuBackend {
     fn write_rows(&self, dst: &mut CpuTensor, src: &CpuTensor, offset: usize) -> Result<()> {
         self.op();
         let (b, t, c, n) = write_rows_dims(dst, src, offset)?;
+        // a cache shared with a reshape of it is copied first: the reshape keeps its values
+        let data = std::sync::Arc::make_mut(&mut dst.data);
         for bi in 0..b {
-            dst.data[(bi * t + offset) * c..(bi * t + offset + n) * c]
+            data[(bi * t + offset) * c..(bi * t + offset + n) * c]
                 .copy_from_slice(&src.data[bi * n * c..(bi + 1) * n * c]);
         }
         Ok(())
@@ -1105,7 +1115,7 @@ impl Backend for CpuBackend {
         let c = x.last_dim();
         check_vec("layer_norm", "gamma", Some(gamma), c)?;
         check_vec("layer_norm", "beta", beta, c)?;
-        let mut out = x.data.clone();
+        let mut out = x.data.to_vec();
         if c > 0 {
             self.for_chunks(out.len() * 4, &mut out, c, |_, row| {
                 let mean = row.iter().sum::<f32>() / c as f32;
@@ -1114,12 +1124,12 @@ impl Backend for CpuBackend {
                 match beta {
                     Some(b) => row
                         .iter_mut()
-                        .zip(&gamma.data)
-                        .zip(&b.data)
+                        .zip(gamma.data.iter())
+                        .zip(b.data.iter())
                         .for_each(|((v, &g), &bb)| *v = (*v - mean) * inv * g + bb),
                     None => row
                         .iter_mut()
-                        .zip(&gamma.data)
+                        .zip(gamma.data.iter())
                         .for_each(|(v, &g)| *v = (*v - mean) * inv * g),
                 }
             });
@@ -1131,13 +1141,13 @@ impl Backend for CpuBackend {
         self.op();
         let c = x.last_dim();
         check_vec("rms_norm", "gamma", Some(gamma), c)?;
-        let mut out = x.data.clone();
+        let mut out = x.data.to_vec();
         if c > 0 {
             self.for_chunks(out.len() * 3, &mut out, c, |_, row| {
                 let ms = row.iter().map(|&v| v * v).sum::<f32>() / c as f32;
                 let inv = 1.0 / (ms + eps).sqrt();
                 row.iter_mut()
-                    .zip(&gamma.data)
+                    .zip(gamma.data.iter())
                     .for_each(|(v, &g)| *v *= inv * g);
             });
         }
@@ -1178,7 +1188,7 @@ impl Backend for CpuBackend {
     fn softmax(&self, x: &CpuTensor) -> Result<CpuTensor> {
         self.op();
         let c = x.last_dim();
-        let mut out = x.data.clone();
+        let mut out = x.data.to_vec();
         if c > 0 {
             self.for_chunks(out.len() * 20, &mut out, c, |_, row| {
                 match self.kernels.avx2 {
@@ -1193,7 +1203,7 @@ impl Backend for CpuBackend {
     fn log_softmax(&self, x: &CpuTensor) -> Result<CpuTensor> {
         self.op();
         let c = x.last_dim();
-        let mut out = x.data.clone();
+        let mut out = x.data.to_vec();
         if c > 0 {
             self.for_chunks(out.len() * 20, &mut out, c, |_, row| {
                 let max = math::max8(row);
@@ -1409,7 +1419,7 @@ mod tests {
             lane: Lane::F32,
             n,
             k,
-            store: Store::F32(w.data.clone()),
+            store: Store::F32(w.data.to_vec()),
             exact: true,
         };
         for m in [1usize, 3, 8, 9, 257] {
@@ -1421,7 +1431,7 @@ mod tests {
             let same = a
                 .data
                 .iter()
-                .zip(&b.data)
+                .zip(b.data.iter())
                 .all(|(p, q)| p.to_bits() == q.to_bits());
             assert!(
                 same,

@@ -691,6 +691,33 @@ fn layout_ops_are_exact() {
             assert_eq!(got.data, want.data, "{case}: split alone");
         }
     }
+    // a reshape shares its tensor's values (no copy); writing rows into the tensor afterwards
+    // leaves the reshape's values as they were, and a clone keeps its own too
+    {
+        let be = &p.cpu;
+        let mut c = be.upload(&cache).expect("upload");
+        let flat = be.reshape(&c, &[2 * 33 * 7]).expect("reshape");
+        let copy = c.clone();
+        be.write_rows(&mut c, &be.upload(&step).expect("upload"), 30)
+            .expect("write_rows");
+        assert_eq!(
+            be.download(&flat).expect("down").data,
+            cache.data,
+            "the reshape changed"
+        );
+        assert_eq!(
+            be.download(&copy).expect("down").data,
+            cache.data,
+            "the clone changed"
+        );
+        let written = be.download(&c).expect("down").data;
+        assert_ne!(written, cache.data, "write_rows wrote nothing");
+        assert_eq!(
+            &written[30 * 7..33 * 7],
+            &step.data[..3 * 7],
+            "the first batch's rows"
+        );
+    }
     let table = rnd(&[51, 7], 262, 1.0);
     let (got, want) = both!(p, |be, up| be
         .gather_rows(&up(&table), &[50, 0, 3, 3])
