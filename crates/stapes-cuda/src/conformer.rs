@@ -888,15 +888,15 @@ impl CudaBackend {
             return compose();
         }
         // e4m3 operands where the input's writer left them (feeds_fp8 asked the same rule)
-        let fp8 = match self.split_reads_e4m3(w, m) {
-            true => match self.prepared(&x.buf, m, k, PrepKind::Fp8) {
-                Some(b) => match self.q8_fp8_weight(w, m, Dtype::F16)? {
-                    Some(f) => b.first().cloned().map(|x8| (f, x8)),
-                    None => None,
-                },
-                None => None,
-            },
+        let x8 = match self.split_reads_e4m3(w, m) {
+            true => self
+                .prepared(&x.buf, m, k, PrepKind::Fp8)
+                .and_then(|b| b.first().cloned()),
             false => None,
+        };
+        let fp8 = match x8 {
+            Some(x8) => self.q8_fp8_weight(w, m, Dtype::F16)?.map(|f| (f, x8)),
+            None => None,
         };
         let s = self.alloc(&shape, Dtype::F16)?;
         let outs = norms
