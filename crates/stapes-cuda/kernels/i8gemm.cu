@@ -475,3 +475,178 @@ I8TMA_ENTRY(i8gemm_tma_n256s4, 256, 4, false, 384, 1)
 // 0.0259 vs 0.0225); LEAN with 6 stages (one block a SM) or 128 x 256 tiles was never the faster,
 // so the pipelining alone buys nothing: it is the second resident block that does.
 I8TMA_ENTRY(i8gemm_tma_p128s3x2, 128, 3, true, 288, 2)
+
+// ---------------------------------------------------------------------------------------------
+// `f8wg_*`: the q8 lane's FP8 GEMM of a few hundred rows, with its activation in the epilogue
+// (src/fp8.rs `f8wg`). y (m, n) f16 = act(f16(Σ x8·w8 · sw + bias)) and, where y8 is given, the
+// stored halves as e4m3 (the bits act_e4m3 writes: the next FP8 GEMM's input). cuBLASLt's FP8
+// kernels have no SiLU epilogue, so at a clip's 140 rows fc1 costs its GEMM plus a pass.
+// Computed transposed, yᵀ = W · xᵀ: the weight's 64 rows a block are wgmma's M side and the
+// rows of x (NT of them, all of a clip's where NT = 144) its N side, both K-major e4m3 tiles of
+// 128 bytes of K, fed by TMA in the 128-byte swizzle into a STAGES-deep ring (the i8gemm_tma
+// plumbing). Warps 0-3 compute, warp 4's first thread loads. The epilogue stages the 64 × NT
+// accumulators through shared memory as f16 rows of y, so each row leaves as 16-byte stores.
+// e4m3 on wgmma is sm_90a only (mma.sync's e4m3 form is emulated on Hopper through f16).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void f8wg_mma_n72(float* d, unsigned long long da, unsigned long long db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n72k32.f32.e4m3.e4m3 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35"
+        "}, %36, %37, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])
+        : "l"(da), "l"(db), "r"(1));
+}
+__device__ __forceinline__ void f8wg_mma_n144(float* d, unsigned long long da, unsigned long long db) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %74, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n144k32.f32.e4m3.e4m3 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71"
+        "}, %72, %73, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71])
+        : "l"(da), "l"(db), "r"(1));
+}
+#endif
+
+// The accumulators of warp `warp` (rows 16·warp + g, + 8 of the block's 64 features; columns
+// 8j + 2t, + 1 of its NT rows of x) as f16 into the staging tile st (NT rows x 64 features):
+// the f16 the GEMM would store, then ACT (-1 none, else an act_apply code) on it, act_e4m3's
+// order. Row r's 16-byte piece c sits at c ^ (r & 7), so a warp's four t (rows 2t apart) store
+// to different banks.
+template <int NT, int ACT>
+__device__ __forceinline__ void f8wg_stage(const float* d, h16* st, const h16* __restrict__ bias, int f0, float scale, int warp,
+                                           int lane) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int fl = warp * 16 + g + 8 * h;
+        const float b = bias ? h2f(bias[f0 + fl]) : 0.f;
+#pragma unroll
+        for (int j = 0; j < NT / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float v = h2f(f2h(d[4 * j + 2 * h + e] * scale + b));
+                if constexpr (ACT >= 0) v = act_apply(v, ACT);
+                const int r = 8 * j + 2 * t + e;
+                st[r * 64 + (((fl >> 3) ^ (r & 7)) << 3) + (fl & 7)] = f2h(v);
+            }
+        }
+    }
+}
+
+template <int NT, int STAGES>
+__device__ __forceinline__ void f8wg_k(const TmaMap* tw, const TmaMap* tx, h16* __restrict__ y, unsigned char* __restrict__ y8,
+                                       const float* __restrict__ sw, const h16* __restrict__ bias, int m, int n, int k,
+                                       int act) {
+#ifdef I8WG_ON
+    constexpr int BK = 128, STAGE_A = 64 * BK, STAGE_B = NT * BK;
+    extern __shared__ __align__(128) unsigned char f8_sm[];
+    const u32 pad = (1024u - (i8_smem_addr(f8_sm) & 1023u)) & 1023u;
+    unsigned char* sA = f8_sm + pad;            // STAGES x 64 x BK (weight rows)
+    unsigned char* sB = sA + STAGES * STAGE_A;  // STAGES x NT x BK (rows of x)
+    const u32 full0 = i8_smem_addr(sB + STAGES * STAGE_B), empty0 = full0 + 8 * STAGES;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int f0 = blockIdx.x * 64, r0 = blockIdx.y * NT;
+    const int KT = k / BK;
+    if (tid == 128) {
+        asm volatile("prefetch.tensormap [%0];" ::"l"((unsigned long long)tw) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"((unsigned long long)tx) : "memory");
+    }
+    if (tid == 0) mbar_ring_init(full0, empty0, STAGES, 128);
+    __syncthreads();
+    float d[NT / 2];
+#pragma unroll
+    for (int i = 0; i < NT / 2; ++i) d[i] = 0.f;
+    if (warp == 4) {
+        if (lane == 0) {
+            for (int kt = 0; kt < KT; ++kt) {
+                const int s = kt % STAGES, r = kt / STAGES;
+                if (r > 0) mbar_wait(empty0 + 8 * s, (r - 1) & 1);
+                mbar_expect(full0 + 8 * s, STAGE_A + STAGE_B);
+                tma_load(i8_smem_addr(sA + s * STAGE_A), tw, kt * BK, f0, full0 + 8 * s);
+                tma_load(i8_smem_addr(sB + s * STAGE_B), tx, kt * BK, r0, full0 + 8 * s);
+            }
+        }
+    } else {
+        for (int kt = 0; kt < KT; ++kt) {
+            const int s = kt % STAGES;
+            mbar_wait(full0 + 8 * s, (kt / STAGES) & 1);
+            const u32 a = i8_smem_addr(sA + s * STAGE_A), b = i8_smem_addr(sB + s * STAGE_B);
+            wg_hold<NT / 2>(d);
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 32; ++kk) {
+                if constexpr (NT == 144) f8wg_mma_n144(d, wg_desc(a + kk * 32), wg_desc(b + kk * 32));
+                else f8wg_mma_n72(d, wg_desc(a + kk * 32), wg_desc(b + kk * 32));
+            }
+            wg_commit();
+            // this stage's group stays in flight while the next stage's is issued; the stage
+            // before it is read by then and goes back to the producer
+            wg_wait1();
+            wg_hold<NT / 2>(d);
+            if (kt > 0) mbar_arrive(empty0 + 8 * ((kt - 1) % STAGES));
+        }
+        wg_wait0();
+        wg_hold<NT / 2>(d);
+    }
+    // every stage has been read (the consumers waited on all of them): the ring becomes the
+    // staging tile, NT rows of y x 64 features in f16 (128 bytes a row)
+    __syncthreads();
+    h16* st = (h16*)sA;
+    if (warp < 4) {
+        // the activation as a constant: a runtime code would inline act_apply's every branch
+        // into each of the NT / 2 values (instruction-cache misses)
+        if (act == 2) f8wg_stage<NT, 2>(d, st, bias, f0, sw[0], warp, lane);
+        else f8wg_stage<NT, -1>(d, st, bias, f0, sw[0], warp, lane);
+    }
+    __syncthreads();
+    // NT rows x 8 pieces of 16 bytes
+    for (int p = tid; p < NT * 8; p += 160) {
+        const int rl = p >> 3, c = p & 7, r = r0 + rl;
+        if (r >= m) continue;
+        const uint4 o = ((const uint4*)st)[rl * 8 + (c ^ (rl & 7))];
+        const long long i = (long long)r * n + f0 + c * 8;
+        *(uint4*)(y + i) = o;
+        if (y8) {
+            const u32 w[4] = {o.x, o.y, o.z, o.w};
+            u32 q[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                q[e] = (u32)e4m3x2(h2f((h16)(w[2 * e] & 0xffffu)), h2f((h16)(w[2 * e] >> 16))) |
+                       ((u32)e4m3x2(h2f((h16)(w[2 * e + 1] & 0xffffu)), h2f((h16)(w[2 * e + 1] >> 16))) << 16);
+            *(uint2*)(y8 + i) = make_uint2(q[0], q[1]);
+        }
+    }
+#endif
+}
+
+// Entry points f8wg_n<NT>s<STAGES>, 160 threads; dynamic shared memory
+// STAGES * (64 + NT) * 128 + 1024 (alignment) + 256 (mbarriers) bytes (the staging tile, NT x
+// 128 bytes, reuses the ring); tensor maps of w8 (n, k) and x8 (m, k), uint8, boxes of 128 x 64
+// and 128 x NT, 128-byte swizzle. k % 128 == 0, n % 64 == 0; act -1 (none) or 2 (SiLU).
+#define F8WG_ENTRY(NAME, NT, ST)                                                                                           \
+    extern "C" __global__ void __launch_bounds__(160, 1)                                                                   \
+        NAME(const __grid_constant__ TmaMap tw, const __grid_constant__ TmaMap tx, h16* y, unsigned char* y8, const float* sw, \
+             const h16* bias, int m, int n, int k, int act) {                                                             \
+        f8wg_k<NT, ST>(&tw, &tx, y, y8, sw, bias, m, n, k, act);                                                           \
+    }
+F8WG_ENTRY(f8wg_n72s8, 72, 8)
+F8WG_ENTRY(f8wg_n144s6, 144, 6)

@@ -295,6 +295,9 @@ pub struct CudaBackend {
     split_ln_min_k: std::sync::atomic::AtomicUsize,
     /// Whether `linear_add_norms`' split form runs q8 weights on e4m3 operands (conformer.rs).
     split_fp8: AtomicBool,
+    /// The few-row FP8 GEMM (fp8.rs `f8wg`): 0 off, 1 the form picked by shape, 2 + i form i.
+    f8wg: std::sync::atomic::AtomicUsize,
+    f8wg_runs: std::sync::atomic::AtomicU64,
     /// Functions of this backend's modules (by `CUfunction` address) whose dynamic
     /// shared-memory limit was raised, with the limit (`allow_dyn_smem`). Kept per backend: a
     /// module loaded by a later backend may reuse a dropped one's function addresses.
@@ -420,6 +423,8 @@ impl CudaBackend {
             split_ln_runs: std::sync::atomic::AtomicU64::new(0),
             split_ln_min_k: std::sync::atomic::AtomicUsize::new(conformer::split_ln_min_k_default()),
             split_fp8: AtomicBool::new(conformer::split_fp8_default()),
+            f8wg: std::sync::atomic::AtomicUsize::new(fp8::f8wg_default()),
+            f8wg_runs: std::sync::atomic::AtomicU64::new(0),
             smem_raised: Mutex::new(Vec::new()),
             arch,
             name,

@@ -38,6 +38,40 @@ pub(crate) fn feed_e4m3_on() -> bool {
     *ON.get_or_init(|| std::env::var("STAPES_CUDA_FEED_E4M3").map_or(true, |v| v.trim() != "0"))
 }
 
+/// The few-row FP8 GEMM's forms (kernels/i8gemm.cu `f8wg_*`): entry, rows of x a block (the
+/// wgmma N), ring stages of 128 bytes of K.
+const F8WG_FORMS: [(&str, usize, usize); 2] = [("f8wg_n72s8", 72, 8), ("f8wg_n144s6", 144, 6)];
+
+/// Rows up to which the few-row FP8 GEMM takes a linear: a few clips' frames, where
+/// cuBLASLt's fixed cost and the separate activation pass are most of the time.
+const F8WG_MAX_M: usize = 512;
+
+/// `STAPES_CUDA_F8WG`: `1` (or unset) the few-row GEMM (`f8wg`) where it applies, its form
+/// picked by shape; `0` cuBLASLt for every FP8 GEMM; a form's name (`n144s6`) forces that form.
+/// The backend's starting value. H100, stop 44 call 4, one q8 clip on the device, alternating:
+/// parakeet 1.775–1.782 ms off, 1.714–1.721 on; canary 2.351–2.361, 2.267.
+pub(super) fn f8wg_default() -> usize {
+    std::env::var("STAPES_CUDA_F8WG").map_or(1, |v| f8wg_mode(&v))
+}
+
+fn f8wg_mode(v: &str) -> usize {
+    let v = v.trim();
+    if v == "1" {
+        return 1;
+    }
+    F8WG_FORMS
+        .iter()
+        .position(|f| f.0.strip_prefix("f8wg_") == Some(v))
+        .map_or(0, |i| 2 + i)
+}
+
+/// `STAPES_CUDA_F8WG_PLAIN=0`: the few-row GEMM takes only linears with an activation pass
+/// (fc1 and its SiLU), cuBLASLt the plain ones (q|k|v, pw1).
+fn f8wg_plain_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STAPES_CUDA_F8WG_PLAIN").map_or(true, |v| v.trim() != "0"))
+}
+
 /// A q8 weight re-laid for the FP8 GEMM: `(n, k)` e4m3 and the f32 it is multiplied by.
 pub(crate) struct Fp8Weight {
     pub w: Arc<Block>,
@@ -168,6 +202,13 @@ impl CudaBackend {
         act: super::EpiAct,
     ) -> Result<Option<bool>> {
         let xq = self.fp8_input(xb, x_dt, m, k)?;
+        if resid == 0
+            && act == super::EpiAct::None
+            && f8wg_plain_on()
+            && self.f8wg_launch(y, 0, &xq, f, bias16, m, n, k, -1)?
+        {
+            return Ok(Some(false));
+        }
         let tune = !self.capturing.load(Ordering::Relaxed);
         let act = if resid == 0 { act } else { super::EpiAct::None };
         // SAFETY: y (m, n) f16, x (m, k) and w (n, k) e4m3, bias16 n f16 (or 0), resid (m, n)
@@ -287,6 +328,9 @@ impl CudaBackend {
             || !self.feeds_fp8(next, m, n)
         {
             return Ok(None);
+        }
+        if let Some(y) = self.f8wg_act(x, w, bias, act, m)? {
+            return Ok(Some(y));
         }
         // (no epilogue has this activation: the GEMM leaves it to the pass)
         let (y, _) = self.linear_epi_act(x, w, bias, act)?;
@@ -585,5 +629,127 @@ impl CudaBackend {
         }
         // `None`: no FP8 plan after all, and `h` unwritten: the caller composes from the start
         self.mlp_add_fp8(&h, w1, b1, epi, w2, b2, x)
+    }
+}
+
+impl CudaBackend {
+    /// How the few-row FP8 GEMM is used from now on: `"0"` not at all, `"1"` where it applies
+    /// with the form picked by shape, a form's name (`"n144s6"`) that form (tests and A/B runs;
+    /// the default comes from `STAPES_CUDA_F8WG`).
+    #[doc(hidden)]
+    pub fn set_f8wg(&self, mode: &str) {
+        self.f8wg.store(f8wg_mode(mode), Ordering::SeqCst);
+    }
+
+    /// Launches of the few-row FP8 GEMM (tests prove it ran).
+    #[doc(hidden)]
+    pub fn f8wg_runs(&self) -> u64 {
+        self.f8wg_runs.load(Ordering::SeqCst)
+    }
+
+    /// The few-row GEMM's form for `m` rows of an `(n, k)` weight: entry, rows a block, stages;
+    /// `None` where it does not apply (it needs sm_90's warpgroup MMA: i8gemm.cu is built for
+    /// compute_90a there and its entries are empty elsewhere). By shape: 72 rows a block.
+    fn f8wg_form(&self, m: usize, n: usize, k: usize) -> Option<(&'static str, usize, usize)> {
+        let mode = self.f8wg.load(Ordering::Relaxed);
+        if mode == 0
+            || self.arch != "compute_90"
+            || m == 0
+            || m > F8WG_MAX_M
+            || k == 0
+            || !k.is_multiple_of(128)
+            || !n.is_multiple_of(64)
+        {
+            return None;
+        }
+        F8WG_FORMS.get(mode.saturating_sub(2)).copied()
+    }
+
+    /// `y (m, n) f16 = act(x · Wᵀ · sw + bias16)` (act an `act_apply` code, -1 none) on the
+    /// few-row FP8 GEMM, and where `y8` is not 0 the stored values as e4m3. False where it does
+    /// not apply (nothing ran).
+    #[allow(clippy::too_many_arguments)]
+    fn f8wg_launch(
+        &self,
+        y: u64,
+        y8: u64,
+        xq: &Arc<Block>,
+        f: &Fp8Weight,
+        bias16: u64,
+        m: usize,
+        n: usize,
+        k: usize,
+        act: i32,
+    ) -> Result<bool> {
+        let Some((name, nt, stages)) = self.f8wg_form(m, n, k) else {
+            return Ok(false);
+        };
+        // TMA wants 16-byte aligned bases; y leaves in 16-byte pieces of 8 features
+        if !(xq.ptr | f.w.ptr | y | y8).is_multiple_of(16) {
+            return Ok(false);
+        }
+        use cudarc::driver::sys::CUtensorMapDataType as T;
+        let map = |ptr: u64, rows: usize, box_rows: u32| {
+            super::tma::tiled_map(
+                T::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+                ptr,
+                &[k as u64, rows as u64],
+                &[k as u64],
+                &[128, box_rows],
+            )
+        };
+        let tw = map(f.w.ptr, n, 64)?;
+        let tx = map(xq.ptr, m, nt as u32)?;
+        let smem = stages * (64 + nt) * 128 + 1024 + 256;
+        self.allow_dyn_smem(name, smem)?;
+        let grid = ((n / 64) as u32, m.div_ceil(nt) as u32, 1);
+        let (mi, ni, ki, sp) = (m as i32, n as i32, k as i32, f.scale.ptr);
+        self.launch(
+            name,
+            grid,
+            (160, 1, 1),
+            smem as u32,
+            args![tw, tx, y, y8, sp, bias16, mi, ni, ki, act],
+        )?;
+        self.f8wg_runs.fetch_add(1, Ordering::SeqCst);
+        Ok(true)
+    }
+
+    /// [`CudaBackend::linear_act_e4m3`] on the few-row FP8 GEMM: the activation in its
+    /// epilogue, the f16 result and its e4m3 bytes written by the GEMM itself (no pass after
+    /// it). `Ok(None)`: not this form, nothing ran.
+    fn f8wg_act(
+        &self,
+        x: &super::CudaTensor,
+        w: &CudaWeight,
+        bias: Option<&super::CudaTensor>,
+        act: stapes_core::Activation,
+        m: usize,
+    ) -> Result<Option<super::CudaTensor>> {
+        let (n, k) = (w.n, w.k);
+        // the kernel's epilogue has SiLU (and no activation) compiled in
+        if act != stapes_core::Activation::Silu
+            || self.f8wg_form(m, n, k).is_none()
+            || !self.fp8_chain_linear(w, m, bias)
+        {
+            return Ok(None);
+        }
+        let Some(f) = self.q8_fp8_weight(w, m, Dtype::F16)? else {
+            return Ok(None);
+        };
+        let b16 = bias.map_or(Ok(0), |b| self.param16(b))?;
+        let xq = self.fp8_input(&x.buf, x.dtype, m, k)?;
+        let mut shape = x.shape.clone();
+        *shape.last_mut().unwrap_or(&mut 0) = n;
+        let y = self.alloc(&shape, Dtype::F16)?;
+        let y8 = self.pool.alloc((m * n).max(1))?;
+        let code = super::act_code(act);
+        if !self.f8wg_launch(self.t(&y), self.p(&y8), &xq, &f, b16, m, n, k, code)? {
+            return Ok(None);
+        }
+        stapes_core::Counters::bump(&self.counters.gemm_q8);
+        stapes_core::Counters::bump(&self.counters.gemm_q8_fp8);
+        self.remember(&y.buf, m, n, PrepKind::Fp8, vec![y8]);
+        Ok(Some(y))
     }
 }

@@ -104,6 +104,8 @@ pub const FILES: &[KernelFile] = &[
         name: "i8gemm",
         source: include_str!("../kernels/i8gemm.cu"),
         entries: &[
+            "f8wg_n72s8",
+            "f8wg_n144s6",
             "i8gemm_bm64_k64s3",
             "i8gemm_bm128_k64s3",
             "i8gemm_bm64_k128s4",

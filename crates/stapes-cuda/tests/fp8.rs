@@ -974,3 +974,122 @@ fn attention_block_leaves_the_qkv_bias_to_the_attention() {
         );
     }
 }
+
+/// The few-row FP8 GEMM (`f8wg`, `STAPES_CUDA_F8WG`, sm_90): fc1 with its SiLU in the epilogue
+/// and the e4m3 bytes of its result for fc2, and a plain linear, against the host emulation of
+/// the e4m3 products (each f16 rounding where the kernel makes it) and against cuBLASLt's form
+/// (with its activation pass). fc2 reads fc1's e4m3 bytes without a conversion pass and gives
+/// the emulation of its product with them. Eager == replay; the launch counter proves it ran.
+#[test]
+fn fp8_few_row_gemm_is_the_e4m3_product_of_its_input() {
+    let name = "fp8_few_row_gemm_is_the_e4m3_product_of_its_input";
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
+        return;
+    };
+    if g.device_info().1 != "compute_90" {
+        eprintln!("SKIPPED (the few-row FP8 GEMM is sm_90's): {name}");
+        return;
+    }
+    // (rows, d, hidden, mode): one parakeet clip's fc1 (140 x 1024 -> 4096) by shape; an odd
+    // row count with K of two stages; rows over four blocks of 72 with K of one stage; then
+    // each form forced, on rows past a block of 72 and past 144
+    let shapes = [
+        (140, 1024, 4096, "1"),
+        (77, 256, 320, "1"),
+        (300, 128, 512, "1"),
+        (141, 384, 192, "n72s8"),
+        (141, 384, 192, "n144s6"),
+        (150, 1024, 256, "n144s6"),
+    ];
+    let silu = |v: f64| v / (1.0 + (-v).exp());
+    let h16 = |v: f64| half::f16::from_f64(v).to_f32();
+    let tol = stapes_core::tolerance::Tolerance {
+        max_abs: 0.0,
+        max_rel: 4e-3,
+        rel_l2: 1.5e-3,
+    };
+    for (i, &(m, d, hid, mode)) in shapes.iter().enumerate() {
+        let s = 2100 + 10 * i as u64;
+        let x = rnd(&[1, m, d], s, 2.0);
+        let w1 = rnd(&[hid, d], s + 1, 1.0 / (d as f32).sqrt());
+        let b1 = rnd(&[hid], s + 2, 0.5);
+        let w2 = rnd(&[d, hid], s + 3, 1.0 / (hid as f32).sqrt());
+        let b2 = rnd(&[d], s + 4, 0.5);
+        let r = rnd(&[1, m, d], s + 5, 1.0);
+        let (w1q, w2q) = (
+            g.weight(&w1, Lane::Q8).unwrap(),
+            g.weight(&w2, Lane::Q8).unwrap(),
+        );
+        let up = |t: &HostTensor| g.upload(t).unwrap();
+        let (xt, b1t, b2t, rt) = (up(&x), up(&b1), up(&b2), up(&r));
+        // outputs: fc1 + SiLU, fc2 + residual over it, fc1 plain; with the runs and passes
+        let run = |mode: &str| -> (Vec<Vec<f32>>, u64, u64) {
+            g.set_f8wg(mode);
+            let key = format!("test-encoder/f8wg-{i}-{mode}");
+            let go = || -> Vec<Vec<f32>> {
+                let outs = g
+                    .chain(&key, &mut |be| {
+                        let x16 = be.affine(&xt, 1.0, 0.0)?;
+                        let r16 = be.affine(&rt, 1.0, 0.0)?;
+                        let h =
+                            be.linear_act_feeding(&x16, &w1q, Some(&b1t), Activation::Silu, &w2q)?;
+                        let y = be.linear_add(&h, &w2q, Some(&b2t), &r16)?;
+                        let p = be.linear(&x16, &w1q, Some(&b1t))?;
+                        Ok(vec![h, y, p])
+                    })
+                    .unwrap();
+                outs.iter().map(|t| g.download(t).unwrap().data).collect()
+            };
+            let (r0, p0) = (g.f8wg_runs(), g.fp8_input_passes());
+            let eager = go();
+            let (r1, p1) = (g.f8wg_runs(), g.fp8_input_passes());
+            let replayed = go();
+            assert_eq!(
+                eager, replayed,
+                "m{m} {mode}: the replay differs from the eager run"
+            );
+            (eager, r1 - r0, p1 - p0)
+        };
+        let (lt, lt_runs, lt_passes) = run("0");
+        let (outs, runs, passes) = run(mode);
+        g.set_f8wg("0");
+        let what = format!("m{m} d{d} hidden{hid} {mode}");
+        assert_eq!(lt_runs, 0, "{what}: the few-row GEMM ran while off");
+        // fc1 with its activation and the plain linear (fc2 has a residual: cuBLASLt)
+        assert_eq!(
+            runs, 2,
+            "{what}: the few-row GEMM did not take fc1 and the linear"
+        );
+        assert_eq!(
+            passes, lt_passes,
+            "{what}: fc2 converted fc1's output (its e4m3 bytes were not left for it)"
+        );
+        let x8: Vec<f32> = x
+            .data
+            .iter()
+            .map(|&v| e4m3(half::f16::from_f32(v).to_f32()))
+            .collect();
+        let zero = HostTensor::new(vec![1, m, hid], vec![0.0; m * hid]).unwrap();
+        let pre = fp8_dot_f64(&x8, &w1, &b1, &zero, m);
+        let want_h: Vec<f32> = pre.iter().map(|&v| h16(silu(h16(v) as f64))).collect();
+        let want_p: Vec<f32> = pre.iter().map(|&v| h16(v)).collect();
+        let h8: Vec<f32> = outs[0].iter().map(|&v| e4m3(v)).collect();
+        let want_y = fp8_dot(&h8, &w2, &b2, &r, m);
+        for (j, label, want) in [
+            (0, "fc1 + SiLU", &want_h),
+            (1, "fc2", &want_y),
+            (2, "plain", &want_p),
+        ] {
+            let ok = compare(&outs[j], want, &tol)
+                .unwrap_or_else(|e| panic!("{what}: {label} vs its emulation: {e}"));
+            eprintln!("ok {what} {label}: vs emulation rel_l2 {:.2e}", ok.rel_l2);
+        }
+        // fc2's input differs where fc1's two forms round apart, so only fc1's outputs are
+        // held against cuBLASLt's
+        for (j, label) in [(0, "fc1 + SiLU"), (2, "plain")] {
+            let ok = compare(&outs[j], &lt[j], &tol)
+                .unwrap_or_else(|e| panic!("{what}: {label} vs cuBLASLt's form: {e}"));
+            eprintln!("ok {what} {label}: vs cuBLASLt rel_l2 {:.2e}", ok.rel_l2);
+        }
+    }
+}
