@@ -649,7 +649,8 @@ impl CudaBackend {
 
     /// The few-row GEMM's form for `m` rows of an `(n, k)` weight: entry, rows a block, stages;
     /// `None` where it does not apply (it needs sm_90's warpgroup MMA: i8gemm.cu is built for
-    /// compute_90a there and its entries are empty elsewhere). By shape: 72 rows a block.
+    /// compute_90a there and its entries are empty elsewhere). By shape: 72 rows a block, and
+    /// a grid of at most one block a SM.
     fn f8wg_form(&self, m: usize, n: usize, k: usize) -> Option<(&'static str, usize, usize)> {
         let mode = self.f8wg.load(Ordering::Relaxed);
         if mode == 0
@@ -662,7 +663,11 @@ impl CudaBackend {
         {
             return None;
         }
-        F8WG_FORMS.get(mode.saturating_sub(2)).copied()
+        let form = F8WG_FORMS.get(mode.saturating_sub(2)).copied()?;
+        // by shape only grids of one wave (a block a SM: its ring takes ~140 KiB), the shapes
+        // it was measured on; forced forms take any grid (tests)
+        let blocks = (n / 64) * m.div_ceil(form.1);
+        (mode >= 2 || blocks <= self.sm_count()).then_some(form)
     }
 
     /// `y (m, n) f16 = act(x · Wᵀ · sw + bias16)` (act an `act_apply` code, -1 none) on the
