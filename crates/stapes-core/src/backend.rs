@@ -250,14 +250,8 @@ pub trait Backend: Send + Sync {
         bias: Option<&Self::Tensor>,
     ) -> Result<Self::Tensor> {
         let (bs, t, c) = heads_dims(x.shape(), heads)?;
-        let biased;
-        let x = match bias {
-            Some(bb) => {
-                biased = self.add(x, bb)?;
-                &biased
-            }
-            None => x,
-        };
+        let biased = plus_bias(self, x, bias)?;
+        let x = biased.as_ref().unwrap_or(x);
         let x = self.transpose_last2(x)?; // (B, H·Dh, T)
         let x = self.reshape(&x, &[bs * heads, c / heads, t])?;
         self.transpose_last2(&x)
@@ -1243,6 +1237,17 @@ pub fn heads_dims(x: &[usize], heads: usize) -> Result<(usize, usize, usize)> {
         ));
     }
     Ok((x[0], x[1], x[2]))
+}
+
+/// `x + bias` (bias broadcast over the last dim) where a bias is given, else `None`: the
+/// optional bias step of [`Backend::split_heads`], for every home's form of it
+/// (`biased.as_ref().unwrap_or(x)` is the tensor to split).
+pub fn plus_bias<B: Backend + ?Sized>(
+    b: &B,
+    x: &B::Tensor,
+    bias: Option<&B::Tensor>,
+) -> Result<Option<B::Tensor>> {
+    bias.map(|bb| b.add(x, bb)).transpose()
 }
 
 /// Layer norm parameters fused into a projection: `(x − mean)/sqrt(var + eps)·γ + β`,

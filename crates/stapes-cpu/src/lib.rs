@@ -737,14 +737,8 @@ impl Backend for CpuBackend {
         bias: Option<&CpuTensor>,
     ) -> Result<CpuTensor> {
         let (bs, t, c) = stapes_core::backend::heads_dims(&x.shape, heads)?;
-        let biased;
-        let x = match bias {
-            Some(bb) => {
-                biased = self.add(x, bb)?;
-                &biased
-            }
-            None => x,
-        };
+        let biased = stapes_core::backend::plus_bias(self, x, bias)?;
+        let x = biased.as_ref().unwrap_or(x);
         self.op();
         let dh = c / heads;
         let mut out = vec![0f32; bs * t * c];
