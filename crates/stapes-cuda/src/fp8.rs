@@ -693,18 +693,8 @@ impl CudaBackend {
         if !(xq.ptr | f.w.ptr | y | y8).is_multiple_of(16) {
             return Ok(false);
         }
-        use cudarc::driver::sys::CUtensorMapDataType as T;
-        let map = |ptr: u64, rows: usize, box_rows: u32| {
-            super::tma::tiled_map(
-                T::CU_TENSOR_MAP_DATA_TYPE_UINT8,
-                ptr,
-                &[k as u64, rows as u64],
-                &[k as u64],
-                &[128, box_rows],
-            )
-        };
-        let tw = map(f.w.ptr, n, 64)?;
-        let tx = map(xq.ptr, m, nt as u32)?;
+        let tw = super::i8gemm::tma_map(f.w.ptr, n, k, 64)?;
+        let tx = super::i8gemm::tma_map(xq.ptr, m, k, nt as u32)?;
         let smem = stages * (64 + nt) * 128 + 1024 + 256;
         self.allow_dyn_smem(name, smem)?;
         let grid = ((n / 64) as u32, m.div_ceil(nt) as u32, 1);

@@ -162,9 +162,10 @@ fn variant_for_mma(m: usize, n: usize) -> usize {
     }
 }
 
-/// The TMA description of an int8 operand `(rows, k_pad)`, row-major at `ptr`: boxes of 128
-/// bytes of K by `box_rows` rows (the kernel's stage tiles).
-fn tma_map(
+/// The TMA description of an 8-bit operand `(rows, k_pad)` (int8 here, e4m3 for fp8.rs's
+/// `f8wg`), row-major at `ptr`: boxes of 128 bytes of K by `box_rows` rows (the kernels' stage
+/// tiles).
+pub(super) fn tma_map(
     ptr: u64,
     rows: usize,
     k_pad: usize,

@@ -130,6 +130,47 @@ fn case(s: u64, m: usize, k: usize, n: usize) -> [HostTensor; 4] {
     ]
 }
 
+/// An MLP's operands from seed `s`: input `(1, m, d)`, fc1 `(hid, d)` and fc2 `(d, hid)` with
+/// biases, a residual `(1, m, d)`; the weights as q8 on `g`, the rest also uploaded.
+struct Mlp {
+    x: HostTensor,
+    w1: HostTensor,
+    b1: HostTensor,
+    w2: HostTensor,
+    b2: HostTensor,
+    r: HostTensor,
+    w1q: stapes_cuda::CudaWeight,
+    w2q: stapes_cuda::CudaWeight,
+    xt: stapes_cuda::CudaTensor,
+    b1t: stapes_cuda::CudaTensor,
+    b2t: stapes_cuda::CudaTensor,
+    rt: stapes_cuda::CudaTensor,
+}
+
+fn mlp_case(g: &CudaBackend, s: u64, m: usize, d: usize, hid: usize) -> Mlp {
+    let x = rnd(&[1, m, d], s, 2.0);
+    let w1 = rnd(&[hid, d], s + 1, 1.0 / (d as f32).sqrt());
+    let b1 = rnd(&[hid], s + 2, 0.5);
+    let w2 = rnd(&[d, hid], s + 3, 1.0 / (hid as f32).sqrt());
+    let b2 = rnd(&[d], s + 4, 0.5);
+    let r = rnd(&[1, m, d], s + 5, 1.0);
+    let up = |t: &HostTensor| g.upload(t).unwrap();
+    Mlp {
+        w1q: g.weight(&w1, Lane::Q8).unwrap(),
+        w2q: g.weight(&w2, Lane::Q8).unwrap(),
+        xt: up(&x),
+        b1t: up(&b1),
+        b2t: up(&b2),
+        rt: up(&r),
+        x,
+        w1,
+        b1,
+        w2,
+        b2,
+        r,
+    }
+}
+
 #[test]
 fn fp8_gemm_is_the_e4m3_product_of_its_values() {
     let name = "fp8_gemm_is_the_e4m3_product_of_its_values";
@@ -259,18 +300,20 @@ fn fp8_mlp_keeps_its_hidden_in_e4m3() {
     };
     for (i, &(m, d, n1)) in [(33, 64, 256), (300, 384, 1536)].iter().enumerate() {
         let s = 700 + 10 * i as u64;
-        let x = rnd(&[1, m, d], s, 2.0);
-        let w1 = rnd(&[n1, d], s + 1, 1.0 / (d as f32).sqrt());
-        let b1 = rnd(&[n1], s + 2, 0.5);
-        let w2 = rnd(&[d, n1], s + 3, 1.0 / (n1 as f32).sqrt());
-        let b2 = rnd(&[d], s + 4, 0.5);
-        let r = rnd(&[1, m, d], s + 5, 1.0);
-        let (q1, q2) = (
-            g.weight(&w1, Lane::Q8).unwrap(),
-            g.weight(&w2, Lane::Q8).unwrap(),
-        );
-        let up = |t: &HostTensor| g.upload(t).unwrap();
-        let (xt, b1t, b2t, rt) = (up(&x), up(&b1), up(&b2), up(&r));
+        let Mlp {
+            x,
+            w1,
+            b1,
+            w2,
+            b2,
+            r,
+            w1q: q1,
+            w2q: q2,
+            xt,
+            b1t,
+            b2t,
+            rt,
+        } = mlp_case(g, s, m, d, n1);
         let key = format!("test-encoder/fp8-mlp-{i}");
         let run = |key: &str| -> Vec<f32> {
             let outs = g
@@ -454,18 +497,15 @@ fn fp8_silu_pass_writes_the_next_gemms_input() {
     for (i, &(m, d, hid, split_fp8, fed_expected)) in shapes.iter().enumerate() {
         g.set_split_fp8(split_fp8);
         let s = 900 + 10 * i as u64;
-        let x = rnd(&[1, m, d], s, 2.0);
-        let w1 = rnd(&[hid, d], s + 1, 1.0 / (d as f32).sqrt());
-        let b1 = rnd(&[hid], s + 2, 0.5);
-        let w2 = rnd(&[d, hid], s + 3, 1.0 / (hid as f32).sqrt());
-        let b2 = rnd(&[d], s + 4, 0.5);
-        let r = rnd(&[1, m, d], s + 5, 1.0);
-        let (w1q, w2q) = (
-            g.weight(&w1, Lane::Q8).unwrap(),
-            g.weight(&w2, Lane::Q8).unwrap(),
-        );
-        let up = |t: &HostTensor| g.upload(t).unwrap();
-        let (xt, b1t, b2t, rt) = (up(&x), up(&b1), up(&b2), up(&r));
+        let Mlp {
+            w1q,
+            w2q,
+            xt,
+            b1t,
+            b2t,
+            rt,
+            ..
+        } = mlp_case(g, s, m, d, hid);
         let run = |feeding: bool| -> Vec<Vec<f32>> {
             let key = format!("test-encoder/fp8-silu-{i}-{feeding}");
             let outs = g
@@ -612,20 +652,20 @@ fn fp8_split_sum_is_the_e4m3_product_of_its_input() {
     for (i, &(m, d, hid, slices)) in shapes.iter().enumerate() {
         g.set_split_ln(slices);
         let s = 1700 + 10 * i as u64;
-        let x = rnd(&[1, m, d], s, 2.0);
-        let w1 = rnd(&[hid, d], s + 1, 1.0 / (d as f32).sqrt());
-        let b1 = rnd(&[hid], s + 2, 0.5);
-        let w2 = rnd(&[d, hid], s + 3, 1.0 / (hid as f32).sqrt());
-        let b2 = rnd(&[d], s + 4, 0.5);
-        let r = rnd(&[1, m, d], s + 5, 1.0);
-        let gam = rnd(&[d], s + 6, 1.0);
-        let bet = rnd(&[d], s + 7, 0.5);
-        let (w1q, w2q) = (
-            g.weight(&w1, Lane::Q8).unwrap(),
-            g.weight(&w2, Lane::Q8).unwrap(),
-        );
+        let Mlp {
+            w2,
+            b2,
+            r,
+            w1q,
+            w2q,
+            xt,
+            b1t,
+            b2t,
+            rt,
+            ..
+        } = mlp_case(g, s, m, d, hid);
         let up = |t: &HostTensor| g.upload(t).unwrap();
-        let (xt, b1t, b2t, rt, gt, bt) = (up(&x), up(&b1), up(&b2), up(&r), up(&gam), up(&bet));
+        let (gt, bt) = (up(&rnd(&[d], s + 6, 1.0)), up(&rnd(&[d], s + 7, 0.5)));
         let run = |on: bool| -> (Vec<Vec<f32>>, u64, u64) {
             g.set_split_fp8(on);
             let key = format!("test-encoder/fp8-split-{i}-{on}");
@@ -1010,18 +1050,20 @@ fn fp8_few_row_gemm_is_the_e4m3_product_of_its_input() {
     };
     for (i, &(m, d, hid, mode)) in shapes.iter().enumerate() {
         let s = 2100 + 10 * i as u64;
-        let x = rnd(&[1, m, d], s, 2.0);
-        let w1 = rnd(&[hid, d], s + 1, 1.0 / (d as f32).sqrt());
-        let b1 = rnd(&[hid], s + 2, 0.5);
-        let w2 = rnd(&[d, hid], s + 3, 1.0 / (hid as f32).sqrt());
-        let b2 = rnd(&[d], s + 4, 0.5);
-        let r = rnd(&[1, m, d], s + 5, 1.0);
-        let (w1q, w2q) = (
-            g.weight(&w1, Lane::Q8).unwrap(),
-            g.weight(&w2, Lane::Q8).unwrap(),
-        );
-        let up = |t: &HostTensor| g.upload(t).unwrap();
-        let (xt, b1t, b2t, rt) = (up(&x), up(&b1), up(&b2), up(&r));
+        let Mlp {
+            x,
+            w1,
+            b1,
+            w2,
+            b2,
+            r,
+            w1q,
+            w2q,
+            xt,
+            b1t,
+            b2t,
+            rt,
+        } = mlp_case(g, s, m, d, hid);
         // outputs: fc1 + SiLU, fc2 + residual over it, fc1 plain; with the runs and passes
         let run = |mode: &str| -> (Vec<Vec<f32>>, u64, u64) {
             g.set_f8wg(mode);
