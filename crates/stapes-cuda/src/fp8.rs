@@ -16,6 +16,10 @@
 //! `cuda-f16act` q8 rows and the FastConformer q8 family bar hold it (tests/fp8.rs, and the
 //! family tests cuda_whisper, cuda_parakeet, cuda_canary).
 //!
+//! Over a few hundred rows on sm_90, the GEMMs without a residual run on our own `f8wg_*`
+//! (kernels/i8gemm.cu, below): the same products on e4m3 warpgroup MMA, with SiLU and the next
+//! GEMM's e4m3 input written by its epilogue, which cuBLASLt's cannot do.
+//!
 //! `STAPES_CUDA_Q8_MIX=f16` turns it off (q8_mix.rs). A device without e4m3 (below sm_89) never
 //! takes it: the kernels compile empty there and [`CudaBackend::fp8_capable`] is false.
 
