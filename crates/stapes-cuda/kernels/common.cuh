@@ -41,6 +41,18 @@ __device__ __forceinline__ unsigned short e4m3x2(float lo, float hi) {
 #endif
 }
 
+// Eight halves (two a word, lo first) as their eight e4m3 bytes in memory order: the bits
+// quant_fp8 makes of the same stored values.
+__device__ __forceinline__ uint2 e4m3x8(uint4 h) {
+    const u32 w[4] = {h.x, h.y, h.z, h.w};
+    u32 p[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+        p[e] = (u32)e4m3x2(h2f((h16)(w[2 * e] & 0xffffu)), h2f((h16)(w[2 * e] >> 16))) |
+               ((u32)e4m3x2(h2f((h16)(w[2 * e + 1] & 0xffffu)), h2f((h16)(w[2 * e + 1] >> 16))) << 16);
+    return make_uint2(p[0], p[1]);
+}
+
 // The backend's activation codes: 0 gelu(erf), 1 gelu(tanh), 2 silu, 3 relu, 4 sigmoid, 5 tanh.
 // One definition for every file, so a fused kernel rounds as the separate activation does.
 __device__ __forceinline__ float act_apply(float v, int act) {

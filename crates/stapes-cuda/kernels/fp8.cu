@@ -88,12 +88,8 @@ extern "C" __global__ void act_e4m3(h16* y, const h16* x, unsigned char* __restr
 #pragma unroll
         for (int e = 0; e < 4; ++e)
             o[e] = pack_h2(act_apply(h2f((h16)(w[e] & 0xffffu)), act), act_apply(h2f((h16)(w[e] >> 16)), act));
-        ((uint4*)y)[g] = make_uint4(o[0], o[1], o[2], o[3]);
-        u32 p[2];
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-            p[e] = (u32)e4m3x2(h2f((h16)(o[2 * e] & 0xffffu)), h2f((h16)(o[2 * e] >> 16))) |
-                   ((u32)e4m3x2(h2f((h16)(o[2 * e + 1] & 0xffffu)), h2f((h16)(o[2 * e + 1] >> 16))) << 16);
-        ((uint2*)y8)[g] = make_uint2(p[0], p[1]);
+        const uint4 h = make_uint4(o[0], o[1], o[2], o[3]);
+        ((uint4*)y)[g] = h;
+        ((uint2*)y8)[g] = e4m3x8(h);
     }
 }

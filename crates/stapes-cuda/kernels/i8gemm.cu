@@ -625,15 +625,7 @@ __device__ __forceinline__ void f8wg_k(const TmaMap* tw, const TmaMap* tx, h16* 
         const uint4 o = ((const uint4*)st)[rl * 8 + (c ^ (rl & 7))];
         const long long i = (long long)r * n + f0 + c * 8;
         *(uint4*)(y + i) = o;
-        if (y8) {
-            const u32 w[4] = {o.x, o.y, o.z, o.w};
-            u32 q[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-                q[e] = (u32)e4m3x2(h2f((h16)(w[2 * e] & 0xffffu)), h2f((h16)(w[2 * e] >> 16))) |
-                       ((u32)e4m3x2(h2f((h16)(w[2 * e + 1] & 0xffffu)), h2f((h16)(w[2 * e + 1] >> 16))) << 16);
-            *(uint2*)(y8 + i) = make_uint2(q[0], q[1]);
-        }
+        if (y8) *(uint2*)(y8 + i) = e4m3x8(o);
     }
 #endif
 }

@@ -149,17 +149,7 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[C], uint4* __restrict__ yr,
             const uint4 o = ln_out8(x, mean, inv, gb ? gb[j] : ln_gb8(g, b, i));
             if (yr) yr[i] = o;
             v[j] = o;
-            if (y8r) {
-                const u32* ow = (const u32*)&o;
-                u32 p[2];
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const u32 a = ow[2 * e], c = ow[2 * e + 1];
-                    p[e] = (u32)e4m3x2(h2f((h16)(a & 0xffff)), h2f((h16)(a >> 16))) |
-                           ((u32)e4m3x2(h2f((h16)(c & 0xffff)), h2f((h16)(c >> 16))) << 16);
-                }
-                y8r[i] = make_uint2(p[0], p[1]);
-            }
+            if (y8r) y8r[i] = e4m3x8(o);
         }
     }
 }
