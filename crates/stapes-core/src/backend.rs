@@ -259,14 +259,7 @@ pub trait Backend: Send + Sync {
 
     /// The inverse of [`Backend::split_heads`]: `(B·H, T, Dh)` → `(B, T, H·Dh)`.
     fn merge_heads(&self, x: &Self::Tensor, batch: usize) -> Result<Self::Tensor> {
-        let s = x.shape();
-        if s.len() != 3 || batch == 0 || !s[0].is_multiple_of(batch) {
-            return Err(crate::Error::shape(
-                "merge_heads",
-                format!("{s:?} into a batch of {batch}"),
-            ));
-        }
-        let (bh, t, dh) = (s[0], s[1], s[2]);
+        let (bh, t, dh) = merged_dims(x.shape(), batch)?;
         let x = self.transpose_last2(x)?; // (B·H, Dh, T)
         let x = self.reshape(&x, &[batch, bh / batch * dh, t])?;
         self.transpose_last2(&x)
@@ -1234,6 +1227,17 @@ pub fn heads_dims(x: &[usize], heads: usize) -> Result<(usize, usize, usize)> {
         return Err(crate::Error::shape(
             "split_heads",
             format!("{x:?} into {heads} heads: want (B, T, H·Dh)"),
+        ));
+    }
+    Ok((x[0], x[1], x[2]))
+}
+
+/// `(B·H, T, Dh)` of a [`Backend::merge_heads`] input of a batch of `batch`, checked.
+pub fn merged_dims(x: &[usize], batch: usize) -> Result<(usize, usize, usize)> {
+    if x.len() != 3 || batch == 0 || !x[0].is_multiple_of(batch) {
+        return Err(crate::Error::shape(
+            "merge_heads",
+            format!("{x:?} into a batch of {batch}"),
         ));
     }
     Ok((x[0], x[1], x[2]))

@@ -755,15 +755,8 @@ impl Backend for CpuBackend {
 
     /// The inverse in one pass, as [`CpuBackend::split_heads`].
     fn merge_heads(&self, x: &CpuTensor, batch: usize) -> Result<CpuTensor> {
-        let s = &x.shape;
-        if s.len() != 3 || batch == 0 || !s[0].is_multiple_of(batch) {
-            return Err(Error::shape(
-                "merge_heads",
-                format!("{s:?} into a batch of {batch}"),
-            ));
-        }
+        let (bh, t, dh) = stapes_core::backend::merged_dims(&x.shape, batch)?;
         self.op();
-        let (bh, t, dh) = (s[0], s[1], s[2]);
         let heads = bh / batch;
         let c = heads * dh;
         let mut out = vec![0f32; x.data.len()];

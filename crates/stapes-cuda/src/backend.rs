@@ -2646,14 +2646,7 @@ impl Backend for CudaBackend {
     }
 
     fn merge_heads(&self, x: &CudaTensor, batch: usize) -> Result<CudaTensor> {
-        Self::check_rank("merge_heads", x, 3)?;
-        let (bh, t, dh) = (x.shape[0], x.shape[1], x.shape[2]);
-        if batch == 0 || !bh.is_multiple_of(batch) {
-            return Err(Error::shape(
-                "merge_heads",
-                format!("{:?} into a batch of {batch}", x.shape),
-            ));
-        }
+        let (bh, t, dh) = stapes_core::backend::merged_dims(&x.shape, batch)?;
         let heads = bh / batch;
         let out = self.alloc(&[batch, t, heads * dh], self.out_dt())?;
         self.heads(&out, x, None, t, heads, dh, 1)?;
