@@ -585,6 +585,23 @@ pub trait Backend: Send + Sync {
         rel_attention_composed(self, qkv, pos, bias_u, bias_v, keep, p)
     }
 
+    /// [`Backend::rel_attention`] whose result is the input of the linear of weight `next` (the
+    /// output projection; as [`Backend::linear_act_feeding`]). The default is `rel_attention`.
+    #[allow(clippy::too_many_arguments)]
+    fn rel_attention_feeding(
+        &self,
+        qkv: &Self::Tensor,
+        pos: &Self::Tensor,
+        bias_u: &Self::Tensor,
+        bias_v: &Self::Tensor,
+        keep: Option<&Self::Tensor>,
+        p: &RelAttnParams,
+        next: &Self::Weight,
+    ) -> Result<Self::Tensor> {
+        let _ = next;
+        self.rel_attention(qkv, pos, bias_u, bias_v, keep, p)
+    }
+
     // ---- FastConformer subsampling, channel-last (section owned by helper fcenc2) ----
 
     /// The first two convs of depthwise-striding subsampling: `x (B, T, F)` (features, one

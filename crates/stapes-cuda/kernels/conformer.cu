@@ -222,8 +222,10 @@ __device__ __forceinline__ void rel_pos_mma(float (&bd)[PW / 8][4], const h16* p
     }
 }
 
+// out8: null, or (f16 outputs) the outputs also as e4m3.
 template <int D, bool SPLIT, class Y>
-__device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ qkv, const h16* __restrict__ pos,
+__device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict__ out8, const h16* __restrict__ qkv,
+                                           const h16* __restrict__ pos,
                                            const float* __restrict__ bu, const float* __restrict__ bv,
                                            const float* __restrict__ keep, int T, int H, float scale) {
     constexpr int BK = SPLIT ? RK_BK : RA_BK, PW = SPLIT ? RK_PW : RA_PW, SCS = SPLIT ? RK_SCS : RA_PW + 1;
@@ -255,6 +257,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
     const h16* Pb = pos + h * D;  // row stride C
     const float* kb = keep ? keep + (long long)b * T : nullptr;
     Y* Ob = out + (long long)b * T * C + h * D;
+    unsigned char* O8 = out8 ? out8 + (long long)b * T * C + h * D : nullptr;
 
     // the warp's first query; its keys: tiles from k_first, every k_step
     const int rw = SPLIT ? blockIdx.x * 16 : blockIdx.x * (blockDim.x / 2) + warp * 16;
@@ -508,7 +511,10 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
 #pragma unroll
             for (int w = 0; w < RK_MAX_W; ++w)
                 if (w < nw) acc += mo[(w * 16 + row) * MS + c] * fw[w * 16 + row];
-            stf(Ob, (long long)(rw + row) * C + c, acc);
+            const long long o = (long long)(rw + row) * C + c;
+            stf(Ob, o, acc);
+            // the stored value as e4m3 too, for the FP8 GEMM that reads it (src/fp8.rs)
+            if (O8) O8[o] = (unsigned char)(e4m3x2(h2f(f2h(acc)), 0.f) & 0xffu);
         }
         return;
     }
@@ -516,16 +522,20 @@ __device__ __forceinline__ void rel_attn_k(void* out_, const h16* __restrict__ q
 #pragma unroll
     for (int dn = 0; dn < D / 8; ++dn) {
         int c = dn * 8 + 2 * t;
-        if (r0 < T) st2(Ob + (long long)r0 * C + c, 0, make_float2(o[dn][0] * inv0, o[dn][1] * inv0));
-        if (r1 < T) st2(Ob + (long long)r1 * C + c, 0, make_float2(o[dn][2] * inv1, o[dn][3] * inv1));
+        const float2 v0 = make_float2(o[dn][0] * inv0, o[dn][1] * inv0), v1 = make_float2(o[dn][2] * inv1, o[dn][3] * inv1);
+        if (r0 < T) st2(Ob + (long long)r0 * C + c, 0, v0);
+        if (r1 < T) st2(Ob + (long long)r1 * C + c, 0, v1);
+        if (O8 && r0 < T) *(unsigned short*)(O8 + (long long)r0 * C + c) = e4m3x2(h2f(f2h(v0.x)), h2f(f2h(v0.y)));
+        if (O8 && r1 < T) *(unsigned short*)(O8 + (long long)r1 * C + c) = e4m3x2(h2f(f2h(v1.x)), h2f(f2h(v1.y)));
     }
 }
 #define REL_ATTN_ENTRY(NAME, BOUNDS, D, SPLIT)                                                                      \
-    extern "C" __global__ void BOUNDS NAME(void* out, const h16* qkv, const h16* pos, const float* bu, const float* bv, \
-                                           const float* keep, int T, int H, float scale, int dt) {                     \
+    extern "C" __global__ void BOUNDS NAME(void* out, unsigned char* out8, const h16* qkv, const h16* pos,        \
+                                           const float* bu, const float* bv, const float* keep, int T, int H,          \
+                                           float scale, int dt) {                                                      \
         PDL_ENTER();                                                                                                   \
-        if (dt & 1) rel_attn_k<D, SPLIT, h16>(out, qkv, pos, bu, bv, keep, T, H, scale);                              \
-        else rel_attn_k<D, SPLIT, float>(out, qkv, pos, bu, bv, keep, T, H, scale);                                   \
+        if (dt & 1) rel_attn_k<D, SPLIT, h16>(out, out8, qkv, pos, bu, bv, keep, T, H, scale);                        \
+        else rel_attn_k<D, SPLIT, float>(out, nullptr, qkv, pos, bu, bv, keep, T, H, scale);                          \
     }
 REL_ATTN_ENTRY(rel_attn_d64, __launch_bounds__(128), 64, false)
 // At most 168 registers: a SM sub-partition's 16384 registers then hold 3 warps, so 16 parakeet

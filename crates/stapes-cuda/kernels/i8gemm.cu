@@ -486,6 +486,11 @@ I8TMA_ENTRY(i8gemm_tma_p128s3x2, 128, 3, true, 288, 2)
 // 128 bytes of K, fed by TMA in the 128-byte swizzle into a STAGES-deep ring (the i8gemm_tma
 // plumbing). Warps 0-3 compute, warp 4's first thread loads. The epilogue stages the 64 × NT
 // accumulators through shared memory as f16 rows of y, so each row leaves as 16-byte stores.
+// Split K (`part` given): block z takes K slice z and leaves its f32 products times sw in
+// part (z, m, n), for splitk_add_ln16 to sum with the bias, the residual and the norms.
+// PDL-safe (src/pdl.rs): with `early` the loading thread streams the weight's first stages
+// before griddepcontrol.wait (weights are never written by the work ahead; the host clears
+// `early` where the kernel ahead may be this weight's conversion), then x after it.
 // e4m3 on wgmma is sm_90a only (mma.sync's e4m3 form is emulated on Hopper through f16).
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ __forceinline__ void f8wg_mma_n72(float* d, unsigned long long da, unsigned long long db) {
@@ -552,10 +557,30 @@ __device__ __forceinline__ void f8wg_stage(const float* d, h16* st, const h16* _
     }
 }
 
+// The accumulators times `scale` as f32 into the staging tile st (NT rows x 64 features, 256
+// bytes a row): row r's 16-byte piece c sits at c ^ (r & 15), so the four t of a warp (rows
+// 2t apart) store to different banks.
+template <int NT>
+__device__ __forceinline__ void f8wg_stage32(const float* d, float* st, float scale, int warp, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int fl = warp * 16 + g + 8 * h;
+#pragma unroll
+        for (int j = 0; j < NT / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int r = 8 * j + 2 * t + e;
+                st[r * 64 + ((((fl >> 2) ^ (r & 15)) << 2) | (fl & 3))] = d[4 * j + 2 * h + e] * scale;
+            }
+        }
+    }
+}
+
 template <int NT, int STAGES>
 __device__ __forceinline__ void f8wg_k(const TmaMap* tw, const TmaMap* tx, h16* __restrict__ y, unsigned char* __restrict__ y8,
-                                       const float* __restrict__ sw, const h16* __restrict__ bias, int m, int n, int k,
-                                       int act) {
+                                       float* __restrict__ part, const float* __restrict__ sw, const h16* __restrict__ bias,
+                                       int m, int n, int ks, int act, int early) {
 #ifdef I8WG_ON
     constexpr int BK = 128, STAGE_A = 64 * BK, STAGE_B = NT * BK;
     extern __shared__ __align__(128) unsigned char f8_sm[];
@@ -565,7 +590,7 @@ __device__ __forceinline__ void f8wg_k(const TmaMap* tw, const TmaMap* tx, h16* 
     const u32 full0 = i8_smem_addr(sB + STAGES * STAGE_B), empty0 = full0 + 8 * STAGES;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int f0 = blockIdx.x * 64, r0 = blockIdx.y * NT;
-    const int KT = k / BK;
+    const int KT = ks / BK, k0 = blockIdx.z * ks;
     if (tid == 128) {
         asm volatile("prefetch.tensormap [%0];" ::"l"((unsigned long long)tw) : "memory");
         asm volatile("prefetch.tensormap [%0];" ::"l"((unsigned long long)tx) : "memory");
@@ -577,15 +602,29 @@ __device__ __forceinline__ void f8wg_k(const TmaMap* tw, const TmaMap* tx, h16* 
     for (int i = 0; i < NT / 2; ++i) d[i] = 0.f;
     if (warp == 4) {
         if (lane == 0) {
+            // the weight's stages that fit the ring before the wait (each stage's barrier
+            // expects its x tile too, loaded after it)
+            const int pre = early ? min(KT, STAGES) : 0;
+            for (int kt = 0; kt < pre; ++kt) {
+                mbar_expect(full0 + 8 * kt, STAGE_A + STAGE_B);
+                tma_load(i8_smem_addr(sA + kt * STAGE_A), tw, k0 + kt * BK, f0, full0 + 8 * kt);
+            }
+            PDL_ENTER();
             for (int kt = 0; kt < KT; ++kt) {
                 const int s = kt % STAGES, r = kt / STAGES;
-                if (r > 0) mbar_wait(empty0 + 8 * s, (r - 1) & 1);
-                mbar_expect(full0 + 8 * s, STAGE_A + STAGE_B);
-                tma_load(i8_smem_addr(sA + s * STAGE_A), tw, kt * BK, f0, full0 + 8 * s);
-                tma_load(i8_smem_addr(sB + s * STAGE_B), tx, kt * BK, r0, full0 + 8 * s);
+                if (kt >= pre) {
+                    if (r > 0) mbar_wait(empty0 + 8 * s, (r - 1) & 1);
+                    mbar_expect(full0 + 8 * s, STAGE_A + STAGE_B);
+                    tma_load(i8_smem_addr(sA + s * STAGE_A), tw, k0 + kt * BK, f0, full0 + 8 * s);
+                }
+                tma_load(i8_smem_addr(sB + s * STAGE_B), tx, k0 + kt * BK, r0, full0 + 8 * s);
             }
+        } else {
+            PDL_ENTER();
         }
     } else {
+        // the consumers read only the ring, but write y after the wait
+        PDL_ENTER();
         for (int kt = 0; kt < KT; ++kt) {
             const int s = kt % STAGES;
             mbar_wait(full0 + 8 * s, (kt / STAGES) & 1);
@@ -610,6 +649,19 @@ __device__ __forceinline__ void f8wg_k(const TmaMap* tw, const TmaMap* tx, h16* 
     // every stage has been read (the consumers waited on all of them): the ring becomes the
     // staging tile, NT rows of y x 64 features in f16 (128 bytes a row)
     __syncthreads();
+    if (part) {
+        float* st = (float*)sA;
+        if (warp < 4) f8wg_stage32<NT>(d, st, sw[0], warp, lane);
+        __syncthreads();
+        // NT rows x 16 pieces of 16 bytes
+        for (int p = tid; p < NT * 16; p += 160) {
+            const int rl = p >> 4, c = p & 15, r = r0 + rl;
+            if (r >= m) continue;
+            const float4 o = ((const float4*)st)[rl * 16 + (c ^ (rl & 15))];
+            *(float4*)(part + ((long long)blockIdx.z * m + r) * n + f0 + c * 4) = o;
+        }
+        return;
+    }
     h16* st = (h16*)sA;
     if (warp < 4) {
         // the activation as a constant: a runtime code would inline act_apply's every branch
@@ -632,13 +684,14 @@ __device__ __forceinline__ void f8wg_k(const TmaMap* tw, const TmaMap* tx, h16* 
 
 // Entry points f8wg_n<NT>s<STAGES>, 160 threads; dynamic shared memory
 // STAGES * (64 + NT) * 128 + 1024 (alignment) + 256 (mbarriers) bytes (the staging tile, NT x
-// 128 bytes, reuses the ring); tensor maps of w8 (n, k) and x8 (m, k), uint8, boxes of 128 x 64
-// and 128 x NT, 128-byte swizzle. k % 128 == 0, n % 64 == 0; act -1 (none) or 2 (SiLU).
+// 128 or 256 bytes, reuses the ring); tensor maps of w8 (n, k) and x8 (m, k), uint8, boxes of
+// 128 x 64 and 128 x NT, 128-byte swizzle; grid (n / 64, ceil(m / NT), k / ks). ks % 128 == 0,
+// n % 64 == 0; act -1 (none) or 2 (SiLU); part (k / ks, m, n) f32, or null (then y and y8).
 #define F8WG_ENTRY(NAME, NT, ST)                                                                                           \
     extern "C" __global__ void __launch_bounds__(160, 1)                                                                   \
-        NAME(const __grid_constant__ TmaMap tw, const __grid_constant__ TmaMap tx, h16* y, unsigned char* y8, const float* sw, \
-             const h16* bias, int m, int n, int k, int act) {                                                             \
-        f8wg_k<NT, ST>(&tw, &tx, y, y8, sw, bias, m, n, k, act);                                                           \
+        NAME(const __grid_constant__ TmaMap tw, const __grid_constant__ TmaMap tx, h16* y, unsigned char* y8, float* part,     \
+             const float* sw, const h16* bias, int m, int n, int ks, int act, int early) {                               \
+        f8wg_k<NT, ST>(&tw, &tx, y, y8, part, sw, bias, m, n, ks, act, early);                                             \
     }
 F8WG_ENTRY(f8wg_n72s8, 72, 8)
 F8WG_ENTRY(f8wg_n144s6, 144, 6)

@@ -298,6 +298,14 @@ pub struct CudaBackend {
     /// The few-row FP8 GEMM (fp8.rs `f8wg`): 0 off, 1 the form picked by shape, 2 + i form i.
     f8wg: std::sync::atomic::AtomicUsize,
     f8wg_runs: std::sync::atomic::AtomicU64,
+    /// The e4m3 copy of a q8 weight made last (its address): its conversion may be the kernel
+    /// just ahead of the next GEMM, which then must not read it before its PDL wait (fp8.rs).
+    fp8_made: std::sync::atomic::AtomicU64,
+    /// Whether the few-row FP8 GEMM takes `linear_add_norms`' K slices (fp8.rs `f8wg_split`).
+    f8wg_split: AtomicBool,
+    /// Whether the fused rel-attention writes e4m3 for an output projection on FP8
+    /// (conformer.rs `rel_attention_fused`).
+    rel_e4m3: AtomicBool,
     /// Functions of this backend's modules (by `CUfunction` address) whose dynamic
     /// shared-memory limit was raised, with the limit (`allow_dyn_smem`). Kept per backend: a
     /// module loaded by a later backend may reuse a dropped one's function addresses.
@@ -425,6 +433,9 @@ impl CudaBackend {
             split_fp8: AtomicBool::new(conformer::split_fp8_default()),
             f8wg: std::sync::atomic::AtomicUsize::new(fp8::f8wg_default()),
             f8wg_runs: std::sync::atomic::AtomicU64::new(0),
+            fp8_made: std::sync::atomic::AtomicU64::new(0),
+            f8wg_split: AtomicBool::new(fp8::f8wg_split_default()),
+            rel_e4m3: AtomicBool::new(conformer::rel_e4m3_default()),
             smem_raised: Mutex::new(Vec::new()),
             arch,
             name,
@@ -502,6 +513,7 @@ impl CudaBackend {
     ) -> Result<Vec<T>> {
         let mut data = vec![zero; n];
         if n > 0 {
+            crate::pdl::foreign();
             // SAFETY: callers pass a block holding at least n elements of T; the stream is
             // synchronized before `data` is read.
             unsafe { result::memcpy_dtoh_async(&mut data, blk.ptr, self.stream.cu_stream()) }
@@ -676,6 +688,7 @@ impl CudaBackend {
         if dst.dtype == Dtype::F16 {
             // staged through f32 so the rounding is the kernels' (round to nearest even)
             let stage = self.alloc_f32(&dst.shape)?;
+            crate::pdl::foreign();
             // SAFETY: as below, into the f32 staging block.
             unsafe { result::memcpy_htod_async(stage.buf.ptr, &src.data, self.stream.cu_stream()) }
                 .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
@@ -691,6 +704,7 @@ impl CudaBackend {
                 n,
             );
         }
+        crate::pdl::foreign();
         // SAFETY: the block holds at least numel f32; the source is pageable host memory, which
         // the driver stages before returning.
         unsafe { result::memcpy_htod_async(dst.buf.ptr, &src.data, self.stream.cu_stream()) }
@@ -781,6 +795,7 @@ impl CudaBackend {
 
     fn dtod(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
         self.bind()?;
+        crate::pdl::foreign();
         // SAFETY: both ranges lie inside live blocks (checked by the callers' shape logic).
         unsafe { result::memcpy_dtod_async(dst, src, bytes, self.stream.cu_stream()) }
             .map_err(|e| CudaError::driver("memcpy DtoD", e))?;
@@ -1673,6 +1688,7 @@ impl CudaBackend {
                 let _c = tracing::info_span!("cuda.weight.copy").entered();
                 let b = self.pool.alloc(n * k * 2)?;
                 if !bytes.is_empty() {
+                    crate::pdl::foreign();
                     // SAFETY: the block holds n·k halves = bytes.len() bytes.
                     unsafe { result::memcpy_htod_async(b.ptr, bytes, self.stream.cu_stream()) }
                         .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
@@ -1700,8 +1716,10 @@ impl CudaBackend {
                 let sb = self.pool.alloc(n_pad * 4)?;
                 // SAFETY: the blocks hold n_pad·k_pad bytes and n_pad f32.
                 unsafe {
+                    crate::pdl::foreign();
                     result::memcpy_htod_async(wb.ptr, &w8, self.stream.cu_stream())
                         .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
+                    crate::pdl::foreign();
                     result::memcpy_htod_async(sb.ptr, &scales, self.stream.cu_stream())
                         .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
                 }
@@ -2222,7 +2240,20 @@ impl Backend for CudaBackend {
         keep: Option<&CudaTensor>,
         p: &stapes_core::backend::RelAttnParams,
     ) -> Result<CudaTensor> {
-        self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p)
+        self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p, None)
+    }
+
+    fn rel_attention_feeding(
+        &self,
+        qkv: &CudaTensor,
+        pos: &CudaTensor,
+        bias_u: &CudaTensor,
+        bias_v: &CudaTensor,
+        keep: Option<&CudaTensor>,
+        p: &stapes_core::backend::RelAttnParams,
+        next: &CudaWeight,
+    ) -> Result<CudaTensor> {
+        self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p, Some(next))
     }
 
     // constants of encoder chains, layer norms feeding the next GEMM [fcenc2: conformer.rs]
@@ -2324,6 +2355,7 @@ impl Backend for CudaBackend {
         if k == 0 {
             // SAFETY: the block holds batch·m·n elements of odt.
             unsafe {
+                crate::pdl::foreign();
                 result::memset_d8_async(
                     out.buf.ptr,
                     0,

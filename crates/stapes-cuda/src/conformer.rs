@@ -164,7 +164,9 @@ fn rel_attn_fused_on() -> bool {
 impl CudaBackend {
     /// One kernel (`rel_attn_d64` / `rel_attn_d128`, or their split-keys forms for small grids)
     /// for heads of 64 or 128 (f32 inputs cast to f16 first); other head sizes take the composed
-    /// default.
+    /// default. Where `next` (the output projection) reads the result on FP8, the kernel also
+    /// writes it as e4m3, remembered as that linear's prepared input.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn rel_attention_fused(
         &self,
         qkv: &CudaTensor,
@@ -173,6 +175,7 @@ impl CudaBackend {
         bias_v: &CudaTensor,
         keep: Option<&CudaTensor>,
         p: &RelAttnParams,
+        next: Option<&CudaWeight>,
     ) -> Result<CudaTensor> {
         const OP: &str = "rel_attention";
         let (bs, t, c, np) = rel_attention_dims(&qkv.shape, &pos.shape, p.heads)?;
@@ -238,13 +241,29 @@ impl CudaBackend {
         // queries of one (b, h) per block: 16 a warp, or 16 in all in the split-keys form
         let rows = if split { 16 } else { 16 * warps as usize };
         let grid = (t.div_ceil(rows) as u32, p.heads as u32, bs as u32);
+        // an FP8 GEMM next: the stored values also as its e4m3 input (fp8.rs)
+        let m = bs * t;
+        let y8 = match next {
+            Some(nw)
+                if out.dtype == Dtype::F16
+                    && self.rel_e4m3.load(Ordering::Relaxed)
+                    && self.feeds_fp8(nw, m, c) =>
+            {
+                Some(self.pool.alloc(m * c)?)
+            }
+            _ => None,
+        };
+        let y8p = y8.as_ref().map_or(0, |b| self.p(b));
         self.launch(
             kernel,
             grid,
             (32 * warps, 1, 1),
             smem,
-            args![y, xp, pp, bup, bvp, kp, ti, hi, scale, dt],
+            args![y, y8p, xp, pp, bup, bvp, kp, ti, hi, scale, dt],
         )?;
+        if let Some(y8) = y8 {
+            self.remember(&out.buf, m, c, PrepKind::Fp8, vec![y8]);
+        }
         Ok(out)
     }
 
@@ -275,6 +294,13 @@ impl CudaBackend {
             }
         }
         Ok(best.2)
+    }
+
+    /// Whether the fused rel-attention writes e4m3 for an output projection on FP8 from now on
+    /// (tests and A/B runs; the default comes from `STAPES_CUDA_REL_ATTN_E4M3`).
+    #[doc(hidden)]
+    pub fn set_rel_attn_e4m3(&self, on: bool) {
+        self.rel_e4m3.store(on, Ordering::SeqCst);
     }
 
     /// Force the form of every later fused `rel_attention` in this process (benchmarks and
@@ -755,6 +781,13 @@ pub(super) fn split_ln_default() -> usize {
     crate::env_usize("STAPES_CUDA_SPLIT_LN").map_or(4, |s| s.min(8))
 }
 
+/// `STAPES_CUDA_REL_ATTN_E4M3`: `1` the fused rel-attention also writes its result as e4m3
+/// where its output projection reads it on FP8 (`rel_attention_feeding`), `0` f16 only (the
+/// projection's split form then runs on f16 operands); the backend's starting value.
+pub(super) fn rel_e4m3_default() -> bool {
+    std::env::var("STAPES_CUDA_REL_ATTN_E4M3").map_or(true, |v| v.trim() != "0")
+}
+
 /// `STAPES_CUDA_SPLIT_FP8=0`: `linear_add_norms`' split form keeps f16 operands (the q8 weight's
 /// f16 copy) for q8 weights; the backend's starting value, default on. H100, stop 43 calls 2 and
 /// 4, alternating, one q8 clip: parakeet 1.798–1.835 ms on f16 operands, 1.775–1.803 on e4m3;
@@ -916,32 +949,34 @@ impl CudaBackend {
         if (xp | rp | pp | yp | z1 | z2) % 16 != 0 {
             return compose();
         }
-        // the e4m3 form where it applies; where cuBLASLt has no plan for it (its absence is
-        // remembered, so a capture takes what the eager pass took) the f16 form runs
+        // the e4m3 form where it applies (the few-row GEMM's slices, else cuBLASLt's strided
+        // batch); where neither runs (cuBLASLt's missing plan is remembered, so a capture takes
+        // what the eager pass took) the f16 form does
         let mut fp8_ran = false;
         if let Some((f, x8)) = &fp8 {
             let x8p = self.p(x8);
             let tune = !self.capturing.load(Ordering::Relaxed);
             // SAFETY: x8 (m, k) and w (n, k) e4m3, the scale one f32, partials (splits, m, n)
             // f32, all live; k / splits is a multiple of 16 (split_reads_e4m3).
-            fp8_ran = x8p.is_multiple_of(16)
-                && unsafe {
-                    self.lt
-                        .split_k_fp8(
-                            &self.stream,
-                            pp,
-                            f.w.ptr,
-                            f.scale.ptr,
-                            x8p,
-                            self.lt_ws.ptr,
-                            m,
-                            n,
-                            k,
-                            splits as u8,
-                            tune,
-                        )
-                        .is_ok()
-                };
+            fp8_ran = self.f8wg_split(pp, x8, f, m, n, k, splits)?
+                || x8p.is_multiple_of(16)
+                    && unsafe {
+                        self.lt
+                            .split_k_fp8(
+                                &self.stream,
+                                pp,
+                                f.w.ptr,
+                                f.scale.ptr,
+                                x8p,
+                                self.lt_ws.ptr,
+                                m,
+                                n,
+                                k,
+                                splits as u8,
+                                tune,
+                            )
+                            .is_ok()
+                    };
         }
         if !fp8_ran {
             let wb = match &w.data {

@@ -76,6 +76,13 @@ fn f8wg_plain_on() -> bool {
     *ON.get_or_init(|| std::env::var("STAPES_CUDA_F8WG_PLAIN").map_or(true, |v| v.trim() != "0"))
 }
 
+/// `STAPES_CUDA_F8WG_SPLIT`: `0` keeps `linear_add_norms`' K slices on FP8 in cuBLASLt's
+/// strided batch, `1` gives them to the few-row GEMM where it applies; the backend's starting
+/// value.
+pub(super) fn f8wg_split_default() -> bool {
+    std::env::var("STAPES_CUDA_F8WG_SPLIT").map_or(true, |v| v.trim() != "0")
+}
+
 /// A q8 weight re-laid for the FP8 GEMM: `(n, k)` e4m3 and the f32 it is multiplied by.
 pub(crate) struct Fp8Weight {
     pub w: Arc<Block>,
@@ -159,6 +166,7 @@ impl CudaBackend {
             0,
             args![yp, qp, rp, sp, ni, ki, kp],
         )?;
+        self.fp8_made.store(yp, Ordering::Relaxed);
         let f = Arc::new(Fp8Weight { w: wb, scale: sb });
         *copy = Some(f.clone());
         Ok(Some(f))
@@ -209,7 +217,7 @@ impl CudaBackend {
         if resid == 0
             && act == super::EpiAct::None
             && f8wg_plain_on()
-            && self.f8wg_launch(y, 0, &xq, f, bias16, m, n, k, -1)?
+            && self.f8wg_launch(y, 0, 0, &xq, f, bias16, m, n, k, 1, -1)?
         {
             return Ok(Some(false));
         }
@@ -645,24 +653,38 @@ impl CudaBackend {
         self.f8wg.store(f8wg_mode(mode), Ordering::SeqCst);
     }
 
+    /// Whether the few-row FP8 GEMM takes `linear_add_norms`' K slices from now on (tests and
+    /// A/B runs; the default comes from `STAPES_CUDA_F8WG_SPLIT`).
+    #[doc(hidden)]
+    pub fn set_f8wg_split(&self, on: bool) {
+        self.f8wg_split.store(on, Ordering::SeqCst);
+    }
+
     /// Launches of the few-row FP8 GEMM (tests prove it ran).
     #[doc(hidden)]
     pub fn f8wg_runs(&self) -> u64 {
         self.f8wg_runs.load(Ordering::SeqCst)
     }
 
-    /// The few-row GEMM's form for `m` rows of an `(n, k)` weight: entry, rows a block, stages;
-    /// `None` where it does not apply (it needs sm_90's warpgroup MMA: i8gemm.cu is built for
-    /// compute_90a there and its entries are empty elsewhere). By shape: 72 rows a block, and
-    /// a grid of at most one block a SM.
-    fn f8wg_form(&self, m: usize, n: usize, k: usize) -> Option<(&'static str, usize, usize)> {
+    /// The few-row GEMM's form for `m` rows of an `(n, k)` weight in `splits` K slices: entry,
+    /// rows a block, stages; `None` where it does not apply (it needs sm_90's warpgroup MMA:
+    /// i8gemm.cu is built for compute_90a there and its entries are empty elsewhere). By shape:
+    /// 72 rows a block, and a grid of at most one block a SM.
+    fn f8wg_form(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+        splits: usize,
+    ) -> Option<(&'static str, usize, usize)> {
         let mode = self.f8wg.load(Ordering::Relaxed);
         if mode == 0
             || self.arch != "compute_90"
             || m == 0
             || m > F8WG_MAX_M
+            || splits == 0
             || k == 0
-            || !k.is_multiple_of(128)
+            || !k.is_multiple_of(128 * splits)
             || !n.is_multiple_of(64)
         {
             return None;
@@ -670,48 +692,75 @@ impl CudaBackend {
         let form = F8WG_FORMS.get(mode.saturating_sub(2)).copied()?;
         // by shape only grids of one wave (a block a SM: its ring takes ~140 KiB), the shapes
         // it was measured on; forced forms take any grid (tests)
-        let blocks = (n / 64) * m.div_ceil(form.1);
+        let blocks = (n / 64) * m.div_ceil(form.1) * splits;
         (mode >= 2 || blocks <= self.sm_count()).then_some(form)
     }
 
     /// `y (m, n) f16 = act(x · Wᵀ · sw + bias16)` (act an `act_apply` code, -1 none) on the
-    /// few-row FP8 GEMM, and where `y8` is not 0 the stored values as e4m3. False where it does
-    /// not apply (nothing ran).
+    /// few-row FP8 GEMM, and where `y8` is not 0 the stored values as e4m3; or, where `part` is
+    /// not 0, the products of K slice z times sw into `part (splits, m, n)` f32 (no bias, no
+    /// activation). False where it does not apply (nothing ran).
     #[allow(clippy::too_many_arguments)]
     fn f8wg_launch(
         &self,
         y: u64,
         y8: u64,
+        part: u64,
         xq: &Arc<Block>,
         f: &Fp8Weight,
         bias16: u64,
         m: usize,
         n: usize,
         k: usize,
+        splits: usize,
         act: i32,
     ) -> Result<bool> {
-        let Some((name, nt, stages)) = self.f8wg_form(m, n, k) else {
+        let Some((name, nt, stages)) = self.f8wg_form(m, n, k, splits) else {
             return Ok(false);
         };
-        // TMA wants 16-byte aligned bases; y leaves in 16-byte pieces of 8 features
-        if !(xq.ptr | f.w.ptr | y | y8).is_multiple_of(16) {
+        // TMA wants 16-byte aligned bases; y and part leave in 16-byte pieces
+        if !(xq.ptr | f.w.ptr | y | y8 | part).is_multiple_of(16) {
             return Ok(false);
         }
         let tw = super::i8gemm::tma_map(f.w.ptr, n, k, 64)?;
         let tx = super::i8gemm::tma_map(xq.ptr, m, k, nt as u32)?;
         let smem = stages * (64 + nt) * 128 + 1024 + 256;
         self.allow_dyn_smem(name, smem)?;
-        let grid = ((n / 64) as u32, m.div_ceil(nt) as u32, 1);
-        let (mi, ni, ki, sp) = (m as i32, n as i32, k as i32, f.scale.ptr);
+        let grid = ((n / 64) as u32, m.div_ceil(nt) as u32, splits as u32);
+        let ks = k / splits;
+        // the weight streams before the PDL wait unless the kernel ahead may be its conversion
+        let early = (self.fp8_made.swap(0, Ordering::Relaxed) != f.w.ptr) as i32;
+        let (mi, ni, ki, sp) = (m as i32, n as i32, ks as i32, f.scale.ptr);
         self.launch(
             name,
             grid,
             (160, 1, 1),
             smem as u32,
-            args![tw, tx, y, y8, sp, bias16, mi, ni, ki, act],
+            args![tw, tx, y, y8, part, sp, bias16, mi, ni, ki, act, early],
         )?;
         self.f8wg_runs.fetch_add(1, Ordering::SeqCst);
         Ok(true)
+    }
+
+    /// `linear_add_norms`' K slices on the few-row FP8 GEMM: `part (splits, m, n)` f32 = the
+    /// products of each slice of `x8 (m, k)` e4m3 and the weight's e4m3 copy, times its scale
+    /// (what cuBLASLt's strided batch leaves for `splitk_add_ln16`). False where it does not
+    /// apply (nothing ran).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn f8wg_split(
+        &self,
+        part: u64,
+        x8: &Arc<Block>,
+        f: &Fp8Weight,
+        m: usize,
+        n: usize,
+        k: usize,
+        splits: usize,
+    ) -> Result<bool> {
+        if !self.f8wg_split.load(Ordering::Relaxed) || part == 0 {
+            return Ok(false);
+        }
+        self.f8wg_launch(0, 0, part, x8, f, 0, m, n, k, splits, -1)
     }
 
     /// [`CudaBackend::linear_act_e4m3`] on the few-row FP8 GEMM: the activation in its
@@ -728,7 +777,7 @@ impl CudaBackend {
         let (n, k) = (w.n, w.k);
         // the kernel's epilogue has SiLU (and no activation) compiled in
         if act != stapes_core::Activation::Silu
-            || self.f8wg_form(m, n, k).is_none()
+            || self.f8wg_form(m, n, k, 1).is_none()
             || !self.fp8_chain_linear(w, m, bias)
         {
             return Ok(None);
@@ -743,7 +792,7 @@ impl CudaBackend {
         let y = self.alloc(&shape, Dtype::F16)?;
         let y8 = self.pool.alloc((m * n).max(1))?;
         let code = super::act_code(act);
-        if !self.f8wg_launch(self.t(&y), self.p(&y8), &xq, &f, b16, m, n, k, code)? {
+        if !self.f8wg_launch(self.t(&y), self.p(&y8), 0, &xq, &f, b16, m, n, k, 1, code)? {
             return Ok(None);
         }
         stapes_core::Counters::bump(&self.counters.gemm_q8);

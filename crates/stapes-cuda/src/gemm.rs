@@ -46,6 +46,7 @@ pub unsafe fn f16_linear(
     k: usize,
 ) -> Result<(), CudaError> {
     let (alpha, beta) = (1f32, 0f32);
+    crate::pdl::foreign();
     cublas::result::gemm_ex(
         handle,
         bsys::cublasOperation_t::CUBLAS_OP_T,
@@ -90,6 +91,7 @@ pub unsafe fn split_k_partials(
 ) -> Result<(), CudaError> {
     let (alpha, beta) = (1f32, 0f32);
     let ks = k / splits.max(1);
+    crate::pdl::foreign();
     cublas::result::gemm_strided_batched_ex(
         handle,
         bsys::cublasOperation_t::CUBLAS_OP_T,
@@ -146,6 +148,7 @@ pub unsafe fn batched_matmul(
     } else {
         (bsys::cublasOperation_t::CUBLAS_OP_N, n)
     };
+    crate::pdl::foreign();
     cublas::result::gemm_strided_batched_ex(
         handle,
         op_b,
@@ -194,6 +197,7 @@ pub unsafe fn conv_gemm(
     k: usize,
 ) -> Result<(), CudaError> {
     let (alpha, beta) = (1f32, 0f32);
+    crate::pdl::foreign();
     cublas::result::gemm_strided_batched_ex(
         handle,
         bsys::cublasOperation_t::CUBLAS_OP_N,
@@ -980,6 +984,7 @@ impl Lt {
                 (0, None) => d,
                 _ => c,
             };
+            crate::pdl::foreign();
             ltr::matmul(
                 self.handle,
                 p.desc,
@@ -1126,6 +1131,7 @@ pub unsafe fn i8_gemm_ex(
     k: usize,
 ) -> Result<(), CudaError> {
     let (alpha, beta) = (1i32, 0i32);
+    crate::pdl::foreign();
     cublas::result::gemm_ex(
         handle,
         bsys::cublasOperation_t::CUBLAS_OP_T,

@@ -18,11 +18,12 @@
 //! call 1) it took decoding steps from 0.251 to 0.233 ms (tiny), 0.419 to 0.403 (base), 0.514 to
 //! 0.478 (canary-1b-flash), while the encoders, whose cuBLASLt GEMMs break the chain of
 //! PDL-safe kernels, got slower (turbo 5.66 to 5.75 ms, parakeet 3.12 to 3.21).
-//! `STAPES_CUDA_PDL=0` turns it off, `1` (or `all`) on everywhere, `steps` the default. Below
+//! `STAPES_CUDA_PDL=0` turns it off, `1` (or `all`) on everywhere, `steps` the default, `linked`
+//! also inside encoder chains between our own PDL-safe kernels ([`PdlMode::Linked`]). Below
 //! sm_90 it is always off (the device helpers compile to nothing there).
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use cudarc::driver::{sys, DriverError};
 
@@ -36,6 +37,9 @@ pub enum PdlMode {
     Steps,
     /// Every launch of a [`PDL_SAFE`] kernel.
     All,
+    /// As `Steps`, and inside encoder chains where the work just ahead on the stream is a
+    /// PDL-safe kernel of ours (not a cuBLAS(Lt) GEMM, a copy or a fill: [`foreign`]).
+    Linked,
 }
 
 /// The mode when `STAPES_CUDA_PDL` is unset.
@@ -71,6 +75,8 @@ pub const PDL_SAFE: &[&str] = &[
     "dequant_epilogue",
     "dequant_epilogue_add",
     "embed_step_f32",
+    "f8wg_n144s6",
+    "f8wg_n72s8",
     "fc_dw_cl",
     "fc_sub_stem",
     "flash64_combine",
@@ -130,7 +136,7 @@ pub fn is_safe(name: &str) -> bool {
     PDL_SAFE.binary_search(&name).is_ok()
 }
 
-/// 0: not read yet, 1: all, 2: off, 3: steps.
+/// 0: not read yet, 1: all, 2: off, 3: steps, 4: linked.
 static MODE: AtomicU8 = AtomicU8::new(0);
 
 fn code(m: PdlMode) -> u8 {
@@ -138,7 +144,28 @@ fn code(m: PdlMode) -> u8 {
         PdlMode::All => 1,
         PdlMode::Off => 2,
         PdlMode::Steps => 3,
+        PdlMode::Linked => 4,
     }
+}
+
+/// Work issued on the stream that is not a kernel launch of ours, counted where it is issued
+/// (gemm.rs's cuBLAS and cuBLASLt calls, the backend's copies and fills).
+static FOREIGN: AtomicU64 = AtomicU64::new(0);
+
+/// The last launch of ours: `FOREIGN`'s count then, times 2, plus 1 where it was PDL-safe.
+static PREV: AtomicU64 = AtomicU64::new(0);
+
+/// Count work on the stream that is not one of our kernels (see [`PdlMode::Linked`]).
+pub(crate) fn foreign() {
+    FOREIGN.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Record a launch of `name` and say whether the work just ahead of it was a PDL-safe kernel
+/// of ours. The counters are process-wide: with several streams at once the answer is a guess,
+/// which costs speed only (a PDL-safe kernel waits correctly after anything).
+fn follows_safe(name: &str) -> bool {
+    let now = FOREIGN.load(Ordering::Relaxed) << 1;
+    PREV.swap(now | u64::from(is_safe(name)), Ordering::Relaxed) == now | 1
 }
 
 /// The last [`set_mode`], else `STAPES_CUDA_PDL`, else [`DEFAULT_MODE`].
@@ -147,10 +174,12 @@ pub fn mode() -> PdlMode {
         1 => PdlMode::All,
         2 => PdlMode::Off,
         3 => PdlMode::Steps,
+        4 => PdlMode::Linked,
         _ => {
             let m = match std::env::var("STAPES_CUDA_PDL").as_deref().map(str::trim) {
                 Ok("0") | Ok("off") => PdlMode::Off,
                 Ok("steps") => PdlMode::Steps,
+                Ok("linked") => PdlMode::Linked,
                 Ok(v) if !v.is_empty() => PdlMode::All,
                 _ => DEFAULT_MODE,
             };
@@ -181,9 +210,11 @@ fn arch_has_pdl(arch: &str) -> bool {
 impl CudaBackend {
     /// Whether a launch of `name` now carries the PDL attribute.
     pub(crate) fn pdl_for(&self, name: &str) -> bool {
+        let linked = follows_safe(name);
         let here = match mode() {
             PdlMode::Off => false,
             PdlMode::Steps => !self.in_f16_chain(),
+            PdlMode::Linked => !self.in_f16_chain() || linked,
             PdlMode::All => true,
         };
         here && arch_has_pdl(self.device_info().1) && is_safe(name)

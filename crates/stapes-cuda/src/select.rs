@@ -236,6 +236,7 @@ impl CudaBackend {
             all.split_at_mut(params.len())
         };
         up.copy_from_slice(&params);
+        crate::pdl::foreign();
         // SAFETY: `dev_params` holds params.len() words; the source stays untouched until the
         // answer's event has completed
         unsafe { result::memcpy_htod_async(dev_params.ptr, &*up, self.stream.cu_stream()) }
@@ -296,6 +297,7 @@ impl CudaBackend {
                 args![op, fp, n, rec, vv, pos],
             )?;
         }
+        crate::pdl::foreign();
         // SAFETY: `dev_out` holds out_words words written by the kernel on this stream
         unsafe { result::memcpy_dtoh_async(&mut *answer, dev_out.ptr, self.stream.cu_stream()) }
             .map_err(err("memcpy DtoH (select answer)"))?;

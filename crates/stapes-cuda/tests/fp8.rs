@@ -171,6 +171,15 @@ fn mlp_case(g: &CudaBackend, s: u64, m: usize, d: usize, hid: usize) -> Mlp {
     }
 }
 
+/// The bar of an FP8 GEMM's output against the host emulation of its e4m3 products: the
+/// tensor cores' sums in another order (fast accumulation) and one f16 rounding of the output
+/// against the f64 sums, ≤ 2⁻¹¹ of a value plus the accumulation's ~2⁻¹⁴.
+const EMULATION_BAR: stapes_core::tolerance::Tolerance = stapes_core::tolerance::Tolerance {
+    max_abs: 0.0,
+    max_rel: 4e-3,
+    rel_l2: 1.5e-3,
+};
+
 #[test]
 fn fp8_gemm_is_the_e4m3_product_of_its_values() {
     let name = "fp8_gemm_is_the_e4m3_product_of_its_values";
@@ -201,13 +210,7 @@ fn fp8_gemm_is_the_e4m3_product_of_its_values() {
         let what = format!("m{m} k{k} n{n}");
         assert_eq!(on_fp8, 3, "{what}: the three GEMMs did not all run on FP8");
         assert_eq!(copy_fp8, 0, "{what}: Q8Mix::F16 still ran FP8");
-        // the tensor cores' sums in another order (fast accumulation) and one f16 rounding of
-        // the output against the f64 sums: ≤ 2⁻¹¹ of a value plus the accumulation's ~2⁻¹⁴
-        let tol = stapes_core::tolerance::Tolerance {
-            max_abs: 0.0,
-            max_rel: 4e-3,
-            rel_l2: 1.5e-3,
-        };
+        let tol = EMULATION_BAR;
         for (j, op) in ["linear", "linear_add", "linear_act(gelu)"]
             .iter()
             .enumerate()
@@ -632,18 +635,24 @@ fn fp8_conv_module_writes_the_next_gemms_input() {
 }
 
 /// `linear_add_norms`' split form on e4m3 operands (one FastConformer clip's fc2: 140 rows,
-/// K = 4096, after the SiLU pass that writes its e4m3 input): the sum it stores is the e4m3
-/// product of the pass's values over the weight's e4m3 values, plus bias and residual, one f16
-/// rounding (emulated on the host); eager == replay; the engagement counter proves the split
-/// ran on FP8; with the switch off the same chain runs the split on f16 operands.
+/// K = 4096, after the SiLU pass that writes its e4m3 input), in both of its FP8 forms:
+/// cuBLASLt's strided batch and, on sm_90, the few-row GEMM's K slices (`f8wg`, partial sums
+/// in f32 from its own epilogue). The sum each stores is the e4m3 product of the pass's values
+/// over the weight's e4m3 values, plus bias and residual, one f16 rounding (emulated on the
+/// host); eager == replay; the counters prove which form ran; with the switch off the same
+/// chain runs the split on f16 operands.
 #[test]
 fn fp8_split_sum_is_the_e4m3_product_of_its_input() {
     let name = "fp8_split_sum_is_the_e4m3_product_of_its_input";
     let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
+    let sm90 = g.device_info().1 == "compute_90";
+    if !sm90 {
+        eprintln!("{name}: not sm_90, the few-row GEMM's slices are not checked here");
+    }
     // (rows, d, hidden, slices): parakeet's fc2 in 4 slices; the split's smallest K (1024) in
-    // 4; an odd row count and a narrower row in 2
+    // 4 (slices of two ring stages); an odd row count and a narrower row in 2
     let shapes = [
         (140, 1024, 4096, 4),
         (140, 1024, 1024, 4),
@@ -666,9 +675,12 @@ fn fp8_split_sum_is_the_e4m3_product_of_its_input() {
         } = mlp_case(g, s, m, d, hid);
         let up = |t: &HostTensor| g.upload(t).unwrap();
         let (gt, bt) = (up(&rnd(&[d], s + 6, 1.0)), up(&rnd(&[d], s + 7, 0.5)));
-        let run = |on: bool| -> (Vec<Vec<f32>>, u64, u64) {
+        // outputs, FP8 GEMMs, split runs, few-row launches
+        let run = |on: bool, f8wg: &str| -> (Vec<Vec<f32>>, u64, u64, u64) {
             g.set_split_fp8(on);
-            let key = format!("test-encoder/fp8-split-{i}-{on}");
+            g.set_f8wg(f8wg);
+            g.set_f8wg_split(f8wg != "0");
+            let key = format!("test-encoder/fp8-split-{i}-{on}-{f8wg}");
             let go = || -> Vec<Vec<f32>> {
                 let outs = g
                     .chain(&key, &mut |be| {
@@ -693,56 +705,67 @@ fn fp8_split_sum_is_the_e4m3_product_of_its_input() {
                     .unwrap();
                 outs.iter().map(|t| g.download(t).unwrap().data).collect()
             };
-            let (c0, s0) = (g.counters().snapshot().gemm_q8_fp8, g.split_ln_runs());
+            let c0 = (
+                g.counters().snapshot().gemm_q8_fp8,
+                g.split_ln_runs(),
+                g.f8wg_runs(),
+            );
             let eager = go();
-            let (c1, s1) = (g.counters().snapshot().gemm_q8_fp8, g.split_ln_runs());
+            let c1 = (
+                g.counters().snapshot().gemm_q8_fp8,
+                g.split_ln_runs(),
+                g.f8wg_runs(),
+            );
             let replayed = go();
             assert_eq!(
                 eager, replayed,
-                "m{m} fp8 {on}: the replay differs from the eager run"
+                "m{m} fp8 {on} f8wg {f8wg}: the replay differs from the eager run"
             );
-            (eager, c1 - c0, s1 - s0)
+            (eager, c1.0 - c0.0, c1.1 - c0.1, c1.2 - c0.2)
         };
-        let (f16_outs, f16_fp8, f16_splits) = run(false);
-        let (outs, fp8_gemms, splits) = run(true);
+        let (f16_outs, f16_fp8, f16_splits, _) = run(false, "0");
+        let mut forms = vec![("cuBLASLt", run(true, "0"))];
+        if sm90 {
+            forms.push(("few-row", run(true, "1")));
+        }
         g.set_split_fp8(true);
+        g.set_f8wg("1");
         let what = format!("m{m} d{d} hidden{hid} slices{slices}");
-        assert_eq!(
-            (splits, f16_splits),
-            (1, 1),
-            "{what}: the split form did not run"
-        );
-        assert_eq!(
-            fp8_gemms, 2,
-            "{what}: fc1 and the split did not both run on FP8"
-        );
+        assert_eq!(f16_splits, 1, "{what}: the split form did not run (f16)");
         assert_eq!(
             f16_fp8, 1,
             "{what}: with the switch off the split still ran on FP8"
         );
-        assert_eq!(outs[0], f16_outs[0], "{what}: the SiLU pass differs");
-        let x8: Vec<f32> = outs[0].iter().map(|&v| e4m3(v)).collect();
-        let want = fp8_dot(&x8, &w2, &b2, &r, m);
-        // as fp8_gemm_is_the_e4m3_product_of_its_values: the sums in another order, one f16
-        // rounding
-        let tol = stapes_core::tolerance::Tolerance {
-            max_abs: 0.0,
-            max_rel: 4e-3,
-            rel_l2: 1.5e-3,
-        };
-        let ok = compare(&outs[1], &want, &tol)
-            .unwrap_or_else(|e| panic!("{what}: the split's sum vs its emulation: {e}"));
-        eprintln!(
-            "ok split {what}: vs emulation rel_l2 {:.2e} max_abs {:.2e}",
-            ok.rel_l2, ok.max_abs
-        );
-        assert!(
-            outs[1]
-                .iter()
-                .zip(&f16_outs[1])
-                .any(|(a, b)| a.to_bits() != b.to_bits()),
-            "{what}: the e4m3 split gave the f16 split's bits (the switch changed nothing)"
-        );
+        for (form, (outs, fp8_gemms, splits, f8wg_runs)) in &forms {
+            let what = format!("{what} {form}");
+            assert_eq!(*splits, 1, "{what}: the split form did not run");
+            assert_eq!(
+                *fp8_gemms, 2,
+                "{what}: fc1 and the split did not both run on FP8"
+            );
+            // the few-row form takes fc1 (with its SiLU) and the slices
+            let want_runs = if *form == "few-row" { 2 } else { 0 };
+            assert_eq!(
+                *f8wg_runs, want_runs,
+                "{what}: the few-row GEMM ran {f8wg_runs} times"
+            );
+            let x8: Vec<f32> = outs[0].iter().map(|&v| e4m3(v)).collect();
+            let want = fp8_dot(&x8, &w2, &b2, &r, m);
+            let tol = EMULATION_BAR;
+            let ok = compare(&outs[1], &want, &tol)
+                .unwrap_or_else(|e| panic!("{what}: the split's sum vs its emulation: {e}"));
+            eprintln!(
+                "ok split {what}: vs emulation rel_l2 {:.2e} max_abs {:.2e}",
+                ok.rel_l2, ok.max_abs
+            );
+            assert!(
+                outs[1]
+                    .iter()
+                    .zip(&f16_outs[1])
+                    .any(|(a, b)| a.to_bits() != b.to_bits()),
+                "{what}: the e4m3 split gave the f16 split's bits (the switch changed nothing)"
+            );
+        }
     }
     g.set_split_ln(4);
 }
@@ -904,6 +927,95 @@ fn fp8_attention_writes_the_projections_input() {
     );
 }
 
+/// The FastConformer's relative-position attention, when its output projection reads it on
+/// FP8 (`rel_attention_feeding`), writes its result as e4m3 too, in both kernel forms (split
+/// keys, and the plain one with 2 warps): its f16 result keeps its bits, and the projection's
+/// split form (one clip: 140 rows, d = 1024) then reads those bytes, so its sum is the e4m3
+/// product of the attention's values (emulated on the host). Without the hint the split runs on
+/// f16 operands and counts no FP8 GEMM.
+#[test]
+fn fp8_rel_attention_writes_the_projections_input() {
+    let name = "fp8_rel_attention_writes_the_projections_input";
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
+        return;
+    };
+    let (t, heads, c) = (140, 8, 1024);
+    let s = 3100;
+    let qkv = rnd(&[1, t, 3 * c], s, 1.0);
+    let pos = rnd(&[1, 2 * t - 1, c], s + 1, 1.0);
+    let (bu, bv) = (rnd(&[c], s + 2, 0.3), rnd(&[c], s + 3, 0.3));
+    let [_, w, b, r] = case(s + 4, t, c, c);
+    let up = |x: &HostTensor| g.upload(x).unwrap();
+    let (qt, pt, but, bvt, bt, rt) = (up(&qkv), up(&pos), up(&bu), up(&bv), up(&b), up(&r));
+    let (gt, nbt) = (up(&rnd(&[c], s + 9, 1.0)), up(&rnd(&[c], s + 10, 0.5)));
+    let wq = g.weight(&w, Lane::Q8).unwrap();
+    let p = stapes_core::backend::RelAttnParams {
+        heads,
+        scale: 1.0 / (c as f32 / heads as f32).sqrt(),
+        query_block: t,
+    };
+    g.set_rel_attn_e4m3(true);
+    for form in [0u32, 2] {
+        g.force_rel_attn_form(Some(form)).unwrap();
+        // outputs, and FP8 GEMMs of the eager run
+        let run = |fed: bool| -> (Vec<Vec<f32>>, u64) {
+            let key = format!("test-encoder/fp8-rel-attn-{form}-{fed}");
+            let go = || -> Vec<Vec<f32>> {
+                let outs = g
+                    .chain(&key, &mut |be| {
+                        let q16 = be.affine(&qt, 1.0, 0.0)?;
+                        let p16 = be.affine(&pt, 1.0, 0.0)?;
+                        let r16 = be.affine(&rt, 1.0, 0.0)?;
+                        let a = if fed {
+                            be.rel_attention_feeding(&q16, &p16, &but, &bvt, None, &p, &wq)?
+                        } else {
+                            be.rel_attention(&q16, &p16, &but, &bvt, None, &p)?
+                        };
+                        let (y, _) = be.linear_add_norms(
+                            &a,
+                            &wq,
+                            Some(&bt),
+                            &r16,
+                            &[(&gt, Some(&nbt))],
+                            1e-5,
+                            None,
+                        )?;
+                        Ok(vec![a, y])
+                    })
+                    .unwrap();
+                outs.iter().map(|x| g.download(x).unwrap().data).collect()
+            };
+            let c0 = g.counters().snapshot().gemm_q8_fp8;
+            let eager = go();
+            let c1 = g.counters().snapshot().gemm_q8_fp8;
+            assert_eq!(eager, go(), "form {form} fed {fed}: the replay differs");
+            (eager, c1 - c0)
+        };
+        let ((fed, fed_fp8), (plain, plain_fp8)) = (run(true), run(false));
+        let what = format!("form {form}");
+        assert_eq!(
+            fed[0], plain[0],
+            "{what}: the attention's f16 result differs"
+        );
+        assert_eq!(
+            (fed_fp8, plain_fp8),
+            (1, 0),
+            "{what}: FP8 GEMMs with / without the hint (the split reads e4m3 only where the \
+             attention wrote it)"
+        );
+        let x8: Vec<f32> = fed[0].iter().map(|&v| e4m3(v)).collect();
+        let want = fp8_dot(&x8, &w, &b, &r, t);
+        let tol = EMULATION_BAR;
+        let ok = compare(&fed[1], &want, &tol)
+            .unwrap_or_else(|e| panic!("{what}: the projection vs its emulation: {e}"));
+        eprintln!(
+            "ok rel attention {what}: vs emulation rel_l2 {:.2e} max_abs {:.2e}",
+            ok.rel_l2, ok.max_abs
+        );
+    }
+    g.force_rel_attn_form(None).unwrap();
+}
+
 fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     let (mut num, mut den) = (0f64, 0f64);
     for (&g, &w) in got.iter().zip(want) {
@@ -1043,11 +1155,7 @@ fn fp8_few_row_gemm_is_the_e4m3_product_of_its_input() {
     ];
     let silu = |v: f64| v / (1.0 + (-v).exp());
     let h16 = |v: f64| half::f16::from_f64(v).to_f32();
-    let tol = stapes_core::tolerance::Tolerance {
-        max_abs: 0.0,
-        max_rel: 4e-3,
-        rel_l2: 1.5e-3,
-    };
+    let tol = EMULATION_BAR;
     for (i, &(m, d, hid, mode)) in shapes.iter().enumerate() {
         let s = 2100 + 10 * i as u64;
         let Mlp {

@@ -663,8 +663,9 @@ impl<B: Backend> RelAttention<B> {
             scale: cx.scale,
             query_block: cx.chunk,
         };
-        let out = b.rel_attention(&qkv, p, &self.bias_u, &self.bias_v, cx.keep, &params)?;
         let o = &self.o;
+        let out =
+            b.rel_attention_feeding(&qkv, p, &self.bias_u, &self.bias_v, cx.keep, &params, &o.w)?;
         Ok(b.linear_add_norms(&out, &o.w, o.b.as_ref(), x, norms, NORM_EPS, next)?)
         // (B, T, d)
     }
