@@ -3,20 +3,9 @@
 # cuda_parakeet cuda_canary cuda_gigaam cuda_qwen3a cuda_gemma4a parakeet_batch linear_add_norms
 # conformer_ops graphs"; cp -r ../shared/tools dist/tools; carry both). First the parity test of
 # STAPES_CUDA_PDL=linked on a clip's block, then every family's GPU test under linked, then each
-# encoder steps / linked alternating (q8 one clip, 16 clips, turbo f16 and q8), then the
-# comparison beside PyTorch under linked. If all hold, linked becomes pdl::DEFAULT_MODE.
-set -uo pipefail
-O=${OUT:-/tmp/out}; mkdir -p "$O" /tmp/o
-exec > >(tee -a "$O/log.txt") 2>&1
-S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
-V=${V:?the bundle name, e.g. V=v107}
-export STAPES_CACHE=/tmp/c2; mkdir -p $STAPES_CACHE /tmp/x /tmp/t2
-tar -xJf dist/$V.tar.xz -C /tmp/x && cp -r /tmp/x/$V/audio $STAPES_CACHE/
-B=/tmp/x/$V
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
-t() { s=$(date +%s); timeout 90 $B/$1 --test-threads=1 --nocapture ${2:-} > /tmp/o/$1${3:-}.log 2>&1; rc=$?
-  echo "=== $1 ${2:-} ${3:-} rc=$rc $(( $(date +%s)-s ))s $(grep -E '^test result' /tmp/o/$1${3:-}.log | tail -1)"
-  grep -E "panicked|FAILED|SKIPPED|programmatic" /tmp/o/$1${3:-}.log | head -8; }
+# encoder steps / linked alternating (q8 one clip, 16 clips, turbo f16 and q8). If all hold,
+# linked becomes pdl::DEFAULT_MODE.
+source tools/bench/device_env.sh
 t pdl fastconformer_block
 export STAPES_CUDA_PDL=linked
 for b in cuda_parakeet cuda_canary cuda_gigaam cuda_qwen3a cuda_gemma4a parakeet_batch fp8 linear_add_norms conformer_ops graphs; do
