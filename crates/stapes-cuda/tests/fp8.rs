@@ -681,47 +681,34 @@ fn fp8_split_sum_is_the_e4m3_product_of_its_input() {
             g.set_f8wg(f8wg);
             g.set_f8wg_split(f8wg != "0");
             let key = format!("test-encoder/fp8-split-{i}-{on}-{f8wg}");
-            let go = || -> Vec<Vec<f32>> {
-                let outs = g
-                    .chain(&key, &mut |be| {
-                        let x16 = be.affine(&xt, 1.0, 0.0)?;
-                        let r16 = be.affine(&rt, 1.0, 0.0)?;
-                        let h =
-                            be.linear_act_feeding(&x16, &w1q, Some(&b1t), Activation::Silu, &w2q)?;
-                        let (y, mut z) = be.linear_add_norms(
-                            &h,
-                            &w2q,
-                            Some(&b2t),
-                            &r16,
-                            &[(&gt, Some(&bt))],
-                            1e-5,
-                            None,
-                        )?;
-                        let z = z
-                            .pop()
-                            .ok_or_else(|| stapes_core::Error::shape("test", "no norm"))?;
-                        Ok(vec![h, y, z])
-                    })
-                    .unwrap();
-                outs.iter().map(|t| g.download(t).unwrap().data).collect()
+            let count = || {
+                [
+                    g.counters().snapshot().gemm_q8_fp8,
+                    g.split_ln_runs(),
+                    g.f8wg_runs(),
+                ]
             };
-            let c0 = (
-                g.counters().snapshot().gemm_q8_fp8,
-                g.split_ln_runs(),
-                g.f8wg_runs(),
-            );
-            let eager = go();
-            let c1 = (
-                g.counters().snapshot().gemm_q8_fp8,
-                g.split_ln_runs(),
-                g.f8wg_runs(),
-            );
-            let replayed = go();
-            assert_eq!(
-                eager, replayed,
-                "m{m} fp8 {on} f8wg {f8wg}: the replay differs from the eager run"
-            );
-            (eager, c1.0 - c0.0, c1.1 - c0.1, c1.2 - c0.2)
+            let (outs, [fp8, splits, f8wg_runs]) =
+                common::chain_eager_replay(g, &key, &count, &mut |be| {
+                    let x16 = be.affine(&xt, 1.0, 0.0)?;
+                    let r16 = be.affine(&rt, 1.0, 0.0)?;
+                    let h =
+                        be.linear_act_feeding(&x16, &w1q, Some(&b1t), Activation::Silu, &w2q)?;
+                    let (y, mut z) = be.linear_add_norms(
+                        &h,
+                        &w2q,
+                        Some(&b2t),
+                        &r16,
+                        &[(&gt, Some(&bt))],
+                        1e-5,
+                        None,
+                    )?;
+                    let z = z
+                        .pop()
+                        .ok_or_else(|| stapes_core::Error::shape("test", "no norm"))?;
+                    Ok(vec![h, y, z])
+                });
+            (outs, fp8, splits, f8wg_runs)
         };
         let (f16_outs, f16_fp8, f16_splits, _) = run(false, "0");
         let mut forms = vec![("cuBLASLt", run(true, "0"))];
@@ -960,36 +947,28 @@ fn fp8_rel_attention_writes_the_projections_input() {
         // outputs, and FP8 GEMMs of the eager run
         let run = |fed: bool| -> (Vec<Vec<f32>>, u64) {
             let key = format!("test-encoder/fp8-rel-attn-{form}-{fed}");
-            let go = || -> Vec<Vec<f32>> {
-                let outs = g
-                    .chain(&key, &mut |be| {
-                        let q16 = be.affine(&qt, 1.0, 0.0)?;
-                        let p16 = be.affine(&pt, 1.0, 0.0)?;
-                        let r16 = be.affine(&rt, 1.0, 0.0)?;
-                        let a = if fed {
-                            be.rel_attention_feeding(&q16, &p16, &but, &bvt, None, &p, &wq)?
-                        } else {
-                            be.rel_attention(&q16, &p16, &but, &bvt, None, &p)?
-                        };
-                        let (y, _) = be.linear_add_norms(
-                            &a,
-                            &wq,
-                            Some(&bt),
-                            &r16,
-                            &[(&gt, Some(&nbt))],
-                            1e-5,
-                            None,
-                        )?;
-                        Ok(vec![a, y])
-                    })
-                    .unwrap();
-                outs.iter().map(|x| g.download(x).unwrap().data).collect()
-            };
-            let c0 = g.counters().snapshot().gemm_q8_fp8;
-            let eager = go();
-            let c1 = g.counters().snapshot().gemm_q8_fp8;
-            assert_eq!(eager, go(), "form {form} fed {fed}: the replay differs");
-            (eager, c1 - c0)
+            let count = || [g.counters().snapshot().gemm_q8_fp8];
+            let (outs, [fp8]) = common::chain_eager_replay(g, &key, &count, &mut |be| {
+                let q16 = be.affine(&qt, 1.0, 0.0)?;
+                let p16 = be.affine(&pt, 1.0, 0.0)?;
+                let r16 = be.affine(&rt, 1.0, 0.0)?;
+                let a = if fed {
+                    be.rel_attention_feeding(&q16, &p16, &but, &bvt, None, &p, &wq)?
+                } else {
+                    be.rel_attention(&q16, &p16, &but, &bvt, None, &p)?
+                };
+                let (y, _) = be.linear_add_norms(
+                    &a,
+                    &wq,
+                    Some(&bt),
+                    &r16,
+                    &[(&gt, Some(&nbt))],
+                    1e-5,
+                    None,
+                )?;
+                Ok(vec![a, y])
+            });
+            (outs, fp8)
         };
         let ((fed, fed_fp8), (plain, plain_fp8)) = (run(true), run(false));
         let what = format!("form {form}");
@@ -1176,29 +1155,16 @@ fn fp8_few_row_gemm_is_the_e4m3_product_of_its_input() {
         let run = |mode: &str| -> (Vec<Vec<f32>>, u64, u64) {
             g.set_f8wg(mode);
             let key = format!("test-encoder/f8wg-{i}-{mode}");
-            let go = || -> Vec<Vec<f32>> {
-                let outs = g
-                    .chain(&key, &mut |be| {
-                        let x16 = be.affine(&xt, 1.0, 0.0)?;
-                        let r16 = be.affine(&rt, 1.0, 0.0)?;
-                        let h =
-                            be.linear_act_feeding(&x16, &w1q, Some(&b1t), Activation::Silu, &w2q)?;
-                        let y = be.linear_add(&h, &w2q, Some(&b2t), &r16)?;
-                        let p = be.linear(&x16, &w1q, Some(&b1t))?;
-                        Ok(vec![h, y, p])
-                    })
-                    .unwrap();
-                outs.iter().map(|t| g.download(t).unwrap().data).collect()
-            };
-            let (r0, p0) = (g.f8wg_runs(), g.fp8_input_passes());
-            let eager = go();
-            let (r1, p1) = (g.f8wg_runs(), g.fp8_input_passes());
-            let replayed = go();
-            assert_eq!(
-                eager, replayed,
-                "m{m} {mode}: the replay differs from the eager run"
-            );
-            (eager, r1 - r0, p1 - p0)
+            let count = || [g.f8wg_runs(), g.fp8_input_passes()];
+            let (outs, [runs, passes]) = common::chain_eager_replay(g, &key, &count, &mut |be| {
+                let x16 = be.affine(&xt, 1.0, 0.0)?;
+                let r16 = be.affine(&rt, 1.0, 0.0)?;
+                let h = be.linear_act_feeding(&x16, &w1q, Some(&b1t), Activation::Silu, &w2q)?;
+                let y = be.linear_add(&h, &w2q, Some(&b2t), &r16)?;
+                let p = be.linear(&x16, &w1q, Some(&b1t))?;
+                Ok(vec![h, y, p])
+            });
+            (outs, runs, passes)
         };
         let (lt, lt_runs, lt_passes) = run("0");
         let (outs, runs, passes) = run(mode);

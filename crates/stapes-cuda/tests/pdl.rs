@@ -283,48 +283,30 @@ fn fastconformer_block_under_linked_pdl_matches_plain_launches_bitwise() {
     let runs0 = g.f8wg_runs();
     let run = |mode: pdl::PdlMode, key: &str| -> Vec<Vec<f32>> {
         pdl::set_mode(mode);
-        let go = || -> Vec<Vec<f32>> {
-            let outs = g
-                .chain(key, &mut |b| {
-                    let x16 = b.affine(&x, 1.0, 0.0)?;
-                    let h = b.layer_norm_feeding(&x16, &ga, Some(&be), 1e-5, &wqkv)?;
-                    let qkv = b.linear(&h, &wqkv, None)?;
-                    let a = b.rel_attention_feeding(&qkv, &pos, &bu, &bv, None, &p, &wo)?;
-                    let (x1, mut z) = b.linear_add_norms(
-                        &a,
-                        &wo,
-                        Some(&bo),
-                        &x16,
-                        &[(&ga, Some(&be))],
-                        1e-5,
-                        Some(&w1),
-                    )?;
-                    let z = z
-                        .pop()
-                        .ok_or_else(|| stapes_core::Error::shape("test", "no norm"))?;
-                    let f = b.linear_act_feeding(&z, &w1, Some(&b1), Activation::Silu, &w2)?;
-                    let (y, _) = b.linear_add_norms(
-                        &f,
-                        &w2,
-                        Some(&b2),
-                        &x1,
-                        &[(&ga, Some(&be))],
-                        1e-5,
-                        None,
-                    )?;
-                    Ok(vec![a, x1, y])
-                })
-                .expect("chain");
-            outs.iter()
-                .map(|o| g.download(o).expect("download").data)
-                .collect()
-        };
-        let eager = go();
-        let replayed = go();
-        for (j, (e, r)) in eager.iter().zip(&replayed).enumerate() {
-            same(r, e, &format!("{key}: output {j}, replay against eager"));
-        }
-        replayed
+        let no_count = || [0u64; 0];
+        common::chain_eager_replay(g, key, &no_count, &mut |b| {
+            let x16 = b.affine(&x, 1.0, 0.0)?;
+            let h = b.layer_norm_feeding(&x16, &ga, Some(&be), 1e-5, &wqkv)?;
+            let qkv = b.linear(&h, &wqkv, None)?;
+            let a = b.rel_attention_feeding(&qkv, &pos, &bu, &bv, None, &p, &wo)?;
+            let (x1, mut z) = b.linear_add_norms(
+                &a,
+                &wo,
+                Some(&bo),
+                &x16,
+                &[(&ga, Some(&be))],
+                1e-5,
+                Some(&w1),
+            )?;
+            let z = z
+                .pop()
+                .ok_or_else(|| stapes_core::Error::shape("test", "no norm"))?;
+            let f = b.linear_act_feeding(&z, &w1, Some(&b1), Activation::Silu, &w2)?;
+            let (y, _) =
+                b.linear_add_norms(&f, &w2, Some(&b2), &x1, &[(&ga, Some(&be))], 1e-5, None)?;
+            Ok(vec![a, x1, y])
+        })
+        .0
     };
     let plain = run(pdl::PdlMode::Off, "test-encoder/pdl-block-off");
     let linked = run(pdl::PdlMode::Linked, "test-encoder/pdl-block-linked");

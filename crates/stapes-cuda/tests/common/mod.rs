@@ -190,3 +190,38 @@ pub fn worst_column(got: &[f32], want: &[f32], n: usize) -> (usize, f32) {
         })
         .fold((0, 0f32), |a, b| if b.1 > a.1 { b } else { a })
 }
+
+/// `body` as the chain `key`, run twice: eagerly, then replayed from its capture. Asserts the
+/// replay gives the eager run's values bit for bit (naming the first that differs), and returns
+/// the outputs with how far each of `count`'s counters moved over the eager run.
+pub fn chain_eager_replay<const N: usize>(
+    g: &CudaBackend,
+    key: &str,
+    count: &dyn Fn() -> [u64; N],
+    body: &mut dyn FnMut(&CudaBackend) -> stapes_core::Result<Vec<CudaTensor>>,
+) -> (Vec<Vec<f32>>, [u64; N]) {
+    let mut go = || -> Vec<Vec<f32>> {
+        let outs = g
+            .chain(key, &mut *body)
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+        outs.iter()
+            .map(|t| g.download(t).expect("download").data)
+            .collect()
+    };
+    let c0 = count();
+    let eager = go();
+    let c1 = count();
+    let replayed = go();
+    assert_eq!(eager.len(), replayed.len(), "{key}: outputs of the replay");
+    for (j, (e, r)) in eager.iter().zip(&replayed).enumerate() {
+        assert_eq!(e.len(), r.len(), "{key}: output {j}'s length in the replay");
+        let first = (0..e.len()).find(|&i| e[i].to_bits() != r[i].to_bits() || e[i] != r[i]);
+        if let Some(i) = first {
+            panic!(
+                "{key}: the replay differs from the eager run: output {j}, value {i}: {} vs {}",
+                r[i], e[i]
+            );
+        }
+    }
+    (eager, std::array::from_fn(|i| c1[i] - c0[i]))
+}
