@@ -161,8 +161,9 @@ pub(crate) fn foreign() {
 }
 
 /// Record a launch of `name` and say whether the work just ahead of it was a PDL-safe kernel
-/// of ours. The counters are process-wide: with several streams at once the answer is a guess,
-/// which costs speed only (a PDL-safe kernel waits correctly after anything).
+/// of ours. Only `linked` records launches, and the counters are process-wide: right after a
+/// switch into `linked`, or with several streams at once, the answer is a guess, which costs
+/// speed only (a PDL-safe kernel waits correctly after anything).
 fn follows_safe(name: &str) -> bool {
     let now = FOREIGN.load(Ordering::Relaxed) << 1;
     PREV.swap(now | u64::from(is_safe(name)), Ordering::Relaxed) == now | 1
@@ -210,11 +211,11 @@ fn arch_has_pdl(arch: &str) -> bool {
 impl CudaBackend {
     /// Whether a launch of `name` now carries the PDL attribute.
     pub(crate) fn pdl_for(&self, name: &str) -> bool {
-        let linked = follows_safe(name);
         let here = match mode() {
             PdlMode::Off => false,
             PdlMode::Steps => !self.in_f16_chain(),
-            PdlMode::Linked => !self.in_f16_chain() || linked,
+            // every launch records itself while linked, whatever the answer
+            PdlMode::Linked => follows_safe(name) || !self.in_f16_chain(),
             PdlMode::All => true,
         };
         here && arch_has_pdl(self.device_info().1) && is_safe(name)
