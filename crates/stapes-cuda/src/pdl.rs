@@ -13,14 +13,17 @@
 //! Kernels not listed (cuBLASLt's, other files' until they adopt the macros) launch as before;
 //! a listed kernel after them still waits for them correctly.
 //!
-//! Where it applies ([`PdlMode`]): by default everywhere except inside encoder chains (f16
-//! activations), i.e. decoder steps, label loops and eager work. On the H200 (ledger, stop 13
-//! call 1) it took decoding steps from 0.251 to 0.233 ms (tiny), 0.419 to 0.403 (base), 0.514 to
-//! 0.478 (canary-1b-flash), while the encoders, whose cuBLASLt GEMMs break the chain of
-//! PDL-safe kernels, got slower (turbo 5.66 to 5.75 ms, parakeet 3.12 to 3.21).
-//! `STAPES_CUDA_PDL=0` turns it off, `1` (or `all`) on everywhere, `steps` the default, `linked`
-//! also inside encoder chains between our own PDL-safe kernels ([`PdlMode::Linked`]). Below
-//! sm_90 it is always off (the device helpers compile to nothing there).
+//! Where it applies ([`PdlMode`]): by default ([`PdlMode::Linked`]) in decoder steps, label loops
+//! and eager work, and inside encoder chains (f16 activations) wherever the work just ahead on
+//! the stream is one of our PDL-safe kernels. On the H200 (ledger, stop 13 call 1) it took
+//! decoding steps from 0.251 to 0.233 ms (tiny), 0.419 to 0.403 (base), 0.514 to 0.478
+//! (canary-1b-flash), while turning it on for every launch inside encoders, whose cuBLASLt GEMMs
+//! break the chain of PDL-safe kernels, made them slower (turbo 5.66 to 5.75 ms, parakeet 3.12 to
+//! 3.21). Linking only our own kernels (ledger, stop 46 call 1, H100) took one q8 clip from 1.80
+//! to 1.55 ms (parakeet), 2.37 to 2.06 (canary), 1.55 to 1.50 (GigaAM), and left turbo, 16 clips
+//! and the f16 lane even. `STAPES_CUDA_PDL=0` turns it off, `1` (or `all`) on for every launch,
+//! `steps` outside encoder chains only, `linked` the default. Below sm_90 it is always off (the
+//! device helpers compile to nothing there).
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
@@ -33,17 +36,17 @@ use crate::backend::CudaBackend;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PdlMode {
     Off,
-    /// Outside encoder chains (the default).
+    /// Outside encoder chains.
     Steps,
     /// Every launch of a [`PDL_SAFE`] kernel.
     All,
     /// As `Steps`, and inside encoder chains where the work just ahead on the stream is a
-    /// PDL-safe kernel of ours (not a cuBLAS(Lt) GEMM, a copy or a fill: [`foreign`]).
+    /// PDL-safe kernel of ours (not a cuBLAS(Lt) GEMM, a copy or a fill: [`foreign`]). The default.
     Linked,
 }
 
 /// The mode when `STAPES_CUDA_PDL` is unset.
-pub const DEFAULT_MODE: PdlMode = PdlMode::Steps;
+pub const DEFAULT_MODE: PdlMode = PdlMode::Linked;
 
 /// Kernels that follow the PDL rules above (sorted, for the binary search at each launch).
 /// Adding a name here is a promise about the kernel's code: `PDL_WAIT()` / `PDL_ENTER()` ahead of
