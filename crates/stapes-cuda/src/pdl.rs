@@ -163,13 +163,13 @@ pub(crate) fn foreign() {
     FOREIGN.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Record a launch of `name` and say whether the work just ahead of it was a PDL-safe kernel
+/// Record a launch (`safe`: of a PDL-safe kernel) and say whether the work just ahead of it was a PDL-safe kernel
 /// of ours. Only `linked` records launches, and the counters are process-wide: right after a
 /// switch into `linked`, or with several streams at once, the answer is a guess, which costs
 /// speed only (a PDL-safe kernel waits correctly after anything).
-fn follows_safe(name: &str) -> bool {
+fn follows_safe(safe: bool) -> bool {
     let now = FOREIGN.load(Ordering::Relaxed) << 1;
-    PREV.swap(now | u64::from(is_safe(name)), Ordering::Relaxed) == now | 1
+    PREV.swap(now | u64::from(safe), Ordering::Relaxed) == now | 1
 }
 
 /// The last [`set_mode`], else `STAPES_CUDA_PDL`, else [`DEFAULT_MODE`].
@@ -214,18 +214,19 @@ fn arch_has_pdl(arch: &str) -> bool {
 impl CudaBackend {
     /// Whether a launch of `name` now carries the PDL attribute.
     pub(crate) fn pdl_for(&self, name: &str) -> bool {
+        let safe = is_safe(name);
         let here = match mode() {
             PdlMode::Off => false,
             PdlMode::Steps => !self.in_f16_chain(),
             // every launch records itself while linked, whatever the answer
-            PdlMode::Linked => follows_safe(name) || !self.in_f16_chain(),
+            PdlMode::Linked => follows_safe(safe) || !self.in_f16_chain(),
             PdlMode::All => true,
         };
-        here && arch_has_pdl(self.device_info().1) && is_safe(name)
+        here && safe && arch_has_pdl(self.device_info().1)
     }
 
     /// Whether this device runs PDL-safe kernels with programmatic dependent launch now
-    /// (outside encoder chains in the default mode).
+    /// (in the default mode outside encoder chains, and inside them between our own kernels).
     pub fn pdl_active(&self) -> bool {
         mode() != PdlMode::Off && arch_has_pdl(self.device_info().1)
     }
