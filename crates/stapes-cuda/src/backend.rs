@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{result, sys, CudaContext, CudaStream};
+use cudarc::driver::{result, sys, CudaContext, CudaStream, DriverError};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 use stapes_core::lane::Q8_BLOCK;
@@ -513,10 +513,9 @@ impl CudaBackend {
     ) -> Result<Vec<T>> {
         let mut data = vec![zero; n];
         if n > 0 {
-            crate::pdl::foreign();
             // SAFETY: callers pass a block holding at least n elements of T; the stream is
             // synchronized before `data` is read.
-            unsafe { result::memcpy_dtoh_async(&mut data, blk.ptr, self.stream.cu_stream()) }
+            unsafe { self.copy_dtoh(&mut data, blk.ptr) }
                 .map_err(|e| CudaError::driver("memcpy DtoH", e))?;
         }
         self.stream
@@ -688,9 +687,8 @@ impl CudaBackend {
         if dst.dtype == Dtype::F16 {
             // staged through f32 so the rounding is the kernels' (round to nearest even)
             let stage = self.alloc_f32(&dst.shape)?;
-            crate::pdl::foreign();
             // SAFETY: as below, into the f32 staging block.
-            unsafe { result::memcpy_htod_async(stage.buf.ptr, &src.data, self.stream.cu_stream()) }
+            unsafe { self.copy_htod(stage.buf.ptr, &src.data) }
                 .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
             let n = src.len();
             return self.copy2d(
@@ -704,10 +702,9 @@ impl CudaBackend {
                 n,
             );
         }
-        crate::pdl::foreign();
         // SAFETY: the block holds at least numel f32; the source is pageable host memory, which
         // the driver stages before returning.
-        unsafe { result::memcpy_htod_async(dst.buf.ptr, &src.data, self.stream.cu_stream()) }
+        unsafe { self.copy_htod(dst.buf.ptr, &src.data) }
             .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
         Ok(())
     }
@@ -791,6 +788,29 @@ impl CudaBackend {
             0,
             args![dst, src, r, c, dl, sl],
         )
+    }
+
+    /// `src` copied into device memory at `dst` on the stream (pageable memory: the driver has
+    /// taken it when this returns). Every host copy onto the stream goes through this or
+    /// [`CudaBackend::copy_dtoh`], which count it as work that is not ours for linked PDL
+    /// ([`crate::pdl::foreign`]).
+    ///
+    /// # Safety
+    /// `dst` holds at least `src.len()` elements of `T`.
+    pub(crate) unsafe fn copy_htod<T>(&self, dst: u64, src: &[T]) -> Result<(), DriverError> {
+        crate::pdl::foreign();
+        result::memcpy_htod_async(dst, src, self.stream.cu_stream())
+    }
+
+    /// Device memory at `src` copied into `dst` on the stream (complete once the stream is
+    /// synchronized); see [`CudaBackend::copy_htod`].
+    ///
+    /// # Safety
+    /// `src` holds at least `dst.len()` elements of `T`, and `dst` is not read before the
+    /// stream is synchronized.
+    pub(crate) unsafe fn copy_dtoh<T>(&self, dst: &mut [T], src: u64) -> Result<(), DriverError> {
+        crate::pdl::foreign();
+        result::memcpy_dtoh_async(dst, src, self.stream.cu_stream())
     }
 
     fn dtod(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
@@ -1688,9 +1708,8 @@ impl CudaBackend {
                 let _c = tracing::info_span!("cuda.weight.copy").entered();
                 let b = self.pool.alloc(n * k * 2)?;
                 if !bytes.is_empty() {
-                    crate::pdl::foreign();
                     // SAFETY: the block holds n·k halves = bytes.len() bytes.
-                    unsafe { result::memcpy_htod_async(b.ptr, bytes, self.stream.cu_stream()) }
+                    unsafe { self.copy_htod(b.ptr, bytes) }
                         .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
                 }
                 WeightData::F16(b)
@@ -1716,11 +1735,9 @@ impl CudaBackend {
                 let sb = self.pool.alloc(n_pad * 4)?;
                 // SAFETY: the blocks hold n_pad·k_pad bytes and n_pad f32.
                 unsafe {
-                    crate::pdl::foreign();
-                    result::memcpy_htod_async(wb.ptr, &w8, self.stream.cu_stream())
+                    self.copy_htod(wb.ptr, &w8)
                         .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
-                    crate::pdl::foreign();
-                    result::memcpy_htod_async(sb.ptr, &scales, self.stream.cu_stream())
+                    self.copy_htod(sb.ptr, &scales)
                         .map_err(|e| CudaError::driver("memcpy HtoD", e))?;
                 }
                 WeightData::Q8 {

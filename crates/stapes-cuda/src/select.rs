@@ -236,10 +236,9 @@ impl CudaBackend {
             all.split_at_mut(params.len())
         };
         up.copy_from_slice(&params);
-        crate::pdl::foreign();
         // SAFETY: `dev_params` holds params.len() words; the source stays untouched until the
         // answer's event has completed
-        unsafe { result::memcpy_htod_async(dev_params.ptr, &*up, self.stream.cu_stream()) }
+        unsafe { self.copy_htod(dev_params.ptr, &*up) }
             .map_err(err("memcpy HtoD (select request)"))?;
         let (lp, pp, op) = (self.p(&logits.buf), dev_params.ptr, dev_out.ptr);
         let dt = (logits.is_f16() as i32) << 1;
@@ -297,9 +296,8 @@ impl CudaBackend {
                 args![op, fp, n, rec, vv, pos],
             )?;
         }
-        crate::pdl::foreign();
         // SAFETY: `dev_out` holds out_words words written by the kernel on this stream
-        unsafe { result::memcpy_dtoh_async(&mut *answer, dev_out.ptr, self.stream.cu_stream()) }
+        unsafe { self.copy_dtoh(&mut *answer, dev_out.ptr) }
             .map_err(err("memcpy DtoH (select answer)"))?;
         let done = self
             .stream

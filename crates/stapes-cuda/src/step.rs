@@ -716,8 +716,7 @@ pub(crate) fn download_pinned(
         // stream is synchronized before the slice is read
         let dst = unsafe { std::slice::from_raw_parts_mut(st.ptr, n) };
         if n > 0 {
-            unsafe { result::memcpy_dtoh_async(dst, t.buf.ptr, b.stream().cu_stream()) }
-                .map_err(err("memcpy DtoH (pinned)"))?;
+            unsafe { b.copy_dtoh(dst, t.buf.ptr) }.map_err(err("memcpy DtoH (pinned)"))?;
         }
         b.stream()
             .synchronize()
@@ -737,7 +736,6 @@ pub(crate) fn write_host(
     dst: &mut CudaTensor,
     src: &stapes_core::HostTensor,
 ) -> Result<bool> {
-    use cudarc::driver::result;
     if dst.is_f16() || dst.shape() != src.shape.as_slice() {
         return Ok(false);
     }
@@ -749,7 +747,7 @@ pub(crate) fn write_host(
     b.forget_prep();
     // SAFETY: dst holds numel f32; a copy from pageable memory returns once the driver has
     // taken the source, so `src` may go afterwards
-    unsafe { result::memcpy_htod_async(dst.buf.ptr, &src.data, b.stream().cu_stream()) }
+    unsafe { b.copy_htod(dst.buf.ptr, &src.data) }
         .map_err(|e| Error::from(crate::CudaError::driver("memcpy HtoD (step)", e)))?;
     Ok(true)
 }
