@@ -5,20 +5,30 @@
 // an aligned block), which is what keeps them near memory bandwidth.
 #define GRID_STRIDE(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
-template <class Y, class X>
-__device__ __forceinline__ void act_k(void* y_, const void* x_, long long n, int act) {
-    Y* y = (Y*)y_;
-    const X* x = (const X*)x_;
+template <class Y, class X, bool FAST>
+__device__ __forceinline__ void act_k(Y* y, const X* x, long long n, int act) {
     if ((n & 3) == 0) {
         GRID_STRIDE(i, n >> 2) {
             float4 v = ld4(x, i);
-            st4(y, i, make_float4(act_apply(v.x, act), act_apply(v.y, act), act_apply(v.z, act), act_apply(v.w, act)));
+            st4(y, i,
+                FAST ? make_float4(act_apply_fast(v.x, act), act_apply_fast(v.y, act), act_apply_fast(v.z, act), act_apply_fast(v.w, act))
+                     : make_float4(act_apply(v.x, act), act_apply(v.y, act), act_apply(v.z, act), act_apply(v.w, act)));
         }
         return;
     }
-    GRID_STRIDE(i, n) stf(y, i, act_apply(ldf(x, i), act));
+    GRID_STRIDE(i, n) stf(y, i, FAST ? act_apply_fast(ldf(x, i), act) : act_apply(ldf(x, i), act));
 }
-extern "C" __global__ void act(void* y, const void* x, long long n, int act, int dt) { PDL_ENTER(); DISPATCH_YX(dt, act_k, y, x, n, act); }
+template <class Y, class X>
+__device__ __forceinline__ void act_dt(void* y, const void* x, long long n, int act, bool fast) {
+    if (fast) act_k<Y, X, true>((Y*)y, (const X*)x, n, act);
+    else act_k<Y, X, false>((Y*)y, (const X*)x, n, act);
+}
+// dt bit 2: SiLU and sigmoid on act_apply_fast (a q8 weight's pass, src/backend.rs act_launch:
+// the form act_e4m3 and f8wg's epilogue run, so each of them equals this pass's bits)
+extern "C" __global__ void act(void* y, const void* x, long long n, int act, int dt) {
+    PDL_ENTER();
+    DISPATCH_YX(dt, act_dt, y, x, n, act, (dt & 4) != 0);
+}
 
 // op: 0 add, 1 mul. b is broadcast as a suffix of a: b index = i % nb.
 template <class Y, class A, class B>

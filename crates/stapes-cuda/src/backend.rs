@@ -710,22 +710,40 @@ impl CudaBackend {
     }
 
     /// `y = act(x)` over `x`'s elements into `y` of type `y_dt` (`y` may be `x` itself: each
-    /// thread reads its values before it writes them).
-    fn act_launch(&self, y: u64, y_dt: Dtype, x: &CudaTensor, act: Activation) -> Result<()> {
+    /// thread reads its values before it writes them). `fast`: SiLU and sigmoid on the MUFU exp
+    /// and reciprocal (~1e-6 relative, under the f16 rounding of a q8 weight's output), the form
+    /// the q8 lane's fused passes (act_e4m3, f8wg's epilogue) run, so they and this pass agree
+    /// bit for bit; the f16 lane keeps the exact form (its ids must equal CPU f32's).
+    fn act_launch(
+        &self,
+        y: u64,
+        y_dt: Dtype,
+        x: &CudaTensor,
+        act: Activation,
+        fast: bool,
+    ) -> Result<()> {
         let n = x.numel();
         if n == 0 {
             return Ok(());
         }
         let (xp, ni, a) = (self.t(x), n as i64, act_code(act));
-        let dt = y_dt.bit() | (x.bit() << 1);
+        let dt = y_dt.bit() | (x.bit() << 1) | (i32::from(fast) << 2);
         let grid = grid_1d_x4(n, n.is_multiple_of(4));
         self.launch("act", grid, (256, 1, 1), 0, args![y, xp, ni, a, dt])
     }
 
     /// `x = act(x)` where nothing else holds `x` (a GEMM's fresh output): no second buffer, so
     /// the values stay in the cache lines the GEMM just wrote.
-    pub(crate) fn activation_in_place(&self, x: &CudaTensor, act: Activation) -> Result<()> {
-        self.act_launch(x.buf.ptr, x.dtype, x, act)
+    /// `lane`: the weight's whose output `x` is (`act_launch`'s fast form for a q8 weight's f16
+    /// output).
+    pub(crate) fn activation_in_place(
+        &self,
+        x: &CudaTensor,
+        act: Activation,
+        lane: Lane,
+    ) -> Result<()> {
+        let fast = lane == Lane::Q8 && x.dtype == Dtype::F16;
+        self.act_launch(x.buf.ptr, x.dtype, x, act, fast)
     }
 
     fn elementwise_out(&self, x: &CudaTensor) -> Result<CudaTensor> {
@@ -2611,7 +2629,7 @@ impl Backend for CudaBackend {
 
     fn activation(&self, x: &CudaTensor, act: Activation) -> Result<CudaTensor> {
         let out = self.elementwise_out(x)?;
-        self.act_launch(out.buf.ptr, out.dtype, x, act)?;
+        self.act_launch(out.buf.ptr, out.dtype, x, act, false)?;
         Ok(out)
     }
 

@@ -349,7 +349,7 @@ impl CudaBackend {
         let y8 = self.pool.alloc((m * n).max(1))?;
         let (yp, y8p) = (self.t(&y), self.p(&y8));
         if y.dtype != Dtype::F16 || (yp | y8p) % 16 != 0 {
-            self.activation_in_place(&y, act)?;
+            self.activation_in_place(&y, act, w.lane())?;
             return Ok(Some(y));
         }
         let (count, a) = ((m * n) as i64, super::act_code(act));
