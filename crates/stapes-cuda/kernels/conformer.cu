@@ -14,9 +14,46 @@
 // Block (256 threads = 64 channels × 4 row groups) owns GDW_ROWS output frames × GDW_CH channels:
 // it computes the GLU of the GDW_ROWS + K - 1 input frames it reads once into shared memory
 // (zero outside the sequence and where keep is 0), four frames a thread at a time with every
-// load issued before any is used, then each thread sums the K taps of its GDW_ROWS / 4 outputs
+// load issued before any is used (f16 inputs with c % 8 == 0: 8 channels a thread, gdw_load_h8),
+// then each thread sums the K taps of its GDW_ROWS / 4 outputs
 // in order (bias first, as the separate depthwise kernel does), the outputs side by side.
 #define GDW_NY 4
+// The shared GLU rows of glu_dw_act from f16 inputs with c % 8 == 0: 8 channels a thread, a and
+// gate as one 16-byte load each (the 2-byte loads of the general path left a 16-clip launch
+// waiting on them: 36 % of its stall samples at their conversions, stop 47). The values, the
+// mask and the zeros are the general path's. False (nothing done) for other inputs.
+template <class X>
+__device__ __forceinline__ bool gdw_load_h8(float* g, const X* xb, const float* __restrict__ keep, int b, int t,
+                                            int c, int r_t0, int rows, bool fast) {
+    if constexpr (sizeof(X) != 2) {
+        return false;
+    } else {
+        if (c & 7) return false;
+        const int ch0 = blockIdx.y * GDW_CH;
+        for (int task = threadIdx.x; task < rows * (GDW_CH / 8); task += blockDim.x) {
+            const int r = task / (GDW_CH / 8), cg = (task % (GDW_CH / 8)) * 8, ti = r_t0 + r;
+            float v[8];
+            if (ch0 + cg < c && ti >= 0 && ti < t) {
+                const h16* row = (const h16*)xb + (long long)ti * 2 * c + ch0 + cg;
+                const uint4 ua = *(const uint4*)row, ug = *(const uint4*)(row + c);
+                const float kp = keep ? keep[(long long)b * t + ti] : 1.f;
+                const u32 wa[4] = {ua.x, ua.y, ua.z, ua.w}, wg[4] = {ug.x, ug.y, ug.z, ug.w};
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    const float a = h2f((h16)(wa[e / 2] >> (16 * (e & 1)))), gt = h2f((h16)(wg[e / 2] >> (16 * (e & 1))));
+                    v[e] = kp != 0.f ? sigmoid_mul(a, gt, fast) : 0.f;
+                }
+            } else {
+#pragma unroll
+                for (int e = 0; e < 8; ++e) v[e] = 0.f;
+            }
+            float4* dst = (float4*)(g + r * GDW_CH + cg);
+            dst[0] = make_float4(v[0], v[1], v[2], v[3]);
+            dst[1] = make_float4(v[4], v[5], v[6], v[7]);
+        }
+        return true;
+    }
+}
 template <class Y, class X>
 __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const float* __restrict__ keep,
                                              const float* __restrict__ w, const float* __restrict__ bias, int t, int c,
@@ -33,23 +70,25 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
     const int t0 = blockIdx.x * GDW_ROWS;
     const int rows = GDW_ROWS + kw - 1;
     const X* xb = x + (long long)b * t * 2 * c;
-    for (int r0 = ty; r0 < rows; r0 += 4 * GDW_NY) {
-        float a[4], gate[4], kp[4];
+    if (!gdw_load_h8(g, xb, keep, b, t, c, t0 - pad, rows, FAST)) {
+        for (int r0 = ty; r0 < rows; r0 += 4 * GDW_NY) {
+            float a[4], gate[4], kp[4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int r = r0 + q * GDW_NY, ti = t0 - pad + r;
-            a[q] = gate[q] = 0.f;
-            kp[q] = 0.f;
-            if (r < rows && ch < c && ti >= 0 && ti < t) {
-                a[q] = ldf(xb, (long long)ti * 2 * c + ch);
-                gate[q] = ldf(xb, (long long)ti * 2 * c + c + ch);
-                kp[q] = keep ? keep[(long long)b * t + ti] : 1.f;
+            for (int q = 0; q < 4; ++q) {
+                const int r = r0 + q * GDW_NY, ti = t0 - pad + r;
+                a[q] = gate[q] = 0.f;
+                kp[q] = 0.f;
+                if (r < rows && ch < c && ti >= 0 && ti < t) {
+                    a[q] = ldf(xb, (long long)ti * 2 * c + ch);
+                    gate[q] = ldf(xb, (long long)ti * 2 * c + c + ch);
+                    kp[q] = keep ? keep[(long long)b * t + ti] : 1.f;
+                }
             }
-        }
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int r = r0 + q * GDW_NY;
-            if (r < rows) g[r * GDW_CH + tx] = kp[q] != 0.f ? sigmoid_mul(a[q], gate[q], FAST) : 0.f;
+            for (int q = 0; q < 4; ++q) {
+                const int r = r0 + q * GDW_NY;
+                if (r < rows) g[r * GDW_CH + tx] = kp[q] != 0.f ? sigmoid_mul(a[q], gate[q], FAST) : 0.f;
+            }
         }
     }
     __syncthreads();
