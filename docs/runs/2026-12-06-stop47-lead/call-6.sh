@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stop 47, call 6. Bundles v114 = e62f7c1 + glu_dw_act's 16-byte loads (gdw_load_h8) and v112
-# (e62f7c1's code). Carry both. 1. v114's tests over glu_dw_act; 2. v112 / v113 alternating on
+# (e62f7c1's code). Carry both. 1. v114's tests over glu_dw_act; 2. v112 / v114 alternating on
 # parakeet q8 16 clips and one clip, GigaAM and canary one clip; 3. ncu's duration of the
 # glu_dw_act launches of one 16-clip bench run in each build.
 V=v114 source tools/bench/device_env.sh
