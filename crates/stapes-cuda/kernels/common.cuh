@@ -74,6 +74,10 @@ __device__ __forceinline__ float act_apply_fast(float v, int act) {
     default: return act_apply(v, act);
     }
 }
+// act_apply_fast where `fast`, else act_apply (a compile-time `fast` picks one at no cost)
+__device__ __forceinline__ float act_apply_if(float v, int act, bool fast) {
+    return fast ? act_apply_fast(v, act) : act_apply(v, act);
+}
 // a · sigmoid(gate) (the GLU), fast as act_apply_fast where `fast`
 __device__ __forceinline__ float sigmoid_mul(float a, float gate, bool fast) {
     return fast ? __fdividef(a, 1.f + __expf(-gate)) : a / (1.f + expf(-gate));

@@ -109,7 +109,7 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
         const int to = t0 + ty + GDW_NY * i;
         if (to >= t_out) continue;
         const long long o = ((long long)b * t_out + to) * c + ch;
-        const float v = FAST ? act_apply_fast(acc[i], act) : act_apply(acc[i], act);
+        const float v = act_apply_if(acc[i], act, FAST);
         stf(y, o, v);
         // the stored value as e4m3 too, for the FP8 GEMM that reads it (src/fp8.rs)
         if (y8) y8[o] = (unsigned char)(e4m3x2(FAST ? h2f(f2h(v)) : v, 0.f) & 0xffu);

@@ -10,13 +10,12 @@ __device__ __forceinline__ void act_k(Y* y, const X* x, long long n, int act) {
     if ((n & 3) == 0) {
         GRID_STRIDE(i, n >> 2) {
             float4 v = ld4(x, i);
-            st4(y, i,
-                FAST ? make_float4(act_apply_fast(v.x, act), act_apply_fast(v.y, act), act_apply_fast(v.z, act), act_apply_fast(v.w, act))
-                     : make_float4(act_apply(v.x, act), act_apply(v.y, act), act_apply(v.z, act), act_apply(v.w, act)));
+            st4(y, i, make_float4(act_apply_if(v.x, act, FAST), act_apply_if(v.y, act, FAST), act_apply_if(v.z, act, FAST),
+                                  act_apply_if(v.w, act, FAST)));
         }
         return;
     }
-    GRID_STRIDE(i, n) stf(y, i, FAST ? act_apply_fast(ldf(x, i), act) : act_apply(ldf(x, i), act));
+    GRID_STRIDE(i, n) stf(y, i, act_apply_if(ldf(x, i), act, FAST));
 }
 template <class Y, class X>
 __device__ __forceinline__ void act_dt(void* y, const void* x, long long n, int act, bool fast) {

@@ -78,7 +78,8 @@ extern "C" __global__ void quant_fp8(unsigned char* __restrict__ y, const void* 
 // y = act(x) in f16 (y may be x: in place) and y8 = the stored halves as e4m3, the FP8 GEMM's
 // input that reads y next (src/fp8.rs, linear_act_feeding): the bits `act` (in its fast form, as
 // a q8 weight's pass runs it) then quant_fp8 give, in one pass. The activation on
-// act_apply_fast, as f8wg's epilogue: ~1e-6 relative, under the f16 rounding after it. 8 values a thread an access; count % 8 == 0, every pointer 16-byte aligned.
+// act_apply_fast, as f8wg's epilogue: ~1e-6 relative, under the f16 rounding after it.
+// 8 values a thread an access; count % 8 == 0, every pointer 16-byte aligned.
 extern "C" __global__ void act_e4m3(h16* y, const h16* x, unsigned char* __restrict__ y8, long long count, int act) {
     PDL_ENTER();
     const long long groups = count >> 3, stride = (long long)gridDim.x * blockDim.x;

@@ -163,10 +163,10 @@ pub(crate) fn foreign() {
     FOREIGN.fetch_add(1, Ordering::Relaxed);
 }
 
-/// Record a launch (`safe`: of a PDL-safe kernel) and say whether the work just ahead of it was a PDL-safe kernel
-/// of ours. Only `linked` records launches, and the counters are process-wide: right after a
-/// switch into `linked`, or with several streams at once, the answer is a guess, which costs
-/// speed only (a PDL-safe kernel waits correctly after anything).
+/// Record a launch (`safe`: of a PDL-safe kernel) and say whether the work just ahead of it was
+/// a PDL-safe kernel of ours. Only `linked` records launches, and the counters are process-wide:
+/// right after a switch into `linked`, or with several streams at once, the answer is a guess,
+/// which costs speed only (a PDL-safe kernel waits correctly after anything).
 fn follows_safe(safe: bool) -> bool {
     let now = FOREIGN.load(Ordering::Relaxed) << 1;
     PREV.swap(now | u64::from(safe), Ordering::Relaxed) == now | 1
