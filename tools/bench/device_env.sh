@@ -16,3 +16,11 @@ t() { local s log=/tmp/o/$1${3:-}.log; s=$(date +%s)
   timeout "${TEST_LIMIT:-90}" "$B/$1" --test-threads=1 --nocapture ${2:-} > "$log" 2>&1
   echo "=== $1 ${2:-} ${3:-} rc=$? $(( $(date +%s)-s ))s $(grep -E '^test result' "$log" | tail -1)"
   grep -E "panicked|FAILED|SKIPPED|programmatic" "$log" | head -8; }
+# `e BUNDLE MODEL [LANE] [BATCH]`: one synthetic encode's device median and minimum (ms) from
+# /tmp/x/BUNDLE/stapes (20 iterations; lane q8, batch 1 unless named; a batch's whole encode), or
+# its error's last lines.
+e() { /tmp/x/$1/stapes bench --synthetic "$2" --device cuda --lane "${3:-q8}" --iters 20 --batch "${4:-1}" --json \
+    2>/tmp/t2/e.err | python3 -c '
+import json,sys; r=json.load(sys.stdin)["report"]; b=sys.argv[4] if len(sys.argv)>4 else "1"
+r=r["encode_batched" if b!="1" else "encode_device"]
+print(*sys.argv[1:], "%.3f ms (min %.3f)" % (r["median_ms"], r["min_ms"]))' "$@" || tail -3 /tmp/t2/e.err; }
