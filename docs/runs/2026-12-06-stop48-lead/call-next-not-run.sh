@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
-# Prepared for the next stop, not run (stop 48's device time ran out before its call 6 could
-# start). Stage: v116 = 563e386 (`tools/bench/stage_device.sh v116 ""` on main's head before
-# this stop's later commits is the same code: they change no crate), v119 = 563e386 with the
-# three f16 norm entries returning after PDL_ENTER (call-3.sh's header), v126 =
-#   git apply docs/runs/2026-12-06-stop48-lead/ln-zero-stores-untested.diff.txt
-#   tools/bench/stage_device.sh v126 ""; git checkout crates/
-# (new names if v1xx are taken). Carry dist/v116.tar.xz dist/v119.tar.xz dist/v126.tar.xz.
-# Is the norms' ~0.5 ms (call 3: v119 skips them) their own work, or the next
-# GEMMs running on different data? v126 = 563e386 with the f16 norms doing all their loads and
-# arithmetic but storing zeros (masked by a runtime 0); v119 = the norms skipped (their outputs
-# stale); v116 = 563e386. If v126 runs like v119, the saving is the GEMMs on zeros (power), not
-# the norms' work. Turbo f16 one window, 16 parakeet q8 clips, alternating.
-V=v116 source tools/bench/device_env.sh
-for v in v119 v126; do tar -xJf dist/$v.tar.xz -C /tmp/x; done
-for r in 1 2; do for v in v116 v126 v119; do e $v whisper-large-v3-turbo f16; done; done
-for v in v116 v126 v119; do e $v parakeet-tdt-0.6b-v2 q8 16; [ $(el) -gt 100 ] && break; done
+# Prepared for the next stop, not run (stop 48's device time ran out before a sixth call could
+# start). Is what call 3's skipped passes saved their own work, or the GEMMs after them running on
+# other data (stale buffers) at another clock under the power cap? Each class is built twice
+# over main's crates (all `stapes` only; git checkout crates/ between builds; take fresh names
+# if these are used):
+#   vA = main                                  tools/bench/stage_device.sh vA ""
+#   vN = the f16 norms skipped                 git apply ablation-v119-norms-skipped.diff.txt
+#   vn = the norms storing zeros               git apply ln-zero-stores-untested.diff.txt
+#   vR = the rel-attention skipped             git apply ablation-v120-rel-attn-skipped.diff.txt
+#   vr = the rel-attention storing zeros       git apply ablation-rel-zero-stores-untested.diff.txt
+#   vG = act_e4m3 + glu_dw_act skipped         git apply ablation-v121-act-glu-skipped.diff.txt
+#   vg = act_e4m3 + glu_dw_act storing zeros   git apply ablation-act-glu-zero-stores-untested.diff.txt
+# (diffs in docs/runs/2026-12-06-stop48-lead/). The zero forms do every load and all the
+# arithmetic; a runtime test that bounds no loop (eps, scale, act) zeroes what they store. Carry
+# the seven dist/*.tar.xz (~42 MB). A zero form that runs like its skipped form says the saving
+# was the GEMMs on other data; one that runs like main says it was the pass's own work.
+V=vA source tools/bench/device_env.sh
+for v in vN vn vR vr vG vg; do tar -xJf dist/$v.tar.xz -C /tmp/x; done
+P=parakeet-tdt-0.6b-v2
+for r in 1 2; do for v in vA vN vn; do e $v whisper-large-v3-turbo f16; done; done
+for r in 1 2; do for v in vA vN vn vR vr vG vg; do e $v $P q8 16; done; done
+for v in vA vR vr; do e $v $P; done
 nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader
 echo "done, elapsed $(el) s"
