@@ -11,16 +11,21 @@
 #   git apply docs/runs/2026-12-06-stop48-lead/rel-made-position-term-untested.diff.txt
 #   tools/bench/stage_device.sh vB "conformer_ops cuda_parakeet cuda_canary parakeet_batch graphs pdl"
 #   git checkout crates/; tools/bench/stage_device.sh vA ""
-# Carry dist/vA.tar.xz dist/vB.tar.xz. 1. vB's tests with the switch on: conformer_ops'
-# rel-attention forms (every plain warp count then takes the made term; 1-4 warps must still
-# agree bit for bit, each within the Attention row of the reference). 2. 16 parakeet q8 clips
-# and one clip (there the split form runs, untouched), alternating. 3. ncu of the three launches
+# Carry dist/vA.tar.xz dist/vB.tar.xz. 1. vB's tests: conformer_ops' rel_attention_forms_agree
+# runs the made term (force_rel_bd) with 1-4 warps over every head-of-128 case (masks, several
+# clips, 16 clips of the 0.6b shape): bits equal across warps, each within the Attention row of
+# the reference, and its run counter proves it ran; the family tests with the switch on (they
+# take it only where a fixture has heads of 128 on the plain form; a long input's term, over
+# REL_BD_MAX_BYTES, never).
+# 2. 16 parakeet q8 clips and one clip (there the split form runs, untouched), alternating.
+# 3. ncu of the three launches
 # against rel_attn_d128 at 16 clips (the position GEMM itself is not caught by the name filter:
 # the wall time tells its share).
 V=vB source tools/bench/device_env.sh
 tar -xJf dist/vA.tar.xz -C /tmp/x
+t conformer_ops
 export STAPES_X_REL_BD=1
-t conformer_ops; t cuda_parakeet; t cuda_canary; t parakeet_batch; t graphs; t pdl
+t cuda_parakeet; t cuda_canary; t parakeet_batch; t graphs; t pdl
 echo "elapsed $(el) s"
 P=parakeet-tdt-0.6b-v2
 for r in 1 2 3; do e vA $P q8 16; e vB $P q8 16; done
