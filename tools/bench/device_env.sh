@@ -17,10 +17,22 @@ t() { local s log=/tmp/o/$1${3:-}.log; s=$(date +%s)
   echo "=== $1 ${2:-} ${3:-} rc=$? $(( $(date +%s)-s ))s $(grep -E '^test result' "$log" | tail -1)"
   grep -E "panicked|FAILED|SKIPPED|programmatic" "$log" | head -8; }
 # `e BUNDLE MODEL [LANE] [BATCH]`: one synthetic encode's device median and minimum (ms) from
-# /tmp/x/BUNDLE/stapes (20 iterations; lane q8, batch 1 unless named; a batch's whole encode), or
-# its error's last lines.
-e() { /tmp/x/$1/stapes bench --synthetic "$2" --device cuda --lane "${3:-q8}" --iters 20 --batch "${4:-1}" --json \
+# /tmp/x/BUNDLE/stapes (E_ITERS iterations, 20 unless set; lane q8, batch 1 unless named; a
+# batch's whole encode), or its error's last lines.
+e() { /tmp/x/$1/stapes bench --synthetic "$2" --device cuda --lane "${3:-q8}" --iters "${E_ITERS:-20}" --batch "${4:-1}" --json \
     2>/tmp/t2/e.err | python3 -c '
 import json,sys; r=json.load(sys.stdin)["report"]; b=sys.argv[4] if len(sys.argv)>4 else "1"
 r=r["encode_batched" if b!="1" else "encode_device"]
 print(*sys.argv[1:], "%.3f ms (min %.3f)" % (r["median_ms"], r["min_ms"]))' "$@" || tail -3 /tmp/t2/e.err; }
+# `w CMD…`: runs CMD while nvidia-smi samples the card every 20 ms, then prints the median SM
+# clock and power over the busy samples (power above half the busiest): whether a build ran at
+# another clock under the power cap.
+w() { nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 20 > /tmp/t2/smi.csv &
+  local sp=$!; "$@"; kill $sp 2>/dev/null; wait $sp 2>/dev/null
+  python3 - /tmp/t2/smi.csv <<'PY'
+import sys, statistics as st
+rows = [tuple(float(v) for v in l.split(",")) for l in open(sys.argv[1]) if l.count(",") == 1]
+busy = [r for r in rows if rows and r[1] > 0.5 * max(p for _, p in rows)]
+if busy: print("  smi: %d busy samples, SM %.0f MHz, %.0f W (medians)" % (len(busy), st.median(c for c, _ in busy), st.median(p for _, p in busy)))
+PY
+}

@@ -19,6 +19,8 @@ V=vA source tools/bench/device_env.sh
 for v in vN vn vR vr vG vg; do tar -xJf dist/$v.tar.xz -C /tmp/x; done
 P=parakeet-tdt-0.6b-v2
 for r in 1 2; do for v in vA vN vn; do e $v whisper-large-v3-turbo f16; done; done
+# the clock each build runs at under load (400 encodes, ~2 s): the confound seen directly
+for v in vA vN vn; do E_ITERS=400 w e $v whisper-large-v3-turbo f16; done
 for r in 1 2; do for v in vA vN vn vR vr vG vg; do e $v $P q8 16; done; done
 for v in vA vR vr; do e $v $P; done
 nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader
