@@ -32,7 +32,8 @@ w() { nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits 
   python3 - /tmp/t2/smi.csv <<'PY'
 import sys, statistics as st
 rows = [tuple(float(v) for v in l.split(",")) for l in open(sys.argv[1]) if l.count(",") == 1]
-busy = [r for r in rows if rows and r[1] > 0.5 * max(p for _, p in rows)]
+peak = max((p for _, p in rows), default=0.0)
+busy = [r for r in rows if r[1] > 0.5 * peak]
 if busy: print("  smi: %d busy samples, SM %.0f MHz, %.0f W (medians)" % (len(busy), st.median(c for c, _ in busy), st.median(p for _, p in busy)))
 PY
 }
