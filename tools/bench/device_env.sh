@@ -2,14 +2,16 @@
 # machine, with V naming the bundle from stage_device.sh: $OUT/log.txt gets everything, `el`
 # says the seconds since, the bundle is unpacked as $B (its clips in STAPES_CACHE), the card is
 # named, and `t BIN [FILTER] [SUFFIX]` runs a test binary into /tmp/o/BIN[SUFFIX].log and prints
-# its result line and any failure or skip.
+# its result line and any failure or skip. With PACK (pack_bundles.sh's all.tar.xz) every bundle
+# in it is unpacked into /tmp/x, V among them.
 set -uo pipefail
 O=${OUT:-/tmp/out}; mkdir -p "$O" /tmp/o
 exec > >(tee -a "$O/log.txt") 2>&1
 S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
 V=${V:?the bundle name, e.g. V=v107}
 export STAPES_CACHE=/tmp/c2; mkdir -p $STAPES_CACHE /tmp/x /tmp/t2
-tar -xJf "dist/$V.tar.xz" -C /tmp/x && cp -r "/tmp/x/$V/audio" "$STAPES_CACHE/"
+if [ -n "${PACK:-}" ]; then xz -dc "$PACK" | tar -C /tmp/x -xf -; else tar -xJf "dist/$V.tar.xz" -C /tmp/x; fi &&
+  cp -r "/tmp/x/$V/audio" "$STAPES_CACHE/"
 B=/tmp/x/$V
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
 t() { local s log=/tmp/o/$1${3:-}.log; s=$(date +%s)

@@ -8,18 +8,14 @@
 #   git apply docs/runs/2026-12-06-stop49-lead/feeding-add-norms-untested.diff.txt
 #   tools/bench/stage_device.sh vE "fp8 conformer_ops cuda_parakeet cuda_canary cuda_gigaam parakeet_batch graphs pdl"
 #   git checkout crates/; tools/bench/stage_device.sh vA ""
-# then pack both into one solid xz as call-4.sh does (dist/c50/all.tar.xz) and carry dist/c50.
+#   tools/bench/pack_bundles.sh c50 vA vE                  (carry dist/c50)
 # 1. vE's tests: fp8's fp8_feeding_add_norms_writes_e4m3_only (each pass at 600 and 2240 rows:
 #    the sum and both norms bit-equal to the pass's `_feeding` op + `linear_add_norms`, eager
 #    == replay, the counter proving the e4m3-only form ran; at 140 rows of 1024 channels (the
 #    split form) and with STAPES_CUDA_E4M3_ONLY off it does not run), then the family tests.
 # 2. 16 parakeet q8 clips, vA against vE and vE with the switch off, alternating; one clip.
 set -uo pipefail
-mkdir -p /tmp/stage
-xz -dc dist/c50/all.tar.xz | tar -C /tmp/stage -xf -
-for v in vA vE; do tar -C /tmp/stage -cf - $v | xz -0 -T0 > dist/$v.tar.xz; done
-V=vE source tools/bench/device_env.sh
-tar -xJf dist/vA.tar.xz -C /tmp/x
+V=vE PACK=dist/c50/all.tar.xz source tools/bench/device_env.sh
 t fp8; t conformer_ops; t cuda_parakeet; t cuda_canary; t cuda_gigaam; t parakeet_batch; t graphs; t pdl
 echo "elapsed $(el) s"
 P=parakeet-tdt-0.6b-v2
