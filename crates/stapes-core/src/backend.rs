@@ -679,6 +679,26 @@ pub trait Backend: Send + Sync {
         linear_add_norms_composed(self, x, w, bias, r, norms, eps, next)
     }
 
+    /// A pass whose result only the linear of weight `w` reads, then that linear landing on the
+    /// residual stream `r` and the norms after it, as [`Backend::linear_add_norms`]. The pass's
+    /// result never leaves the op, so a GPU home may write only the form that linear reads
+    /// (CUDA: the e4m3 copy of an FP8 GEMM, without the f16 one). The default runs the pass's
+    /// `_feeding` op, then `linear_add_norms`.
+    #[allow(clippy::too_many_arguments)]
+    fn feeding_add_norms(
+        &self,
+        pass: Feeding<'_, Self::Tensor, Self::Weight>,
+        w: &Self::Weight,
+        bias: Option<&Self::Tensor>,
+        r: &Self::Tensor,
+        norms: &[(&Self::Tensor, Option<&Self::Tensor>)],
+        eps: f32,
+        next: Option<&Self::Weight>,
+    ) -> Result<(Self::Tensor, Vec<Self::Tensor>)> {
+        let h = feeding_composed(self, pass, w)?;
+        self.linear_add_norms(&h, w, bias, r, norms, eps, next)
+    }
+
     /// A tensor made before an encoder chain and read by every pass of it (a shape bucket's
     /// constants), in the form the chain's ops read it (CUDA: f16 where encoder chains keep
     /// f16 activations; their kernels would otherwise convert it on every pass). The same
@@ -1349,11 +1369,23 @@ pub fn linear_add_norms_composed<B: Backend + ?Sized>(
     next: Option<&B::Weight>,
 ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
     let s = b.linear_add(x, w, bias, r)?;
-    let outs = match (norms, next) {
-        ([(g, be)], Some(nw)) => vec![b.layer_norm_feeding(&s, g, *be, eps, nw)?],
-        ([(g, be)], None) => vec![b.layer_norm(&s, g, *be, eps)?],
+    let outs = norms_after_composed(b, &s, norms, eps, next)?;
+    Ok((s, outs))
+}
+
+/// The norms of [`linear_add_norms_composed`] over its sum `s`.
+pub fn norms_after_composed<B: Backend + ?Sized>(
+    b: &B,
+    s: &B::Tensor,
+    norms: &[(&B::Tensor, Option<&B::Tensor>)],
+    eps: f32,
+    next: Option<&B::Weight>,
+) -> Result<Vec<B::Tensor>> {
+    Ok(match (norms, next) {
+        ([(g, be)], Some(nw)) => vec![b.layer_norm_feeding(s, g, *be, eps, nw)?],
+        ([(g, be)], None) => vec![b.layer_norm(s, g, *be, eps)?],
         ([n1, n2], _) => {
-            let (y, z) = b.layer_norm_pair(&s, [*n1, *n2], eps, next)?;
+            let (y, z) = b.layer_norm_pair(s, [*n1, *n2], eps, next)?;
             vec![y, z]
         }
         _ => {
@@ -1362,8 +1394,7 @@ pub fn linear_add_norms_composed<B: Backend + ?Sized>(
                 format!("{} norms: one or two follow the linear", norms.len()),
             ))
         }
-    };
-    Ok((s, outs))
+    })
 }
 
 /// [`Backend::qkv_step`] from other ops: what every home's default computes.
@@ -1389,6 +1420,69 @@ pub fn packed_width(op: &'static str, s: &[usize]) -> Result<usize> {
     match s {
         [_, _, c3] if *c3 > 0 && c3 % 3 == 0 => Ok(c3 / 3),
         _ => Err(crate::Error::shape(op, format!("{s:?} is not (B, T, 3·C)"))),
+    }
+}
+
+/// The pass of [`Backend::feeding_add_norms`], with its operands: the `_feeding` op it stands for.
+#[derive(Debug)]
+pub enum Feeding<'a, T, W> {
+    /// [`Backend::linear_act_feeding`] `(x, w, bias, act)`.
+    LinearAct {
+        x: &'a T,
+        w: &'a W,
+        bias: Option<&'a T>,
+        act: Activation,
+    },
+    /// [`Backend::glu_depthwise_act_feeding`] `(x, keep, w, bias, act)`.
+    GluDepthwiseAct {
+        x: &'a T,
+        keep: Option<&'a T>,
+        w: &'a T,
+        bias: Option<&'a T>,
+        act: Activation,
+    },
+    /// [`Backend::rel_attention_feeding`] `(qkv, pos, bias_u, bias_v, keep, p)`.
+    RelAttention {
+        qkv: &'a T,
+        pos: &'a T,
+        bias_u: &'a T,
+        bias_v: &'a T,
+        keep: Option<&'a T>,
+        p: RelAttnParams,
+    },
+}
+
+// (by hand: derived, they would ask T and W to be Copy, where only references are copied)
+impl<T, W> Clone for Feeding<'_, T, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, W> Copy for Feeding<'_, T, W> {}
+
+/// The pass of [`Backend::feeding_add_norms`] by its `_feeding` op, `next` the linear it feeds.
+pub fn feeding_composed<B: Backend + ?Sized>(
+    b: &B,
+    pass: Feeding<'_, B::Tensor, B::Weight>,
+    next: &B::Weight,
+) -> Result<B::Tensor> {
+    match pass {
+        Feeding::LinearAct { x, w, bias, act } => b.linear_act_feeding(x, w, bias, act, next),
+        Feeding::GluDepthwiseAct {
+            x,
+            keep,
+            w,
+            bias,
+            act,
+        } => b.glu_depthwise_act_feeding(x, keep, w, bias, act, next),
+        Feeding::RelAttention {
+            qkv,
+            pos,
+            bias_u,
+            bias_v,
+            keep,
+            p,
+        } => b.rel_attention_feeding(qkv, pos, bias_u, bias_v, keep, &p, next),
     }
 }
 

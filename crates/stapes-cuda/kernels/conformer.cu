@@ -110,12 +110,12 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
         if (to >= t_out) continue;
         const long long o = ((long long)b * t_out + to) * c + ch;
         const float v = act_apply_if(acc[i], act, FAST);
-        stf(y, o, v);
+        if (y) stf(y, o, v);
         // the stored value as e4m3 too, for the FP8 GEMM that reads it (src/fp8.rs)
         if (y8) y8[o] = (unsigned char)(e4m3x2(FAST ? h2f(f2h(v)) : v, 0.f) & 0xffu);
     }
 }
-// y8: null, or (f16 outputs) the outputs also as e4m3.
+// y8: null, or (f16 outputs) the outputs also as e4m3; y null (with y8 set): e4m3 only.
 extern "C" __global__ void glu_dw_act(void* y, const void* x, const float* keep, const float* w, const float* bias, int t,
                                       int c, int kw, int pad, int t_out, int act, int dt, unsigned char* y8) {
     PDL_ENTER();
@@ -261,7 +261,8 @@ __device__ __forceinline__ void rel_pos_mma(float (&bd)[PW / 8][4], const h16* p
     }
 }
 
-// out8: null, or (f16 outputs) the outputs also as e4m3.
+// out8: null, or (f16 outputs) the outputs also as e4m3; out null (with out8 set): e4m3 only, for
+// an FP8 GEMM that is the result's only reader (src/conformer.rs, pass_e4m3_add_norms).
 template <int D, bool SPLIT, class Y>
 __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict__ out8, const h16* __restrict__ qkv,
                                            const h16* __restrict__ pos,
@@ -295,7 +296,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     const h16* Vb = Qb + 2 * C;
     const h16* Pb = pos + h * D;  // row stride C
     const float* kb = keep ? keep + (long long)b * T : nullptr;
-    Y* Ob = out + (long long)b * T * C + h * D;
+    Y* Ob = out ? out + (long long)b * T * C + h * D : nullptr;
     unsigned char* O8 = out8 ? out8 + (long long)b * T * C + h * D : nullptr;
 
     // the warp's first query; its keys: tiles from k_first, every k_step
@@ -551,7 +552,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
             for (int w = 0; w < RK_MAX_W; ++w)
                 if (w < nw) acc += mo[(w * 16 + row) * MS + c] * fw[w * 16 + row];
             const long long o = (long long)(rw + row) * C + c;
-            stf(Ob, o, acc);
+            if (Ob) stf(Ob, o, acc);
             // the stored value as e4m3 too, for the FP8 GEMM that reads it (src/fp8.rs)
             if (O8) O8[o] = (unsigned char)(e4m3x2(h2f(f2h(acc)), 0.f) & 0xffu);
         }
@@ -562,8 +563,8 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     for (int dn = 0; dn < D / 8; ++dn) {
         int c = dn * 8 + 2 * t;
         const float2 v0 = make_float2(o[dn][0] * inv0, o[dn][1] * inv0), v1 = make_float2(o[dn][2] * inv1, o[dn][3] * inv1);
-        if (r0 < T) st2(Ob + (long long)r0 * C + c, 0, v0);
-        if (r1 < T) st2(Ob + (long long)r1 * C + c, 0, v1);
+        if (Ob && r0 < T) st2(Ob + (long long)r0 * C + c, 0, v0);
+        if (Ob && r1 < T) st2(Ob + (long long)r1 * C + c, 0, v1);
         if (O8 && r0 < T) *(unsigned short*)(O8 + (long long)r0 * C + c) = e4m3x2(h2f(f2h(v0.x)), h2f(f2h(v0.y)));
         if (O8 && r1 < T) *(unsigned short*)(O8 + (long long)r1 * C + c) = e4m3x2(h2f(f2h(v1.x)), h2f(f2h(v1.y)));
     }

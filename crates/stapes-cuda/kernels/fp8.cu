@@ -79,7 +79,8 @@ extern "C" __global__ void quant_fp8(unsigned char* __restrict__ y, const void* 
 // input that reads y next (src/fp8.rs, linear_act_feeding): the bits `act` (in its fast form, as
 // a q8 weight's pass runs it) then quant_fp8 give, in one pass. The activation on
 // act_apply_fast, as f8wg's epilogue: ~1e-6 relative, under the f16 rounding after it.
-// 8 values a thread an access; count % 8 == 0, every pointer 16-byte aligned.
+// y null: y8 only (the GEMM that reads it is the result's only reader). 8 values a thread an
+// access; count % 8 == 0, every pointer 16-byte aligned.
 extern "C" __global__ void act_e4m3(h16* y, const h16* x, unsigned char* __restrict__ y8, long long count, int act) {
     PDL_ENTER();
     const long long groups = count >> 3, stride = (long long)gridDim.x * blockDim.x;
@@ -91,7 +92,7 @@ extern "C" __global__ void act_e4m3(h16* y, const h16* x, unsigned char* __restr
         for (int e = 0; e < 4; ++e)
             o[e] = pack_h2(act_apply_fast(h2f((h16)(w[e] & 0xffffu)), act), act_apply_fast(h2f((h16)(w[e] >> 16)), act));
         const uint4 h = make_uint4(o[0], o[1], o[2], o[3]);
-        ((uint4*)y)[g] = h;
+        if (y) ((uint4*)y)[g] = h;
         ((uint2*)y8)[g] = e4m3x8(h);
     }
 }

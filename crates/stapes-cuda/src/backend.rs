@@ -306,6 +306,10 @@ pub struct CudaBackend {
     /// Whether the fused rel-attention writes e4m3 for an output projection on FP8
     /// (conformer.rs `rel_attention_fused`).
     rel_e4m3: AtomicBool,
+    /// Whether `feeding_add_norms`' pass writes e4m3 only where its linear runs on FP8
+    /// (conformer.rs `feeding_add_norms_fused`), and the calls that did.
+    e4m3_only: AtomicBool,
+    e4m3_only_runs: std::sync::atomic::AtomicU64,
     /// Functions of this backend's modules (by `CUfunction` address) whose dynamic
     /// shared-memory limit was raised, with the limit (`allow_dyn_smem`). Kept per backend: a
     /// module loaded by a later backend may reuse a dropped one's function addresses.
@@ -436,6 +440,8 @@ impl CudaBackend {
             fp8_made: std::sync::atomic::AtomicU64::new(0),
             f8wg_split: AtomicBool::new(fp8::f8wg_split_default()),
             rel_e4m3: AtomicBool::new(conformer::rel_e4m3_default()),
+            e4m3_only: AtomicBool::new(conformer::e4m3_only_default()),
+            e4m3_only_runs: std::sync::atomic::AtomicU64::new(0),
             smem_raised: Mutex::new(Vec::new()),
             arch,
             name,
@@ -2105,7 +2111,7 @@ impl Backend for CudaBackend {
         act: Activation,
         next: &CudaWeight,
     ) -> Result<CudaTensor> {
-        if let Some(y) = self.linear_act_e4m3(x, w, bias, act, next)? {
+        if let Some((y, _)) = self.linear_act_e4m3(x, w, bias, act, next, true)? {
             return Ok(y);
         }
         self.linear_act_fused(x, w, bias, act)
@@ -2240,7 +2246,9 @@ impl Backend for CudaBackend {
         bias: Option<&CudaTensor>,
         act: Activation,
     ) -> Result<CudaTensor> {
-        self.glu_depthwise_act_fused(x, keep, w, bias, act, None)
+        Ok(self
+            .glu_depthwise_act_fused(x, keep, w, bias, act, None, true)?
+            .0)
     }
 
     fn glu_depthwise_act_feeding(
@@ -2252,7 +2260,9 @@ impl Backend for CudaBackend {
         act: Activation,
         next: &CudaWeight,
     ) -> Result<CudaTensor> {
-        self.glu_depthwise_act_fused(x, keep, w, bias, act, Some(next))
+        Ok(self
+            .glu_depthwise_act_fused(x, keep, w, bias, act, Some(next), true)?
+            .0)
     }
 
     fn rel_attention_inputs(
@@ -2275,7 +2285,9 @@ impl Backend for CudaBackend {
         keep: Option<&CudaTensor>,
         p: &stapes_core::backend::RelAttnParams,
     ) -> Result<CudaTensor> {
-        self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p, None)
+        Ok(self
+            .rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p, None, true)?
+            .0)
     }
 
     fn rel_attention_feeding(
@@ -2288,7 +2300,22 @@ impl Backend for CudaBackend {
         p: &stapes_core::backend::RelAttnParams,
         next: &CudaWeight,
     ) -> Result<CudaTensor> {
-        self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p, Some(next))
+        Ok(self
+            .rel_attention_fused(qkv, pos, bias_u, bias_v, keep, p, Some(next), true)?
+            .0)
+    }
+
+    fn feeding_add_norms(
+        &self,
+        pass: stapes_core::backend::Feeding<'_, CudaTensor, CudaWeight>,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        r: &CudaTensor,
+        norms: &[(&CudaTensor, Option<&CudaTensor>)],
+        eps: f32,
+        next: Option<&CudaWeight>,
+    ) -> Result<(CudaTensor, Vec<CudaTensor>)> {
+        self.feeding_add_norms_fused(pass, w, bias, r, norms, eps, next)
     }
 
     // constants of encoder chains, layer norms feeding the next GEMM [fcenc2: conformer.rs]

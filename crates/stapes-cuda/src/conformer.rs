@@ -10,9 +10,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
 use stapes_core::backend::{
-    depthwise_conv2d_cl_composed, depthwise_conv2d_cl_dims, glu_depthwise_dims,
-    rel_attention_composed, rel_attention_dims, subsample_stem_composed, subsample_stem_dims,
-    RelAttnInputs, RelAttnParams, StridingParams,
+    depthwise_conv2d_cl_composed, depthwise_conv2d_cl_dims, feeding_composed, glu_depthwise_dims,
+    norms_after_composed, rel_attention_composed, rel_attention_dims, subsample_stem_composed,
+    subsample_stem_dims, Feeding, RelAttnInputs, RelAttnParams, StridingParams,
 };
 use stapes_core::{Activation, Backend, DeviceTensor, Error, Result};
 
@@ -165,7 +165,9 @@ impl CudaBackend {
     /// One kernel (`rel_attn_d64` / `rel_attn_d128`, or their split-keys forms for small grids)
     /// for heads of 64 or 128 (f32 inputs cast to f16 first); other head sizes take the composed
     /// default. Where `next` (the output projection) reads the result on FP8, the kernel also
-    /// writes it as e4m3, remembered as that linear's prepared input.
+    /// writes it as e4m3, remembered as that linear's prepared input; `store16` false (that
+    /// linear is the result's only reader: `feeding_add_norms`) then leaves the f16 result
+    /// unwritten. The flag returned says the f16 result was left unwritten.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rel_attention_fused(
         &self,
@@ -176,7 +178,8 @@ impl CudaBackend {
         keep: Option<&CudaTensor>,
         p: &RelAttnParams,
         next: Option<&CudaWeight>,
-    ) -> Result<CudaTensor> {
+        store16: bool,
+    ) -> Result<(CudaTensor, bool)> {
         const OP: &str = "rel_attention";
         let (bs, t, c, np) = rel_attention_dims(&qkv.shape, &pos.shape, p.heads)?;
         let dh = c / p.heads;
@@ -197,7 +200,10 @@ impl CudaBackend {
         // the plain kernel offsets position rows in 32 bits
         let pos_fits = np.checked_mul(c).is_some_and(|n| n <= i32::MAX as usize);
         if kernel.is_empty() || np + 1 != 2 * t || !pos_fits || !rel_attn_fused_on() {
-            return rel_attention_composed(self, qkv, pos, bias_u, bias_v, keep, p);
+            return Ok((
+                rel_attention_composed(self, qkv, pos, bias_u, bias_v, keep, p)?,
+                false,
+            ));
         }
         for (name, bb) in [("bias_u", bias_u), ("bias_v", bias_v)] {
             if bb.numel() != c {
@@ -210,7 +216,7 @@ impl CudaBackend {
         check_keep(OP, keep, bs, t)?;
         let out = self.alloc(&[bs, t, c], self.out_dt())?;
         if out.numel() == 0 {
-            return Ok(out);
+            return Ok((out, false));
         }
         // f32 activations (eager passes, e.g. inputs too long for a chain) meet the tensor cores
         // in f16, as the `attention` op's K and V do: one cast each
@@ -254,6 +260,8 @@ impl CudaBackend {
             _ => None,
         };
         let y8p = y8.as_ref().map_or(0, |b| self.p(b));
+        let only8 = y8.is_some() && !store16;
+        let y = if only8 { 0 } else { y };
         self.launch(
             kernel,
             grid,
@@ -264,7 +272,7 @@ impl CudaBackend {
         if let Some(y8) = y8 {
             self.remember(&out.buf, m, c, PrepKind::Fp8, vec![y8]);
         }
-        Ok(out)
+        Ok((out, only8))
     }
 
     /// Warps a block of the plain rel-attention kernel: each warp owns 16 queries and walks
@@ -340,6 +348,11 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// GLU, keep mask, depthwise conv and activation in one kernel; where `next`'s linear reads
+    /// the result on FP8 it is also written as e4m3 (remembered as that linear's prepared input),
+    /// and `store16` false leaves the f16 result unwritten (the flag returned says so), as in
+    /// [`CudaBackend::rel_attention_fused`].
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn glu_depthwise_act_fused(
         &self,
         x: &CudaTensor,
@@ -348,7 +361,8 @@ impl CudaBackend {
         bias: Option<&CudaTensor>,
         act: Activation,
         next: Option<&CudaWeight>,
-    ) -> Result<CudaTensor> {
+        store16: bool,
+    ) -> Result<(CudaTensor, bool)> {
         const OP: &str = "glu_depthwise_act";
         let (bs, t, c, kw) = glu_depthwise_dims(&x.shape, &w.shape)?;
         if let Some(b) = bias {
@@ -367,13 +381,13 @@ impl CudaBackend {
                 h = self.mask_fill(&h, k, c, 0.0)?;
             }
             let h = self.depthwise_conv1d(&h, w, bias, 1, (kw - 1) / 2)?;
-            return self.activation(&h, act);
+            return Ok((self.activation(&h, act)?, false));
         }
         let pad = (kw - 1) / 2;
         let t_out = t + 2 * pad + 1 - kw;
         let out = self.alloc(&[bs, t_out, c], self.out_dt())?;
         if out.numel() == 0 {
-            return Ok(out);
+            return Ok((out, false));
         }
         let w32 = self.as_dtype(w, Dtype::F32)?;
         let (bias32, keep32) = (self.param(bias)?, self.param(keep)?);
@@ -408,6 +422,8 @@ impl CudaBackend {
             bs as u32,
         );
         let smem = ((GDW_ROWS + kw - 1) * GDW_CH * 4) as u32;
+        let only8 = y8.is_some() && !store16;
+        let y = if only8 { 0 } else { y };
         self.launch(
             "glu_dw_act",
             grid,
@@ -418,7 +434,7 @@ impl CudaBackend {
         if let Some(y8) = y8 {
             self.remember(&out.buf, m, c, PrepKind::Fp8, vec![y8]);
         }
-        Ok(out)
+        Ok((out, only8))
     }
 
     pub(super) fn rel_attention_inputs_fused(
@@ -788,6 +804,13 @@ pub(super) fn rel_e4m3_default() -> bool {
     std::env::var("STAPES_CUDA_REL_ATTN_E4M3").map_or(true, |v| v.trim() != "0")
 }
 
+/// `STAPES_CUDA_E4M3_ONLY=0`: `feeding_add_norms`' pass writes its f16 result too where its
+/// linear reads only the e4m3 copy; the backend's starting value, default on. H100, stop 49
+/// call 4 (an ablation dropping those f16 stores): 16 parakeet q8 clips 6.14–6.21 → 5.90 ms.
+pub(super) fn e4m3_only_default() -> bool {
+    std::env::var("STAPES_CUDA_E4M3_ONLY").map_or(true, |v| v.trim() != "0")
+}
+
 /// `STAPES_CUDA_SPLIT_FP8=0`: `linear_add_norms`' split form keeps f16 operands (the q8 weight's
 /// f16 copy) for q8 weights; the backend's starting value, default on. H100, stop 43 calls 2 and
 /// 4, alternating, one q8 clip: parakeet 1.798–1.835 ms on f16 operands, 1.775–1.803 on e4m3;
@@ -871,6 +894,97 @@ impl CudaBackend {
             && k.is_multiple_of(splits * 8)
             && n.is_multiple_of(8)
             && n <= SPLIT_LN_MAX_N
+    }
+
+    /// Whether `feeding_add_norms`' pass writes e4m3 only where it can from now on (tests and
+    /// A/B runs; the default comes from `STAPES_CUDA_E4M3_ONLY`).
+    #[doc(hidden)]
+    pub fn set_e4m3_only(&self, on: bool) {
+        self.e4m3_only.store(on, Ordering::SeqCst);
+    }
+
+    /// Calls of `feeding_add_norms` whose pass wrote e4m3 only (tests prove it ran).
+    #[doc(hidden)]
+    pub fn e4m3_only_runs(&self) -> u64 {
+        self.e4m3_only_runs.load(Ordering::SeqCst)
+    }
+
+    /// [`Backend::feeding_add_norms`]: where `w`'s linear over the pass's `m` rows runs on FP8
+    /// in `linear_add_norms`' composed form (the split form reads f16), the pass writes only
+    /// the e4m3 copy that GEMM reads, and the f16 result, which never leaves this op, stays
+    /// unwritten. The GEMM, its epilogue and the norms are the composed form's, so the results
+    /// are its bits. Where the FP8 plan is missing after all, the pass runs again with its f16
+    /// result and the op composes.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn feeding_add_norms_fused(
+        &self,
+        pass: Feeding<'_, CudaTensor, CudaWeight>,
+        w: &CudaWeight,
+        bias: Option<&CudaTensor>,
+        r: &CudaTensor,
+        norms: &[(&CudaTensor, Option<&CudaTensor>)],
+        eps: f32,
+        next: Option<&CudaWeight>,
+    ) -> Result<(CudaTensor, Vec<CudaTensor>)> {
+        let m = r.numel() / w.n.max(1);
+        let applies = self.e4m3_only.load(Ordering::Relaxed)
+            && r.dtype == Dtype::F16
+            && r.shape.last() == Some(&w.n)
+            && !self.split_ln_shape(m, w.n, w.k)
+            && self.fp8_chain_linear(w, m, bias);
+        let (h, only8) = match applies {
+            true => self.feeding_pass(pass, w, false)?,
+            false => (feeding_composed(self, pass, w)?, false),
+        };
+        if !only8 {
+            return self.linear_add_norms(&h, w, bias, r, norms, eps, next);
+        }
+        // the GEMM must find the e4m3 rows prepared: it would convert the unwritten f16 ones
+        let found = h.shape.last() == Some(&w.k)
+            && h.numel() / w.k.max(1) == m
+            && self.prepared(&h.buf, m, w.k, PrepKind::Fp8).is_some();
+        let out = self.alloc(&r.shape, Dtype::F16)?;
+        if found && self.fp8_linear_prepared(&out, &h, w, bias, self.t(r))? {
+            self.e4m3_only_runs.fetch_add(1, Ordering::Relaxed);
+            let outs = norms_after_composed(self, &out, norms, eps, next)?;
+            return Ok((out, outs));
+        }
+        // no FP8 plan after all (or not the rows it wrote): the pass again, with its f16 result
+        let h = feeding_composed(self, pass, w)?;
+        self.linear_add_norms(&h, w, bias, r, norms, eps, next)
+    }
+
+    /// `feeding_add_norms`' pass with `store16` (false: e4m3 only where the pass writes it),
+    /// and whether its f16 result was left unwritten.
+    fn feeding_pass(
+        &self,
+        pass: Feeding<'_, CudaTensor, CudaWeight>,
+        next: &CudaWeight,
+        store16: bool,
+    ) -> Result<(CudaTensor, bool)> {
+        match pass {
+            Feeding::LinearAct { x, w, bias, act } => {
+                match self.linear_act_e4m3(x, w, bias, act, next, store16)? {
+                    Some(r) => Ok(r),
+                    None => Ok((feeding_composed(self, pass, next)?, false)),
+                }
+            }
+            Feeding::GluDepthwiseAct {
+                x,
+                keep,
+                w,
+                bias,
+                act,
+            } => self.glu_depthwise_act_fused(x, keep, w, bias, act, Some(next), store16),
+            Feeding::RelAttention {
+                qkv,
+                pos,
+                bias_u,
+                bias_v,
+                keep,
+                p,
+            } => self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, &p, Some(next), store16),
+        }
     }
 
     /// Calls of `linear_add_norms` that took the split form (tests prove it ran).

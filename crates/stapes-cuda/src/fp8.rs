@@ -292,7 +292,7 @@ impl CudaBackend {
 
     /// `y = x · Wᵀ + bias (+ resid)` for an `x` whose e4m3 form is prepared and whose f16
     /// values may be unwritten: the FP8 GEMM or nothing. False where it declined (nothing ran).
-    fn fp8_linear_prepared(
+    pub(crate) fn fp8_linear_prepared(
         &self,
         y: &super::CudaTensor,
         x: &super::CudaTensor,
@@ -322,7 +322,9 @@ impl CudaBackend {
     /// runs no conversion pass. The f16 result is written as well (same bits as
     /// `linear_act`), so any reader, and a linear that falls back to f16, sees it whole.
     /// `Ok(None)`: not this form, nothing ran. The split form of `linear_add_norms`
-    /// (conformer.rs) reads f16, so its shapes take the plain form.
+    /// (conformer.rs) reads f16, so its shapes take the plain form. `store16` false (the
+    /// result's only reader is `next`'s FP8 GEMM: `feeding_add_norms`) leaves the f16 result
+    /// unwritten where the pass runs; the flag returned says it did.
     pub(crate) fn linear_act_e4m3(
         &self,
         x: &super::CudaTensor,
@@ -330,7 +332,8 @@ impl CudaBackend {
         bias: Option<&super::CudaTensor>,
         act: stapes_core::Activation,
         next: &CudaWeight,
-    ) -> Result<Option<super::CudaTensor>> {
+        store16: bool,
+    ) -> Result<Option<(super::CudaTensor, bool)>> {
         let k = *x.shape.last().unwrap_or(&0);
         let m = x.numel() / k.max(1);
         let n = w.n;
@@ -342,7 +345,7 @@ impl CudaBackend {
             return Ok(None);
         }
         if let Some(y) = self.f8wg_act(x, w, bias, act, m)? {
-            return Ok(Some(y));
+            return Ok(Some((y, false)));
         }
         // (no epilogue has this activation: the GEMM leaves it to the pass)
         let (y, _) = self.linear_epi_act(x, w, bias, act)?;
@@ -350,18 +353,19 @@ impl CudaBackend {
         let (yp, y8p) = (self.t(&y), self.p(&y8));
         if y.dtype != Dtype::F16 || (yp | y8p) % 16 != 0 {
             self.activation_in_place(&y, act, w.lane())?;
-            return Ok(Some(y));
+            return Ok(Some((y, false)));
         }
         let (count, a) = ((m * n) as i64, super::act_code(act));
+        let y16 = if store16 { yp } else { 0 };
         self.launch(
             "act_e4m3",
             grid_1d(m * n / 8),
             (256, 1, 1),
             0,
-            args![yp, yp, y8p, count, a],
+            args![y16, yp, y8p, count, a],
         )?;
         self.remember(&y.buf, m, n, PrepKind::Fp8, vec![y8]);
-        Ok(Some(y))
+        Ok(Some((y, !store16)))
     }
 
     /// Whether [`CudaBackend::mlp_add_fp8`] takes these operands (its checks before any copy

@@ -1209,3 +1209,128 @@ fn fp8_few_row_gemm_is_the_e4m3_product_of_its_input() {
         }
     }
 }
+
+/// `feeding_add_norms`: where the linear after the pass runs on FP8 in `linear_add_norms`'
+/// composed form, the pass writes only the e4m3 copy that GEMM reads, and the op's results
+/// (the sum and both norms) are the bits of the pass's `_feeding` op then `linear_add_norms`,
+/// eager and replayed; the counter proves the e4m3-only form ran. At a split shape of
+/// `linear_add_norms` (its f16 operands) and with the switch off it does not run, same bits.
+#[test]
+fn fp8_feeding_add_norms_writes_e4m3_only() {
+    use stapes_core::backend::{feeding_composed, Feeding, RelAttnParams};
+    let name = "fp8_feeding_add_norms_writes_e4m3_only";
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
+        return;
+    };
+    g.set_rel_attn_e4m3(true);
+    // (rows, channels, split on e4m3, switch, e4m3 only expected): past the split form's rows;
+    // 16 parakeet clips' rows; one clip's 140 rows of 1024 channels, the split form's shape
+    // (f16 operands there); the switch off. Heads of 128.
+    let shapes = [
+        (600, 256, true, true, true),
+        (2240, 256, true, true, true),
+        (140, 1024, false, true, false),
+        (600, 256, true, false, false),
+    ];
+    for (i, &(t, c, split_fp8, on, expected)) in shapes.iter().enumerate() {
+        let (heads, hid) = (c / 128, 2 * c);
+        g.set_split_fp8(split_fp8);
+        let s = 4000 + 20 * i as u64;
+        let up = |x: &HostTensor| g.upload(x).unwrap();
+        let q8 = |x: &HostTensor| g.weight(x, Lane::Q8).unwrap();
+        let x = up(&rnd(&[1, t, c], s, 2.0));
+        let r = up(&rnd(&[1, t, c], s + 1, 1.0));
+        let x2 = up(&rnd(&[1, t, 2 * c], s + 2, 2.0));
+        let qkv = up(&rnd(&[1, t, 3 * c], s + 3, 1.0));
+        let pos = up(&rnd(&[1, 2 * t - 1, c], s + 4, 1.0));
+        let (bu, bv) = (up(&rnd(&[c], s + 5, 0.3)), up(&rnd(&[c], s + 6, 0.3)));
+        let (dw, db) = (up(&rnd(&[c, 9], s + 7, 0.4)), up(&rnd(&[c], s + 8, 0.2)));
+        let w1 = q8(&rnd(&[hid, c], s + 9, 1.0 / (c as f32).sqrt()));
+        let b1 = up(&rnd(&[hid], s + 10, 0.5));
+        let w2 = q8(&rnd(&[c, hid], s + 11, 1.0 / (hid as f32).sqrt()));
+        let wc = q8(&rnd(&[c, c], s + 12, 1.0 / (c as f32).sqrt()));
+        let bc = up(&rnd(&[c], s + 13, 0.5));
+        let (g1, n1) = (up(&rnd(&[c], s + 14, 1.0)), up(&rnd(&[c], s + 15, 0.5)));
+        let (g2, n2) = (up(&rnd(&[c], s + 16, 1.0)), up(&rnd(&[c], s + 17, 0.5)));
+        let p = RelAttnParams {
+            heads,
+            scale: 1.0 / ((c / heads) as f32).sqrt(),
+            query_block: t,
+        };
+        for pass_i in 0..3 {
+            let run = |fused: bool| -> (Vec<Vec<f32>>, u64) {
+                g.set_e4m3_only(on);
+                let key = format!("test-encoder/fp8-feeding-{i}-{pass_i}-{fused}");
+                let count = || [g.e4m3_only_runs()];
+                let (outs, [runs]) = common::chain_eager_replay(g, &key, &count, &mut |be| {
+                    let x16 = be.affine(&x, 1.0, 0.0)?;
+                    let r16 = be.affine(&r, 1.0, 0.0)?;
+                    let (x2_16, q16, p16);
+                    let (pass, w) = match pass_i {
+                        0 => (
+                            Feeding::LinearAct {
+                                x: &x16,
+                                w: &w1,
+                                bias: Some(&b1),
+                                act: Activation::Silu,
+                            },
+                            &w2,
+                        ),
+                        1 => {
+                            x2_16 = be.affine(&x2, 1.0, 0.0)?;
+                            let pass = Feeding::GluDepthwiseAct {
+                                x: &x2_16,
+                                keep: None,
+                                w: &dw,
+                                bias: Some(&db),
+                                act: Activation::Silu,
+                            };
+                            (pass, &wc)
+                        }
+                        _ => {
+                            q16 = be.affine(&qkv, 1.0, 0.0)?;
+                            p16 = be.affine(&pos, 1.0, 0.0)?;
+                            let pass = Feeding::RelAttention {
+                                qkv: &q16,
+                                pos: &p16,
+                                bias_u: &bu,
+                                bias_v: &bv,
+                                keep: None,
+                                p,
+                            };
+                            (pass, &wc)
+                        }
+                    };
+                    let bias = if pass_i == 0 { None } else { Some(&bc) };
+                    let norms = [(&g1, Some(&n1)), (&g2, Some(&n2))];
+                    let (y, zs) = if fused {
+                        be.feeding_add_norms(pass, w, bias, &r16, &norms, 1e-5, Some(&w1))?
+                    } else {
+                        let h = feeding_composed(be, pass, w)?;
+                        be.linear_add_norms(&h, w, bias, &r16, &norms, 1e-5, Some(&w1))?
+                    };
+                    Ok([vec![y], zs].concat())
+                });
+                g.set_e4m3_only(true);
+                (outs, runs)
+            };
+            let ((fused, runs), (composed, composed_runs)) = (run(true), run(false));
+            let what = format!("rows {t} pass {pass_i} switch {on}");
+            assert_eq!(composed_runs, 0, "{what}: the composed form counted a run");
+            assert_eq!(
+                runs > 0,
+                expected,
+                "{what}: e4m3-only runs {runs}, expected {expected}"
+            );
+            assert_eq!(fused.len(), 3, "{what}: the sum and two norms");
+            for (j, (a, b)) in fused.iter().zip(&composed).enumerate() {
+                assert!(
+                    a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{what}: result {j} differs from the composed form"
+                );
+            }
+        }
+    }
+    g.set_split_fp8(true);
+    g.set_e4m3_only(true);
+}

@@ -5,7 +5,7 @@
 use super::config::{conv_out, EncoderConfig};
 use super::weights::{subsampling_conv, LayerNames, SUB_CONV0, SUB_LINEAR};
 use crate::{ModelError, Result};
-use stapes_core::backend::{RelAttnParams, StridingParams};
+use stapes_core::backend::{Feeding, RelAttnParams, StridingParams};
 use stapes_core::{Activation, Backend, Conv2dParams, DeviceTensor, HostTensor, Lane};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -663,10 +663,16 @@ impl<B: Backend> RelAttention<B> {
             scale: cx.scale,
             query_block: cx.chunk,
         };
+        let pass = Feeding::RelAttention {
+            qkv: &qkv,
+            pos: p,
+            bias_u: &self.bias_u,
+            bias_v: &self.bias_v,
+            keep: cx.keep,
+            p: params,
+        };
         let o = &self.o;
-        let out =
-            b.rel_attention_feeding(&qkv, p, &self.bias_u, &self.bias_v, cx.keep, &params, &o.w)?;
-        Ok(b.linear_add_norms(&out, &o.w, o.b.as_ref(), x, norms, NORM_EPS, next)?)
+        Ok(b.feeding_add_norms(pass, &o.w, o.b.as_ref(), x, norms, NORM_EPS, next)?)
         // (B, T, d)
     }
 }
@@ -730,10 +736,16 @@ impl<B: Backend> ConvModule<B> {
         next: Option<&B::Weight>,
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         let h = self.pw1.forward(b, h)?; // (B, T, 2C)
-                                         // GLU, zeros past each sequence (as its own pass sees), depthwise conv, activation.
+                                         // GLU, zeros past each sequence (as its own pass sees), depthwise conv, activation
+        let pass = Feeding::GluDepthwiseAct {
+            x: &h,
+            keep,
+            w: &self.dw_w,
+            bias: Some(&self.dw_b),
+            act,
+        }; // (B, T, C)
         let pw2 = &self.pw2;
-        let h = b.glu_depthwise_act_feeding(&h, keep, &self.dw_w, Some(&self.dw_b), act, &pw2.w)?; // (B, T, C)
-        Ok(b.linear_add_norms(&h, &pw2.w, pw2.b.as_ref(), x, norms, NORM_EPS, next)?)
+        Ok(b.feeding_add_norms(pass, &pw2.w, pw2.b.as_ref(), x, norms, NORM_EPS, next)?)
     }
 }
 
@@ -763,9 +775,14 @@ impl<B: Backend> FeedForward<B> {
         next: Option<&B::Weight>,
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         // the activation in l1's epilogue where the home fuses it, and l2's input form beside
+        let pass = Feeding::LinearAct {
+            x: h,
+            w: &self.l1.w,
+            bias: self.l1.b.as_ref(),
+            act,
+        };
         let l2 = &self.l2;
-        let h = b.linear_act_feeding(h, &self.l1.w, self.l1.b.as_ref(), act, &l2.w)?;
-        Ok(b.linear_add_norms(&h, &l2.w, l2.b.as_ref(), x, norms, NORM_EPS, next)?)
+        Ok(b.feeding_add_norms(pass, &l2.w, l2.b.as_ref(), x, norms, NORM_EPS, next)?)
     }
 }
 
