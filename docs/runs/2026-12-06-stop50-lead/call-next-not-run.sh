@@ -27,8 +27,9 @@
 #    fp8_feeding_add_norms_writes_e4m3_only (its 600- and 2240-row LinearAct passes now run
 #    e4m3-only on the new kernel), pdl's PTX rule for the new entry, then the family tests.
 # 2. 16 parakeet q8 clips: vA, vP, vW, vPW alternating, three rounds; vPW with the wide GEMM
-#    off; one clip and canary (unchanged paths: ≤ 512 rows). If vW loses, ncu its fc1
-#    (`--kernel-name f8wg_w2n144s6`) against cuBLASLt's 192 x 192 kernel + act_e4m3.
+#    off; one clip and canary (unchanged paths: ≤ 512 rows). 3. ncu: vW's f8wg_w2n144s6
+#    against vA's cuBLASLt kernels and act_e4m3 (fc1 is the 192 x 192 or 96 x 192 nvjet kernel
+#    just before each act_e4m3 in launch order).
 set -uo pipefail
 V=vPW PACK=dist/c51/all.tar.xz source tools/bench/device_env.sh
 for b in fp8 ln_pair linear_add_norms conformer_ops pdl graphs cuda_parakeet cuda_canary cuda_gigaam \
@@ -43,4 +44,12 @@ for r in 1 2 3; do
 done
 STAPES_CUDA_F8WG_WIDE=0 e vPW $P q8 16
 for v in vA vPW; do e $v $P; e $v canary-1b-flash; done
+echo "elapsed $(el) s"
+# fc1's kernels in one 16-clip bench run each (tuned above, outside ncu): vA's cuBLASLt GEMMs
+# and act_e4m3, vW's f8wg_w2n144s6
+for v in vA vW; do
+  timeout 90 ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
+    --kernel-name regex:'f8wg_w2|act_e4m3|nvjet' /tmp/x/$v/stapes bench --synthetic $P --device cuda \
+    --lane q8 --iters 1 --batch 16 > $O/ncu-fc1-$v.csv 2>/tmp/t2/ncu.err || tail -2 /tmp/t2/ncu.err
+done
 echo "done, elapsed $(el) s"
