@@ -262,7 +262,7 @@ __device__ __forceinline__ void rel_pos_mma(float (&bd)[PW / 8][4], const h16* p
 }
 
 // out8: null, or (f16 outputs) the outputs also as e4m3; out null (with out8 set): e4m3 only, for
-// an FP8 GEMM that is the result's only reader (src/conformer.rs, pass_e4m3_add_norms).
+// an FP8 GEMM that is the result's only reader (src/conformer.rs, feeding_add_norms_fused).
 template <int D, bool SPLIT, class Y>
 __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict__ out8, const h16* __restrict__ qkv,
                                            const h16* __restrict__ pos,

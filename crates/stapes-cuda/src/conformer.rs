@@ -966,7 +966,8 @@ impl CudaBackend {
             Feeding::LinearAct { x, w, bias, act } => {
                 match self.linear_act_e4m3(x, w, bias, act, next, store16)? {
                     Some(r) => Ok(r),
-                    None => Ok((feeding_composed(self, pass, next)?, false)),
+                    // what `linear_act_feeding` runs where that form declines
+                    None => Ok((self.linear_act_fused(x, w, bias, act)?, false)),
                 }
             }
             Feeding::GluDepthwiseAct {
