@@ -232,27 +232,28 @@ extern "C" __global__ void layer_norm_rows16_gb(h16* __restrict__ y, const h16* 
     if (r >= rows) return;
     LN16_DISPATCH(n, ln_rows16_gb, y, x, g, has_beta ? b : nullptr, r, n, eps, y8);
 }
-// layer_norm_pair's f16 form (src/conformer.rs, ln_launch; no quantized output): y = LN(x; g1, b1)
+// layer_norm_pair's f16 form (src/conformer.rs, ln_launch; no int8 output): y = LN(x; g1, b1)
 // and z = LN(y as stored; g2, b2), a warp a row as layer_norm_rows16 (each result the bits that
-// kernel gives for its input).
+// kernel gives for its input); z8: null, or z's rows also as e4m3 for the FP8 GEMM that reads z
+// (the next block's first linear; src/fp8.rs), the bytes quant_fp8 would make of them.
 template <int C>
 __device__ __forceinline__ void ln_pair_rows16_k(h16* __restrict__ y, h16* __restrict__ z, const h16* __restrict__ x,
                                                  const float* __restrict__ g1, const float* __restrict__ b1,
                                                  const float* __restrict__ g2, const float* __restrict__ b2, int r, int n,
-                                                 float eps) {
+                                                 float eps, unsigned char* __restrict__ z8) {
     uint4 v[C];
     ln16_load(v, (const uint4*)(x + (long long)r * n), n);
     ln16_pass(v, (uint4*)(y + (long long)r * n), nullptr, g1, b1, n, eps);
-    ln16_pass(v, (uint4*)(z + (long long)r * n), nullptr, g2, b2, n, eps);
+    ln16_pass(v, (uint4*)(z + (long long)r * n), nullptr, g2, b2, n, eps, z8 ? (uint2*)(z8 + (long long)r * n) : nullptr);
 }
 extern "C" __global__ void ln_pair_rows16(h16* __restrict__ y, h16* __restrict__ z, const h16* __restrict__ x,
                                           const float* __restrict__ g1, const float* __restrict__ b1,
                                           const float* __restrict__ g2, const float* __restrict__ b2, int rows, int n,
-                                          float eps) {
+                                          float eps, unsigned char* __restrict__ z8) {
     PDL_ENTER();
     const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
-    LN16_DISPATCH(n, ln_pair_rows16_k, y, z, x, g1, b1, g2, b2, r, n, eps);
+    LN16_DISPATCH(n, ln_pair_rows16_k, y, z, x, g1, b1, g2, b2, r, n, eps, z8);
 }
 
 // A split-K GEMM's last step and the norms after it (src/conformer.rs, linear_add_norms_fused):

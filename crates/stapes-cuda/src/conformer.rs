@@ -639,6 +639,7 @@ impl CudaBackend {
         norms: &[(&CudaTensor, Option<&CudaTensor>)],
         eps: f32,
         k_pad: Option<usize>,
+        e4m3_last: bool,
     ) -> Result<Vec<CudaTensor>> {
         const OP: &str = "layer_norm_pair";
         let d = x.shape.last().copied().unwrap_or(0);
@@ -691,13 +692,21 @@ impl CudaBackend {
         if quant.is_none() && pair == 1 && dt == 3 && d.is_multiple_of(8) && d <= 2048 {
             let (y, z) = (outs[0].buf.ptr, outs[1].buf.ptr);
             if (y | z | xp).is_multiple_of(16) {
+                let z8 = match e4m3_last {
+                    true => Some(self.pool.alloc(rows * d)?),
+                    false => None,
+                };
+                let z8p = z8.as_ref().map_or(0, |b| self.p(b));
                 self.launch(
                     "ln_pair_rows16",
                     (rows.div_ceil(4) as u32, 1, 1),
                     (128, 1, 1),
                     0,
-                    args![y, z, xp, g1p, b1p, g2p, b2p, mi, di, eps],
+                    args![y, z, xp, g1p, b1p, g2p, b2p, mi, di, eps, z8p],
                 )?;
+                if let Some(z8) = z8 {
+                    self.remember(&outs[1].buf, rows, d, PrepKind::Fp8, vec![z8]);
+                }
                 return Ok(outs);
             }
         }
@@ -742,8 +751,13 @@ impl CudaBackend {
             };
             return Ok((y, z));
         }
-        let k_pad = self.ln_q8_target(next, x.numel() / d, d);
-        let mut outs = self.ln_launch(x, &norms, eps, k_pad)?;
+        let rows = x.numel() / d;
+        let k_pad = self.ln_q8_target(next, rows, d);
+        // an FP8 GEMM next: z's e4m3 form comes out of the pair's pass (as layer_norm_feeding's)
+        let e4m3 = next.is_some_and(|w| {
+            w.k == d && x.dtype == Dtype::F16 && self.fp8_chain_linear(w, rows, None)
+        });
+        let mut outs = self.ln_launch(x, &norms, eps, k_pad, e4m3)?;
         let z = outs.pop();
         match (outs.pop(), z) {
             (Some(y), Some(z)) => Ok((y, z)),
@@ -771,7 +785,7 @@ impl CudaBackend {
         };
         match k_pad {
             Some(kp) => self
-                .ln_launch(x, &[(gamma, beta)], eps, Some(kp))?
+                .ln_launch(x, &[(gamma, beta)], eps, Some(kp), false)?
                 .pop()
                 .ok_or_else(|| Error::shape("layer_norm_feeding", "one result expected")),
             None => self.layer_norm(x, gamma, beta, eps),

@@ -475,6 +475,67 @@ fn fp8_norm_feeding_writes_the_gemms_input() {
     }
 }
 
+/// `layer_norm_pair` naming the FP8 linear that reads its second norm (a FastConformer block's
+/// closing norm, then the next block's first, which fc1 reads) writes that linear's e4m3 input:
+/// the linear converts nothing, and both norms and the linear's output are the bits of the pair
+/// without `next` followed by the linear's own conversion. 16 parakeet clips (2240 x 1024), an
+/// odd row count with a width off the powers of two, and a few rows.
+#[test]
+fn fp8_norm_pair_writes_the_next_gemms_input() {
+    let name = "fp8_norm_pair_writes_the_next_gemms_input";
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
+        return;
+    };
+    for (i, &(m, d, n)) in [(2240, 1024, 4096), (603, 272, 528), (40, 384, 1152)]
+        .iter()
+        .enumerate()
+    {
+        let s = 1300 + 10 * i as u64;
+        let x = rnd(&[1, m, d], s, 2.0);
+        let [g1, b1, g2, b2] =
+            [(1, 1.0), (2, 0.3), (3, 1.0), (4, 0.3)].map(|(o, a)| rnd(&[d], s + o, a));
+        let w = rnd(&[n, d], s + 5, 1.0 / (d as f32).sqrt());
+        let b = rnd(&[n], s + 6, 0.5);
+        let wq = g.weight(&w, Lane::Q8).unwrap();
+        let up = |t: &HostTensor| g.upload(t).unwrap();
+        let (xt, bb) = (up(&x), up(&b));
+        let (g1t, b1t, g2t, b2t) = (up(&g1), up(&b1), up(&g2), up(&b2));
+        let run = |feeding: bool| -> Vec<Vec<f32>> {
+            let key = format!("test-encoder/fp8-ln-pair-{i}-{feeding}");
+            let outs = g
+                .chain(&key, &mut |be| {
+                    let x16 = be.affine(&xt, 1.0, 0.0)?;
+                    let norms = [(&g1t, Some(&b1t)), (&g2t, Some(&b2t))];
+                    let next = feeding.then_some(&wq);
+                    let (y, z) = be.layer_norm_pair(&x16, norms, 1e-5, next)?;
+                    let out = be.linear(&z, &wq, Some(&bb))?;
+                    Ok(vec![y, z, out])
+                })
+                .unwrap();
+            outs.iter().map(|t| g.download(t).unwrap().data).collect()
+        };
+        let FedPlain {
+            fed,
+            plain,
+            fed_passes,
+            plain_passes,
+            fp8_gemms,
+        } = fed_and_plain(g, &run);
+        assert!(fp8_gemms > 0, "m{m} d{d}: no FP8 GEMM ran");
+        assert_eq!(
+            fed_passes, 0,
+            "m{m} d{d}: the fed GEMM still converted its input"
+        );
+        assert!(
+            plain_passes >= 1,
+            "m{m} d{d}: the plain pair's GEMM converted nothing"
+        );
+        assert_eq!(fed[0], plain[0], "m{m} d{d}: the closing norms differ");
+        assert_eq!(fed[1], plain[1], "m{m} d{d}: the second norms differ");
+        assert_eq!(fed[2], plain[2], "m{m} d{d}: the GEMM read another input");
+    }
+}
+
 /// `linear_act_feeding` with SiLU (an activation pass of its own) before an FP8 GEMM: the pass
 /// also writes the GEMM's e4m3 input, so the GEMM converts nothing, and the bits of the
 /// activation and of the GEMM are those of `linear_act` followed by the GEMM's own conversion.
