@@ -120,6 +120,16 @@ fn fed_and_plain(g: &CudaBackend, run: &dyn Fn(bool) -> Vec<Vec<f32>>) -> FedPla
     }
 }
 
+/// The results of one chain run under `key`, downloaded.
+fn chain_data(
+    g: &CudaBackend,
+    key: &str,
+    f: &mut dyn FnMut(&CudaBackend) -> stapes_core::Result<Vec<stapes_cuda::CudaTensor>>,
+) -> Vec<Vec<f32>> {
+    let outs = g.chain(key, f).unwrap();
+    outs.iter().map(|t| g.download(t).unwrap().data).collect()
+}
+
 /// Input `(1, m, k)`, weight `(n, k)`, bias `(n)` and residual `(1, m, n)` from seed `s`.
 fn case(s: u64, m: usize, k: usize, n: usize) -> [HostTensor; 4] {
     [
@@ -440,19 +450,16 @@ fn fp8_norm_feeding_writes_the_gemms_input() {
         let (xt, gt, bt, bb) = (up(&x), up(&gamma), up(&beta), up(&b));
         let run = |feeding: bool| -> Vec<Vec<f32>> {
             let key = format!("test-encoder/fp8-ln-{i}-{feeding}");
-            let outs = g
-                .chain(&key, &mut |be| {
-                    let x16 = be.affine(&xt, 1.0, 0.0)?;
-                    let h = if feeding {
-                        be.layer_norm_feeding(&x16, &gt, Some(&bt), 1e-5, &wq)?
-                    } else {
-                        be.layer_norm(&x16, &gt, Some(&bt), 1e-5)?
-                    };
-                    let y = be.linear(&h, &wq, Some(&bb))?;
-                    Ok(vec![h, y])
-                })
-                .unwrap();
-            outs.iter().map(|t| g.download(t).unwrap().data).collect()
+            chain_data(g, &key, &mut |be| {
+                let x16 = be.affine(&xt, 1.0, 0.0)?;
+                let h = if feeding {
+                    be.layer_norm_feeding(&x16, &gt, Some(&bt), 1e-5, &wq)?
+                } else {
+                    be.layer_norm(&x16, &gt, Some(&bt), 1e-5)?
+                };
+                let y = be.linear(&h, &wq, Some(&bb))?;
+                Ok(vec![h, y])
+            })
         };
         let FedPlain {
             fed,
@@ -502,17 +509,14 @@ fn fp8_norm_pair_writes_the_next_gemms_input() {
         let (g1t, b1t, g2t, b2t) = (up(&g1), up(&b1), up(&g2), up(&b2));
         let run = |feeding: bool| -> Vec<Vec<f32>> {
             let key = format!("test-encoder/fp8-ln-pair-{i}-{feeding}");
-            let outs = g
-                .chain(&key, &mut |be| {
-                    let x16 = be.affine(&xt, 1.0, 0.0)?;
-                    let norms = [(&g1t, Some(&b1t)), (&g2t, Some(&b2t))];
-                    let next = feeding.then_some(&wq);
-                    let (y, z) = be.layer_norm_pair(&x16, norms, 1e-5, next)?;
-                    let out = be.linear(&z, &wq, Some(&bb))?;
-                    Ok(vec![y, z, out])
-                })
-                .unwrap();
-            outs.iter().map(|t| g.download(t).unwrap().data).collect()
+            chain_data(g, &key, &mut |be| {
+                let x16 = be.affine(&xt, 1.0, 0.0)?;
+                let norms = [(&g1t, Some(&b1t)), (&g2t, Some(&b2t))];
+                let next = feeding.then_some(&wq);
+                let (y, z) = be.layer_norm_pair(&x16, norms, 1e-5, next)?;
+                let out = be.linear(&z, &wq, Some(&bb))?;
+                Ok(vec![y, z, out])
+            })
         };
         let FedPlain {
             fed,
@@ -572,20 +576,17 @@ fn fp8_silu_pass_writes_the_next_gemms_input() {
         } = mlp_case(g, s, m, d, hid);
         let run = |feeding: bool| -> Vec<Vec<f32>> {
             let key = format!("test-encoder/fp8-silu-{i}-{feeding}");
-            let outs = g
-                .chain(&key, &mut |be| {
-                    let x16 = be.affine(&xt, 1.0, 0.0)?;
-                    let r16 = be.affine(&rt, 1.0, 0.0)?;
-                    let h = if feeding {
-                        be.linear_act_feeding(&x16, &w1q, Some(&b1t), Activation::Silu, &w2q)?
-                    } else {
-                        be.linear_act(&x16, &w1q, Some(&b1t), Activation::Silu)?
-                    };
-                    let y = be.linear_add(&h, &w2q, Some(&b2t), &r16)?;
-                    Ok(vec![h, y])
-                })
-                .unwrap();
-            outs.iter().map(|t| g.download(t).unwrap().data).collect()
+            chain_data(g, &key, &mut |be| {
+                let x16 = be.affine(&xt, 1.0, 0.0)?;
+                let r16 = be.affine(&rt, 1.0, 0.0)?;
+                let h = if feeding {
+                    be.linear_act_feeding(&x16, &w1q, Some(&b1t), Activation::Silu, &w2q)?
+                } else {
+                    be.linear_act(&x16, &w1q, Some(&b1t), Activation::Silu)?
+                };
+                let y = be.linear_add(&h, &w2q, Some(&b2t), &r16)?;
+                Ok(vec![h, y])
+            })
         };
         let FedPlain {
             fed,
@@ -650,21 +651,18 @@ fn fp8_conv_module_writes_the_next_gemms_input() {
         let (xt, dwt, dbt, b2t, rt) = (up(&x), up(&dw), up(&db), up(&b2), up(&r));
         let run = |feeding: bool| -> Vec<Vec<f32>> {
             let key = format!("test-encoder/fp8-glu-{i}-{feeding}");
-            let outs = g
-                .chain(&key, &mut |be| {
-                    let x16 = be.affine(&xt, 1.0, 0.0)?;
-                    let r16 = be.affine(&rt, 1.0, 0.0)?;
-                    let act = Activation::Silu;
-                    let h = if feeding {
-                        be.glu_depthwise_act_feeding(&x16, None, &dwt, Some(&dbt), act, &w2q)?
-                    } else {
-                        be.glu_depthwise_act(&x16, None, &dwt, Some(&dbt), act)?
-                    };
-                    let y = be.linear_add(&h, &w2q, Some(&b2t), &r16)?;
-                    Ok(vec![h, y])
-                })
-                .unwrap();
-            outs.iter().map(|t| g.download(t).unwrap().data).collect()
+            chain_data(g, &key, &mut |be| {
+                let x16 = be.affine(&xt, 1.0, 0.0)?;
+                let r16 = be.affine(&rt, 1.0, 0.0)?;
+                let act = Activation::Silu;
+                let h = if feeding {
+                    be.glu_depthwise_act_feeding(&x16, None, &dwt, Some(&dbt), act, &w2q)?
+                } else {
+                    be.glu_depthwise_act(&x16, None, &dwt, Some(&dbt), act)?
+                };
+                let y = be.linear_add(&h, &w2q, Some(&b2t), &r16)?;
+                Ok(vec![h, y])
+            })
         };
         let FedPlain {
             fed,
