@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Stop 51, first of four back-to-back calls on one warm H200 (h1-h4: the real tiny.en and base
-# ggml files, 197 MB as xz, travel in four parts, /tmp keeps them between calls). On another card
-# this call only runs main's GPU tests. vM = main (70ab7a4) with its test binaries.
+# Stop 51, first of the back-to-back calls on one warm H200 (h1, h2, h3, call-h-part.sh as often
+# as parts are left, h4: the real tiny.en and base ggml files, ~197 MB as xz, travel as the parts
+# tools/bench/stage_real_weights.sh cuts, dist/rwN/part, one or two a call beside the rest;
+# /tmp keeps them between calls). On another card this call only runs main's GPU tests.
+# vM = main (70ab7a4) with its test binaries.
 # h1: whisper.cpp (ggml-org/whisper.cpp 233fe1fc9, public tree without models/ bindings/ media/
 # samples/ tests/) built with CUDA for sm_90 in the background while main's GPU tests run.
-# Carry dist/vM.tar.xz dist/tools dist/wcpp.tar.xz (and dist/rw1 where the tree leaves room).
+# Carry dist/vM.tar.xz dist/tools dist/wcpp.tar.xz (and a dist/rwN where the tree leaves room).
 set -uo pipefail
 V=vM source tools/bench/device_env.sh
 H200=0; nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && H200=1
-mkdir -p /tmp/rw; [ -f dist/rw1/part ] && cp dist/rw1/part /tmp/rw/1
+mkdir -p /tmp/rw; for d in dist/rw[0-9]*; do [ -f "$d/part" ] && cp "$d/part" "/tmp/rw/${d#dist/rw}"; done
 W=/tmp/w
 if [ $H200 = 1 ] && [ ! -x $W/build/bin/whisper-bench ]; then
   mkdir -p $W && xz -dc dist/wcpp.tar.xz | tar -C $W -xf -

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Stop 51 h3 (same warm H200): where turbo's f16 window goes (the missed 4.5 ms target): ncu's
 # time of every kernel of one bench run, one window and 16, and the clock and power the encodes
-# run at. Carry dist/rw3.
+# run at. Carry a dist/rwN (stage_real_weights.sh).
 set -uo pipefail
 O=${OUT:-/tmp/out}; mkdir -p "$O"; exec > >(tee -a "$O/log.txt") 2>&1
 S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
-cp dist/rw3/part /tmp/rw/3
+mkdir -p /tmp/rw; for d in dist/rw[0-9]*; do [ -f "$d/part" ] && cp "$d/part" "/tmp/rw/${d#dist/rw}"; done
 V=vM; B=/tmp/x/vM; export STAPES_CACHE=/tmp/c2
 source <(sed -n '/^w() {/,/^}/p' tools/bench/device_env.sh)
 T=whisper-large-v3-turbo

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Stop 51 h4 (same warm H200): the real tiny.en and base weights (ggml files `stapes convert`
-# wrote from fetch-models.sh's CTranslate2 models; parts 1-4 joined): the Whisper GPU tests on
+# wrote from fetch-models.sh's CTranslate2 models; every part joined): the Whisper GPU tests on
 # each (f16 ids == CPU f32, q8 text equal, step graph), then jfk's transcript and whole-process
-# time, stapes f16 / q8 beside whisper-cli (CUDA, flash attention on), 5 runs each. Carry dist/rw4.
+# time, stapes f16 / q8 beside whisper-cli (CUDA, flash attention on), 5 runs each. Carry the last dist/rwN.
 set -uo pipefail
 O=${OUT:-/tmp/out}; mkdir -p "$O"; exec > >(tee -a "$O/log.txt") 2>&1
 S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
-cp dist/rw4/part /tmp/rw/4
-mkdir -p /tmp/m && cat /tmp/rw/1 /tmp/rw/2 /tmp/rw/3 /tmp/rw/4 | xz -dc | tar -C /tmp/m -xf - && (R0=$PWD; cd /tmp/m && sha256sum -c $R0/dist/rw4/sha256) || { echo "h4: weights incomplete"; ls -la /tmp/rw; exit 3; }
+mkdir -p /tmp/rw; for d in dist/rw[0-9]*; do [ -f "$d/part" ] && cp "$d/part" "/tmp/rw/${d#dist/rw}"; done
+mkdir -p /tmp/m && cat $(ls /tmp/rw/* | sort -V) | xz -dc | tar -C /tmp/m -xf - && (cd /tmp/m && sha256sum -c SUMS) ||
+  { echo "h4: weights incomplete"; ls -la /tmp/rw; exit 3; }
 B=/tmp/x/vM; export STAPES_CACHE=/tmp/c2
 W=/tmp/w/build/bin
 for m in tiny.en base; do
