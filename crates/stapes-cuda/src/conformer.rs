@@ -754,15 +754,19 @@ impl CudaBackend {
         let rows = x.numel() / d;
         let k_pad = self.ln_q8_target(next, rows, d);
         // an FP8 GEMM next: z's e4m3 form comes out of the pair's pass (as layer_norm_feeding's)
-        let e4m3 = next.is_some_and(|w| {
-            w.k == d && x.dtype == Dtype::F16 && self.fp8_chain_linear(w, rows, None)
-        });
+        let e4m3 = next.is_some_and(|w| self.norm_feeds_fp8(x, w, rows, d));
         let mut outs = self.ln_launch(x, &norms, eps, k_pad, e4m3)?;
         let z = outs.pop();
         match (outs.pop(), z) {
             (Some(y), Some(z)) => Ok((y, z)),
             _ => Err(Error::shape("layer_norm_pair", "two results expected")),
         }
+    }
+
+    /// Whether a norm over `x`'s `rows` of `d` writes the e4m3 input of `next`'s linear beside
+    /// its f16 result: f16 rows and that linear on FP8 from an f16 chain.
+    fn norm_feeds_fp8(&self, x: &CudaTensor, next: &CudaWeight, rows: usize, d: usize) -> bool {
+        next.k == d && x.dtype == Dtype::F16 && self.fp8_chain_linear(next, rows, None)
     }
 
     pub(super) fn layer_norm_feeding_fused(
@@ -776,7 +780,7 @@ impl CudaBackend {
         let d = x.shape.last().copied().unwrap_or(0);
         let rows = x.numel() / d.max(1);
         // an FP8 GEMM next: the norm writes its e4m3 input beside the f16 result (fp8.rs)
-        if next.k == d && x.dtype == Dtype::F16 && self.fp8_chain_linear(next, rows, None) {
+        if self.norm_feeds_fp8(x, next, rows, d) {
             return Ok(self.layer_norm_e4m3(x, gamma, beta, eps, true)?.0);
         }
         let k_pad = match Self::ln_too_wide(d) {
