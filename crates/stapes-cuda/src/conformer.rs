@@ -34,6 +34,10 @@ const GDW_MAX_K: usize = 128;
 const SUB_CH: usize = 128;
 /// Thread rows of an `fc_dw_cl` block, each a run of output columns (`DW_FG` in the kernel).
 const DW_FG: u32 = 4;
+/// Channel octets (one a thread) and output-column rows of an `fc_dw_cl_h8` block (`DW8_OCT`,
+/// `DW8_FY` in the kernel).
+const DW8_OCT: usize = 16;
+const DW8_FY: u32 = 16;
 /// Static plus dynamic shared memory a block may use without opting in to more.
 const SMEM_DEFAULT: usize = 48 * 1024;
 
@@ -588,10 +592,23 @@ impl CudaBackend {
         );
         let [ti, fi, ci, t2i, f2i] = [t, f, c, t2, f2].map(|v| v as i32);
         let (relu, dt) = (relu_input as i32, out.bit() | (x.bit() << 1));
+        // f16 inputs in whole 8-channel groups: 16-byte loads, 8 channels a thread
+        let (name, grid, block) = match x.dtype == Dtype::F16 && c % 8 == 0 {
+            true => (
+                "fc_dw_cl_h8",
+                (t2 as u32, c.div_ceil(8 * DW8_OCT) as u32, bs as u32),
+                (DW8_OCT as u32, DW8_FY, 1),
+            ),
+            false => (
+                "fc_dw_cl",
+                (t2 as u32, c.div_ceil(SUB_CH) as u32, bs as u32),
+                (SUB_CH as u32, DW_FG, 1),
+            ),
+        };
         self.launch(
-            "fc_dw_cl",
-            (t2 as u32, c.div_ceil(SUB_CH) as u32, bs as u32),
-            (SUB_CH as u32, DW_FG, 1),
+            name,
+            grid,
+            block,
             0,
             args![y, xp, kp, wp, bp, ti, fi, ci, t2i, f2i, relu, dt],
         )?;

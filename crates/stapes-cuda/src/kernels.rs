@@ -172,6 +172,7 @@ pub const FILES: &[KernelFile] = &[
             "rel_attn_ks_d128",
             "fc_sub_stem",
             "fc_dw_cl",
+            "fc_dw_cl_h8",
             "ln_fused",
         ],
     },

@@ -81,6 +81,7 @@ pub const PDL_SAFE: &[&str] = &[
     "f8wg_n144s6",
     "f8wg_n72s8",
     "fc_dw_cl",
+    "fc_dw_cl_h8",
     "fc_sub_stem",
     "flash64_combine",
     "flash64_w4m1s2",
