@@ -5,8 +5,9 @@
 //! run eager, second a graph replay: bit-identical); the masks must show. Shapes: the
 //! parakeet-tdt-0.6b-v2 stem on 1120 frames, a padded batch of five, odd lengths, channels off
 //! the 128-channel group. In the f16 chain the depthwise cases with C % 8 == 0 (256, 40) take
-//! the 16-byte kernel `fc_dw_cl_h8`, the others (300, 33) and every f32 case `fc_dw_cl`. Each test pins the fused kernels on (`STAPES_CUDA_FC_SUB=1`, read once
-//! per process) before its first op, whatever the environment says.
+//! the 16-byte kernel `fc_dw_cl_h8`, the others (300, 33) and every f32 case `fc_dw_cl`. Each
+//! test pins the fused kernels on (`STAPES_CUDA_FC_SUB=1`, read once per process) before its
+//! first op, whatever the environment says.
 //! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
