@@ -677,6 +677,19 @@ extern "C" __global__ void fc_sub_stem(void* y, const void* x, const float* keep
     DISPATCH_YX(dt, sub_stem_k, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
 }
 
+// The 3 input rows 2·t2 − 1 … 2·t2 + 1 a depthwise output frame t2 reads, at channel ch of column
+// 0: ok[u] false where the row is outside the sequence or its keep is 0 (the row reads as zeros).
+template <class X>
+__device__ __forceinline__ void dw_cl_rows(const X* (&rows)[3], bool (&ok)[3], const X* x, const float* keep, int b,
+                                           int t2, int T, int F, int C, int ch) {
+#pragma unroll
+    for (int u = 0; u < 3; ++u) {
+        const int ti = 2 * t2 - 1 + u;
+        ok[u] = ti >= 0 && ti < T && (!keep || keep[b * T + ti] != 0.f);
+        rows[u] = x + (long long)(b * T + (ok[u] ? ti : 0)) * F * C + ch;
+    }
+}
+
 // Output columns f2 of fc_dw_cl are split over this many thread rows of a block.
 #define DW_FG 4
 
@@ -701,12 +714,7 @@ __device__ __forceinline__ void dw_cl_k(void* y_, const void* x_, const float* _
     const float b0 = bias[ch];
     const X* rows[3];
     bool ok[3];
-#pragma unroll
-    for (int u = 0; u < 3; ++u) {
-        const int ti = 2 * t2 - 1 + u;
-        ok[u] = ti >= 0 && ti < T && (!keep || keep[b * T + ti] != 0.f);
-        rows[u] = x + (long long)(b * T + (ok[u] ? ti : 0)) * F * C + ch;
-    }
+    dw_cl_rows(rows, ok, x, keep, b, t2, T, F, C, ch);
     auto tap = [&](int u, int fi) -> float {
         if (!ok[u] || fi < 0 || fi >= F) return 0.f;
         const float v = ldf(rows[u], (long long)fi * C);
@@ -766,12 +774,7 @@ __device__ __forceinline__ void dw_cl_h8_k(void* y_, const h16* __restrict__ x, 
     if (ch >= C) return;  // no block-wide sync below
     const h16* rows[3];
     bool ok[3];
-#pragma unroll
-    for (int u = 0; u < 3; ++u) {
-        const int ti = 2 * t2 - 1 + u;
-        ok[u] = ti >= 0 && ti < T && (!keep || keep[b * T + ti] != 0.f);
-        rows[u] = x + (long long)(b * T + (ok[u] ? ti : 0)) * F * C + ch;
-    }
+    dw_cl_rows(rows, ok, x, keep, b, t2, T, F, C, ch);
     for (int f2 = threadIdx.y; f2 < F2; f2 += DW8_FY) {
         // every tap's load in flight before the sums
         uint4 q[9];

@@ -4,8 +4,10 @@
 //! with f32 activations (one launch each) and inside an encoder chain with f16 activations (first
 //! run eager, second a graph replay: bit-identical); the masks must show. Shapes: the
 //! parakeet-tdt-0.6b-v2 stem on 1120 frames, a padded batch of five, odd lengths, channels off
-//! the 128-channel group. In the f16 chain the depthwise cases with C % 8 == 0 (256, 40) take
-//! the 16-byte kernel `fc_dw_cl_h8`, the others (300, 33) and every f32 case `fc_dw_cl`. Each
+//! the 128-channel group. The stem runs in the chain twice: on an f16 copy of its input and on
+//! the f32 input itself (as a model's features reach it). In the f16 chain the depthwise cases
+//! with C % 8 == 0 (256, 40) take the 16-byte kernel `fc_dw_cl_h8`, the others (300, 33) and
+//! every f32 case `fc_dw_cl`. Each
 //! test pins the fused kernels on (`STAPES_CUDA_FC_SUB=1`, read once per process) before its
 //! first op, whatever the environment says.
 //! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
@@ -241,6 +243,17 @@ fn twice_in_f16_chain(
     input: &HostTensor,
     f: &dyn Fn(&CudaBackend, &CudaTensor) -> CudaTensor,
 ) -> (HostTensor, HostTensor) {
+    twice_in_chain(g, input, true, f)
+}
+
+/// [`twice_in_f16_chain`], the input as an f16 copy (`f16_input`) or the uploaded f32 tensor
+/// itself (a model's features reach its stem in f32).
+fn twice_in_chain(
+    g: &CudaBackend,
+    input: &HostTensor,
+    f16_input: bool,
+    f: &dyn Fn(&CudaBackend, &CudaTensor) -> CudaTensor,
+) -> (HostTensor, HostTensor) {
     let up = g.upload(input).unwrap();
     g.set_f16_activations(true);
     let key = format!(
@@ -250,6 +263,9 @@ fn twice_in_f16_chain(
     let run = || -> HostTensor {
         let out = g
             .chain(&key, &mut |be| {
+                if !f16_input {
+                    return Ok(vec![f(be, &up)]);
+                }
                 let x = be.affine(&up, 1.0, 0.0)?;
                 Ok(vec![f(be, &x)])
             })
@@ -286,6 +302,17 @@ fn subsampling_ops_f16_chain_and_replay() {
             with_f16_output(tol2("cuda")),
             &first,
             &stem_reference(&c, true, true),
+        );
+        // the features of a model reach the stem in f32: the f32 bars plus the output's f16
+        // rounding, against the unrounded input
+        let what = format!("subsample_stem f32 in, f16 out {shape:?}");
+        let (first, second) = twice_in_chain(g, &c.x, false, &|be, x| stem_with(be, &p, x, true));
+        assert_eq!(first.data, second.data, "{what}: replay differs from eager");
+        check_with(
+            &what,
+            with_f16_output(tol2("cuda")),
+            &first,
+            &stem_reference(&c, false, true),
         );
     }
     let tol = tol_for(stapes_core::tolerance::Op::Conv2d, Lane::F32, "cuda");
