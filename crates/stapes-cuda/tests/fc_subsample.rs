@@ -7,9 +7,8 @@
 //! the 128-channel group. The stem runs in the chain twice: on an f16 copy of its input and on
 //! the f32 input itself (as a model's features reach it). In the f16 chain the depthwise cases
 //! with C % 8 == 0 (256, 40) take the 16-byte kernel `fc_dw_cl_h8`, the others (300, 33) and
-//! every f32 case `fc_dw_cl`. Each
-//! test pins the fused kernels on (`STAPES_CUDA_FC_SUB=1`, read once per process) before its
-//! first op, whatever the environment says.
+//! every f32 case `fc_dw_cl`. Each test pins the fused kernels on (`STAPES_CUDA_FC_SUB=1`, read
+//! once per process) before its first op, whatever the environment says.
 //! Without a GPU each test prints `SKIPPED (no CUDA device): <name>` and returns.
 
 mod common;
