@@ -682,7 +682,9 @@ pub trait Backend: Send + Sync {
     /// A pass whose result only the linear of weight `w` reads, then that linear landing on the
     /// residual stream `r` and the norms after it, as [`Backend::linear_add_norms`]. The pass's
     /// result never leaves the op, so a GPU home may write only the form that linear reads
-    /// (CUDA: the e4m3 copy of an FP8 GEMM, without the f16 one). The default runs the pass's
+    /// (CUDA: the e4m3 copy of an FP8 GEMM, without the f16 one). `next` names the linear the
+    /// last norm's result feeds; where [`Feeds::only`] says nothing else reads that result, a
+    /// GPU home may leave it in that linear's form alone too. The default runs the pass's
     /// `_feeding` op, then `linear_add_norms`.
     #[allow(clippy::too_many_arguments)]
     fn feeding_add_norms(
@@ -693,10 +695,10 @@ pub trait Backend: Send + Sync {
         r: &Self::Tensor,
         norms: &[(&Self::Tensor, Option<&Self::Tensor>)],
         eps: f32,
-        next: Option<&Self::Weight>,
+        next: Option<Feeds<'_, Self::Weight>>,
     ) -> Result<(Self::Tensor, Vec<Self::Tensor>)> {
         let h = feeding_composed(self, pass, w)?;
-        self.linear_add_norms(&h, w, bias, r, norms, eps, next)
+        self.linear_add_norms(&h, w, bias, r, norms, eps, next.map(|f| f.w))
     }
 
     /// A tensor made before an encoder chain and read by every pass of it (a shape bucket's
@@ -1459,6 +1461,25 @@ impl<T, W> Clone for Feeding<'_, T, W> {
     }
 }
 impl<T, W> Copy for Feeding<'_, T, W> {}
+
+/// The linear that reads the last result of [`Backend::feeding_add_norms`].
+#[derive(Debug)]
+pub struct Feeds<'a, W> {
+    /// That linear's weight.
+    pub w: &'a W,
+    /// The caller hands the result to that linear's op and to nothing else (no download, no
+    /// other op), so a home may write it only in the form that linear reads (CUDA: the e4m3
+    /// rows of an FP8 GEMM). An op that reads it otherwise fails with an error there.
+    pub only: bool,
+}
+
+// (by hand, as Feeding's)
+impl<W> Clone for Feeds<'_, W> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<W> Copy for Feeds<'_, W> {}
 
 /// The pass of [`Backend::feeding_add_norms`] by its `_feeding` op, `next` the linear it feeds.
 pub fn feeding_composed<B: Backend + ?Sized>(

@@ -235,7 +235,8 @@ extern "C" __global__ void layer_norm_rows16_gb(h16* __restrict__ y, const h16* 
 // layer_norm_pair's f16 form (src/conformer.rs, ln_launch; no int8 output): y = LN(x; g1, b1)
 // and z = LN(y as stored; g2, b2), a warp a row as layer_norm_rows16 (each result the bits that
 // kernel gives for its input); z8: null, or z's rows also as e4m3 for the FP8 GEMM that reads z
-// (the next block's first linear; src/fp8.rs), the bytes quant_fp8 would make of them.
+// (the next block's first linear; src/fp8.rs), the bytes quant_fp8 would make of them; z null
+// where that GEMM is z's only reader (conformer.rs norms_feeding_fp8), z8 then z's one form.
 template <int C>
 __device__ __forceinline__ void ln_pair_rows16_k(h16* __restrict__ y, h16* __restrict__ z, const h16* __restrict__ x,
                                                  const float* __restrict__ g1, const float* __restrict__ b1,
@@ -244,7 +245,8 @@ __device__ __forceinline__ void ln_pair_rows16_k(h16* __restrict__ y, h16* __res
     uint4 v[C];
     ln16_load(v, (const uint4*)(x + (long long)r * n), n);
     ln16_pass(v, (uint4*)(y + (long long)r * n), nullptr, g1, b1, n, eps);
-    ln16_pass(v, (uint4*)(z + (long long)r * n), nullptr, g2, b2, n, eps, z8 ? (uint2*)(z8 + (long long)r * n) : nullptr);
+    ln16_pass(v, z ? (uint4*)(z + (long long)r * n) : nullptr, nullptr, g2, b2, n, eps,
+              z8 ? (uint2*)(z8 + (long long)r * n) : nullptr);
 }
 extern "C" __global__ void ln_pair_rows16(h16* __restrict__ y, h16* __restrict__ z, const h16* __restrict__ x,
                                           const float* __restrict__ g1, const float* __restrict__ b1,

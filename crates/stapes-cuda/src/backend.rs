@@ -310,6 +310,13 @@ pub struct CudaBackend {
     /// (conformer.rs `feeding_add_norms_fused`), and the calls that did.
     e4m3_only: AtomicBool,
     e4m3_only_runs: std::sync::atomic::AtomicU64,
+    /// Whether `feeding_add_norms` leaves its last norm in e4m3 only where `Feeds::only`
+    /// allows it (conformer.rs `norms_feeding_fp8`), and the norms that did.
+    norm_e4m3_only: AtomicBool,
+    norm_e4m3_only_runs: std::sync::atomic::AtomicU64,
+    /// An op took the address of a block whose values were never written ([`Block::elided`]):
+    /// the next launch or download fails instead of computing on them.
+    read_elided: AtomicBool,
     /// Functions of this backend's modules (by `CUfunction` address) whose dynamic
     /// shared-memory limit was raised, with the limit (`allow_dyn_smem`). Kept per backend: a
     /// module loaded by a later backend may reuse a dropped one's function addresses.
@@ -442,6 +449,9 @@ impl CudaBackend {
             rel_e4m3: AtomicBool::new(conformer::rel_e4m3_default()),
             e4m3_only: AtomicBool::new(conformer::e4m3_only_default()),
             e4m3_only_runs: std::sync::atomic::AtomicU64::new(0),
+            norm_e4m3_only: AtomicBool::new(conformer::norm_e4m3_only_default()),
+            norm_e4m3_only_runs: std::sync::atomic::AtomicU64::new(0),
+            read_elided: AtomicBool::new(false),
             smem_raised: Mutex::new(Vec::new()),
             arch,
             name,
@@ -517,6 +527,10 @@ impl CudaBackend {
         zero: T,
         n: usize,
     ) -> Result<Vec<T>> {
+        if blk.elided() {
+            self.read_elided.store(true, Ordering::Relaxed);
+        }
+        self.check_elided("download")?;
         let mut data = vec![zero; n];
         if n > 0 {
             // SAFETY: callers pass a block holding at least n elements of T; the stream is
@@ -532,6 +546,9 @@ impl CudaBackend {
 
     /// Address of a block an op reads; during a capture the block is kept for the graph.
     pub(crate) fn p(&self, b: &Arc<Block>) -> u64 {
+        if b.elided() {
+            self.read_elided.store(true, Ordering::Relaxed);
+        }
         if self.capturing.load(Ordering::Relaxed) {
             self.capture_keep
                 .lock()
@@ -539,6 +556,18 @@ impl CudaBackend {
                 .push(b.clone());
         }
         b.ptr
+    }
+
+    /// Fails where an op since the last check took the address of an elided block (a norm's
+    /// result left as its FP8 GEMM's e4m3 rows only): its f16 values are not there to read.
+    pub(crate) fn check_elided(&self, op: &str) -> Result<()> {
+        match self.read_elided.swap(false, Ordering::Relaxed) {
+            false => Ok(()),
+            true => Err(Error::Device(format!(
+                "{op}: an input is a norm's result kept only as its FP8 GEMM's e4m3 rows \
+                 (Feeds::only); its f16 values were never written"
+            ))),
+        }
     }
 
     fn t(&self, t: &CudaTensor) -> u64 {
@@ -591,6 +620,7 @@ impl CudaBackend {
         smem: u32,
         params: &mut [*mut c_void],
     ) -> Result<()> {
+        self.check_elided(name)?;
         // ops may come from any thread; the context must be current on this one
         self.bind()?;
         let f = self.kernels.get(name)?;
@@ -866,7 +896,9 @@ impl CudaBackend {
         act: EpiAct,
     ) -> Result<bool> {
         let mut act_done = false;
-        let x = self.p(xb);
+        // x's address only where a path reads its values (an elided input's FP8 GEMM reads
+        // its prepared e4m3 rows alone)
+        let x = || self.p(xb);
         let (n, k) = (w.n, w.k);
         let (mi, ni, ki) = (m as i32, n as i32, k as i32);
         let dt = y_dt.bit() | (x_dt.bit() << 1);
@@ -880,7 +912,7 @@ impl CudaBackend {
                         grid,
                         (256, 1, 1),
                         0,
-                        args![y, x, wp, bias, mi, ni, ki, dt],
+                        args![y, x(), wp, bias, mi, ni, ki, dt],
                     )?;
                     self.add_in_place(y, resid, m * n, y_dt)?;
                 } else {
@@ -904,7 +936,7 @@ impl CudaBackend {
                         grid,
                         (256, 1, 1),
                         0,
-                        args![y, x, wp, sp, bias, mi, ni, ki, kp, dt],
+                        args![y, x(), wp, sp, bias, mi, ni, ki, kp, dt],
                     )?;
                     self.add_in_place(y, resid, m * n, y_dt)?;
                 } else if let Some(done) = match self.q8_fp8_weight(w, m, y_dt)? {
@@ -922,12 +954,24 @@ impl CudaBackend {
                     act_done =
                         self.f16_gemm(y, y_dt, xb, x_dt, m, n, k, wp, bias, bias16, resid, act)?;
                     Counters::bump(&self.counters.gemm_q8_f16);
-                } else if self
-                    .i8gemm_linear(y, y_dt, xb, x, x_dt, m, n, k, wp, sp, *k_pad, bias, resid)?
-                {
+                } else if self.i8gemm_linear(
+                    y,
+                    y_dt,
+                    xb,
+                    x(),
+                    x_dt,
+                    m,
+                    n,
+                    k,
+                    wp,
+                    sp,
+                    *k_pad,
+                    bias,
+                    resid,
+                )? {
                     // our int8 GEMM, epilogue in registers (i8gemm.rs, STAPES_CUDA_I8GEMM)
                 } else {
-                    let (acc, sx) = self.q8_accumulate(xb, x, x_dt, m, k, wp, *n_pad, *k_pad)?;
+                    let (acc, sx) = self.q8_accumulate(xb, x(), x_dt, m, k, wp, *n_pad, *k_pad)?;
                     let (sxp, accp) = (sx.ptr, acc.ptr);
                     let (ldc, ydt) = (*n_pad as i32, y_dt.bit());
                     let grid = (n.div_ceil(1024).clamp(1, 64) as u32, m.min(65535) as u32, 1);
@@ -2313,7 +2357,7 @@ impl Backend for CudaBackend {
         r: &CudaTensor,
         norms: &[(&CudaTensor, Option<&CudaTensor>)],
         eps: f32,
-        next: Option<&CudaWeight>,
+        next: Option<stapes_core::backend::Feeds<'_, CudaWeight>>,
     ) -> Result<(CudaTensor, Vec<CudaTensor>)> {
         self.feeding_add_norms_fused(pass, w, bias, r, norms, eps, next)
     }
@@ -2330,7 +2374,7 @@ impl Backend for CudaBackend {
         eps: f32,
         next: Option<&CudaWeight>,
     ) -> Result<(CudaTensor, CudaTensor)> {
-        self.layer_norm_pair_fused(x, norms, eps, next)
+        self.layer_norm_pair_fused(x, norms, eps, next, true)
     }
 
     fn linear_add_norms(

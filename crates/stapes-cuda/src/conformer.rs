@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use stapes_core::backend::{
     depthwise_conv2d_cl_composed, depthwise_conv2d_cl_dims, feeding_composed, glu_depthwise_dims,
     norms_after_composed, rel_attention_composed, rel_attention_dims, subsample_stem_composed,
-    subsample_stem_dims, Feeding, RelAttnInputs, RelAttnParams, StridingParams,
+    subsample_stem_dims, Feeding, Feeds, RelAttnInputs, RelAttnParams, StridingParams,
 };
 use stapes_core::{Activation, Backend, DeviceTensor, Error, Result};
 
@@ -657,6 +657,7 @@ impl CudaBackend {
         eps: f32,
         k_pad: Option<usize>,
         e4m3_last: bool,
+        store16_last: bool,
     ) -> Result<Vec<CudaTensor>> {
         const OP: &str = "layer_norm_pair";
         let d = x.shape.last().copied().unwrap_or(0);
@@ -714,6 +715,9 @@ impl CudaBackend {
                     false => None,
                 };
                 let z8p = z8.as_ref().map_or(0, |b| self.p(b));
+                // z's e4m3 rows alone where its FP8 GEMM is its only reader
+                let elide = z8.is_some() && !store16_last;
+                let z = if elide { 0 } else { z };
                 self.launch(
                     "ln_pair_rows16",
                     (rows.div_ceil(4) as u32, 1, 1),
@@ -723,6 +727,9 @@ impl CudaBackend {
                 )?;
                 if let Some(z8) = z8 {
                     self.remember(&outs[1].buf, rows, d, PrepKind::Fp8, vec![z8]);
+                }
+                if elide {
+                    outs[1].buf.set_elided();
                 }
                 return Ok(outs);
             }
@@ -752,18 +759,23 @@ impl CudaBackend {
         d == 0 || d * 4 > SMEM_DEFAULT - 1024
     }
 
+    /// [`Backend::layer_norm_pair`]; `store16` false: where z's e4m3 form is written, z's f16
+    /// values are not (its FP8 GEMM is its only reader) and its block is marked elided.
     pub(super) fn layer_norm_pair_fused(
         &self,
         x: &CudaTensor,
         norms: [(&CudaTensor, Option<&CudaTensor>); 2],
         eps: f32,
         next: Option<&CudaWeight>,
+        store16: bool,
     ) -> Result<(CudaTensor, CudaTensor)> {
         let d = x.shape.last().copied().unwrap_or(0);
         if !ln_pair_on() || Self::ln_too_wide(d) {
             let y = self.layer_norm(x, norms[0].0, norms[0].1, eps)?;
             let z = match next {
-                Some(w) => self.layer_norm_feeding_fused(&y, norms[1].0, norms[1].1, eps, w)?,
+                Some(w) => {
+                    self.layer_norm_feeding_k(&y, norms[1].0, norms[1].1, eps, w, store16)?
+                }
                 None => self.layer_norm(&y, norms[1].0, norms[1].1, eps)?,
             };
             return Ok((y, z));
@@ -772,7 +784,7 @@ impl CudaBackend {
         let k_pad = self.ln_q8_target(next, rows, d);
         // an FP8 GEMM next: z's e4m3 form comes out of the pair's pass (as layer_norm_feeding's)
         let e4m3 = next.is_some_and(|w| self.norm_feeds_fp8(x, w, rows, d));
-        let mut outs = self.ln_launch(x, &norms, eps, k_pad, e4m3)?;
+        let mut outs = self.ln_launch(x, &norms, eps, k_pad, e4m3, store16)?;
         let z = outs.pop();
         match (outs.pop(), z) {
             (Some(y), Some(z)) => Ok((y, z)),
@@ -794,11 +806,26 @@ impl CudaBackend {
         eps: f32,
         next: &CudaWeight,
     ) -> Result<CudaTensor> {
+        self.layer_norm_feeding_k(x, gamma, beta, eps, next, true)
+    }
+
+    /// [`Backend::layer_norm_feeding`]; `store16` false: where the e4m3 form is written, the
+    /// f16 values are not (`next`'s FP8 GEMM is the result's only reader; fp8.rs
+    /// `layer_norm_e4m3`).
+    fn layer_norm_feeding_k(
+        &self,
+        x: &CudaTensor,
+        gamma: &CudaTensor,
+        beta: Option<&CudaTensor>,
+        eps: f32,
+        next: &CudaWeight,
+        store16: bool,
+    ) -> Result<CudaTensor> {
         let d = x.shape.last().copied().unwrap_or(0);
         let rows = x.numel() / d.max(1);
         // an FP8 GEMM next: the norm writes its e4m3 input beside the f16 result (fp8.rs)
         if self.norm_feeds_fp8(x, next, rows, d) {
-            return Ok(self.layer_norm_e4m3(x, gamma, beta, eps, true)?.0);
+            return Ok(self.layer_norm_e4m3(x, gamma, beta, eps, store16)?.0);
         }
         let k_pad = match Self::ln_too_wide(d) {
             true => None,
@@ -806,7 +833,7 @@ impl CudaBackend {
         };
         match k_pad {
             Some(kp) => self
-                .ln_launch(x, &[(gamma, beta)], eps, Some(kp), false)?
+                .ln_launch(x, &[(gamma, beta)], eps, Some(kp), false, true)?
                 .pop()
                 .ok_or_else(|| Error::shape("layer_norm_feeding", "one result expected")),
             None => self.layer_norm(x, gamma, beta, eps),
@@ -844,6 +871,14 @@ pub(super) fn rel_e4m3_default() -> bool {
 /// call 4 (an ablation dropping those f16 stores): 16 parakeet q8 clips 6.14–6.21 → 5.90 ms.
 pub(super) fn e4m3_only_default() -> bool {
     std::env::var("STAPES_CUDA_E4M3_ONLY").map_or(true, |v| v.trim() != "0")
+}
+
+/// `STAPES_CUDA_NORM_E4M3_ONLY=0`: `feeding_add_norms`' last norm writes its f16 result too
+/// where its only reader, the next linear, reads just the e4m3 copy (`Feeds::only`); the
+/// backend's starting value, default on. H100, stop 49 call 5 (an ablation dropping those f16
+/// stores): 16 parakeet q8 clips 5.73–5.79 → 5.66–5.67 ms.
+pub(super) fn norm_e4m3_only_default() -> bool {
+    std::env::var("STAPES_CUDA_NORM_E4M3_ONLY").map_or(true, |v| v.trim() != "0")
 }
 
 /// `STAPES_CUDA_SPLIT_FP8=0`: `linear_add_norms`' split form keeps f16 operands (the q8 weight's
@@ -938,6 +973,19 @@ impl CudaBackend {
         self.e4m3_only.store(on, Ordering::SeqCst);
     }
 
+    /// Whether `feeding_add_norms` leaves its last norm in e4m3 only where `Feeds::only` allows
+    /// it from now on (tests and A/B runs; the default comes from `STAPES_CUDA_NORM_E4M3_ONLY`).
+    #[doc(hidden)]
+    pub fn set_norm_e4m3_only(&self, on: bool) {
+        self.norm_e4m3_only.store(on, Ordering::SeqCst);
+    }
+
+    /// Norms of `feeding_add_norms` that wrote e4m3 only (tests prove it ran).
+    #[doc(hidden)]
+    pub fn norm_e4m3_only_runs(&self) -> u64 {
+        self.norm_e4m3_only_runs.load(Ordering::SeqCst)
+    }
+
     /// Calls of `feeding_add_norms` whose pass wrote e4m3 only (tests prove it ran).
     #[doc(hidden)]
     pub fn e4m3_only_runs(&self) -> u64 {
@@ -949,7 +997,9 @@ impl CudaBackend {
     /// the e4m3 copy that GEMM reads, and the f16 result, which never leaves this op, stays
     /// unwritten. The GEMM, its epilogue and the norms are the composed form's, so the results
     /// are its bits. Where the FP8 plan is missing after all, the pass runs again with its f16
-    /// result and the op composes.
+    /// result and the op composes. On that FP8 path, where `next` is the last norm's only
+    /// reader and reads it on FP8, that norm writes only its e4m3 rows too
+    /// ([`CudaBackend::norms_feeding_fp8`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn feeding_add_norms_fused(
         &self,
@@ -959,8 +1009,9 @@ impl CudaBackend {
         r: &CudaTensor,
         norms: &[(&CudaTensor, Option<&CudaTensor>)],
         eps: f32,
-        next: Option<&CudaWeight>,
+        feeds: Option<Feeds<'_, CudaWeight>>,
     ) -> Result<(CudaTensor, Vec<CudaTensor>)> {
+        let next = feeds.map(|f| f.w);
         let m = r.numel() / w.n.max(1);
         let applies = self.e4m3_only.load(Ordering::Relaxed)
             && r.dtype == Dtype::F16
@@ -981,7 +1032,7 @@ impl CudaBackend {
         let out = self.alloc(&r.shape, Dtype::F16)?;
         if found && self.fp8_linear_prepared(&out, &h, w, bias, self.t(r))? {
             self.e4m3_only_runs.fetch_add(1, Ordering::Relaxed);
-            let outs = norms_after_composed(self, &out, norms, eps, next)?;
+            let outs = self.norms_feeding_fp8(&out, norms, eps, feeds)?;
             return Ok((out, outs));
         }
         // no FP8 plan after all (or not the rows it wrote): the pass again, with its f16 result
@@ -1021,6 +1072,36 @@ impl CudaBackend {
                 p,
             } => self.rel_attention_fused(qkv, pos, bias_u, bias_v, keep, &p, Some(next), store16),
         }
+    }
+
+    /// The norms after `feeding_add_norms`' FP8 GEMM over `s`: the composed form's, except
+    /// that where `feeds` is the last result's only reader ([`Feeds::only`]) and its linear
+    /// runs on FP8, the last norm writes only that linear's e4m3 rows (the bytes `quant_fp8`
+    /// would make of the f16 result) and its block is marked elided: any other read of it
+    /// fails. Stop 49's ablation put those f16 stores at ~0.08 ms of 16 parakeet clips.
+    fn norms_feeding_fp8(
+        &self,
+        s: &CudaTensor,
+        norms: &[(&CudaTensor, Option<&CudaTensor>)],
+        eps: f32,
+        feeds: Option<Feeds<'_, CudaWeight>>,
+    ) -> Result<Vec<CudaTensor>> {
+        let next = feeds.map(|f| f.w);
+        let only = feeds.is_some_and(|f| f.only) && self.norm_e4m3_only.load(Ordering::Relaxed);
+        let outs = match (norms, next) {
+            ([(g, b)], Some(nw)) if only => {
+                vec![self.layer_norm_feeding_k(s, g, *b, eps, nw, false)?]
+            }
+            ([n1, n2], Some(_)) if only => {
+                let (y, z) = self.layer_norm_pair_fused(s, [*n1, *n2], eps, next, false)?;
+                vec![y, z]
+            }
+            _ => return norms_after_composed(self, s, norms, eps, next),
+        };
+        if outs.last().is_some_and(|z| z.buf.elided()) {
+            self.norm_e4m3_only_runs.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(outs)
     }
 
     /// Calls of `linear_add_norms` that took the split form (tests prove it ran).

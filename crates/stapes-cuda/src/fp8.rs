@@ -286,6 +286,9 @@ impl CudaBackend {
         let (h, wrote) = self.layer_norm_y8(x, gamma, beta, eps, self.p(&y8), store16)?;
         if wrote {
             self.remember(&h.buf, rows, d, PrepKind::Fp8, vec![y8]);
+            if !store16 {
+                h.buf.set_elided();
+            }
         }
         Ok((h, wrote))
     }

@@ -7,6 +7,7 @@
 //! write into them), and blocks freed inside the capture are reused only inside it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{result, sys, CudaContext};
@@ -48,6 +49,19 @@ pub struct Block {
     pub bytes: usize,
     tag: u64,
     pool: Arc<Pool>,
+    /// Its values were never written: a norm left only the e4m3 rows of the FP8 GEMM that is
+    /// its one reader (`Feeds::only`). The backend turns any other read into an error.
+    elided: AtomicBool,
+}
+
+impl Block {
+    pub(crate) fn elided(&self) -> bool {
+        self.elided.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_elided(&self) {
+        self.elided.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Drop for Block {
@@ -113,6 +127,7 @@ impl Pool {
             bytes: class,
             tag,
             pool: self.clone(),
+            elided: AtomicBool::new(false),
         }))
     }
 

@@ -1276,7 +1276,7 @@ fn fp8_few_row_gemm_is_the_e4m3_product_of_its_input() {
 /// `linear_add_norms` (its f16 operands) and with the switch off it does not run, same bits.
 #[test]
 fn fp8_feeding_add_norms_writes_e4m3_only() {
-    use stapes_core::backend::{feeding_composed, Feeding, RelAttnParams};
+    use stapes_core::backend::{feeding_composed, Feeding, Feeds, RelAttnParams};
     let name = "fp8_feeding_add_norms_writes_e4m3_only";
     let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
@@ -1362,8 +1362,13 @@ fn fp8_feeding_add_norms_writes_e4m3_only() {
                     };
                     let bias = if pass_i == 0 { None } else { Some(&bc) };
                     let norms = [(&g1, Some(&n1)), (&g2, Some(&n2))];
+                    // the results are downloaded below: not the linear's alone
+                    let feeds = Some(Feeds {
+                        w: &w1,
+                        only: false,
+                    });
                     let (y, zs) = if fused {
-                        be.feeding_add_norms(pass, w, bias, &r16, &norms, 1e-5, Some(&w1))?
+                        be.feeding_add_norms(pass, w, bias, &r16, &norms, 1e-5, feeds)?
                     } else {
                         let h = feeding_composed(be, pass, w)?;
                         be.linear_add_norms(&h, w, bias, &r16, &norms, 1e-5, Some(&w1))?
@@ -1392,4 +1397,112 @@ fn fp8_feeding_add_norms_writes_e4m3_only() {
     }
     g.set_split_fp8(true);
     g.set_e4m3_only(true);
+}
+
+/// `feeding_add_norms` with `Feeds::only`: where the linear after the pass runs on FP8 and the
+/// last norm's only reader is the next linear on FP8, that norm writes its e4m3 rows alone.
+/// The sum, the pair's first norm and the next linear's output over the last norm are the bits
+/// of the same chain with the f16 rows written (`only` false), eager and replayed; the counter
+/// proves the e4m3-only norm ran (and not where `only` is false or the switch is off). Reading
+/// the unwritten result any other way (a download, an f16 op) is an error, not its stale bytes,
+/// and the backend works on after it.
+#[test]
+fn fp8_norm_feeding_only_writes_e4m3_alone() {
+    use stapes_core::backend::{Feeding, Feeds};
+    let name = "fp8_norm_feeding_only_writes_e4m3_alone";
+    let Some((g, _serial)) = fp8_chain_gpu(name) else {
+        return;
+    };
+    // (rows, channels): 16 parakeet clips' rows at 256 channels, and at parakeet's 1024
+    for (i, &(t, c)) in [(2240, 256), (2240, 1024)].iter().enumerate() {
+        let hid = 2 * c;
+        let s = 5000 + 20 * i as u64;
+        let up = |x: &HostTensor| g.upload(x).unwrap();
+        let q8 = |x: &HostTensor| g.weight(x, Lane::Q8).unwrap();
+        let x = up(&rnd(&[1, t, c], s, 2.0));
+        let r = up(&rnd(&[1, t, c], s + 1, 1.0));
+        let w1 = q8(&rnd(&[hid, c], s + 2, 1.0 / (c as f32).sqrt()));
+        let b1 = up(&rnd(&[hid], s + 3, 0.5));
+        let w2 = q8(&rnd(&[c, hid], s + 4, 1.0 / (hid as f32).sqrt()));
+        let wn = q8(&rnd(&[3 * c, c], s + 5, 1.0 / (c as f32).sqrt()));
+        let bn = up(&rnd(&[3 * c], s + 6, 0.5));
+        let (g1, n1) = (up(&rnd(&[c], s + 7, 1.0)), up(&rnd(&[c], s + 8, 0.5)));
+        let (g2, n2) = (up(&rnd(&[c], s + 9, 1.0)), up(&rnd(&[c], s + 10, 0.5)));
+        for pair in [false, true] {
+            let norms_all = [(&g1, Some(&n1)), (&g2, Some(&n2))];
+            let norms = if pair {
+                &norms_all[..]
+            } else {
+                &norms_all[1..]
+            };
+            let fwd = |be: &CudaBackend, only: bool| {
+                let x16 = be.affine(&x, 1.0, 0.0)?;
+                let r16 = be.affine(&r, 1.0, 0.0)?;
+                let pass = Feeding::LinearAct {
+                    x: &x16,
+                    w: &w1,
+                    bias: Some(&b1),
+                    act: Activation::Silu,
+                };
+                let feeds = Some(Feeds { w: &wn, only });
+                be.feeding_add_norms(pass, &w2, None, &r16, norms, 1e-5, feeds)
+            };
+            let run = |only: bool, switch: bool| -> (Vec<Vec<f32>>, u64) {
+                g.set_norm_e4m3_only(switch);
+                let key = format!("test-encoder/fp8-norm-only-{i}-{pair}-{only}-{switch}");
+                let count = || [g.norm_e4m3_only_runs()];
+                let (outs, [runs]) = common::chain_eager_replay(g, &key, &count, &mut |be| {
+                    let (y, mut zs) = fwd(be, only)?;
+                    let z = zs.pop().expect("the last norm");
+                    // the next sub-block's first linear, as the encoder runs it
+                    let next = be.linear(&z, &wn, Some(&bn))?;
+                    Ok([vec![y], zs, vec![next]].concat())
+                });
+                g.set_norm_e4m3_only(true);
+                (outs, runs)
+            };
+            let what = format!("rows {t} channels {c} pair {pair}");
+            let (alone, runs) = run(true, true);
+            let (written, written_runs) = run(false, true);
+            let (off, off_runs) = run(true, false);
+            assert!(runs > 0, "{what}: the e4m3-only norm never ran");
+            assert_eq!(written_runs, 0, "{what}: ran where only is false");
+            assert_eq!(off_runs, 0, "{what}: ran with the switch off");
+            assert_eq!(alone.len(), if pair { 3 } else { 2 }, "{what}: results");
+            for (j, ((a, b), o)) in alone.iter().zip(&written).zip(&off).enumerate() {
+                for (k, other) in [b, o].iter().enumerate() {
+                    let same = a.len() == other.len()
+                        && a.iter()
+                            .zip(other.iter())
+                            .all(|(x, y)| x.to_bits() == y.to_bits());
+                    assert!(
+                        same,
+                        "{what}: result {j} differs from form {k} (f16 rows written)"
+                    );
+                }
+            }
+            // the unwritten result cannot be read as f16: not downloaded (a chain's output) ...
+            let key = format!("test-encoder/fp8-norm-only-read-{i}-{pair}");
+            let outs = g
+                .chain(&key, &mut |be| {
+                    Ok(vec![fwd(be, true)?.1.pop().expect("norm")])
+                })
+                .expect("the chain");
+            let e = g
+                .download(&outs[0])
+                .expect_err("downloaded an elided result");
+            assert!(e.to_string().contains("never written"), "{what}: {e}");
+            // ... nor read by an f16 op
+            let key = format!("test-encoder/fp8-norm-only-op-{i}-{pair}");
+            let e = g
+                .chain(&key, &mut |be| {
+                    let z = fwd(be, true)?.1.pop().expect("norm");
+                    Ok(vec![be.affine(&z, 1.0, 0.0)?])
+                })
+                .expect_err("an f16 op read an elided result");
+            assert!(e.to_string().contains("never written"), "{what}: {e}");
+            let fine = g.download(&x).expect("the backend after the error");
+            assert_eq!(fine.data.len(), t * c, "{what}");
+        }
+    }
 }

@@ -5,7 +5,7 @@
 use super::config::{conv_out, EncoderConfig};
 use super::weights::{subsampling_conv, LayerNames, SUB_CONV0, SUB_LINEAR};
 use crate::{ModelError, Result};
-use stapes_core::backend::{Feeding, RelAttnParams, StridingParams};
+use stapes_core::backend::{Feeding, Feeds, RelAttnParams, StridingParams};
 use stapes_core::{Activation, Backend, Conv2dParams, DeviceTensor, HostTensor, Lane};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -647,7 +647,7 @@ impl<B: Backend> RelAttention<B> {
         cx: &AttnCtx<'_, B>,
         x: &B::Tensor,
         norms: &[(&B::Tensor, Option<&B::Tensor>)],
-        next: Option<&B::Weight>,
+        next: Option<Feeds<'_, B::Weight>>,
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         let qkv = self.qkv.forward(b, h)?; // (B, T, 3d)
         let projected;
@@ -733,7 +733,7 @@ impl<B: Backend> ConvModule<B> {
         keep: Option<&B::Tensor>,
         x: &B::Tensor,
         norms: &[(&B::Tensor, Option<&B::Tensor>)],
-        next: Option<&B::Weight>,
+        next: Option<Feeds<'_, B::Weight>>,
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         let h = self.pw1.forward(b, h)?; // (B, T, 2C)
                                          // GLU, zeros past each sequence (as its own pass sees), depthwise conv, activation
@@ -772,7 +772,7 @@ impl<B: Backend> FeedForward<B> {
         act: Activation,
         x: &B::Tensor,
         norms: &[(&B::Tensor, Option<&B::Tensor>)],
-        next: Option<&B::Weight>,
+        next: Option<Feeds<'_, B::Weight>>,
     ) -> Result<(B::Tensor, Vec<B::Tensor>)> {
         // the activation in l1's epilogue where the home fuses it, and l2's input form beside
         let pass = Feeding::LinearAct {
@@ -784,6 +784,12 @@ impl<B: Backend> FeedForward<B> {
         let l2 = &self.l2;
         Ok(b.feeding_add_norms(pass, &l2.w, l2.b.as_ref(), x, norms, NORM_EPS, next)?)
     }
+}
+
+/// `w` as the sole reader of a sub-block's last norm: [`Block::forward`] hands that result to
+/// the next sub-block's first linear and to nothing else.
+fn only<W>(w: &W) -> Option<Feeds<'_, W>> {
+    Some(Feeds { w, only: true })
 }
 
 /// The last of a fused op's results (`linear_add_norms` returns one per norm).
@@ -828,22 +834,22 @@ impl<B: Backend> Block<B> {
         let norm_att = [self.norm_att.params()];
         let (x, mut hs) =
             self.ff1
-                .forward_norms(b, &h, act, x, &norm_att, Some(&self.attn.qkv.w))?;
+                .forward_norms(b, &h, act, x, &norm_att, only(&self.attn.qkv.w))?;
         let h = last(&mut hs)?;
         let norm_conv = [self.norm_conv.params()];
         let (x, mut hs) =
             self.attn
-                .forward_norms(b, &h, cx, &x, &norm_conv, Some(&self.conv.pw1.w))?;
+                .forward_norms(b, &h, cx, &x, &norm_conv, only(&self.conv.pw1.w))?;
         let h = last(&mut hs)?;
         let norm_ff2 = [self.norm_ff2.params()];
         let (x, mut hs) =
             self.conv
-                .forward_norms(b, &h, act, cx.keep, &x, &norm_ff2, Some(&self.ff2.l1.w))?;
+                .forward_norms(b, &h, act, cx.keep, &x, &norm_ff2, only(&self.ff2.l1.w))?;
         let h = last(&mut hs)?;
         match next {
             Some(n) => {
                 let norms = [self.norm_out.params(), n.norm_ff1.params()];
-                let next_w = Some(&n.ff1.l1.w);
+                let next_w = only(&n.ff1.l1.w);
                 let (_, mut yz) = self.ff2.forward_norms(b, &h, act, &x, &norms, next_w)?;
                 let z = last(&mut yz)?;
                 Ok((last(&mut yz)?, Some(z)))

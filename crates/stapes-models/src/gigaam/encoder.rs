@@ -12,7 +12,7 @@ use crate::fastconformer::encoder::{
     fold_batch_norm, last, rel_positions, FeedForward, Linear, Norm, Tensors,
 };
 use crate::{ModelError, Result};
-use stapes_core::backend::RelAttnParams;
+use stapes_core::backend::{Feeds, RelAttnParams};
 use stapes_core::{
     Activation, AttnParams, Backend, Conv1dParams, Conv2dParams, DeviceTensor, HostTensor, Lane,
 };
@@ -571,7 +571,11 @@ impl<B: Backend> Block<B> {
             silu,
             x,
             &[self.norm_att.params()],
-            Some(self.attn.normed_reader()),
+            // rotary attention also reads h outside the linear (its rotated q|k input)
+            Some(Feeds {
+                w: self.attn.normed_reader(),
+                only: false,
+            }),
         )?;
         let h = last(&mut hs)?;
         let a = self.attn.forward(b, &h, pos, cfg, pad)?;
@@ -598,9 +602,17 @@ impl<B: Backend> Block<B> {
         match next {
             Some(n) => {
                 let norms = [self.norm_out.params(), n.norm_ff1.params()];
-                let (_, mut yz) =
-                    self.ff2
-                        .forward_norms(b, &h, silu, &x, &norms, Some(&n.ff1.l1.w))?;
+                let (_, mut yz) = self.ff2.forward_norms(
+                    b,
+                    &h,
+                    silu,
+                    &x,
+                    &norms,
+                    Some(Feeds {
+                        w: &n.ff1.l1.w,
+                        only: true,
+                    }),
+                )?;
                 let z = last(&mut yz)?;
                 Ok((last(&mut yz)?, Some(z)))
             }
