@@ -527,9 +527,7 @@ impl CudaBackend {
         zero: T,
         n: usize,
     ) -> Result<Vec<T>> {
-        if blk.elided() {
-            self.read_elided.store(true, Ordering::Relaxed);
-        }
+        self.mark_read(blk);
         self.check_elided("download")?;
         let mut data = vec![zero; n];
         if n > 0 {
@@ -546,9 +544,7 @@ impl CudaBackend {
 
     /// Address of a block an op reads; during a capture the block is kept for the graph.
     pub(crate) fn p(&self, b: &Arc<Block>) -> u64 {
-        if b.elided() {
-            self.read_elided.store(true, Ordering::Relaxed);
-        }
+        self.mark_read(b);
         if self.capturing.load(Ordering::Relaxed) {
             self.capture_keep
                 .lock()
@@ -558,10 +554,20 @@ impl CudaBackend {
         b.ptr
     }
 
+    /// Records a read of `b`'s values, for [`Self::check_elided`].
+    fn mark_read(&self, b: &Block) {
+        if b.elided() {
+            self.read_elided.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Fails where an op since the last check took the address of an elided block (a norm's
     /// result left as its FP8 GEMM's e4m3 rows only): its f16 values are not there to read.
     pub(crate) fn check_elided(&self, op: &str) -> Result<()> {
-        match self.read_elided.swap(false, Ordering::Relaxed) {
+        // every launch asks: a plain load, the swap only once a read was marked
+        let marked = self.read_elided.load(Ordering::Relaxed)
+            && self.read_elided.swap(false, Ordering::Relaxed);
+        match marked {
             false => Ok(()),
             true => Err(Error::Device(format!(
                 "{op}: an input is a norm's result kept only as its FP8 GEMM's e4m3 rows \
@@ -2398,7 +2404,7 @@ impl Backend for CudaBackend {
         eps: f32,
         next: &CudaWeight,
     ) -> Result<CudaTensor> {
-        self.layer_norm_feeding_fused(x, gamma, beta, eps, next)
+        self.layer_norm_feeding_fused(x, gamma, beta, eps, next, true)
     }
 
     // subsampling channel-last [fcenc2: conformer.rs]

@@ -774,7 +774,7 @@ impl CudaBackend {
             let y = self.layer_norm(x, norms[0].0, norms[0].1, eps)?;
             let z = match next {
                 Some(w) => {
-                    self.layer_norm_feeding_k(&y, norms[1].0, norms[1].1, eps, w, store16)?
+                    self.layer_norm_feeding_fused(&y, norms[1].0, norms[1].1, eps, w, store16)?
                 }
                 None => self.layer_norm(&y, norms[1].0, norms[1].1, eps)?,
             };
@@ -798,21 +798,10 @@ impl CudaBackend {
         next.k == d && x.dtype == Dtype::F16 && self.fp8_chain_linear(next, rows, None)
     }
 
-    pub(super) fn layer_norm_feeding_fused(
-        &self,
-        x: &CudaTensor,
-        gamma: &CudaTensor,
-        beta: Option<&CudaTensor>,
-        eps: f32,
-        next: &CudaWeight,
-    ) -> Result<CudaTensor> {
-        self.layer_norm_feeding_k(x, gamma, beta, eps, next, true)
-    }
-
     /// [`Backend::layer_norm_feeding`]; `store16` false: where the e4m3 form is written, the
     /// f16 values are not (`next`'s FP8 GEMM is the result's only reader; fp8.rs
     /// `layer_norm_e4m3`).
-    fn layer_norm_feeding_k(
+    pub(super) fn layer_norm_feeding_fused(
         &self,
         x: &CudaTensor,
         gamma: &CudaTensor,
@@ -875,8 +864,8 @@ pub(super) fn e4m3_only_default() -> bool {
 
 /// `STAPES_CUDA_NORM_E4M3_ONLY=0`: `feeding_add_norms`' last norm writes its f16 result too
 /// where its only reader, the next linear, reads just the e4m3 copy (`Feeds::only`); the
-/// backend's starting value, default on. H100, stop 49 call 5 (an ablation dropping those f16
-/// stores): 16 parakeet q8 clips 5.73–5.79 → 5.66–5.67 ms.
+/// backend's starting value, default on. H200, stop 53 call 3, alternating: 16 parakeet q8
+/// clips 5.596–5.607 ms off, 5.537–5.579 on.
 pub(super) fn norm_e4m3_only_default() -> bool {
     std::env::var("STAPES_CUDA_NORM_E4M3_ONLY").map_or(true, |v| v.trim() != "0")
 }
@@ -1090,7 +1079,7 @@ impl CudaBackend {
         let only = feeds.is_some_and(|f| f.only) && self.norm_e4m3_only.load(Ordering::Relaxed);
         let outs = match (norms, next) {
             ([(g, b)], Some(nw)) if only => {
-                vec![self.layer_norm_feeding_k(s, g, *b, eps, nw, false)?]
+                vec![self.layer_norm_feeding_fused(s, g, *b, eps, nw, false)?]
             }
             ([n1, n2], Some(_)) if only => {
                 let (y, z) = self.layer_norm_pair_fused(s, [*n1, *n2], eps, next, false)?;

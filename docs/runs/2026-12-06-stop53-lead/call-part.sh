@@ -1,5 +1,0 @@
-#!/usr/bin/env bash
-# Stop 53 (from stop 51), between call 2 and call-rw.sh on the same warm H200: only keeps the carried parts of the real
-# weights (dist/rwN/part, tools/bench/stage_real_weights.sh) in /tmp/rw. Carry one or two dist/rwN.
-mkdir -p /tmp/rw; for d in dist/rw[0-9]*; do [ -f "$d/part" ] && cp "$d/part" "/tmp/rw/${d#dist/rw}"; done
-ls -la /tmp/rw
