@@ -39,14 +39,14 @@ busy = [r for r in rows if r[1] > 0.5 * peak]
 if busy: print("  smi: %d busy samples, SM %.0f MHz, %.0f W (medians)" % (len(busy), st.median(c for c, _ in busy), st.median(p for _, p in busy)))
 PY
 }
-# `wcpp_bg`: on an H200, whisper.cpp (dist/wcpp.tar.xz: ggml-org/whisper.cpp's public tree without
+# `wcpp_bg`: on an H200 (any card with WCPP_ANY set), whisper.cpp (dist/wcpp.tar.xz: ggml-org/whisper.cpp's public tree without
 # models/ bindings/ media/ samples/ tests/) configured and built with CUDA for sm_90 into
 # /tmp/w/build/bin (whisper-bench, whisper-cli) in the background, unless already there (a warm
 # machine keeps /tmp); sets WB to the build's pid (empty when none started) and H200 to 1 or 0.
 # `wait $WB` before reading it; its log is /tmp/wcmake.log.
 wcpp_bg() { local W=/tmp/w; WB=; H200=0
   nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 && H200=1
-  if [ $H200 = 1 ] && [ ! -x $W/build/bin/whisper-bench ]; then
+  if { [ $H200 = 1 ] || [ -n "${WCPP_ANY:-}" ]; } && [ ! -x $W/build/bin/whisper-bench ]; then
     mkdir -p $W && xz -dc dist/wcpp.tar.xz | tar -C $W -xf -
     (cd $W && cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DWHISPER_BUILD_TESTS=OFF \
        -DWHISPER_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release > /tmp/wcmake.log 2>&1 &&
