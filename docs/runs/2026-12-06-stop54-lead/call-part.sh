@@ -1,5 +1,0 @@
-#!/usr/bin/env bash
-# Stop 54, between calls on the same warm machine: only keeps the carried parts of the real
-# weights (dist/rwN/part, tools/bench/stage_real_weights.sh) in /tmp/rw.
-mkdir -p /tmp/rw; for d in dist/rw[0-9]*; do [ -f "$d/part" ] && cp "$d/part" "/tmp/rw/${d#dist/rw}"; done
-ls -la /tmp/rw
