@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Stop 54, call 1 shortened (call-1.sh without whisper.cpp and the comparison: the device time
-# left after six starts that found no machine). PACK = dist/c1/all.tar.xz (pack_bundles.sh c1 vM
-# vR vQ; the bundles as call-1.sh says). vQ's GPU tests (the rel-attention's and fp8 first, cuda_canary and pdl last: stop 53's new test has not
-# fully run on a GPU), vR's rel-attention test, then 16 parakeet clips vM / vQ / vR / vQ at 3 warps
-# (STAPES_CUDA_REL_WARPS), alternating, two rounds; one clip and canary vM / vQ.
+# left after the starts that found no machine). PACK = dist/c1/all.tar.xz (pack_bundles.sh c1 vM
+# vR vQ; the bundles as call-1.sh says). vQ's GPU tests (fp8 and the rel-attention's first: stop
+# 53's new fp8 test has not fully run on a GPU; cuda_canary and pdl last), vR's rel-attention
+# test, then 16 parakeet clips vM / vQ / vR / vQ at 3 warps (STAPES_CUDA_REL_WARPS), alternating,
+# two rounds; one clip and canary vM / vQ.
 # Carry dist/c1.
 set -uo pipefail
 PACK=dist/c1/all.tar.xz V=vQ source tools/bench/device_env.sh

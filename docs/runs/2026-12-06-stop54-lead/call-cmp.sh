@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Stop 54, after call 1 on the same warm machine (whisper.cpp built by wcpp_bg, the bundles in
-# /tmp/x): bundle $V (vR where it won call 1's A/B, else vM) beside PyTorch + graph and
-# whisper.cpp in one run (tools/bench/gpu_compare.sh, 10 iterations). Carry dist/tools and a
-# dist/rwN part (kept in /tmp/rw).
+# /tmp/x): bundle $V (call 1's pick: vQ where its tests passed and it won the A/B, else vM)
+# beside PyTorch + graph and whisper.cpp in one run (tools/bench/gpu_compare.sh, 10 iterations).
+# Carry dist/tools and a dist/rwN part (kept in /tmp/rw).
 set -uo pipefail
-V=${V:-vR}
+V=${V:-vQ}
 mkdir -p /tmp/rw; for d in dist/rw[0-9]*; do [ -f "$d/part" ] && cp "$d/part" "/tmp/rw/${d#dist/rw}"; done
 O=${OUT:-/tmp/out}; mkdir -p "$O"; exec > >(tee -a "$O/log.txt") 2>&1
 S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
