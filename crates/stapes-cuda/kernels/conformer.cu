@@ -203,12 +203,25 @@ extern "C" __global__ void rel_attn_inputs(void* qu, void* qv, void* k, void* v,
 #define RK_BK 16  // split-keys form: keys per warp tile
 #define RK_PW 32  // its position rows per tile: RK_BK + 16 - 1, rounded up to 8
 
-// sized for D = 128 (D = 64 uses part of them)
-__shared__ __align__(16) h16 ra_ks[RA_BK * (128 + RA_PAD)];
-__shared__ __align__(16) h16 ra_vs[RA_BK * (128 + RA_PAD)];
-__shared__ float ra_sc[4][16][RA_PW + 1];
-// the plain form's (q+v)·qs per warp, read back as mma A operands (47360 static bytes in all)
-__shared__ __align__(16) h16 ra_qp[4][16][128 + RA_PAD];
+// The plain form's dynamic shared memory, for W warps: each warp's (q+v)·qs rows (read back as mma
+// A operands) and its score scratch, then two stages of a key tile's K and V rows, then a ring of
+// ra_ring_rows(W) position rows. Tile k reads 16·W + RA_BK consecutive position rows (warp w's
+// RA_PW start 16·(W-1-w) rows in), the RA_BK after tile k-1's first; the ring holds them and the
+// next tile's RA_BK new rows, so the loads of tile k+1 (its K, V and new position rows) run while
+// the block computes tile k. Stop 47's ncu had the single-stage form with 67 % of cycles without
+// an eligible warp, its blocks waiting on each tile's loads.
+template <int D>
+__host__ __device__ constexpr int ra_warp_bytes() { return 16 * (D + RA_PAD) * 2 + 16 * (RA_PW + 1) * 4; }
+template <int D>
+__host__ __device__ constexpr int ra_kv_bytes() { return RA_BK * (D + RA_PAD) * 2; }
+__host__ __device__ constexpr int ra_ring_rows(int warps) { return 16 * warps + 2 * RA_BK; }
+template <int D>
+__host__ __device__ constexpr int ra_smem_bytes(int warps) {
+    return warps * ra_warp_bytes<D>() + 4 * ra_kv_bytes<D>() + ra_ring_rows(warps) * (D + RA_PAD) * 2;
+}
+static_assert(ra_smem_bytes<128>(3) == 87744 && ra_smem_bytes<64>(4) == 58624, "src/conformer.rs: rel_attn_smem");
+static_assert(ra_warp_bytes<128>() % 16 == 0 && ra_warp_bytes<64>() % 16 == 0 && ra_kv_bytes<64>() % 16 == 0,
+              "cp.async and ldmatrix rows stay 16-byte aligned");
 // split-keys form, dynamic shared memory: the block's (q+u)·qs and (q+v)·qs rows (16 × (D + 8)
 // f16 each, made once for all warps), then per warp a K and a V tile, its score scratch and its
 // position rows (the merge reuses the whole as W × 16 × (D + 8) floats, W × 16 × (m, l) and
@@ -239,12 +252,6 @@ static_assert(rk_warp_bytes<128>() >= 16 * rk_merge_stride<128>() * 4 + 16 * 3 *
 static_assert(rk_scratch_end<128>() % 16 == 0 && rk_scratch_end<64>() % 16 == 0 && rk_warp_bytes<64>() % 16 == 0 &&
                   rk_warp_bytes<128>() % 16 == 0 && rk_q_bytes<64>() % 16 == 0,
               "cp.async and ldmatrix rows stay 16-byte aligned");
-// the plain form's staged position rows, dynamic shared memory: a block of W warps reads 16·W + 32
-// consecutive rows a key tile (warp w's 48 start 16·(W-1-w) rows in)
-template <int D>
-__host__ __device__ constexpr int ra_pos_bytes(int warps) { return (16 * warps + RA_BK) * (D + RA_PAD) * 2; }
-static_assert(ra_pos_bytes<128>(3) == 21760 && ra_pos_bytes<64>(4) == 13824, "src/conformer.rs: rel_attn_smem");
-
 // The position product's B operands from staged rows `ps` (row stride D + RA_PAD), PW/8 groups of
 // 8 rows (n) × the 16 dims kk·16 … kk·16+15 (k), onto bd; a the (q+v) fragment of those dims.
 template <int D, int PW>
@@ -273,8 +280,12 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     Y* __restrict__ out = (Y*)out_;
     typedef h16 Tile[D + RA_PAD];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    // Ks, Vs: stage 0's tiles, stage 1's (plain form) `stage_bytes` further on; Ps: the split
+    // form's position rows, the plain form's ring
     Tile *Ks, *Vs, *Ps;
     float (*sc)[SCS];
+    h16* qpw = nullptr;  // the plain form's (q+v) rows of this warp
+    int stage_bytes = 0;
     extern __shared__ __align__(16) unsigned char rk_sm[];
     if constexpr (SPLIT) {
         unsigned char* wb = rk_sm + rk_q_bytes<D>() + warp * rk_warp_bytes<D>();
@@ -283,11 +294,18 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         sc = (float(*)[SCS])(wb + 2 * rk_tile_bytes<D>());
         Ps = (Tile*)(wb + rk_scratch_end<D>());
     } else {
-        Ks = (Tile*)ra_ks;
-        Vs = (Tile*)ra_vs;
-        sc = ra_sc[warp];
-        Ps = (Tile*)rk_sm;
+        const int nw = blockDim.x >> 5;
+        unsigned char* wb = rk_sm + warp * ra_warp_bytes<D>();
+        qpw = (h16*)wb;
+        sc = (float(*)[SCS])(wb + 16 * (D + RA_PAD) * 2);
+        unsigned char* st = rk_sm + nw * ra_warp_bytes<D>();
+        Ks = (Tile*)st;
+        Vs = (Tile*)(st + ra_kv_bytes<D>());
+        Ps = (Tile*)(st + 4 * ra_kv_bytes<D>());
+        stage_bytes = 2 * ra_kv_bytes<D>();
     }
+    // a tile of stage s
+    auto at = [&](Tile* tile, int s) { return (Tile*)((unsigned char*)tile + s * stage_bytes); };
     const int g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, b = blockIdx.z;
     const long long C = (long long)H * D, ld = 3 * C;
@@ -304,6 +322,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     const int nw = blockDim.x >> 5;
     const int k_first = SPLIT ? warp * BK : 0, k_step = SPLIT ? nw * BK : BK;
     const int ld_first = SPLIT ? lane : tid, ld_step = SPLIT ? 32 : (int)blockDim.x;
+    const int ring = ra_ring_rows(nw);  // the plain form's position rows held
     const int r0 = rw + g, r1 = r0 + 8;
     const float qs = scale * 1.4426950408889634f;  // exp2 softmax
     const int np = 2 * T - 1;
@@ -312,28 +331,34 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     auto pos_base = [&](int k0) {
         return SPLIT ? T - 16 - rw + k0 : T - (int)blockIdx.x * 16 * nw - 16 * nw + k0;
     };
-    // K, V and position rows of the key tile at k0 into shared memory, one cp.async group
-    auto load_tile = [&](int k0) {
+    // K, V and position rows of the key tile at k0 into stage s's tiles, one cp.async group
+    auto load_tile = [&](int k0, int s) {
+        Tile *ks = at(Ks, s), *vs = at(Vs, s), *ps = Ps;
         for (int idx = ld_first; idx < BK * (D / 8); idx += ld_step) {
             int key = idx / (D / 8), c8 = (idx - key * (D / 8)) * 8;
             int j = k0 + key;
             bool in = j < T;
             long long off = in ? (long long)j * ld + c8 : 0;
-            tc_cp_async16(&Ks[key][c8], Kb + off, in ? 16 : 0);
-            tc_cp_async16(&Vs[key][c8], Vb + off, in ? 16 : 0);
+            tc_cp_async16(&ks[key][c8], Kb + off, in ? 16 : 0);
+            tc_cp_async16(&vs[key][c8], Vb + off, in ? 16 : 0);
         }
-        const int pbase = pos_base(k0);
-        const int rows = SPLIT ? PW : 16 * nw + BK;
+        // split: the tile's PW rows; plain: the first tile's 16·nw + BK rows, a later tile's BK
+        // new ones, into the ring at slot (row - pos_base(0)) mod ring
+        const int fresh = SPLIT || k0 == k_first ? 0 : 16 * nw;
+        const int pbase = pos_base(k0) + fresh;
+        const int rows = SPLIT ? PW : k0 == k_first ? 16 * nw + BK : BK;
+        const int slot0 = SPLIT ? 0 : (k0 + fresh) % ring;
         for (int idx = ld_first; idx < rows * (D / 8); idx += ld_step) {
             int r = idx / (D / 8), c8 = (idx - r * (D / 8)) * 8;
-            int prow = pbase + r;
+            int prow = pbase + r, slot = slot0 + r;
+            if (!SPLIT && slot >= ring) slot -= ring;
             bool in = prow >= 0 && prow < np;
-            tc_cp_async16(&Ps[r][c8], Pb + (in ? (long long)prow * C + c8 : 0), in ? 16 : 0);
+            tc_cp_async16(&ps[slot][c8], Pb + (in ? (long long)prow * C + c8 : 0), in ? 16 : 0);
         }
         tc_cp_commit();
     };
     // the first tile's loads in flight while the queries load
-    if (k_first < T) load_tile(k_first);
+    if (k_first < T) load_tile(k_first, 0);
     // ldmatrix x4 lanes' rows and columns of a 16 × 16 operand
     const int lm_key = (lane & 7) + ((lane >> 3) & 1) * 8, lm_col = (lane >> 4) * 8;
     // (q+u)·qs and (q+v)·qs as mma A operands: (q+u) in registers, (q+v) parked in shared memory
@@ -342,7 +367,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     u32 qa[D / 16][4];
     // the (q+v) rows: the split form's block-wide copy (row stride D + RA_PAD), else the warp's own
     const h16* qvs;
-    constexpr int QS = SPLIT ? D + RA_PAD : 128 + RA_PAD;
+    constexpr int QS = D + RA_PAD;
     if constexpr (SPLIT) {
         // every warp of the block reads the same 16 queries: the block makes both operands once
         h16* qsu = (h16*)rk_sm;
@@ -361,7 +386,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
             tc_ldsm_x4(tc_smem_u32(&qsu[lm_key * QS + kk * 16 + lm_col]), qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3]);
         qvs = qsv;
     } else {
-        h16(*qps)[128 + RA_PAD] = ra_qp[warp];
+        h16(*qps)[D + RA_PAD] = (h16(*)[D + RA_PAD])qpw;
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
             int c0 = kk * 16 + 2 * t;
@@ -399,8 +424,9 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     float m0 = F_NEG_INF, m1 = F_NEG_INF, l0 = 0.f, l1 = 0.f;
 
-    for (int k0 = k_first; k0 < T; k0 += k_step) {
-        if (k0 != k_first) load_tile(k0);
+    for (int k0 = k_first, sx = 0; k0 < T; k0 += k_step, sx ^= SPLIT ? 0 : 1) {
+        if (SPLIT && k0 != k_first) load_tile(k0, 0);
+        const Tile *kst = at(Ks, sx), *vst = at(Vs, sx);
 
         // position term: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c], prow0 = T-16-rw+k0, so that
         // row i, key k0+jj reads column 15-i+jj
@@ -409,15 +435,43 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
 #pragma unroll
         for (int nt = 0; nt < PW / 8; ++nt) bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
         tc_cp_wait<0>();
-        // tiles and rows in (split: the warp's own; else every warp's)
+        // tiles and rows in (split: the warp's own; else every warp's, and every warp is done
+        // with the other stage, which the next tile's loads then fill behind this tile's work)
         if constexpr (SPLIT) __syncwarp();
-        else __syncthreads();
-        const h16* ps = &Ps[prow0 - pos_base(k0)][0];
+        else {
+            __syncthreads();
+            if (k0 + k_step < T) load_tile(k0 + k_step, sx ^ 1);
+        }
+        if constexpr (SPLIT) {
+            const h16* ps = &Ps[prow0 - pos_base(k0)][0];
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-            u32 a0, a1, a2, a3;
-            tc_ldsm_x4(tc_smem_u32(&qvs[lm_key * QS + kk * 16 + lm_col]), a0, a1, a2, a3);
-            rel_pos_mma<D, PW>(bd, ps, kk, a0, a1, a2, a3, lane);
+            for (int kk = 0; kk < D / 16; ++kk) {
+                u32 a0, a1, a2, a3;
+                tc_ldsm_x4(tc_smem_u32(&qvs[lm_key * QS + kk * 16 + lm_col]), a0, a1, a2, a3);
+                rel_pos_mma<D, PW>(bd, ps, kk, a0, a1, a2, a3, lane);
+            }
+        } else {
+            // the lane's ring rows for each pair of 8-row groups: rel_pos_mma's rows, wrapped
+            const h16* pr[PW / 16];
+            const int lr = (lane & 7) + ((lane >> 4) << 3), s0 = (k0 + prow0 - pos_base(k0) + lr) % ring;
+#pragma unroll
+            for (int n = 0; n < PW / 16; ++n) {
+                int slot = s0 + 16 * n;
+                if (slot >= ring) slot -= ring;
+                pr[n] = &Ps[slot][((lane >> 3) & 1) * 8];
+            }
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                u32 a0, a1, a2, a3;
+                tc_ldsm_x4(tc_smem_u32(&qvs[lm_key * QS + kk * 16 + lm_col]), a0, a1, a2, a3);
+#pragma unroll
+                for (int n = 0; n < PW / 16; ++n) {
+                    u32 b0, b1, b2, b3;
+                    tc_ldsm_x4(tc_smem_u32(pr[n] + kk * 16), b0, b1, b2, b3);
+                    tc_mma16816(bd[2 * n], a0, a1, a2, a3, b0, b1);
+                    tc_mma16816(bd[2 * n + 1], a0, a1, a2, a3, b2, b3);
+                }
+            }
         }
 #pragma unroll
         for (int nt = 0; nt < PW / 8; ++nt) {
@@ -430,14 +484,17 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         __syncwarp();  // the warp's scratch written
 
         float s[BK / 8][4];
+        // K's B operands by ldmatrix x4: lane l addresses key 8·nt + l % 8 at dims 8·(l / 8) on
+        // from 32·kp, so one load holds dims kk = 2·kp and 2·kp + 1
 #pragma unroll
         for (int nt = 0; nt < BK / 8; ++nt) {
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
 #pragma unroll
-            for (int kk = 0; kk < D / 16; ++kk) {
-                u32 b0 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t];
-                u32 b1 = *(const u32*)&Ks[nt * 8 + g][kk * 16 + 2 * t + 8];
-                tc_mma16816(s[nt], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b0, b1);
+            for (int kp = 0; kp < D / 32; ++kp) {
+                u32 b0, b1, b2, b3;
+                tc_ldsm_x4(tc_smem_u32(&kst[nt * 8 + (lane & 7)][kp * 32 + (lane >> 3) * 8]), b0, b1, b2, b3);
+                tc_mma16816(s[nt], qa[2 * kp][0], qa[2 * kp][1], qa[2 * kp][2], qa[2 * kp][3], b0, b1);
+                tc_mma16816(s[nt], qa[2 * kp + 1][0], qa[2 * kp + 1][1], qa[2 * kp + 1][2], qa[2 * kp + 1][3], b2, b3);
             }
         }
         float mx0 = F_NEG_INF, mx1 = F_NEG_INF;
@@ -491,14 +548,14 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
 #pragma unroll
             for (int dn = 0; dn < D / 8; dn += 2) {
                 u32 b0, b1, b2, b3;
-                tc_ldsm_x4_t(tc_smem_u32(&Vs[ks * 16 + lm_key][dn * 8 + lm_col]), b0, b1, b2, b3);
+                tc_ldsm_x4_t(tc_smem_u32(&vst[ks * 16 + lm_key][dn * 8 + lm_col]), b0, b1, b2, b3);
                 tc_mma16816(o[dn], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b0, b1);
                 tc_mma16816(o[dn + 1], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b2, b3);
             }
         }
-        // the next tile's loads and scratch writes overwrite what was read
+        // the next tile's loads and scratch writes overwrite what was read (the plain form's
+        // barrier is the next tile's, before its loads)
         if constexpr (SPLIT) __syncwarp();
-        else __syncthreads();
     }
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);

@@ -676,6 +676,18 @@ impl CudaBackend {
         })
     }
 
+    /// Dynamic shared memory a block may opt into on this device, read once (227 KiB, the
+    /// H100's and H200's, where the query fails).
+    pub(crate) fn smem_optin(&self) -> usize {
+        static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *BYTES.get_or_init(|| {
+            use cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN as A;
+            self.context()
+                .attribute(A)
+                .map_or(232_448, |n| n.max(0) as usize)
+        })
+    }
+
     /// Blocks of kernel `name` resident on one SM at `threads` a block and `smem` bytes of
     /// dynamic shared memory (the driver's occupancy answer, kept per shape; 1 where it has
     /// none), for grids sized to one wave.

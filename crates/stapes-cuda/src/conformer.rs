@@ -77,12 +77,33 @@ fn rel_attn_split_mode() -> u8 {
 }
 
 /// The `rel_attention` form forced for this process ([`CudaBackend::force_rel_attn_form`]):
-/// `REL_FORM_AUTO` = by shape, 0 = split keys, 1..=4 = the plain kernel with that many warps.
+/// `REL_FORM_AUTO` = by shape, 0 = split keys, 1..=9 = the plain kernel with that many warps.
 static REL_FORM: AtomicU8 = AtomicU8::new(REL_FORM_AUTO);
 const REL_FORM_AUTO: u8 = u8::MAX;
-/// Warps a block of the plain kernel may have (16 queries each; `ra_sc` in the kernel is sized
-/// for this many).
-const REL_MAX_WARPS: u32 = 4;
+/// Warps a block of the plain kernel may have (16 queries each): `rel_attn_d128` is built for
+/// 288 threads (`__maxnreg__(168)`), `rel_attn_d64` for 128 (`__launch_bounds__(128)`).
+const REL_MAX_WARPS: u32 = 9;
+const REL_MAX_WARPS_D64: u32 = 4;
+
+/// The plain kernel's most warps a block for heads of `dh`.
+fn rel_max_warps(dh: usize) -> u32 {
+    if dh == 64 {
+        REL_MAX_WARPS_D64
+    } else {
+        REL_MAX_WARPS
+    }
+}
+
+/// `STAPES_CUDA_REL_WARPS=N`: the plain kernel's warps a block (1..=9, at most 4 for heads of
+/// 64) instead of the choice by shape, for comparisons.
+fn rel_warps_env() -> Option<u32> {
+    static ENV: OnceLock<Option<u32>> = OnceLock::new();
+    *ENV.get_or_init(|| {
+        crate::env_usize("STAPES_CUDA_REL_WARPS")
+            .filter(|w| (1..=REL_MAX_WARPS as usize).contains(w))
+            .map(|w| w as u32)
+    })
+}
 /// Warps a block of the split-keys kernel may have (`__launch_bounds__(288)` in the kernel: 160
 /// registers; 9 warps' shared memory is 182 KiB): one a 16-key tile of a 140-frame clip. H200,
 /// one parakeet clip: 8 warps against 4, 16.8 -> 15.3 µs a launch under ncu, encode 2.47-2.53 ->
@@ -98,6 +119,8 @@ const REL_KS_WARP_BYTES: [usize; 2] = [11520, 19712];
 const REL_KS_Q_BYTES: [usize; 2] = [4608, 8704];
 /// Keys a tile of the plain kernel (`RA_BK`).
 const REL_PLAIN_KEYS: usize = 32;
+/// Position rows a warp of the plain kernel reads a tile (`RA_PW`): its score scratch's width.
+const REL_PLAIN_POS_ROWS: usize = 48;
 
 /// Warps a block of the split-keys kernel, forced ([`CudaBackend::force_rel_ks_warps`]; 0 = by
 /// shape: a warp a 16-key tile, up to [`REL_KS_MAX_WARPS`]).
@@ -117,15 +140,19 @@ fn rel_ks_warps(t: usize) -> usize {
 }
 
 /// Dynamic shared memory of a fused rel-attention launch of `warps` warps (`rk_warp_bytes` and
-/// `ra_pos_bytes` in the kernel): the split-keys form's per-warp tiles, scratch and position
-/// rows; the plain form's position rows (its tiles are static).
+/// `ra_smem_bytes` in the kernel): the split-keys form's per-warp tiles, scratch and position
+/// rows; the plain form's per-warp (q+v) rows and score scratch, two stages of its K and V
+/// tiles, and its ring of position rows (a tile's 16 rows a warp and `REL_PLAIN_KEYS`, and the
+/// next tile's `REL_PLAIN_KEYS` new ones).
 fn rel_attn_smem(split: bool, warps: u32, dh: usize) -> u32 {
     let w = warps as usize;
     let bytes = if split {
         let d128 = usize::from(dh == 128);
         REL_KS_Q_BYTES[d128] + w * REL_KS_WARP_BYTES[d128]
     } else {
-        (16 * w + REL_PLAIN_KEYS) * (dh + 8) * 2
+        let row = (dh + 8) * 2;
+        let per_warp = 16 * row + 16 * (REL_PLAIN_POS_ROWS + 1) * 4;
+        w * per_warp + 4 * REL_PLAIN_KEYS * row + (16 * w + 2 * REL_PLAIN_KEYS) * row
     };
     bytes as u32
 }
@@ -240,11 +267,12 @@ impl CudaBackend {
             self.opt(keep32.as_ref()),
         );
         let (ti, hi, scale, dt) = (t as i32, p.heads as i32, p.scale, out.bit());
-        let warps = match (split, forced) {
+        let warps = match (split, forced, rel_warps_env()) {
             // a warp a tile of keys: the block's time is its longest chain of tiles
-            (true, _) => rel_ks_warps(t) as u32,
-            (false, REL_FORM_AUTO) => self.rel_attn_warps(kernel, bs, t, p.heads, dh)?,
-            (false, w) => u32::from(w),
+            (true, _, _) => rel_ks_warps(t) as u32,
+            (false, REL_FORM_AUTO, Some(w)) => w.min(rel_max_warps(dh)),
+            (false, REL_FORM_AUTO, None) => self.rel_attn_warps(kernel, bs, t, p.heads, dh)?,
+            (false, w, _) => u32::from(w).min(rel_max_warps(dh)),
         };
         let smem = rel_attn_smem(split, warps, dh);
         self.allow_dyn_smem(kernel, smem as usize)?;
@@ -280,11 +308,12 @@ impl CudaBackend {
     }
 
     /// Warps a block of the plain rel-attention kernel: each warp owns 16 queries and walks
-    /// every key, so the blocks of 1-4 warps do the same work a row and give the same bits; the
-    /// choice is by the fewest waves of blocks (the driver's occupancy answer), then the fewest
-    /// padded query rows, then the most warps (K/V tiles shared). 16 parakeet clips (T = 140,
-    /// 8 heads): 3 warps, 384 blocks in one wave and 144 rows, where 4 warps made 1.5 waves of
-    /// 192 rows.
+    /// every key, so blocks of 1-9 warps do the same work a row and give the same bits; the
+    /// choice is by the fewest waves of blocks (the driver's occupancy answer, among the sizes
+    /// whose shared memory the device allows), then the fewest padded query rows, then the most
+    /// warps (K/V tiles and position rows shared). 16 parakeet clips (T = 140, 8 heads): 9
+    /// warps, a block a (clip, head) and 128 blocks in one wave, where 3 warps (two blocks a SM
+    /// by shared memory) made two waves of 384.
     fn rel_attn_warps(
         &self,
         kernel: &'static str,
@@ -293,11 +322,14 @@ impl CudaBackend {
         heads: usize,
         dh: usize,
     ) -> Result<u32> {
-        let mut best = (usize::MAX, usize::MAX, REL_MAX_WARPS);
-        for w in (1..=REL_MAX_WARPS).rev() {
+        let mut best = (usize::MAX, usize::MAX, 1);
+        for w in (1..=rel_max_warps(dh)).rev() {
             let rows = 16 * w as usize;
             let blocks = bs * heads * t.div_ceil(rows);
             let smem = rel_attn_smem(false, w, dh);
+            if smem as usize > self.smem_optin() {
+                continue;
+            }
             self.allow_dyn_smem(kernel, smem as usize)?;
             let slots = self.resident_blocks(kernel, 32 * w, smem)? * self.sm_count();
             let key = (blocks.div_ceil(slots), t.div_ceil(rows) * rows);
@@ -317,7 +349,7 @@ impl CudaBackend {
 
     /// Force the form of every later fused `rel_attention` in this process (benchmarks and
     /// tests): `None` picks by shape (the default), `Some(0)` the split-keys kernel, `Some(w)`
-    /// for w in 1..=4 the plain kernel with w warps a block.
+    /// for w in 1..=9 the plain kernel with w warps a block (at most 4 for heads of 64).
     #[doc(hidden)]
     pub fn force_rel_attn_form(&self, form: Option<u32>) -> Result<()> {
         let v = match form {
@@ -1249,5 +1281,22 @@ impl CudaBackend {
         stapes_core::Counters::bump(counter);
         self.split_ln_runs.fetch_add(1, Ordering::Relaxed);
         Ok((s, outs))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The host's shared-memory sizes are the kernel's (`static_assert`s on `ra_smem_bytes`,
+    /// `rk_warp_bytes` and `rk_q_bytes` in kernels/conformer.cu give the same figures).
+    #[test]
+    fn rel_attn_smem_matches_the_kernel() {
+        assert_eq!(rel_attn_smem(false, 3, 128), 87_744);
+        assert_eq!(rel_attn_smem(false, 4, 64), 58_624);
+        assert_eq!(rel_attn_smem(true, 1, 128), 8704 + 19712);
+        assert_eq!(rel_attn_smem(true, 2, 64), 4608 + 2 * 11520);
+        // a block a clip and head of 16 parakeet clips fits the H100's and H200's 227 KiB
+        assert!(rel_attn_smem(false, REL_MAX_WARPS, 128) <= 232_448);
     }
 }
