@@ -114,6 +114,9 @@ fn gpu_lanes_follow_the_gigaam_family_rows() {
                             "{name} {clip} {lane}: ids before the first narrow margin"
                         );
                     }
+                    IdsRule::SameText => {
+                        panic!("{lane}: the fixtures' margins judge ids, not text")
+                    }
                 }
             }
         }
