@@ -507,14 +507,16 @@ pub static FAMILY: &[FamilyRow] = &[
         family: "whisper",
         lane: Lane::F16,
         backend: "cuda",
-        encoder_rel_l2: 7e-3,
+        encoder_rel_l2: 5e-3,
         ids: IdsRule::Identical,
         reason: "the real tiny.en and base weights on jfk (cuda_whisper, STAPES_GPU_MODEL). \
                  f16 rounding (2⁻¹¹) at every GEMM input and attention operand: the two convs \
                  and 6 a layer (q|k|v, q·kᵀ, p·v, out, fc1, fc2), 38 for base's 6 layers, \
-                 √38·2⁻¹¹/√3 ≈ 1.7e-3, bar ×4 as the FastConformer f16 row. The bar was 5e-3 \
-                 inline in the test before stop 56, whose H100 read base at 4.96e-3 and tiny.en \
-                 at 2.32e-3 (H200, stops 34–39: tiny.en 2.36e-3). Ids: greedy decisions equal",
+                 √38·2⁻¹¹/√3 ≈ 1.7e-3; the bar, set inline in the test before stop 56, is ~3× \
+                 that (the FastConformer f16 row allows 4×). Stop 56's H100 read base at \
+                 4.96e-3 and tiny.en at 2.32e-3 (H200, stops 34–39: tiny.en 2.36e-3): a base \
+                 reading over the bar is a reason to trace base's f16 path before raising it. \
+                 Ids: greedy decisions equal",
     },
     FamilyRow {
         family: "whisper",
