@@ -96,3 +96,50 @@ extern "C" __global__ void act_e4m3(h16* y, const h16* x, unsigned char* __restr
         ((uint2*)y8)[g] = e4m3x8(h);
     }
 }
+
+// Two e4m3 bytes (lo first) as their two halves (lo in the low half): exact, every e4m3 value
+// is an f16 value.
+__device__ __forceinline__ u32 h2_of_e4m3x2(unsigned short v) {
+#if FP8_OK
+    u32 d;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(v));
+    return d;
+#else
+    return 0;
+#endif
+}
+
+// Two e4m3 bytes (lo first) mapped as act_e4m3 maps the f16 values they hold: act_apply_fast
+// in f32, rounded to f16, then to e4m3.
+__device__ __forceinline__ u32 act8_pair(u32 v, int act) {
+    const u32 h = h2_of_e4m3x2((unsigned short)v);
+    const float lo = act_apply_fast(h2f((h16)(h & 0xffffu)), act), hi = act_apply_fast(h2f((h16)(h >> 16)), act);
+    return e4m3x2(h2f(f2h(lo)), h2f(f2h(hi)));
+}
+
+// y8 (count) = act of the e4m3 values x8 (count), as e4m3 (y8 may be x8: in place): the
+// activation cuBLASLt's epilogue lacks (SiLU), after an FP8 GEMM that wrote its pre-activation
+// as e4m3 (src/fp8.rs, lt_act_e4m3). A byte has 256 values: with `lut` each block tabulates
+// them in shared memory before its PDL wait, and a thread looks its 16 bytes up; without it the
+// thread computes them. Both give act8_pair's bytes. count % 16 == 0, x8 and y8 16-byte aligned.
+extern "C" __global__ void act8_e4m3(unsigned char* y8, const unsigned char* x8, long long count, int act, int lut) {
+    __shared__ u32 table[256];
+    if (lut) {
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) table[i] = act8_pair((u32)i, act) & 0xffu;
+        __syncthreads();
+    }
+    PDL_ENTER();
+    const long long groups = count >> 4, stride = (long long)gridDim.x * blockDim.x;
+    for (long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x; g < groups; g += stride) {
+        const uint4 u = ((const uint4*)x8)[g];
+        u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const u32 v = w[e];
+            w[e] = lut ? table[v & 0xffu] | (table[(v >> 8) & 0xffu] << 8) | (table[(v >> 16) & 0xffu] << 16) |
+                             (table[v >> 24] << 24)
+                       : act8_pair(v & 0xffffu, act) | (act8_pair(v >> 16, act) << 16);
+        }
+        ((uint4*)y8)[g] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}

@@ -303,6 +303,11 @@ pub struct CudaBackend {
     fp8_made: std::sync::atomic::AtomicU64,
     /// Whether the few-row FP8 GEMM takes `linear_add_norms`' K slices (fp8.rs `f8wg_split`).
     f8wg_split: AtomicBool,
+    /// How a SiLU after cuBLASLt's FP8 GEMM reaches the next FP8 GEMM where only that GEMM
+    /// reads it (fp8.rs `lt_act_e4m3`): 0 through an f16 hidden, 1 e4m3 with a table, 2 e4m3
+    /// computed; and the launches that took an e4m3 form.
+    hidden_e4m3: std::sync::atomic::AtomicU8,
+    hidden_e4m3_runs: std::sync::atomic::AtomicU64,
     /// Whether the fused rel-attention writes e4m3 for an output projection on FP8
     /// (conformer.rs `rel_attention_fused`).
     rel_e4m3: AtomicBool,
@@ -446,6 +451,8 @@ impl CudaBackend {
             f8wg_runs: std::sync::atomic::AtomicU64::new(0),
             fp8_made: std::sync::atomic::AtomicU64::new(0),
             f8wg_split: AtomicBool::new(fp8::f8wg_split_default()),
+            hidden_e4m3: std::sync::atomic::AtomicU8::new(fp8::hidden_e4m3_default()),
+            hidden_e4m3_runs: std::sync::atomic::AtomicU64::new(0),
             rel_e4m3: AtomicBool::new(conformer::rel_e4m3_default()),
             e4m3_only: AtomicBool::new(conformer::e4m3_only_default()),
             e4m3_only_runs: std::sync::atomic::AtomicU64::new(0),

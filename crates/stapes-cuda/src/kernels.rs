@@ -98,7 +98,13 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "fp8",
         source: include_str!("../kernels/fp8.cu"),
-        entries: &["fp8_weight_scale", "w8_to_fp8", "quant_fp8", "act_e4m3"],
+        entries: &[
+            "fp8_weight_scale",
+            "w8_to_fp8",
+            "quant_fp8",
+            "act_e4m3",
+            "act8_e4m3",
+        ],
     },
     KernelFile {
         name: "i8gemm",

@@ -54,6 +54,7 @@ pub const DEFAULT_MODE: PdlMode = PdlMode::Linked;
 /// kernel entry whose sm_90 PTX holds `griddepcontrol.wait`.
 pub const PDL_SAFE: &[&str] = &[
     "act",
+    "act8_e4m3",
     "act_e4m3",
     "affine",
     "argmax",

@@ -40,6 +40,16 @@ fn tma_loads_weight(name: &str) -> bool {
     name.starts_with("f8wg_")
 }
 
+/// A PTX line's instruction name (`st.global.v4.u32`), past a predicate guard (`@%p1`).
+fn opcode(line: &str) -> &str {
+    let mut words = line.split_whitespace();
+    match words.next() {
+        Some(w) if w.starts_with('@') => words.next().unwrap_or(""),
+        Some(w) => w,
+        None => "",
+    }
+}
+
 #[test]
 fn pdl_kernels_wait_before_touching_memory() {
     if let Err(e) = stapes_cuda::loader::ensure_nvrtc() {
@@ -59,7 +69,9 @@ fn pdl_kernels_wait_before_touching_memory() {
                 .unwrap_or_else(|| panic!("{}.cu: {name} is PDL-safe but never waits", f.name));
             let before = &body[..wait];
             for op in ["st.global", "atom.", "red.", "cp.async", "st.async"] {
-                let early = before.lines().filter(|l| l.contains(op)).find(|l| {
+                // by the instruction's name, not a substring of the line (`st.shared` holds
+                // `red.`; a shared-memory store before the wait touches nothing of another grid)
+                let early = before.lines().filter(|l| opcode(l).starts_with(op)).find(|l| {
                     !(tma_loads_weight(&name) && l.contains("cp.async.bulk.tensor.2d.shared"))
                 });
                 assert!(
