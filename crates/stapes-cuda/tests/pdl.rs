@@ -71,9 +71,12 @@ fn pdl_kernels_wait_before_touching_memory() {
             for op in ["st.global", "atom.", "red.", "cp.async", "st.async"] {
                 // by the instruction's name, not a substring of the line (`st.shared` holds
                 // `red.`; a shared-memory store before the wait touches nothing of another grid)
-                let early = before.lines().filter(|l| opcode(l).starts_with(op)).find(|l| {
-                    !(tma_loads_weight(&name) && l.contains("cp.async.bulk.tensor.2d.shared"))
-                });
+                let early = before
+                    .lines()
+                    .filter(|l| opcode(l).starts_with(op))
+                    .find(|l| {
+                        !(tma_loads_weight(&name) && l.contains("cp.async.bulk.tensor.2d.shared"))
+                    });
                 assert!(
                     early.is_none(),
                     "{}.cu: {name} has `{op}` before its griddepcontrol.wait: {early:?}",

@@ -250,6 +250,70 @@ fn f16_ids_equal_cpu_f32_on_every_parakeet_fixture() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// The q8 lane past the few-row FP8 GEMM's 512 rows (the fixtures' three clips joined six
+/// times: 674 frames after subsampling), where fc1 runs on cuBLASLt and its SiLU is a pass of
+/// its own: the TDT fixture's encoder holds the family bar against CPU f32 with the hidden in
+/// f16 and in e4m3 (`set_hidden_e4m3`, a backend each: a captured chain keeps the form it was
+/// captured with), the e4m3 form ran (its counter) and the f16 one did not, and the e4m3
+/// form's error stays within 1.5× the f16 one's (op level, tests/fp8.rs: ×1.15 of fc2's).
+#[test]
+fn q8_past_512_rows_holds_the_family_bar_with_the_e4m3_hidden() {
+    let name = "q8_past_512_rows_holds_the_family_bar_with_the_e4m3_hidden";
+    let Some(_g) = gpu(name) else {
+        return;
+    };
+    let feats = features();
+    let mels = feats[0].shape[1];
+    let mut data = Vec::new();
+    for _ in 0..6 {
+        for f in &feats {
+            assert_eq!(f.shape[1], mels, "mel bins");
+            data.extend_from_slice(&f.data);
+        }
+    }
+    let frames = data.len() / mels;
+    let long = HostTensor::new(vec![frames, mels], data).expect("joined features");
+    let path = fixtures().join("tdt");
+    let cpu = Parakeet::new(CpuBackend::new(2).unwrap(), &path, Lane::F32).expect("cpu model");
+    let enc = cpu.encode_host(&long).expect("cpu encode");
+    let enc = cpu.backend().download(&enc).expect("download");
+    let (rows, want) = (enc.shape[1], enc.data);
+    assert!(
+        rows > 512,
+        "{rows} encoder frames: not past the few-row GEMM"
+    );
+    let bar = family_bar("fastconformer", Lane::Q8, "cuda").expect("family bar");
+    let mut errs = Vec::new();
+    for mode in ["0", "lut"] {
+        let m = Parakeet::new(cuda(), &path, Lane::Q8).expect("gpu model");
+        m.backend().set_hidden_e4m3(mode);
+        let r0 = m.backend().hidden_e4m3_runs();
+        // twice: warm, then the capture of this shape bucket
+        let _ = encode_host(&m, &long);
+        let got = encode_host(&m, &long);
+        let ran = m.backend().hidden_e4m3_runs() - r0;
+        let e = rel_l2(&got, &want);
+        eprintln!(
+            "q8 tdt, {rows} frames, hidden {mode}: encoder rel L2 vs cpu f32 {e:.3e} (bar {}), \
+             {ran} e4m3 hidden passes",
+            bar.encoder_rel_l2
+        );
+        assert!(e <= bar.encoder_rel_l2, "hidden {mode}: encoder rel L2 {e}");
+        assert_eq!(
+            ran > 0,
+            mode != "0",
+            "hidden {mode}: {ran} e4m3 hidden passes"
+        );
+        errs.push(e);
+    }
+    assert!(
+        errs[1] <= 1.5 * errs[0],
+        "the e4m3 hidden's encoder error {} is over 1.5× the f16 hidden's {}",
+        errs[1],
+        errs[0]
+    );
+}
+
 /// Steps (token, frame, duration) identical to CPU f32's, except that from the first step
 /// whose CPU f32 margin is below `floor` on, nothing is compared (`floor` infinite: every
 /// step must match).
