@@ -186,6 +186,71 @@ fn glu_depthwise_act_f16_chain_and_replay() {
     }
 }
 
+/// `glu_dw_act`'s 4-channel form (c % 4 == 0, K ≤ 32: a thread sums one output row of 4
+/// channels from 16-byte shared loads) gives the bits of a channel a thread
+/// (`set_gdw_quad(false)`): every output is the same sum in the same order. Eager f32 and in an
+/// f16 chain, on the table's shapes where the form applies, and K = 31 and 32 (the form's
+/// last tap counts) with a mask, and K = 33 (past it: both runs take a channel a thread).
+#[test]
+fn glu_depthwise_act_four_channels_a_thread_is_bit_identical() {
+    let (g, _serial) = require_gpu!("glu_depthwise_act_four_channels_a_thread_is_bit_identical");
+    let mut cases: Vec<GdwCase> = (0..GDW.len())
+        .filter(|&i| GDW[i].2.is_multiple_of(4) && GDW[i].3 <= 32)
+        .map(gdw_case)
+        .collect();
+    for (j, &(t, c, k)) in [(130, 96, 31), (61, 768, 32), (40, 64, 33)]
+        .iter()
+        .enumerate()
+    {
+        let s = 900 + 10 * j as u64;
+        let keep = (0..2 * t).map(|f| if f % t < t - 7 * (f / t) { 1.0 } else { 0.0 });
+        cases.push(GdwCase {
+            x: rnd(&[2, t, 2 * c], s, 2.0),
+            keep: Some(HostTensor::new(vec![2, t, 1], keep.collect()).expect("keep")),
+            w: rnd(&[c, k], s + 1, 1.0 / (k as f32).sqrt()),
+            b: rnd(&[c], s + 2, 0.5),
+            act: Activation::Silu,
+        });
+    }
+    assert!(cases.len() >= 5, "{} cases", cases.len());
+    for c in &cases {
+        let what = format!("glu_depthwise_act {:?} K {}", c.x.shape, c.w.shape[1]);
+        let (w, b) = (g.upload(&c.w).unwrap(), g.upload(&c.b).unwrap());
+        let keep = c.keep.as_ref().map(|k| g.upload(k).unwrap());
+        let x = g.upload(&c.x).unwrap();
+        let eager = |quad: bool| {
+            g.set_gdw_quad(quad);
+            let y = g
+                .glu_depthwise_act(&x, keep.as_ref(), &w, Some(&b), c.act)
+                .unwrap();
+            g.download(&y).unwrap().data
+        };
+        let chained = |quad: bool| {
+            g.set_gdw_quad(quad);
+            let (first, _) = twice_in_f16_chain(g, &[&c.x], &|be, xs| {
+                vec![be
+                    .glu_depthwise_act(&xs[0], keep.as_ref(), &w, Some(&b), c.act)
+                    .unwrap()]
+            });
+            first[0].data.clone()
+        };
+        for (form, (a, b)) in [
+            ("f32", (eager(true), eager(false))),
+            ("f16", (chained(true), chained(false))),
+        ] {
+            let first = a
+                .iter()
+                .zip(&b)
+                .position(|(p, q)| p.to_bits() != q.to_bits());
+            assert!(
+                first.is_none(),
+                "{what} {form}: value {first:?} differs between the forms"
+            );
+        }
+    }
+    g.set_gdw_quad(true);
+}
+
 /// (B, T, H, Dh, P): P = 2T−1 (the encoder's positions) and others; Dh 3 and 128.
 const RAI: [(usize, usize, usize, usize, usize); 5] = [
     (1, 7, 2, 3, 13),

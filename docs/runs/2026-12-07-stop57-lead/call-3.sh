@@ -13,7 +13,7 @@ TEST_LIMIT=150
 t cuda_parakeet
 grep -E "hidden" /tmp/o/cuda_parakeet.log | head -4
 if [ $H200 = 1 ]; then
-  for b in fp8 parakeet_batch cuda_canary cuda_gigaam cuda_fc_kernels conformer_ops ln_pair graphs q8_accuracy cuda_whisper attention pdl; do t $b; done
+  for b in cuda_whisper graphs q8_accuracy parakeet_batch cuda_canary fp8; do t $b; done
   echo "tests done, elapsed $(el) s"
   h() { STAPES_CUDA_HIDDEN_E4M3=$1 "${@:2}" | sed "s/^/hidden=$1 /"; }
   for r in 1 2; do for m in 0 lut; do h $m e vJ $P q8 16; done; done
