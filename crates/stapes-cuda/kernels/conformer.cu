@@ -16,15 +16,8 @@
 // (zero outside the sequence and where keep is 0), four frames a thread at a time with every
 // load issued before any is used (f16 inputs with c % 8 == 0: 8 channels a thread, gdw_load_h8),
 // then each thread sums the K taps of its GDW_ROWS / 4 outputs
-// in order (bias first, as the separate depthwise kernel does), the outputs side by side; where
-// c % 4 == 0 and K <= GDW_WS_MAX_K a thread instead takes one output row of 4 channels, the
-// rows and the staged weights read 16 bytes at a time (4x fewer shared loads, one e4m3 word
-// stored), each output the same sum in the same order.
+// in order (bias first, as the separate depthwise kernel does), the outputs side by side.
 #define GDW_NY 4
-// Taps up to which the block also stages its channels' weights, tap-major, after the GLU rows
-// (kw · GDW_CH floats more; the host sizes the shared memory from the same number): then, where
-// c % 4 == 0, a thread sums 4 channels of one output row with 16-byte shared loads.
-#define GDW_WS_MAX_K 32
 // The shared GLU rows of glu_dw_act from f16 inputs with c % 8 == 0: 8 channels a thread, a and
 // gate as one 16-byte load each (the 2-byte loads of the general path left a 16-clip launch
 // waiting on them: 36 % of its stall samples at their conversions, stop 47). The values, the
@@ -64,8 +57,7 @@ __device__ __forceinline__ bool gdw_load_h8(float* g, const X* xb, const float* 
 template <class Y, class X>
 __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const float* __restrict__ keep,
                                              const float* __restrict__ w, const float* __restrict__ bias, int t, int c,
-                                             int kw, int pad, int t_out, int act, unsigned char* __restrict__ y8,
-                                             int quad_ok) {
+                                             int kw, int pad, int t_out, int act, unsigned char* __restrict__ y8) {
     // f16 outputs take the MUFU exp and reciprocal (~1e-6 relative, under the output's 2^-11
     // rounding): the kernel is bound by issuing the IEEE expf / division sequences (stop 22)
     constexpr bool FAST = sizeof(Y) == 2;
@@ -99,49 +91,7 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
             }
         }
     }
-    // 4 channels a thread: the weights tap-major beside the rows, read as float4 like the rows
-    const bool quad = quad_ok && (c & 3) == 0 && kw <= GDW_WS_MAX_K;
-    float* ws = g + rows * GDW_CH;  // kw × GDW_CH
-    if (quad) {
-        const int ch0 = blockIdx.y * GDW_CH;
-        for (int i = threadIdx.x; i < kw * GDW_CH; i += blockDim.x) {
-            const int k = i / GDW_CH, cl = i - k * GDW_CH, cc = min(ch0 + cl, c - 1);
-            ws[i] = w[(long long)cc * kw + k];
-        }
-    }
     __syncthreads();
-    if (quad) {
-        // 16 channel quads × GDW_ROWS output rows, one output row of 4 channels a thread; each
-        // output is the sum below in the same order (bias, then tap 0 … kw − 1)
-        const int cq = threadIdx.x & 15, ry = threadIdx.x >> 4, c4 = blockIdx.y * GDW_CH + 4 * cq;
-        const int to = t0 + ry;
-        if (c4 >= c || to >= t_out) return;
-        float a4[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) a4[j] = bias ? bias[c4 + j] : 0.f;
-        for (int k = 0; k < kw; ++k) {
-            const float4 wk = *(const float4*)(ws + k * GDW_CH + 4 * cq);
-            const float4 gv = *(const float4*)(g + (ry + k) * GDW_CH + 4 * cq);
-            a4[0] += wk.x * gv.x;
-            a4[1] += wk.y * gv.y;
-            a4[2] += wk.z * gv.z;
-            a4[3] += wk.w * gv.w;
-        }
-        const long long o = ((long long)b * t_out + to) * c + c4;
-        float v[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            v[j] = act_apply_if(a4[j], act, FAST);
-            if (y) stf(y, o + j, v[j]);
-        }
-        // the stored values as e4m3 too, one word for the 4 (src/fp8.rs)
-        if (y8) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) v[j] = FAST ? h2f(f2h(v[j])) : v[j];
-            *(u32*)(y8 + o) = (u32)e4m3x2(v[0], v[1]) | ((u32)e4m3x2(v[2], v[3]) << 16);
-        }
-        return;
-    }
     if (ch >= c) return;
     const float* wc = w + (long long)ch * kw;
     const float b0 = bias ? bias[ch] : 0.f;
@@ -165,12 +115,11 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
         if (y8) y8[o] = (unsigned char)(e4m3x2(FAST ? h2f(f2h(v)) : v, 0.f) & 0xffu);
     }
 }
-// y8: null, or (f16 outputs) the outputs also as e4m3; y null (with y8 set): e4m3 only. dt bit 2:
-// the 4-channel form where it applies (else a channel a thread: the same bits, an A/B switch).
+// y8: null, or (f16 outputs) the outputs also as e4m3; y null (with y8 set): e4m3 only.
 extern "C" __global__ void glu_dw_act(void* y, const void* x, const float* keep, const float* w, const float* bias, int t,
                                       int c, int kw, int pad, int t_out, int act, int dt, unsigned char* y8) {
     PDL_ENTER();
-    DISPATCH_YX(dt, glu_dw_act_k, y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8, (dt >> 2) & 1);
+    DISPATCH_YX(dt, glu_dw_act_k, y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8);
 }
 
 // qkv (B, T, 3C) laid out q | k | v, pos (1, P, C), C = H·Dh ->
