@@ -39,6 +39,15 @@ fn e4m3(v: f32) -> f32 {
     r.copysign(v)
 }
 
+fn silu(v: f64) -> f64 {
+    v / (1.0 + (-v).exp())
+}
+
+/// `v` rounded to f16, as f32.
+fn h16(v: f64) -> f32 {
+    half::f16::from_f64(v).to_f32()
+}
+
 fn gelu_tanh(v: f64) -> f64 {
     0.5 * v * (1.0 + (0.797_884_560_802_865_4 * (v + 0.044715 * v * v * v)).tanh())
 }
@@ -1193,8 +1202,6 @@ fn fp8_few_row_gemm_is_the_e4m3_product_of_its_input() {
         (141, 384, 192, "n144s6"),
         (150, 1024, 256, "n144s6"),
     ];
-    let silu = |v: f64| v / (1.0 + (-v).exp());
-    let h16 = |v: f64| half::f16::from_f64(v).to_f32();
     let tol = EMULATION_BAR;
     for (i, &(m, d, hid, mode)) in shapes.iter().enumerate() {
         let s = 2100 + 10 * i as u64;
@@ -1526,8 +1533,6 @@ fn fp8_e4m3_hidden_is_the_silu_of_its_e4m3_preactivation() {
     let Some((g, _serial)) = fp8_chain_gpu(name) else {
         return;
     };
-    let silu = |v: f64| v / (1.0 + (-v).exp());
-    let h16 = |v: f64| half::f16::from_f64(v).to_f32();
     for (i, &(m, d, hid)) in [(600, 256, 512), (1104, 256, 1024)].iter().enumerate() {
         let s = 5000 + 20 * i as u64;
         let Mlp {
