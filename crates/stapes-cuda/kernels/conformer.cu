@@ -18,12 +18,6 @@
 // then each thread sums the K taps of its GDW_ROWS / 4 outputs
 // in order (bias first, as the separate depthwise kernel does), the outputs side by side.
 #define GDW_NY 4
-// Taps up to which a block also copies its channels' weights into shared memory after the GLU
-// rows (GDW_CH · kw floats; the host sizes the shared memory from the same number). The block's
-// 64 channels' taps are one contiguous run of w, read coalesced; read from global memory a
-// channel a thread, consecutive threads' taps sit kw floats apart (9 of 10 sectors wasted at
-// kw = 9: ncu, stop 57).
-#define GDW_WS_MAX_K 32
 // The shared GLU rows of glu_dw_act from f16 inputs with c % 8 == 0: 8 channels a thread, a and
 // gate as one 16-byte load each (the 2-byte loads of the general path left a 16-clip launch
 // waiting on them: 36 % of its stall samples at their conversions, stop 47). The values, the
@@ -63,8 +57,7 @@ __device__ __forceinline__ bool gdw_load_h8(float* g, const X* xb, const float* 
 template <class Y, class X>
 __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const float* __restrict__ keep,
                                              const float* __restrict__ w, const float* __restrict__ bias, int t, int c,
-                                             int kw, int pad, int t_out, int act, unsigned char* __restrict__ y8,
-                                             int ws_ok) {
+                                             int kw, int pad, int t_out, int act, unsigned char* __restrict__ y8) {
     // f16 outputs take the MUFU exp and reciprocal (~1e-6 relative, under the output's 2^-11
     // rounding): the kernel is bound by issuing the IEEE expf / division sequences (stop 22)
     constexpr bool FAST = sizeof(Y) == 2;
@@ -98,16 +91,9 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
             }
         }
     }
-    // the block's channels' taps, (GDW_CH, kw) as in w, where they fit
-    const bool wsm = ws_ok && kw <= GDW_WS_MAX_K;
-    float* ws = g + rows * GDW_CH;
-    if (wsm) {
-        const int ch0 = blockIdx.y * GDW_CH, nw = min(GDW_CH, c - ch0) * kw;
-        for (int i = threadIdx.x; i < nw; i += blockDim.x) ws[i] = w[(long long)ch0 * kw + i];
-    }
     __syncthreads();
     if (ch >= c) return;
-    const float* wc = wsm ? ws + tx * kw : w + (long long)ch * kw;
+    const float* wc = w + (long long)ch * kw;
     const float b0 = bias ? bias[ch] : 0.f;
     constexpr int PER = GDW_ROWS / GDW_NY;  // outputs rr = ty + GDW_NY·i
     float acc[PER];
@@ -129,12 +115,11 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
         if (y8) y8[o] = (unsigned char)(e4m3x2(FAST ? h2f(f2h(v)) : v, 0.f) & 0xffu);
     }
 }
-// y8: null, or (f16 outputs) the outputs also as e4m3; y null (with y8 set): e4m3 only. dt bit 2:
-// the weights through shared memory where they fit (else from global memory: the same bits).
+// y8: null, or (f16 outputs) the outputs also as e4m3; y null (with y8 set): e4m3 only.
 extern "C" __global__ void glu_dw_act(void* y, const void* x, const float* keep, const float* w, const float* bias, int t,
                                       int c, int kw, int pad, int t_out, int act, int dt, unsigned char* y8) {
     PDL_ENTER();
-    DISPATCH_YX(dt, glu_dw_act_k, y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8, (dt >> 2) & 1);
+    DISPATCH_YX(dt, glu_dw_act_k, y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8);
 }
 
 // qkv (B, T, 3C) laid out q | k | v, pos (1, P, C), C = H·Dh ->

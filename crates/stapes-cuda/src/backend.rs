@@ -308,8 +308,6 @@ pub struct CudaBackend {
     /// computed; and the launches that took an e4m3 form.
     hidden_e4m3: std::sync::atomic::AtomicU8,
     hidden_e4m3_runs: std::sync::atomic::AtomicU64,
-    /// Whether `glu_dw_act` copies its taps into shared memory where they fit (conformer.rs).
-    gdw_ws: AtomicBool,
     /// Whether the fused rel-attention writes e4m3 for an output projection on FP8
     /// (conformer.rs `rel_attention_fused`).
     rel_e4m3: AtomicBool,
@@ -455,7 +453,6 @@ impl CudaBackend {
             f8wg_split: AtomicBool::new(fp8::f8wg_split_default()),
             hidden_e4m3: std::sync::atomic::AtomicU8::new(fp8::hidden_e4m3_default()),
             hidden_e4m3_runs: std::sync::atomic::AtomicU64::new(0),
-            gdw_ws: AtomicBool::new(conformer::gdw_ws_default()),
             rel_e4m3: AtomicBool::new(conformer::rel_e4m3_default()),
             e4m3_only: AtomicBool::new(conformer::e4m3_only_default()),
             e4m3_only_runs: std::sync::atomic::AtomicU64::new(0),

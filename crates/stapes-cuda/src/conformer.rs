@@ -29,8 +29,6 @@ const GDW_NY: usize = 4;
 /// Kernels longer than this take the composed path: the block's shared memory holds
 /// `(GDW_ROWS + K − 1) · GDW_CH` floats (K = 255: 69 KB would exceed the 48 KB default).
 const GDW_MAX_K: usize = 128;
-/// Taps up to which `glu_dw_act` copies its weights into shared memory (`GDW_WS_MAX_K`).
-const GDW_WS_MAX_K: usize = 32;
 
 /// Channels per block of `fc_sub_stem` and `fc_dw_cl`, one a thread (`SUB_CH` in the kernels).
 const SUB_CH: usize = 128;
@@ -444,8 +442,7 @@ impl CudaBackend {
             t_out as i32,
             act_code(act),
         );
-        let wsm = self.gdw_ws.load(Ordering::Relaxed) as i32;
-        let dt = out.bit() | (x.bit() << 1) | (wsm << 2);
+        let dt = out.bit() | (x.bit() << 1);
         // an FP8 GEMM next: the outputs also as its e4m3 input (fp8.rs)
         let m = bs * t_out;
         let y8 = match next {
@@ -460,9 +457,7 @@ impl CudaBackend {
             c.div_ceil(GDW_CH) as u32,
             bs as u32,
         );
-        // the GLU rows, and the block's weights where the kernel copies them (GDW_WS_MAX_K)
-        let ws_rows = if kw <= GDW_WS_MAX_K { kw } else { 0 };
-        let smem = ((GDW_ROWS + kw - 1 + ws_rows) * GDW_CH * 4) as u32;
+        let smem = ((GDW_ROWS + kw - 1) * GDW_CH * 4) as u32;
         let only8 = y8.is_some() && !store16;
         let y = if only8 { 0 } else { y };
         self.launch(
@@ -892,13 +887,6 @@ pub(super) fn rel_e4m3_default() -> bool {
     std::env::var("STAPES_CUDA_REL_ATTN_E4M3").map_or(true, |v| v.trim() != "0")
 }
 
-/// `STAPES_CUDA_GDW_WS=0`: `glu_dw_act` reads its taps from global memory a channel a thread
-/// (uncoalesced) where it would copy the block's into shared memory first (the same bits); the
-/// backend's starting value.
-pub(super) fn gdw_ws_default() -> bool {
-    std::env::var("STAPES_CUDA_GDW_WS").map_or(true, |v| v.trim() != "0")
-}
-
 /// `STAPES_CUDA_E4M3_ONLY=0`: `feeding_add_norms`' pass writes its f16 result too where its
 /// linear reads only the e4m3 copy; the backend's starting value, default on. H100, stop 49
 /// call 4 (an ablation dropping those f16 stores): 16 parakeet q8 clips 6.14–6.21 → 5.90 ms.
@@ -997,13 +985,6 @@ impl CudaBackend {
             && k.is_multiple_of(splits * 8)
             && n.is_multiple_of(8)
             && n <= SPLIT_LN_MAX_N
-    }
-
-    /// Whether `glu_dw_act` copies its taps into shared memory where they fit from now on (tests
-    /// and A/B runs; the default comes from `STAPES_CUDA_GDW_WS`).
-    #[doc(hidden)]
-    pub fn set_gdw_ws(&self, on: bool) {
-        self.gdw_ws.store(on, Ordering::SeqCst);
     }
 
     /// Whether `feeding_add_norms`' pass writes e4m3 only where it can from now on (tests and

@@ -186,65 +186,6 @@ fn glu_depthwise_act_f16_chain_and_replay() {
     }
 }
 
-/// `glu_dw_act` with the block's taps copied into shared memory (K ≤ 32) gives the bits of the
-/// taps read from global memory (`set_gdw_ws(false)`): the same values in the same sums. Eager
-/// f32 and in an f16 chain, on the table's shapes (partial channel blocks: 5, 33, 70 and 129
-/// channels) and K = 31 and 32 (the copy's last tap counts) with a mask, and K = 33 (past it:
-/// both runs read global memory).
-#[test]
-fn glu_depthwise_act_taps_from_shared_memory_are_bit_identical() {
-    let (g, _serial) = require_gpu!("glu_depthwise_act_taps_from_shared_memory_are_bit_identical");
-    let mut cases: Vec<GdwCase> = (0..GDW.len()).map(gdw_case).collect();
-    for (j, &(t, c, k)) in [(130, 96, 31), (61, 768, 32), (40, 64, 33)]
-        .iter()
-        .enumerate()
-    {
-        let s = 900 + 10 * j as u64;
-        let keep = (0..2 * t).map(|f| if f % t < t - 7 * (f / t) { 1.0 } else { 0.0 });
-        cases.push(GdwCase {
-            x: rnd(&[2, t, 2 * c], s, 2.0),
-            keep: Some(HostTensor::new(vec![2, t, 1], keep.collect()).expect("keep")),
-            w: rnd(&[c, k], s + 1, 1.0 / (k as f32).sqrt()),
-            b: rnd(&[c], s + 2, 0.5),
-            act: Activation::Silu,
-        });
-    }
-    for c in &cases {
-        let what = format!("glu_depthwise_act {:?} K {}", c.x.shape, c.w.shape[1]);
-        let (w, b) = (g.upload(&c.w).unwrap(), g.upload(&c.b).unwrap());
-        let keep = c.keep.as_ref().map(|k| g.upload(k).unwrap());
-        let x = g.upload(&c.x).unwrap();
-        let eager = |on: bool| {
-            g.set_gdw_ws(on);
-            let y = g
-                .glu_depthwise_act(&x, keep.as_ref(), &w, Some(&b), c.act)
-                .unwrap();
-            g.download(&y).unwrap().data
-        };
-        let chained = |on: bool| {
-            g.set_gdw_ws(on);
-            let (first, _) = twice_in_f16_chain(g, &[&c.x], &|be, xs| {
-                vec![be
-                    .glu_depthwise_act(&xs[0], keep.as_ref(), &w, Some(&b), c.act)
-                    .unwrap()]
-            });
-            first[0].data.clone()
-        };
-        let forms = [
-            ("f32", eager(true), eager(false)),
-            ("f16", chained(true), chained(false)),
-        ];
-        for (form, a, b) in forms {
-            let first = a
-                .iter()
-                .zip(&b)
-                .position(|(p, q)| p.to_bits() != q.to_bits());
-            assert!(first.is_none(), "{what} {form}: value {first:?} differs");
-        }
-    }
-    g.set_gdw_ws(true);
-}
-
 /// (B, T, H, Dh, P): P = 2T−1 (the encoder's positions) and others; Dh 3 and 128.
 const RAI: [(usize, usize, usize, usize, usize); 5] = [
     (1, 7, 2, 3, 13),
