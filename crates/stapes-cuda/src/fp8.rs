@@ -50,6 +50,13 @@ const F8WG_FORMS: [(&str, usize, usize); 2] = [("f8wg_n72s8", 72, 8), ("f8wg_n14
 /// cuBLASLt's fixed cost and the separate activation pass are most of the time.
 const F8WG_MAX_M: usize = 512;
 
+/// [`F8WG_MAX_M`], or `STAPES_CUDA_F8WG_MAX_M` (A/B runs past it: with a forced form,
+/// `STAPES_CUDA_F8WG=n144s6`, 16 clips' plain GEMMs and fc1 run on it).
+fn f8wg_max_m() -> usize {
+    static M: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *M.get_or_init(|| crate::env_usize("STAPES_CUDA_F8WG_MAX_M").unwrap_or(F8WG_MAX_M))
+}
+
 /// `STAPES_CUDA_F8WG`: `1` (or unset) the few-row GEMM (`f8wg`) where it applies, its form
 /// picked by shape; `0` cuBLASLt for every FP8 GEMM; a form's name (`n144s6`) forces that form.
 /// The backend's starting value. H100, stop 44 call 4, one q8 clip on the device, alternating:
@@ -731,7 +738,7 @@ impl CudaBackend {
         if mode == 0
             || self.arch != "compute_90"
             || m == 0
-            || m > F8WG_MAX_M
+            || m > f8wg_max_m()
             || splits == 0
             || k == 0
             || !k.is_multiple_of(128 * splits)
