@@ -487,35 +487,12 @@ impl CudaBackend {
         let hidden = self.pool.alloc((m * n1).max(1))?;
         let out = self.alloc(&shape, Dtype::F16)?;
         let tune = !self.capturing.load(Ordering::Relaxed);
-        let (xp, hp, yp, rp) = (self.p(&xq), self.p(&hidden), self.t(&out), self.t(&r16));
-        // SAFETY: x (m, k) e4m3, w1 (n1, k) and w2 (n2, n1) e4m3 with their scales, hidden
-        // (m, n1) e4m3, out and r16 (m, n2) f16, biases f16 or 0: all live on this stream.
-        let first = unsafe {
-            self.lt.matmul_fp8(
-                &self.stream,
-                true,
-                hp,
-                f1.w.ptr,
-                f1.scale.ptr,
-                xp,
-                bp1,
-                0,
-                self.lt_ws.ptr,
-                n1,
-                m,
-                k,
-                tune,
-                act,
-            )
-        };
-        if let Err(e) = first {
-            let why = format!("mlp: no cuBLASLt FP8 plan with an e4m3 output for {m}x{k}x{n1}");
-            if self.counters.decline(&why) {
-                tracing::debug!("{why}: {e}");
-            }
+        let (hp, yp, rp) = (self.p(&hidden), self.t(&out), self.t(&r16));
+        if !self.lt_fp8_e4m3_out("mlp", hp, &f1, &xq, bp1, n1, m, k, act)? {
             return Ok(None);
         }
-        // SAFETY: as above.
+        // SAFETY: hidden (m, n1) e4m3, w2 (n2, n1) e4m3 with its scale, out and r16 (m, n2)
+        // f16, bias f16 or 0: all live on this stream.
         unsafe {
             self.lt.matmul_fp8(
                 &self.stream,
@@ -820,6 +797,53 @@ impl CudaBackend {
         self.f8wg_launch(0, 0, part, x8, f, 0, m, n, k, splits, -1)
     }
 
+    /// `h8 (m, n)` e4m3 = `act(x8 · Wᵀ · scale + bias16)` on cuBLASLt's FP8 GEMM with an e4m3
+    /// output, for `x8 (m, k)` e4m3 and the weight's e4m3 copy `f`. False where cuBLASLt has no
+    /// such plan (the decline counted under `op`): nothing ran.
+    #[allow(clippy::too_many_arguments)]
+    fn lt_fp8_e4m3_out(
+        &self,
+        op: &str,
+        h8: u64,
+        f: &Fp8Weight,
+        x8: &Arc<Block>,
+        bias16: u64,
+        n: usize,
+        m: usize,
+        k: usize,
+        act: super::EpiAct,
+    ) -> Result<bool> {
+        let tune = !self.capturing.load(Ordering::Relaxed);
+        // SAFETY: h8 (m, n) e4m3, x8 (m, k) and w (n, k) e4m3 with its scale, bias16 n f16 (or
+        // 0): all live on this stream.
+        let ran = unsafe {
+            self.lt.matmul_fp8(
+                &self.stream,
+                true,
+                h8,
+                f.w.ptr,
+                f.scale.ptr,
+                self.p(x8),
+                bias16,
+                0,
+                self.lt_ws.ptr,
+                n,
+                m,
+                k,
+                tune,
+                act,
+            )
+        };
+        if let Err(e) = ran {
+            let why = format!("{op}: no cuBLASLt FP8 plan with an e4m3 output for {m}x{k}x{n}");
+            if self.counters.decline(&why) {
+                tracing::debug!("{why}: {e}");
+            }
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
     /// [`CudaBackend::linear_act_e4m3`] for a result whose only reader is the next FP8 GEMM,
     /// on cuBLASLt: its epilogue writes the pre-activation (bias added) as e4m3, and
     /// `act8_e4m3` maps those bytes in place to the e4m3 of the activation, the next GEMM's
@@ -849,32 +873,7 @@ impl CudaBackend {
         if !hp.is_multiple_of(16) {
             return Ok(None);
         }
-        let tune = !self.capturing.load(Ordering::Relaxed);
-        // SAFETY: h8 (m, n) e4m3, x (m, k) and w (n, k) e4m3 with its scale, bias f16 n (or
-        // 0): all live on this stream.
-        let ran = unsafe {
-            self.lt.matmul_fp8(
-                &self.stream,
-                true,
-                hp,
-                f.w.ptr,
-                f.scale.ptr,
-                self.p(&xq),
-                b16,
-                0,
-                self.lt_ws.ptr,
-                n,
-                m,
-                k,
-                tune,
-                super::EpiAct::None,
-            )
-        };
-        if let Err(e) = ran {
-            let why = format!("linear: no cuBLASLt FP8 plan with an e4m3 output for {m}x{k}x{n}");
-            if self.counters.decline(&why) {
-                tracing::debug!("{why}: {e}");
-            }
+        if !self.lt_fp8_e4m3_out("linear", hp, &f, &xq, b16, n, m, k, super::EpiAct::None)? {
             return Ok(None);
         }
         let (count, a, lut) = ((m * n) as i64, super::act_code(act), (mode == 1) as i32);
