@@ -4,18 +4,19 @@
 // Activations f32 or f16 (`dt`, common.cuh); parameters f32; math in f32. Every entry point
 // starts with PDL_ENTER() (common.cuh's PDL rules; the names are in src/pdl.rs's PDL_SAFE).
 
-// Output frames per block and channels per block of glu_dw_act (the host sizes the grid and the
-// dynamic shared memory, (GDW_ROWS + K - 1) · GDW_CH floats, from the same numbers).
+// Output frames per block (the least; dt bits 2-3 double it once or twice) and channels per
+// block of glu_dw_act (the host sizes the grid and the dynamic shared memory,
+// (rows + K - 1) · GDW_CH floats, from the same numbers).
 #define GDW_ROWS 16
 #define GDW_CH 64
 
 // x (B, T, 2C) -> y (B, t_out, C) = act(depthwise(mask(glu(x))) + bias), stride 1, `pad` zero
 // frames each side; w (C, K), bias (C) or null, keep (B, T) of 0/1 or null.
-// Block (256 threads = 64 channels × 4 row groups) owns GDW_ROWS output frames × GDW_CH channels:
-// it computes the GLU of the GDW_ROWS + K - 1 input frames it reads once into shared memory
+// Block (256 threads = 64 channels × 4 row groups) owns ROWS output frames × GDW_CH channels:
+// it computes the GLU of the ROWS + K - 1 input frames it reads once into shared memory
 // (zero outside the sequence and where keep is 0), four frames a thread at a time with every
 // load issued before any is used (f16 inputs with c % 8 == 0: 8 channels a thread, gdw_load_h8),
-// then each thread sums the K taps of its GDW_ROWS / 4 outputs
+// then each thread sums the K taps of its ROWS / 4 outputs
 // in order (bias first, as the separate depthwise kernel does), the outputs side by side.
 #define GDW_NY 4
 // The shared GLU rows of glu_dw_act from f16 inputs with c % 8 == 0: 8 channels a thread, a and
@@ -54,7 +55,7 @@ __device__ __forceinline__ bool gdw_load_h8(float* g, const X* xb, const float* 
         return true;
     }
 }
-template <class Y, class X>
+template <class Y, class X, int ROWS>
 __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const float* __restrict__ keep,
                                              const float* __restrict__ w, const float* __restrict__ bias, int t, int c,
                                              int kw, int pad, int t_out, int act, unsigned char* __restrict__ y8) {
@@ -63,12 +64,12 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
     constexpr bool FAST = sizeof(Y) == 2;
     Y* y = (Y*)y_;
     const X* x = (const X*)x_;
-    extern __shared__ float g[];  // (GDW_ROWS + kw - 1) × GDW_CH
+    extern __shared__ float g[];  // (ROWS + kw - 1) × GDW_CH
     const int tx = threadIdx.x % GDW_CH, ty = threadIdx.x / GDW_CH;
     const int ch = blockIdx.y * GDW_CH + tx;
     const int b = blockIdx.z;
-    const int t0 = blockIdx.x * GDW_ROWS;
-    const int rows = GDW_ROWS + kw - 1;
+    const int t0 = blockIdx.x * ROWS;
+    const int rows = ROWS + kw - 1;
     const X* xb = x + (long long)b * t * 2 * c;
     if (!gdw_load_h8(g, xb, keep, b, t, c, t0 - pad, rows, FAST)) {
         for (int r0 = ty; r0 < rows; r0 += 4 * GDW_NY) {
@@ -95,7 +96,7 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
     if (ch >= c) return;
     const float* wc = w + (long long)ch * kw;
     const float b0 = bias ? bias[ch] : 0.f;
-    constexpr int PER = GDW_ROWS / GDW_NY;  // outputs rr = ty + GDW_NY·i
+    constexpr int PER = ROWS / GDW_NY;  // outputs rr = ty + GDW_NY·i
     float acc[PER];
 #pragma unroll
     for (int i = 0; i < PER; ++i) acc[i] = b0;
@@ -115,11 +116,32 @@ __device__ __forceinline__ void glu_dw_act_k(void* y_, const void* x_, const flo
         if (y8) y8[o] = (unsigned char)(e4m3x2(FAST ? h2f(f2h(v)) : v, 0.f) & 0xffu);
     }
 }
-// y8: null, or (f16 outputs) the outputs also as e4m3; y null (with y8 set): e4m3 only.
+template <class Y, class X>
+__device__ __forceinline__ void glu_dw_act_r16(void* y, const void* x, const float* keep, const float* w, const float* bias,
+                                               int t, int c, int kw, int pad, int t_out, int act, unsigned char* y8) {
+    glu_dw_act_k<Y, X, GDW_ROWS>(y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8);
+}
+template <class Y, class X>
+__device__ __forceinline__ void glu_dw_act_r32(void* y, const void* x, const float* keep, const float* w, const float* bias,
+                                               int t, int c, int kw, int pad, int t_out, int act, unsigned char* y8) {
+    glu_dw_act_k<Y, X, 2 * GDW_ROWS>(y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8);
+}
+template <class Y, class X>
+__device__ __forceinline__ void glu_dw_act_r64(void* y, const void* x, const float* keep, const float* w, const float* bias,
+                                               int t, int c, int kw, int pad, int t_out, int act, unsigned char* y8) {
+    glu_dw_act_k<Y, X, 4 * GDW_ROWS>(y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8);
+}
+// y8: null, or (f16 outputs) the outputs also as e4m3; y null (with y8 set): e4m3 only. dt bits
+// 2-3: blocks of GDW_ROWS output frames times 1, 2 or 4 (every output the same sum in the same
+// order; fewer, longer blocks pay the staging barrier fewer times).
 extern "C" __global__ void glu_dw_act(void* y, const void* x, const float* keep, const float* w, const float* bias, int t,
                                       int c, int kw, int pad, int t_out, int act, int dt, unsigned char* y8) {
     PDL_ENTER();
-    DISPATCH_YX(dt, glu_dw_act_k, y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8);
+    switch ((dt >> 2) & 3) {
+        case 1: DISPATCH_YX(dt, glu_dw_act_r32, y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8); break;
+        case 2: DISPATCH_YX(dt, glu_dw_act_r64, y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8); break;
+        default: DISPATCH_YX(dt, glu_dw_act_r16, y, x, keep, w, bias, t, c, kw, pad, t_out, act, y8); break;
+    }
 }
 
 // qkv (B, T, 3C) laid out q | k | v, pos (1, P, C), C = H·Dh ->

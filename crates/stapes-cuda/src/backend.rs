@@ -311,6 +311,8 @@ pub struct CudaBackend {
     /// Whether the fused rel-attention writes e4m3 for an output projection on FP8
     /// (conformer.rs `rel_attention_fused`).
     rel_e4m3: AtomicBool,
+    /// `glu_dw_act`'s output frames a block, as `GDW_ROWS << code` (conformer.rs).
+    gdw_rows: std::sync::atomic::AtomicU8,
     /// Whether `feeding_add_norms`' pass writes e4m3 only where its linear runs on FP8
     /// (conformer.rs `feeding_add_norms_fused`), and the calls that did.
     e4m3_only: AtomicBool,
@@ -454,6 +456,7 @@ impl CudaBackend {
             hidden_e4m3: std::sync::atomic::AtomicU8::new(fp8::hidden_e4m3_default()),
             hidden_e4m3_runs: std::sync::atomic::AtomicU64::new(0),
             rel_e4m3: AtomicBool::new(conformer::rel_e4m3_default()),
+            gdw_rows: std::sync::atomic::AtomicU8::new(conformer::gdw_rows_default()),
             e4m3_only: AtomicBool::new(conformer::e4m3_only_default()),
             e4m3_only_runs: std::sync::atomic::AtomicU64::new(0),
             norm_e4m3_only: AtomicBool::new(conformer::norm_e4m3_only_default()),

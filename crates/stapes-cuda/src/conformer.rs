@@ -21,13 +21,15 @@ use super::{
     GEMV_MAX_M,
 };
 
-/// Output frames × channels per block of `glu_dw_act` (`GDW_ROWS`, `GDW_CH` in the kernel), and
-/// its thread rows (`GDW_NY`: the kernel hands each thread GDW_ROWS / GDW_NY outputs).
+/// The fewest output frames (the backend's `gdw_rows` doubles them once or twice) × channels per
+/// block of `glu_dw_act` (`GDW_ROWS`, `GDW_CH` in the kernel), and its thread rows (`GDW_NY`: the
+/// kernel hands each thread rows / GDW_NY outputs).
 const GDW_ROWS: usize = 16;
 const GDW_CH: usize = 64;
 const GDW_NY: usize = 4;
 /// Kernels longer than this take the composed path: the block's shared memory holds
-/// `(GDW_ROWS + K − 1) · GDW_CH` floats (K = 255: 69 KB would exceed the 48 KB default).
+/// `(rows + K − 1) · GDW_CH` floats (K = 255: 69 KB would exceed the 48 KB default; past it the
+/// launch takes fewer rows a block).
 const GDW_MAX_K: usize = 128;
 
 /// Channels per block of `fc_sub_stem` and `fc_dw_cl`, one a thread (`SUB_CH` in the kernels).
@@ -340,6 +342,25 @@ impl CudaBackend {
         Ok(best.2)
     }
 
+    /// `glu_dw_act`'s output frames a block from now on: 16, 32 or 64 (tests and A/B runs; every
+    /// output is the same sum in each form; the default comes from `STAPES_CUDA_GDW_ROWS`).
+    #[doc(hidden)]
+    pub fn set_gdw_rows(&self, rows: usize) -> Result<()> {
+        let code = match rows {
+            16 => 0,
+            32 => 1,
+            64 => 2,
+            _ => {
+                return Err(Error::shape(
+                    "set_gdw_rows",
+                    format!("{rows} frames a block; 16, 32 or 64 allowed"),
+                ))
+            }
+        };
+        self.gdw_rows.store(code, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Whether the fused rel-attention writes e4m3 for an output projection on FP8 from now on
     /// (tests and A/B runs; the default comes from `STAPES_CUDA_REL_ATTN_E4M3`).
     #[doc(hidden)]
@@ -442,7 +463,13 @@ impl CudaBackend {
             t_out as i32,
             act_code(act),
         );
-        let dt = out.bit() | (x.bit() << 1);
+        // blocks of GDW_ROWS output frames times 2^code (the same sums in any form)
+        let mut code = self.gdw_rows.load(Ordering::Relaxed).min(2);
+        while code > 0 && ((GDW_ROWS << code) + kw - 1) * GDW_CH * 4 > 48 * 1024 {
+            code -= 1;
+        }
+        let rows_blk = GDW_ROWS << code;
+        let dt = out.bit() | (x.bit() << 1) | (i32::from(code) << 2);
         // an FP8 GEMM next: the outputs also as its e4m3 input (fp8.rs)
         let m = bs * t_out;
         let y8 = match next {
@@ -453,11 +480,11 @@ impl CudaBackend {
         };
         let y8p = y8.as_ref().map_or(0, |b| self.p(b));
         let grid = (
-            t_out.div_ceil(GDW_ROWS) as u32,
+            t_out.div_ceil(rows_blk) as u32,
             c.div_ceil(GDW_CH) as u32,
             bs as u32,
         );
-        let smem = ((GDW_ROWS + kw - 1) * GDW_CH * 4) as u32;
+        let smem = ((rows_blk + kw - 1) * GDW_CH * 4) as u32;
         let only8 = y8.is_some() && !store16;
         let y = if only8 { 0 } else { y };
         self.launch(
@@ -885,6 +912,21 @@ pub(super) fn split_ln_default() -> usize {
 /// projection's split form then runs on f16 operands); the backend's starting value.
 pub(super) fn rel_e4m3_default() -> bool {
     std::env::var("STAPES_CUDA_REL_ATTN_E4M3").map_or(true, |v| v.trim() != "0")
+}
+
+/// `glu_dw_act`'s output frames a block as the code the kernel takes (`GDW_ROWS << code`): from
+/// `STAPES_CUDA_GDW_ROWS` = 16, 32 or 64; 32 by default. H100, stop 58 call 1, 16 parakeet q8
+/// clips alternating: 16 frames 5.214–5.217 ms, 32 frames 5.154–5.174; one clip 1.470 / 1.467.
+/// Fewer, longer blocks pay the staging barrier (what the kernel waits on, stop 57) fewer times.
+pub(super) fn gdw_rows_default() -> u8 {
+    match std::env::var("STAPES_CUDA_GDW_ROWS")
+        .as_deref()
+        .map(str::trim)
+    {
+        Ok("16") => 0,
+        Ok("64") => 2,
+        _ => 1,
+    }
 }
 
 /// `STAPES_CUDA_E4M3_ONLY=0`: `feeding_add_norms`' pass writes its f16 result too where its

@@ -186,6 +186,67 @@ fn glu_depthwise_act_f16_chain_and_replay() {
     }
 }
 
+/// `glu_dw_act`'s blocks of 16, 32 and 64 output frames (`set_gdw_rows`) give the same bits:
+/// every output is the same sum in the same order, only the blocks' shares differ. Eager f32 and
+/// in an f16 chain, on the table's fused shapes and a 16-clip parakeet shape (T 140, C 1024,
+/// K 9), where a 64-frame block ends mid-sequence and the last block is partial.
+#[test]
+fn glu_depthwise_act_block_rows_are_bit_identical() {
+    let (g, _serial) = require_gpu!("glu_depthwise_act_block_rows_are_bit_identical");
+    let mut cases: Vec<GdwCase> = (0..GDW.len())
+        .filter(|&i| GDW[i].3 <= 128)
+        .map(gdw_case)
+        .collect();
+    cases.push(GdwCase {
+        x: rnd(&[16, 140, 2048], 950, 2.0),
+        keep: None,
+        w: rnd(&[1024, 9], 951, 1.0 / 3.0),
+        b: rnd(&[1024], 952, 0.5),
+        act: Activation::Silu,
+    });
+    for c in &cases {
+        let what = format!("glu_depthwise_act {:?} K {}", c.x.shape, c.w.shape[1]);
+        let (w, b) = (g.upload(&c.w).unwrap(), g.upload(&c.b).unwrap());
+        let keep = c.keep.as_ref().map(|k| g.upload(k).unwrap());
+        let x = g.upload(&c.x).unwrap();
+        let eager = |rows: usize| {
+            g.set_gdw_rows(rows).unwrap();
+            let y = g
+                .glu_depthwise_act(&x, keep.as_ref(), &w, Some(&b), c.act)
+                .unwrap();
+            g.download(&y).unwrap().data
+        };
+        let chained = |rows: usize| {
+            g.set_gdw_rows(rows).unwrap();
+            let (first, _) = twice_in_f16_chain(g, &[&c.x], &|be, xs| {
+                vec![be
+                    .glu_depthwise_act(&xs[0], keep.as_ref(), &w, Some(&b), c.act)
+                    .unwrap()]
+            });
+            first[0].data.clone()
+        };
+        for (form, run) in [
+            ("f32", &eager as &dyn Fn(usize) -> Vec<f32>),
+            ("f16", &chained),
+        ] {
+            let base = run(16);
+            for rows in [32, 64] {
+                let other = run(rows);
+                let first = base
+                    .iter()
+                    .zip(&other)
+                    .position(|(p, q)| p.to_bits() != q.to_bits());
+                assert!(
+                    first.is_none(),
+                    "{what} {form}: value {first:?} differs between 16 and {rows} frames a block"
+                );
+            }
+        }
+    }
+    assert!(g.set_gdw_rows(48).is_err(), "48 frames a block is refused");
+    g.set_gdw_rows(32).unwrap();
+}
+
 /// (B, T, H, Dh, P): P = 2T−1 (the encoder's positions) and others; Dh 3 and 128.
 const RAI: [(usize, usize, usize, usize, usize); 5] = [
     (1, 7, 2, 3, 13),
