@@ -311,3 +311,95 @@ fn layer_norm_f16_forms_agree_bit_for_bit() {
         );
     }
 }
+
+/// The f16 norms' two-warps-a-row forms (`layer_norm_rows16_w2`, `ln_pair_rows16_w2`; the home
+/// picks them for 16 parakeet clips' 2240 rows) against the warp-a-row forms and the reference,
+/// inside an f16 chain, each forced (`set_ln_warps`): both results of the pair and a single
+/// norm within the reference's bar, the pair's z the bits of the same form's single norm of its
+/// y, and the replay equal to the eager pass. Widths where the second warp holds no chunk (8),
+/// part of one (1280: 160 chunks over 64 lanes), two (1024) and four (2048).
+#[test]
+fn layer_norm_two_warps_a_row_match_one_warp_and_the_reference() {
+    ln_pair_on();
+    let (g, _serial) = require_gpu!("layer_norm_two_warps_a_row_match_one_warp_and_the_reference");
+    let tol = tol_for(Op::LayerNorm, Lane::F32, "cuda-f16act");
+    for (i, &(rows, d)) in [
+        (2240usize, 1024usize),
+        (5, 8),
+        (7, 1280),
+        (33, 2048),
+        (2, 640),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let s = 500 + 10 * i as u64;
+        let mut x = rnd(&[rows, d], s, 3.0);
+        x.data.iter_mut().for_each(|v| *v += 0.7);
+        let c = Case {
+            x,
+            p: [
+                rnd(&[d], s + 1, 1.5),
+                rnd(&[d], s + 2, 0.5),
+                rnd(&[d], s + 3, 1.5),
+                rnd(&[d], s + 4, 0.5),
+            ],
+            betas: true,
+        };
+        let up = g.upload(&c.x).unwrap();
+        let p = params(g, &c);
+        g.set_f16_activations(true);
+        let mut forms = Vec::new();
+        for w in [1u8, 2] {
+            g.set_ln_warps(Some(w)).unwrap();
+            let key = format!("test-encoder/ln-warps-{w}-{i}");
+            let run = || -> Vec<HostTensor> {
+                let out = g
+                    .chain(&key, &mut |be| {
+                        let x = be.affine(&up, 1.0, 0.0)?;
+                        let (y, z) = pair_on(be, &c, &p, &x);
+                        let one = be.layer_norm(&x, &p[0], Some(&p[1]), EPS)?;
+                        let z_of_y = be.layer_norm(&y, &p[2], Some(&p[3]), EPS)?;
+                        Ok(vec![y, z, one, z_of_y])
+                    })
+                    .unwrap();
+                out.iter().map(|t| g.download(t).unwrap()).collect()
+            };
+            let (first, second) = (run(), run());
+            let what = format!("({rows}, {d}) with {w} warps a row");
+            assert_eq!(first, second, "{what}: replay differs from eager");
+            let bits = |a: &HostTensor, b: &HostTensor| {
+                a.data
+                    .iter()
+                    .zip(&b.data)
+                    .all(|(p, q)| p.to_bits() == q.to_bits())
+            };
+            assert!(
+                bits(&first[0], &first[2]),
+                "{what}: the pair's y is not the single norm's"
+            );
+            assert!(
+                bits(&first[1], &first[3]),
+                "{what}: the pair's z is not the norm of its y"
+            );
+            let (wy, wz) = reference(&c, true);
+            check_with(&format!("{what} y"), tol, &first[0], &wy);
+            let tol_z = Tolerance {
+                max_rel: 3e-3,
+                rel_l2: 1e-3,
+                ..tol
+            };
+            check_with(&format!("{what} z"), tol_z, &first[1], &wz);
+            forms.push(first);
+        }
+        // the two forms sum in another order: a last-place difference at most in a few values
+        let (a, b) = (&forms[0][0], &forms[1][0]);
+        let differ = a.data.iter().zip(&b.data).filter(|(p, q)| p != q).count();
+        assert!(
+            differ * 100 <= a.data.len().max(100),
+            "({rows}, {d}): {differ} of {} values differ between 1 and 2 warps a row",
+            a.data.len()
+        );
+    }
+    g.set_ln_warps(None).unwrap();
+}
