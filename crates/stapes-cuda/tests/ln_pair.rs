@@ -84,6 +84,23 @@ fn reference(c: &Case, round: bool) -> (HostTensor, HostTensor) {
     (yh, r.download(&z).unwrap())
 }
 
+/// A pair's f16 results y and z (from an f16 chain) against the reference's norms of x and y
+/// rounded to f16.
+fn check_pair_f16(what: &str, c: &Case, y: &HostTensor, z: &HostTensor) {
+    let (wy, wz) = reference(c, true);
+    let tol = tol_for(Op::LayerNorm, Lane::F32, "cuda-f16act");
+    check_with(&format!("{what} y"), tol, y, &wy);
+    // y's f32 values differ from the reference's by float rounding, so a few round to the
+    // neighbouring f16 on one side only; such an element moves z by up to |γ₂|·rstd·ulp(y)
+    // (≈ 1e-3 of z's range here) on top of z's own rounding
+    let tol_z = Tolerance {
+        max_rel: 3e-3,
+        rel_l2: 1e-3,
+        ..tol
+    };
+    check_with(&format!("{what} z"), tol_z, z, &wz);
+}
+
 fn tol2(backend: &str) -> Tolerance {
     let t = tol_for(Op::LayerNorm, Lane::F32, backend);
     Tolerance {
@@ -151,18 +168,7 @@ fn layer_norm_pair_f16_chain_and_replay() {
         };
         let (first, second) = (run(), run());
         assert_eq!(first, second, "{what}: replay differs from eager");
-        let (wy, wz) = reference(&c, true);
-        let tol = tol_for(Op::LayerNorm, Lane::F32, "cuda-f16act");
-        check_with(&format!("{what} y"), tol, &first[0], &wy);
-        // y's f32 values differ from the reference's by float rounding, so a few round to the
-        // neighbouring f16 on one side only; such an element moves z by up to |γ₂|·rstd·ulp(y)
-        // (≈ 1e-3 of z's range here) on top of z's own rounding
-        let tol_z = Tolerance {
-            max_rel: 3e-3,
-            rel_l2: 1e-3,
-            ..tol
-        };
-        check_with(&format!("{what} z"), tol_z, &first[1], &wz);
+        check_pair_f16(&what, &c, &first[0], &first[1]);
     }
 }
 
@@ -322,7 +328,6 @@ fn layer_norm_f16_forms_agree_bit_for_bit() {
 fn layer_norm_two_warps_a_row_match_one_warp_and_the_reference() {
     ln_pair_on();
     let (g, _serial) = require_gpu!("layer_norm_two_warps_a_row_match_one_warp_and_the_reference");
-    let tol = tol_for(Op::LayerNorm, Lane::F32, "cuda-f16act");
     for (i, &(rows, d)) in [
         (2240usize, 1024usize),
         (5, 8),
@@ -382,14 +387,7 @@ fn layer_norm_two_warps_a_row_match_one_warp_and_the_reference() {
                 bits(&first[1], &first[3]),
                 "{what}: the pair's z is not the norm of its y"
             );
-            let (wy, wz) = reference(&c, true);
-            check_with(&format!("{what} y"), tol, &first[0], &wy);
-            let tol_z = Tolerance {
-                max_rel: 3e-3,
-                rel_l2: 1e-3,
-                ..tol
-            };
-            check_with(&format!("{what} z"), tol_z, &first[1], &wz);
+            check_pair_f16(&what, &c, &first[0], &first[1]);
             forms.push(first);
         }
         // the two forms sum in another order: a last-place difference at most in a few values
