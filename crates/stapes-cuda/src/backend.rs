@@ -716,9 +716,6 @@ impl CudaBackend {
         })
     }
 
-    /// Blocks of kernel `name` resident on one SM at `threads` a block and `smem` bytes of
-    /// dynamic shared memory (the driver's occupancy answer, kept per shape; 1 where it has
-    /// none), for grids sized to one wave.
     /// Whether an f16 layer norm of `rows` rows takes its two-warps-a-row form (`kernel`, blocks
     /// of two rows): as forced ([`CudaBackend::set_ln_warps`], `STAPES_CUDA_LN_WARPS`), else
     /// where the warp-a-row form's blocks (4 rows) outnumber the SMs, the two-warp grid still
@@ -750,7 +747,7 @@ impl CudaBackend {
             None => 0,
             Some(w @ (1 | 2)) => w,
             Some(w) => {
-                return Err(stapes_core::Error::shape(
+                return Err(Error::shape(
                     "set_ln_warps",
                     format!("{w} warps a row; 1 or 2 allowed"),
                 ))
@@ -760,6 +757,9 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// Blocks of kernel `name` resident on one SM at `threads` a block and `smem` bytes of
+    /// dynamic shared memory (the driver's occupancy answer, kept per shape; 1 where it has
+    /// none), for grids sized to one wave.
     pub(crate) fn resident_blocks(
         &self,
         name: &'static str,
