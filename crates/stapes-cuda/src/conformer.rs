@@ -346,17 +346,12 @@ impl CudaBackend {
     /// output is the same sum in each form; the default comes from `STAPES_CUDA_GDW_ROWS`).
     #[doc(hidden)]
     pub fn set_gdw_rows(&self, rows: usize) -> Result<()> {
-        let code = match rows {
-            16 => 0,
-            32 => 1,
-            64 => 2,
-            _ => {
-                return Err(Error::shape(
-                    "set_gdw_rows",
-                    format!("{rows} frames a block; 16, 32 or 64 allowed"),
-                ))
-            }
-        };
+        let code = gdw_rows_code(rows).ok_or_else(|| {
+            Error::shape(
+                "set_gdw_rows",
+                format!("{rows} frames a block; 16, 32 or 64 allowed"),
+            )
+        })?;
         self.gdw_rows.store(code, Ordering::SeqCst);
         Ok(())
     }
@@ -923,14 +918,14 @@ pub(super) fn rel_e4m3_default() -> bool {
 /// clips alternating: 16 frames 5.214–5.217 ms, 32 frames 5.154–5.174; one clip 1.470 / 1.467.
 /// Fewer, longer blocks pay the staging barrier (what the kernel waits on, stop 57) fewer times.
 pub(super) fn gdw_rows_default() -> u8 {
-    match std::env::var("STAPES_CUDA_GDW_ROWS")
-        .as_deref()
-        .map(str::trim)
-    {
-        Ok("16") => 0,
-        Ok("64") => 2,
-        _ => 1,
-    }
+    crate::env_usize("STAPES_CUDA_GDW_ROWS")
+        .and_then(gdw_rows_code)
+        .unwrap_or(1)
+}
+
+/// The kernel's code for blocks of `rows` output frames (`GDW_ROWS << code`), where it has one.
+fn gdw_rows_code(rows: usize) -> Option<u8> {
+    (0..=2u8).find(|&code| GDW_ROWS << code == rows)
 }
 
 /// `STAPES_CUDA_E4M3_ONLY=0`: `feeding_add_norms`' pass writes its f16 result too where its
@@ -1333,6 +1328,17 @@ impl CudaBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `STAPES_CUDA_GDW_ROWS` and `set_gdw_rows` take 16, 32 or 64 frames, nothing else.
+    #[test]
+    fn gdw_rows_codes_are_the_kernels_shifts() {
+        assert_eq!(gdw_rows_code(16), Some(0));
+        assert_eq!(gdw_rows_code(32), Some(1));
+        assert_eq!(gdw_rows_code(64), Some(2));
+        for rows in [0, 8, 48, 128] {
+            assert_eq!(gdw_rows_code(rows), None, "{rows} frames");
+        }
+    }
 
     /// The host's shared-memory sizes are the kernel's (`static_assert`s on `ra_smem_bytes`,
     /// `rk_warp_bytes` and `rk_q_bytes` in kernels/conformer.cu give the same figures).

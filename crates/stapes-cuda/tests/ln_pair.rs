@@ -37,7 +37,11 @@ struct Case {
 
 fn case(i: usize) -> Case {
     let (rows, d, betas) = SHAPES[i];
-    let s = 10 * i as u64;
+    case_of(rows, d, betas, 10 * i as u64)
+}
+
+/// Random rows of `d` with an offset mean and the two norms' gains and biases, from seed `s`.
+fn case_of(rows: usize, d: usize, betas: bool, s: u64) -> Case {
     let mut x = rnd(&[rows, d], s, 3.0);
     // an offset row mean, as a residual stream has
     x.data.iter_mut().for_each(|v| *v += 0.7);
@@ -338,19 +342,7 @@ fn layer_norm_two_warps_a_row_match_one_warp_and_the_reference() {
     .iter()
     .enumerate()
     {
-        let s = 500 + 10 * i as u64;
-        let mut x = rnd(&[rows, d], s, 3.0);
-        x.data.iter_mut().for_each(|v| *v += 0.7);
-        let c = Case {
-            x,
-            p: [
-                rnd(&[d], s + 1, 1.5),
-                rnd(&[d], s + 2, 0.5),
-                rnd(&[d], s + 3, 1.5),
-                rnd(&[d], s + 4, 0.5),
-            ],
-            betas: true,
-        };
+        let c = case_of(rows, d, true, 500 + 10 * i as u64);
         let up = g.upload(&c.x).unwrap();
         let p = params(g, &c);
         g.set_f16_activations(true);
