@@ -674,35 +674,40 @@ REL_ATTN_ENTRY(rel_attn_ks_d128, __launch_bounds__(288), 128, true)
 
 // x (B, T, F) -> y (B, T2, F2, C) = dw(mask1(relu(conv0(mask0(x))))) for kernel 3, stride 2,
 // padding 1 on both axes (NeMo's dw_striding; other forms take the composed path). w0, w1
-// (C, 3, 3), b0, b1 (C), keep0 (B, T), keep1 (B, T1) of 0/1 or null. Block = one output frame t2
-// of one batch entry × SUB_CH channels, a channel a thread with its 18 taps in registers. The
-// frame reads conv0 rows 2·t2 − 1 .. 2·t2 + 1, which read input rows 4·t2 − 3 .. 4·t2 + 3: those 7
-// rows are staged in shared memory, zero-padded (column fi at fi + 4, so each step's 4 new
-// columns are one aligned float4 a row). Each thread then walks f2 left to right: conv0 columns
-// 2·f2 and 2·f2 + 1 (3 rows each) from input columns 4·f2 − 1 .. 4·f2 + 3, the first carried from
-// the previous step, then the depthwise output from those and the carried conv0 column
-// 2·f2 − 1. The (B, C, T1, F1) conv0 map never reaches global memory.
-template <class Y, class X>
-__device__ __forceinline__ void sub_stem_k(void* y_, const void* x_, const float* __restrict__ keep0,
+// (C, 3, 3), b0, b1 (C), keep0 (B, T), keep1 (B, T1) of 0/1 or null. Block = FPB output frames
+// t2a … t2a + FPB − 1 (t2a = FPB·blockIdx.x) of one batch entry × SUB_CH channels, a channel a
+// thread with its 18 taps in registers. The frames read conv0 rows 2·t2a − 1 … 2·t2a + 2·FPB − 1,
+// which read input rows 4·t2a − 3 … 4·t2a + 4·FPB − 1: those 4·FPB + 3 rows are staged in shared
+// memory, zero-padded (column fi at fi + 4, so each step's 4 new columns are one aligned float4 a
+// row). Each thread then walks f2 left to right: conv0 columns 2·f2 and 2·f2 + 1 of each conv0
+// row from input columns 4·f2 − 1 … 4·f2 + 3, the first carried from the previous step, then each
+// frame's depthwise output from those and the carried conv0 column 2·f2 − 1. The (B, C, T1, F1)
+// conv0 map never reaches global memory. A frame's 3 conv0 rows are shared with its neighbours:
+// with FPB > 1 a conv0 value is computed once a block instead of once a frame (63 FFMAs an output
+// at FPB 1, 54 at 2, 49.5 at 4); every conv0 value and every output is the same sum in the same
+// order at any FPB, so the bits do not depend on it.
+template <class Y, class X, int FPB>
+__device__ __forceinline__ void sub_stem_f(void* y_, const void* x_, const float* __restrict__ keep0,
                                            const float* __restrict__ w0, const float* __restrict__ b0,
                                            const float* __restrict__ keep1, const float* __restrict__ w1,
                                            const float* __restrict__ b1, int T, int F, int C, int T1, int F1, int T2,
                                            int F2) {
+    constexpr int R0 = 2 * FPB + 1, RI = 4 * FPB + 3;  // conv0 rows, input rows a block
     Y* y = (Y*)y_;
     const X* x = (const X*)x_;
     extern __shared__ float4 sm4[];
-    float* xs = (float*)sm4;         // 7 rows × W
+    float* xs = (float*)sm4;         // RI rows × W
     const int W = 4 * F2 + 4;
-    const int t2 = blockIdx.x, b = blockIdx.z;
-    const int ti_0 = 4 * t2 - 3;
-    for (int idx = threadIdx.x; idx < 7 * W; idx += blockDim.x) {
+    const int t2a = blockIdx.x * FPB, b = blockIdx.z;
+    const int ti_0 = 4 * t2a - 3;
+    for (int idx = threadIdx.x; idx < RI * W; idx += blockDim.x) {
         int r = idx / W, fi = idx - r * W - 4, ti = ti_0 + r;
         float v = 0.f;
         if (ti >= 0 && ti < T && fi >= 0 && fi < F && (!keep0 || keep0[b * T + ti] != 0.f)) v = ldf(x, ((long long)b * T + ti) * F + fi);
         xs[idx] = v;
     }
     const int ch = blockIdx.y * SUB_CH + threadIdx.x, cw = min(ch, C - 1);
-    float a[9], d[9], m[3];
+    float a[9], d[9], m[R0];
 #pragma unroll
     for (int j = 0; j < 9; ++j) {
         a[j] = w0[cw * 9 + j];
@@ -710,23 +715,25 @@ __device__ __forceinline__ void sub_stem_k(void* y_, const void* x_, const float
     }
     const float bias0 = b0[cw], bias1 = b1[cw];
 #pragma unroll
-    for (int i = 0; i < 3; ++i) {
-        int t1 = 2 * t2 - 1 + i;
+    for (int i = 0; i < R0; ++i) {
+        int t1 = 2 * t2a - 1 + i;
         m[i] = (t1 >= 0 && t1 < T1 && (!keep1 || keep1[b * T1 + t1] != 0.f)) ? 1.f : 0.f;
     }
     __syncthreads();
-    float xp[7], hp[3] = {0.f, 0.f, 0.f};
+    float xp[RI], hp[R0];
 #pragma unroll
-    for (int r = 0; r < 7; ++r) xp[r] = xs[r * W + 3];
-    Y* yr = y + ((long long)b * T2 + t2) * F2 * C + ch;
+    for (int r = 0; r < RI; ++r) xp[r] = xs[r * W + 3];
+#pragma unroll
+    for (int i = 0; i < R0; ++i) hp[i] = 0.f;
+    Y* yr = y + ((long long)b * T2 + t2a) * F2 * C + ch;
     for (int f2 = 0; f2 < F2; ++f2) {
-        float4 q[7];
+        float4 q[RI];
 #pragma unroll
-        for (int r = 0; r < 7; ++r) q[r] = sm4[(r * W + 4 + 4 * f2) / 4];
+        for (int r = 0; r < RI; ++r) q[r] = sm4[(r * W + 4 + 4 * f2) / 4];
         const float odd = 2 * f2 + 1 < F1 ? 1.f : 0.f;  // conv0 column 2·f2 + 1 inside F1
-        float acc = bias1;
+        float h0[R0], h1[R0];
 #pragma unroll
-        for (int i = 0; i < 3; ++i) {
+        for (int i = 0; i < R0; ++i) {
             float s0 = bias0, s1 = bias0;
 #pragma unroll
             for (int u = 0; u < 3; ++u) {
@@ -738,22 +745,40 @@ __device__ __forceinline__ void sub_stem_k(void* y_, const void* x_, const float
                 s1 = fmaf(a[3 * u + 1], v.z, s1);
                 s1 = fmaf(a[3 * u + 2], v.w, s1);
             }
-            const float h0 = fmaxf(s0, 0.f) * m[i], h1 = fmaxf(s1, 0.f) * m[i] * odd;
-            acc = fmaf(d[3 * i], hp[i], acc);
-            acc = fmaf(d[3 * i + 1], h0, acc);
-            acc = fmaf(d[3 * i + 2], h1, acc);
-            hp[i] = h1;
+            h0[i] = fmaxf(s0, 0.f) * m[i];
+            h1[i] = fmaxf(s1, 0.f) * m[i] * odd;
         }
 #pragma unroll
-        for (int r = 0; r < 7; ++r) xp[r] = q[r].w;
-        if (ch < C) stf(yr, (long long)f2 * C, acc);
+        for (int k = 0; k < FPB; ++k) {
+            float acc = bias1;
+#pragma unroll
+            for (int i = 0; i < 3; ++i) {
+                acc = fmaf(d[3 * i], hp[2 * k + i], acc);
+                acc = fmaf(d[3 * i + 1], h0[2 * k + i], acc);
+                acc = fmaf(d[3 * i + 2], h1[2 * k + i], acc);
+            }
+            if (ch < C && t2a + k < T2) stf(yr, ((long long)k * F2 + f2) * C, acc);
+        }
+#pragma unroll
+        for (int i = 0; i < R0; ++i) hp[i] = h1[i];
+#pragma unroll
+        for (int r = 0; r < RI; ++r) xp[r] = q[r].w;
     }
 }
+template <class Y, class X>
+__device__ __forceinline__ void sub_stem_k(int fpb, void* y, const void* x, const float* keep0, const float* w0,
+                                           const float* b0, const float* keep1, const float* w1, const float* b1,
+                                           int T, int F, int C, int T1, int F1, int T2, int F2) {
+    if (fpb == 4) sub_stem_f<Y, X, 4>(y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
+    else if (fpb == 2) sub_stem_f<Y, X, 2>(y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
+    else sub_stem_f<Y, X, 1>(y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
+}
+// fpb: output frames a block, 1, 2 or 4 (the host sizes the grid and the staged rows from it)
 extern "C" __global__ void fc_sub_stem(void* y, const void* x, const float* keep0, const float* w0, const float* b0,
                                        const float* keep1, const float* w1, const float* b1, int T, int F, int C, int T1,
-                                       int F1, int T2, int F2, int dt) {
+                                       int F1, int T2, int F2, int dt, int fpb) {
     PDL_ENTER();
-    DISPATCH_YX(dt, sub_stem_k, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
+    DISPATCH_YX(dt, sub_stem_k, fpb, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
 }
 
 // The 3 input rows 2·t2 − 1 … 2·t2 + 1 a depthwise output frame t2 reads, at channel ch of column

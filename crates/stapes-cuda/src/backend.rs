@@ -327,6 +327,8 @@ pub struct CudaBackend {
     rel_e4m3: AtomicBool,
     /// `glu_dw_act`'s output frames a block, as `GDW_ROWS << code` (conformer.rs).
     gdw_rows: std::sync::atomic::AtomicU8,
+    /// `fc_sub_stem`'s output frames a block: 1, 2 or 4 (conformer.rs).
+    stem_frames: std::sync::atomic::AtomicU8,
     /// Warps a row of the f16 layer norms (`layer_norm_rows16*`, `ln_pair_rows16*`): 0 by
     /// shape ([`CudaBackend::ln16_two_warps`]), else 1 or 2.
     ln_warps: std::sync::atomic::AtomicU8,
@@ -474,6 +476,7 @@ impl CudaBackend {
             hidden_e4m3_runs: std::sync::atomic::AtomicU64::new(0),
             rel_e4m3: AtomicBool::new(conformer::rel_e4m3_default()),
             gdw_rows: std::sync::atomic::AtomicU8::new(conformer::gdw_rows_default()),
+            stem_frames: std::sync::atomic::AtomicU8::new(conformer::stem_frames_default()),
             ln_warps: std::sync::atomic::AtomicU8::new(ln_warps_default()),
             e4m3_only: AtomicBool::new(conformer::e4m3_only_default()),
             e4m3_only_runs: std::sync::atomic::AtomicU64::new(0),

@@ -356,6 +356,20 @@ impl CudaBackend {
         Ok(())
     }
 
+    /// `fc_sub_stem`'s output frames a block from now on: 1, 2 or 4 (tests and A/B runs; every
+    /// output is the same sum in each form; the default comes from `STAPES_CUDA_STEM_FRAMES`).
+    #[doc(hidden)]
+    pub fn set_stem_frames(&self, frames: usize) -> Result<()> {
+        if !STEM_FRAMES.contains(&frames) {
+            return Err(Error::shape(
+                "set_stem_frames",
+                format!("{frames} frames a block; 1, 2 or 4 allowed"),
+            ));
+        }
+        self.stem_frames.store(frames as u8, Ordering::SeqCst);
+        Ok(())
+    }
+
     /// Whether the fused rel-attention writes e4m3 for an output projection on FP8 from now on
     /// (tests and A/B runs; the default comes from `STAPES_CUDA_REL_ATTN_E4M3`).
     #[doc(hidden)]
@@ -571,8 +585,14 @@ impl CudaBackend {
         let (bs, t, f, c, t2, f2) =
             subsample_stem_dims(&x.shape, &w0.shape, &b0.shape, &w1.shape, &b1.shape, p)?;
         let (t1, f1) = (p.out_len(t), p.out_len(f));
-        // 7 input rows of 4 · F2 + 4 padded columns (the kernel's W)
-        let smem = 7 * (4 * f2 + 4) * 4;
+        // a block's frames (fewer where its staged rows would not fit), and its 4 · frames + 3
+        // input rows of 4 · F2 + 4 padded columns (the kernel's W)
+        let stem_smem = |frames: usize| (4 * frames + 3) * (4 * f2 + 4) * 4;
+        let mut frames = usize::from(self.stem_frames.load(Ordering::Relaxed));
+        while frames > 1 && stem_smem(frames) > SMEM_DEFAULT {
+            frames /= 2;
+        }
+        let smem = stem_smem(frames);
         if !sub_fused_for(p) || smem > SMEM_DEFAULT {
             return subsample_stem_composed(self, x, keep0, w0, b0, keep1, w1, b1, p);
         }
@@ -600,13 +620,17 @@ impl CudaBackend {
             self.t(&b1),
         );
         let [ti, fi, ci, t1i, f1i, t2i, f2i] = [t, f, c, t1, f1, t2, f2].map(|v| v as i32);
-        let dt = out.bit() | (x.bit() << 1);
+        let (dt, fpb) = (out.bit() | (x.bit() << 1), frames as i32);
         self.launch(
             "fc_sub_stem",
-            (t2 as u32, c.div_ceil(SUB_CH) as u32, bs as u32),
+            (
+                t2.div_ceil(frames) as u32,
+                c.div_ceil(SUB_CH) as u32,
+                bs as u32,
+            ),
             (SUB_CH as u32, 1, 1),
             smem as u32,
-            args![y, xp, k0p, w0p, b0p, k1p, w1p, b1p, ti, fi, ci, t1i, f1i, t2i, f2i, dt],
+            args![y, xp, k0p, w0p, b0p, k1p, w1p, b1p, ti, fi, ci, t1i, f1i, t2i, f2i, dt, fpb],
         )?;
         Ok(out)
     }
@@ -926,6 +950,18 @@ pub(super) fn gdw_rows_default() -> u8 {
 /// The kernel's code for blocks of `rows` output frames (`GDW_ROWS << code`), where it has one.
 fn gdw_rows_code(rows: usize) -> Option<u8> {
     (0..=2u8).find(|&code| GDW_ROWS << code == rows)
+}
+
+/// The output frames a block `fc_sub_stem` is built for (`fpb` in the kernel).
+const STEM_FRAMES: [usize; 3] = [1, 2, 4];
+
+/// `fc_sub_stem`'s output frames a block: `STAPES_CUDA_STEM_FRAMES` = 1, 2 or 4; 1 by default.
+/// More frames a block compute each shared conv0 row once (63 FFMAs an output at 1, 54 at 2,
+/// 49.5 at 4) for the kernel that led 16 parakeet clips' stem (~205 µs, issue-bound, stop 52).
+pub(super) fn stem_frames_default() -> u8 {
+    crate::env_usize("STAPES_CUDA_STEM_FRAMES")
+        .filter(|f| STEM_FRAMES.contains(f))
+        .unwrap_or(1) as u8
 }
 
 /// `STAPES_CUDA_E4M3_ONLY=0`: `feeding_add_norms`' pass writes its f16 result too where its

@@ -76,11 +76,14 @@ struct StemCase {
 }
 
 fn stem_case(i: usize) -> StemCase {
-    let (bs, t, f, c) = STEM[i];
+    stem_case_of(STEM[i], i as u64)
+}
+
+/// A stem case of shape (B, T, F, C), its random values from seeds offset by `s`.
+fn stem_case_of((bs, t, f, c): (usize, usize, usize, usize), s: u64) -> StemCase {
     let lens = lengths(bs, t);
     let t1 = P.out_len(t);
     let lens1: Vec<usize> = lens.iter().map(|&l| P.out_len(l)).collect();
-    let s = i as u64;
     StemCase {
         x: rnd(&[bs, t, f], 10 + s, 2.0),
         keep0: keep(&lens, t),
@@ -146,6 +149,63 @@ fn subsample_stem_f32_matches_the_composed_reference_in_one_launch() {
             );
         }
     }
+}
+
+/// `fc_sub_stem` with 2 and 4 output frames a block (`set_stem_frames`) gives the bits of 1 frame
+/// a block, eager with f32 activations and in an f16 chain with the features in f32: every conv0
+/// value and output is the same sum in the same order. Besides the table's shapes, two clips of
+/// 1097 frames: 275 output frames, a last block of 3 frames at 4 a block and 1 at 2.
+#[test]
+fn subsample_stem_frames_a_block_are_bit_identical() {
+    fused_on();
+    let (g, _serial) = require_gpu!("subsample_stem_frames_a_block_are_bit_identical");
+    let shapes: Vec<_> = STEM.iter().copied().chain([(2, 1097, 128, 256)]).collect();
+    for (i, &shape) in shapes.iter().enumerate() {
+        let c = stem_case_of(shape, 60 + i as u64);
+        let p = stem_params(g, &c);
+        let x = g.upload(&c.x).unwrap();
+        let run = |frames: usize| {
+            g.set_stem_frames(frames).unwrap();
+            let eager = g.download(&stem_with(g, &p, &x, true)).unwrap();
+            let (chain, replay) =
+                twice_in_chain(g, &c.x, false, &|be, x| stem_with(be, &p, x, true));
+            g.set_f16_activations(false);
+            assert_eq!(chain.data, replay.data, "{shape:?} {frames} frames: replay");
+            (eager, chain)
+        };
+        let (eager1, chain1) = run(1);
+        check_with(
+            &format!("subsample_stem {shape:?} 1 frame a block"),
+            tol2("cuda"),
+            &eager1,
+            &stem_reference(&c, false, true),
+        );
+        for frames in [2, 4] {
+            let (eager, chain) = run(frames);
+            assert_eq!(eager.shape, eager1.shape, "{shape:?} {frames} frames");
+            assert!(
+                eager
+                    .data
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .eq(eager1.data.iter().map(|v| v.to_bits())),
+                "{shape:?}: f32 eager, {frames} frames a block differ from 1"
+            );
+            assert!(
+                chain
+                    .data
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .eq(chain1.data.iter().map(|v| v.to_bits())),
+                "{shape:?}: f16 chain, {frames} frames a block differ from 1"
+            );
+        }
+    }
+    g.set_stem_frames(1).unwrap();
+    assert!(
+        g.set_stem_frames(3).is_err(),
+        "3 frames a block is not a form"
+    );
 }
 
 /// (B, T, F, C, relu_input): the 0.6b-v2 second stage (280 × 32 × 256), odd sizes.
