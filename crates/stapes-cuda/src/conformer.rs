@@ -620,9 +620,14 @@ impl CudaBackend {
             self.t(&b1),
         );
         let [ti, fi, ci, t1i, f1i, t2i, f2i] = [t, f, c, t1, f1, t2, f2].map(|v| v as i32);
-        let (dt, fpb) = (out.bit() | (x.bit() << 1), frames as i32);
+        let dt = out.bit() | (x.bit() << 1);
+        let kernel = match frames {
+            4 => "fc_sub_stem4",
+            2 => "fc_sub_stem2",
+            _ => "fc_sub_stem",
+        };
         self.launch(
-            "fc_sub_stem",
+            kernel,
             (
                 t2.div_ceil(frames) as u32,
                 c.div_ceil(SUB_CH) as u32,
@@ -630,7 +635,7 @@ impl CudaBackend {
             ),
             (SUB_CH as u32, 1, 1),
             smem as u32,
-            args![y, xp, k0p, w0p, b0p, k1p, w1p, b1p, ti, fi, ci, t1i, f1i, t2i, f2i, dt, fpb],
+            args![y, xp, k0p, w0p, b0p, k1p, w1p, b1p, ti, fi, ci, t1i, f1i, t2i, f2i, dt],
         )?;
         Ok(out)
     }
@@ -952,7 +957,7 @@ fn gdw_rows_code(rows: usize) -> Option<u8> {
     (0..=2u8).find(|&code| GDW_ROWS << code == rows)
 }
 
-/// The output frames a block `fc_sub_stem` is built for (`fpb` in the kernel).
+/// The output frames a block `fc_sub_stem` is built for: its entries `fc_sub_stem`, `fc_sub_stem2`, `fc_sub_stem4`.
 const STEM_FRAMES: [usize; 3] = [1, 2, 4];
 
 /// `fc_sub_stem`'s output frames a block: `STAPES_CUDA_STEM_FRAMES` = 1, 2 or 4; 1 by default.

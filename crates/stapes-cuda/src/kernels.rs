@@ -179,6 +179,8 @@ pub const FILES: &[KernelFile] = &[
             "rel_attn_ks_d64",
             "rel_attn_ks_d128",
             "fc_sub_stem",
+            "fc_sub_stem2",
+            "fc_sub_stem4",
             "fc_dw_cl",
             "fc_dw_cl_h8",
             "ln_fused",

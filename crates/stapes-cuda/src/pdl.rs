@@ -84,6 +84,8 @@ pub const PDL_SAFE: &[&str] = &[
     "fc_dw_cl",
     "fc_dw_cl_h8",
     "fc_sub_stem",
+    "fc_sub_stem2",
+    "fc_sub_stem4",
     "flash64_combine",
     "flash64_w4m1s2",
     "flash64_w4m1s3",
