@@ -957,7 +957,8 @@ fn gdw_rows_code(rows: usize) -> Option<u8> {
     (0..=2u8).find(|&code| GDW_ROWS << code == rows)
 }
 
-/// The output frames a block `fc_sub_stem` is built for: its entries `fc_sub_stem`, `fc_sub_stem2`, `fc_sub_stem4`.
+/// The output frames a block `fc_sub_stem` is built for (its entries `fc_sub_stem`,
+/// `fc_sub_stem2`, `fc_sub_stem4`).
 const STEM_FRAMES: [usize; 3] = [1, 2, 4];
 
 /// `fc_sub_stem`'s output frames a block: `STAPES_CUDA_STEM_FRAMES` = 1, 2 or 4; 1 by default.
