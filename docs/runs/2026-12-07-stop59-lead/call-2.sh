@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stop 59, call 2 (call 1 never ran: no machine came). PACK = dist/c15/all.tar.xz
-# (pack_bundles.sh c15 vC): vC = main 1bf4b60 + its follow-up (the commit in dist/vC/b/COMMIT),
+# (pack_bundles.sh c15 vC): vC = main 0cd9384,
 # i.e. stop 58's code (glu_dw_act in blocks of 32 frames by default, 64 behind
 # STAPES_CUDA_GDW_ROWS=64; the f16 norms' two-warps-a-row forms behind STAPES_CUDA_LN_WARPS=2|auto,
 # one warp when unset) + fc_sub_stem with 1, 2 or 4 output frames a block (entries fc_sub_stem,
