@@ -296,7 +296,7 @@ template <int D, bool SPLIT, class Y>
 __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict__ out8, const h16* __restrict__ qkv,
                                            const h16* __restrict__ pos,
                                            const float* __restrict__ bu, const float* __restrict__ bv,
-                                           const float* __restrict__ keep, int T, int H, float scale) {
+                                           const float* __restrict__ keep, int T, int H, float scale, bool tail) {
     constexpr int BK = SPLIT ? RK_BK : RA_BK, PW = SPLIT ? RK_PW : RA_PW, SCS = SPLIT ? RK_SCS : RA_PW + 1;
     static_assert(PW % 16 == 0, "position rows come in pairs of 8-row groups");
     Y* __restrict__ out = (Y*)out_;
@@ -449,6 +449,10 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     for (int k0 = k_first, sx = 0; k0 < T; k0 += k_step, sx ^= SPLIT ? 0 : 1) {
         if (SPLIT && k0 != k_first) load_tile(k0, 0);
         const Tile *kst = at(Ks, sx), *vst = at(Vs, sx);
+        // keys of this tile inside the sequence (warp-uniform): with `tail`, a last partial tile
+        // skips the products that only keys past T would read (their scores are -inf and their
+        // V rows zero, so the bits do not change)
+        const int kn = tail ? min(BK, T - k0) : BK;
 
         // position term: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c], prow0 = T-16-rw+k0, so that
         // row i, key k0+jj reads column 15-i+jj
@@ -488,6 +492,8 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
                 tc_ldsm_x4(tc_smem_u32(&qvs[lm_key * QS + kk * 16 + lm_col]), a0, a1, a2, a3);
 #pragma unroll
                 for (int n = 0; n < PW / 16; ++n) {
+                    // row i, key jj < kn reads column 15 − i + jj < 15 + kn
+                    if (16 * n >= 15 + kn) continue;
                     u32 b0, b1, b2, b3;
                     tc_ldsm_x4(tc_smem_u32(pr[n] + kk * 16), b0, b1, b2, b3);
                     tc_mma16816(bd[2 * n], a0, a1, a2, a3, b0, b1);
@@ -511,6 +517,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
 #pragma unroll
         for (int nt = 0; nt < BK / 8; ++nt) {
             s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+            if (8 * nt >= kn) continue;
 #pragma unroll
             for (int kp = 0; kp < D / 32; ++kp) {
                 u32 b0, b1, b2, b3;
@@ -567,6 +574,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         }
 #pragma unroll
         for (int ks = 0; ks < BK / 16; ++ks) {
+            if (16 * ks >= kn) continue;
 #pragma unroll
             for (int dn = 0; dn < D / 8; dn += 2) {
                 u32 b0, b1, b2, b3;
@@ -648,13 +656,15 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         if (O8 && r1 < T) *(unsigned short*)(O8 + (long long)r1 * C + c) = e4m3x2(h2f(f2h(v1.x)), h2f(f2h(v1.y)));
     }
 }
+// dt bit 0: out is f16 (else f32); bit 1: a partial last key tile skips its dead products
 #define REL_ATTN_ENTRY(NAME, BOUNDS, D, SPLIT)                                                                      \
     extern "C" __global__ void BOUNDS NAME(void* out, unsigned char* out8, const h16* qkv, const h16* pos,        \
                                            const float* bu, const float* bv, const float* keep, int T, int H,          \
                                            float scale, int dt) {                                                      \
         PDL_ENTER();                                                                                                   \
-        if (dt & 1) rel_attn_k<D, SPLIT, h16>(out, out8, qkv, pos, bu, bv, keep, T, H, scale);                        \
-        else rel_attn_k<D, SPLIT, float>(out, nullptr, qkv, pos, bu, bv, keep, T, H, scale);                          \
+        const bool tail = dt & 2;                                                                                      \
+        if (dt & 1) rel_attn_k<D, SPLIT, h16>(out, out8, qkv, pos, bu, bv, keep, T, H, scale, tail);                  \
+        else rel_attn_k<D, SPLIT, float>(out, nullptr, qkv, pos, bu, bv, keep, T, H, scale, tail);                    \
     }
 REL_ATTN_ENTRY(rel_attn_d64, __launch_bounds__(128), 64, false)
 // At most 168 registers: a SM sub-partition's 16384 registers then hold 3 warps, so 16 parakeet

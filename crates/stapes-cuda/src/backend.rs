@@ -325,6 +325,9 @@ pub struct CudaBackend {
     /// Whether the fused rel-attention writes e4m3 for an output projection on FP8
     /// (conformer.rs `rel_attention_fused`).
     rel_e4m3: AtomicBool,
+    /// Whether the fused rel-attention skips a partial last key tile's products past the
+    /// sequence (conformer.rs `rel_tail_default`).
+    rel_tail: AtomicBool,
     /// `glu_dw_act`'s output frames a block, as `GDW_ROWS << code` (conformer.rs).
     gdw_rows: std::sync::atomic::AtomicU8,
     /// `fc_sub_stem`'s output frames a block: 1, 2 or 4 (conformer.rs).
@@ -475,6 +478,7 @@ impl CudaBackend {
             hidden_e4m3: std::sync::atomic::AtomicU8::new(fp8::hidden_e4m3_default()),
             hidden_e4m3_runs: std::sync::atomic::AtomicU64::new(0),
             rel_e4m3: AtomicBool::new(conformer::rel_e4m3_default()),
+            rel_tail: AtomicBool::new(conformer::rel_tail_default()),
             gdw_rows: std::sync::atomic::AtomicU8::new(conformer::gdw_rows_default()),
             stem_frames: std::sync::atomic::AtomicU8::new(conformer::stem_frames_default()),
             ln_warps: std::sync::atomic::AtomicU8::new(ln_warps_default()),

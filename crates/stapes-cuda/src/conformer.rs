@@ -268,7 +268,8 @@ impl CudaBackend {
             self.t(&bv),
             self.opt(keep32.as_ref()),
         );
-        let (ti, hi, scale, dt) = (t as i32, p.heads as i32, p.scale, out.bit());
+        let tail = i32::from(self.rel_tail.load(Ordering::Relaxed));
+        let (ti, hi, scale, dt) = (t as i32, p.heads as i32, p.scale, out.bit() | (tail << 1));
         let warps = match (split, forced, rel_warps_env()) {
             // a warp a tile of keys: the block's time is its longest chain of tiles
             (true, _, _) => rel_ks_warps(t) as u32,
@@ -368,6 +369,13 @@ impl CudaBackend {
         }
         self.stem_frames.store(frames as u8, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Whether the fused rel-attention skips a partial last key tile's dead products from now on
+    /// (tests and A/B runs; the bits are the same either way); returns the setting it replaced.
+    #[doc(hidden)]
+    pub fn set_rel_tail(&self, on: bool) -> bool {
+        self.rel_tail.swap(on, Ordering::SeqCst)
     }
 
     /// Whether the fused rel-attention writes e4m3 for an output projection on FP8 from now on
@@ -940,6 +948,14 @@ pub(super) fn split_ln_default() -> usize {
 /// projection's split form then runs on f16 operands); the backend's starting value.
 pub(super) fn rel_e4m3_default() -> bool {
     std::env::var("STAPES_CUDA_REL_ATTN_E4M3").map_or(true, |v| v.trim() != "0")
+}
+
+/// `STAPES_CUDA_REL_TAIL=1`: the fused rel-attention's last partial key tile skips the products
+/// only keys past the sequence would read (16 parakeet clips, T = 140: the fifth tile of 32 has
+/// 12 keys, and a warp's 560 MMAs fall to 512). The skipped scores are -inf and their V rows
+/// zero-filled, so the output's bits are the same; off by default until measured.
+pub(super) fn rel_tail_default() -> bool {
+    std::env::var("STAPES_CUDA_REL_TAIL").is_ok_and(|v| v.trim() == "1")
 }
 
 /// `glu_dw_act`'s output frames a block as the code the kernel takes (`GDW_ROWS << code`): from

@@ -646,7 +646,8 @@ fn same_bits(a: &HostTensor, b: &HostTensor) -> bool {
 /// order, wherever its tiles and position rows sit in the block's stages and ring), the split-keys form
 /// (by shape, and with 1, 3, 8 and 9 warps: warps with two tiles, one, none) and the by-shape choice
 /// are within the Attention row of the reference. The cases add 16 clips of the 0.6b shape,
-/// where the choice by shape is the plain kernel.
+/// where the choice by shape is the plain kernel. Every form also runs with a partial last key
+/// tile's dead products skipped (`set_rel_tail`), and gives the same bits.
 #[test]
 fn rel_attention_forms_agree() {
     let (g, _serial) = require_gpu!("rel_attention_forms_agree");
@@ -693,7 +694,15 @@ fn rel_attention_forms_agree() {
         for (form, ks) in forms {
             g.force_rel_attn_form(form).unwrap();
             g.force_rel_ks_warps(ks).unwrap();
+            let before = g.set_rel_tail(false);
             let got = run(g, &xs, keep.as_ref(), &p);
+            g.set_rel_tail(true);
+            let tailed = run(g, &xs, keep.as_ref(), &p);
+            g.set_rel_tail(before);
+            assert!(
+                same_bits(&got, &tailed),
+                "{what} form {form:?} split warps {ks:?}: skipping the last tile's dead products changes bits"
+            );
             check_with(
                 &format!("{what} form {form:?} split warps {ks:?}"),
                 tol,
