@@ -330,7 +330,7 @@ pub struct CudaBackend {
     rel_tail: AtomicBool,
     /// `glu_dw_act`'s output frames a block, as `GDW_ROWS << code` (conformer.rs).
     gdw_rows: std::sync::atomic::AtomicU8,
-    /// `fc_sub_stem`'s output frames a block: 1, 2 or 4 (conformer.rs).
+    /// `fc_sub_stem`'s output frames a block: 1, 2 or 4, or 0 by shape (conformer.rs).
     stem_frames: std::sync::atomic::AtomicU8,
     /// Warps a row of the f16 layer norms (`layer_norm_rows16*`, `ln_pair_rows16*`): 0 by
     /// shape ([`CudaBackend::ln16_two_warps`]), else 1 or 2.

@@ -357,14 +357,15 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// `fc_sub_stem`'s output frames a block from now on: 1, 2 or 4 (tests and A/B runs; every
-    /// output is the same sum in each form; the default comes from `STAPES_CUDA_STEM_FRAMES`).
+    /// `fc_sub_stem`'s output frames a block from now on: 1, 2 or 4, or 0 to choose by shape
+    /// (tests and A/B runs; every output is the same sum in each form; the starting value comes
+    /// from `STAPES_CUDA_STEM_FRAMES`).
     #[doc(hidden)]
     pub fn set_stem_frames(&self, frames: usize) -> Result<()> {
-        if !STEM_FRAMES.contains(&frames) {
+        if frames != 0 && !STEM_FRAMES.contains(&frames) {
             return Err(Error::shape(
                 "set_stem_frames",
-                format!("{frames} frames a block; 1, 2 or 4 allowed"),
+                format!("{frames} frames a block; 0 (by shape), 1, 2 or 4 allowed"),
             ));
         }
         self.stem_frames.store(frames as u8, Ordering::SeqCst);
@@ -596,7 +597,10 @@ impl CudaBackend {
         // a block's frames (fewer where its staged rows would not fit), and its 4 · frames + 3
         // input rows of 4 · F2 + 4 padded columns (the kernel's W)
         let stem_smem = |frames: usize| (4 * frames + 3) * (4 * f2 + 4) * 4;
-        let mut frames = usize::from(self.stem_frames.load(Ordering::Relaxed));
+        let mut frames = match self.stem_frames.load(Ordering::Relaxed) {
+            0 => stem_frames_by_shape(bs, t2, c, self.sm_count()),
+            f => usize::from(f),
+        };
         while frames > 1 && stem_smem(frames) > SMEM_DEFAULT {
             frames /= 2;
         }
@@ -950,12 +954,15 @@ pub(super) fn rel_e4m3_default() -> bool {
     std::env::var("STAPES_CUDA_REL_ATTN_E4M3").map_or(true, |v| v.trim() != "0")
 }
 
-/// `STAPES_CUDA_REL_TAIL=1`: the fused rel-attention's last partial key tile skips the products
-/// only keys past the sequence would read (16 parakeet clips, T = 140: the fifth tile of 32 has
-/// 12 keys, and a warp's 560 MMAs fall to 512). The skipped scores are -inf and their V rows
-/// zero-filled, so the output's bits are the same; off by default until measured.
+/// `STAPES_CUDA_REL_TAIL=0`: the fused rel-attention's last partial key tile computes every
+/// product; by default it skips those only keys past the sequence would read (16 parakeet clips,
+/// T = 140: the fifth tile of 32 has 12 keys, and a warp's 560 MMAs fall to 512). The skipped
+/// scores are -inf and their V rows zero-filled, so the output's bits are the same
+/// (`rel_attention_forms_agree`). H100, stop 59, 16 parakeet q8 clips alternating (ms): calls
+/// 2–3, off 5.300–5.336, on 5.284–5.329; call 4, with 2 stem frames a block, off 5.282–5.312,
+/// on 5.268–5.291.
 pub(super) fn rel_tail_default() -> bool {
-    std::env::var("STAPES_CUDA_REL_TAIL").is_ok_and(|v| v.trim() == "1")
+    std::env::var("STAPES_CUDA_REL_TAIL").map_or(true, |v| v.trim() != "0")
 }
 
 /// `glu_dw_act`'s output frames a block as the code the kernel takes (`GDW_ROWS << code`): from
@@ -977,13 +984,31 @@ fn gdw_rows_code(rows: usize) -> Option<u8> {
 /// `fc_sub_stem2`, `fc_sub_stem4`).
 const STEM_FRAMES: [usize; 3] = [1, 2, 4];
 
-/// `fc_sub_stem`'s output frames a block: `STAPES_CUDA_STEM_FRAMES` = 1, 2 or 4; 1 by default.
-/// More frames a block compute each shared conv0 row once (63 FFMAs an output at 1, 54 at 2,
-/// 49.5 at 4) for the kernel that led 16 parakeet clips' stem (~205 µs, issue-bound, stop 52).
+/// `fc_sub_stem`'s output frames a block: `STAPES_CUDA_STEM_FRAMES` = 1, 2 or 4 forces one; unset
+/// (0) chooses by shape ([`stem_frames_by_shape`]). More frames a block compute each shared conv0
+/// row once (63 FFMAs an output at 1, 54 at 2, 49.5 at 4) in the kernel that led 16 parakeet
+/// clips' stem (~205 µs, issue-bound, stop 52).
 pub(super) fn stem_frames_default() -> u8 {
     crate::env_usize("STAPES_CUDA_STEM_FRAMES")
         .filter(|f| STEM_FRAMES.contains(f))
-        .unwrap_or(1) as u8
+        .unwrap_or(0) as u8
+}
+
+/// Blocks a SM the 2-frame stem's grid must still give for it to be chosen.
+const STEM2_MIN_BLOCKS_PER_SM: usize = 4;
+
+/// `fc_sub_stem`'s frames a block by shape: 2 where the 2-frame grid still gives every SM
+/// [`STEM2_MIN_BLOCKS_PER_SM`] blocks, else 1 (a small grid loses more to idle SMs than it saves).
+/// H100, stop 59 calls 2–3, parakeet q8 alternating (ms): 16 clips (2208 blocks at 2 frames),
+/// 1 frame 5.300–5.336, 2 frames 5.271–5.303, 4 frames 5.274–5.327; one clip (138 blocks at
+/// 2 frames), 1.497–1.500 at 1, 1.497–1.505 at 2, 1.510–1.513 at 4.
+fn stem_frames_by_shape(bs: usize, t2: usize, c: usize, sms: usize) -> usize {
+    let blocks2 = bs * t2.div_ceil(2) * c.div_ceil(SUB_CH);
+    if blocks2 >= STEM2_MIN_BLOCKS_PER_SM * sms {
+        2
+    } else {
+        1
+    }
 }
 
 /// `STAPES_CUDA_E4M3_ONLY=0`: `feeding_add_norms`' pass writes its f16 result too where its
@@ -1396,6 +1421,18 @@ mod tests {
         for rows in [0, 8, 48, 128] {
             assert_eq!(gdw_rows_code(rows), None, "{rows} frames");
         }
+    }
+
+    /// The stem's frames a block by shape on a 132-SM card (H100, H200): the measured shapes
+    /// (stop 59) land where the A/B put them, 16 parakeet clips (1100 frames → 138 output
+    /// frames, 256 channels) on 2 and one clip on 1; the bound is 4 blocks a SM at 2 frames.
+    #[test]
+    fn stem_frames_by_shape_follows_the_measured_shapes() {
+        assert_eq!(stem_frames_by_shape(16, 138, 256, 132), 2);
+        assert_eq!(stem_frames_by_shape(1, 138, 256, 132), 1);
+        // 2 · ceil(t2 / 2) · bs blocks against 4 · 132 = 528
+        assert_eq!(stem_frames_by_shape(4, 132, 256, 132), 2);
+        assert_eq!(stem_frames_by_shape(4, 130, 256, 132), 1);
     }
 
     /// The host's shared-memory sizes are the kernel's (`static_assert`s on `ra_smem_bytes`,

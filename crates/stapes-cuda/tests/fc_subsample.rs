@@ -195,7 +195,7 @@ fn subsample_stem_frames_a_block_are_bit_identical() {
             }
         }
     }
-    g.set_stem_frames(1).unwrap();
+    g.set_stem_frames(0).unwrap();
     assert!(
         g.set_stem_frames(3).is_err(),
         "3 frames a block is not a form"
