@@ -105,46 +105,15 @@ __device__ __forceinline__ uint4 ln_out8(const float (&x)[8], float mean, float 
     }
     return o;
 }
-// A row over W warps (W = 1: a warp a row; W = 2: two warps of one block, side by side in it):
-// lane l of the row's warp w holds chunks (of 8 halves) w·32 + l + 32·W·j, j < C.
-template <int W>
-__device__ __forceinline__ int ln16_chunk(int j) {
-    return (W > 1 ? ((threadIdx.x >> 5) % W) * 32 : 0) + (threadIdx.x & 31) + j * 32 * W;
-}
-// The row's sum of s over its W warps, every lane of them getting the same value: the warps'
-// sums added in warp order through red (W floats a row a slot, two slots used in turn, so a
-// slot is written again only after the barrier of the sum between, which every warp reaches
-// after reading it) behind a named barrier of the row's warps (ids from 1; 0 is __syncthreads').
-template <int W>
-__device__ __forceinline__ float ln16_row_sum(float s, float* red, int& slot) {
-    s = warp_sum(s);
-    if constexpr (W == 1) {
-        return s;
-    } else {
-        const int wi = (threadIdx.x >> 5) % W, rb = (threadIdx.x >> 5) / W;
-        float* r = red + (slot * (blockDim.x >> 5) + rb * W);
-        slot ^= 1;
-        if ((threadIdx.x & 31) == 0) r[wi] = s;
-        asm volatile("bar.sync %0, %1;" ::"r"(1 + rb), "r"(32 * W) : "memory");
-        float t = 0.f;
-#pragma unroll
-        for (int w = 0; w < W; ++w) t += r[w];
-        return t;
-    }
-}
-// One row held as v (its W warps' chunks, C a lane, ln16_chunk): normalizes it, stores it
+// One warp's row held as v (lane's chunks lane, lane + 32, …, C of them): normalizes it, stores it
 // to yr (null: not stored, y8r's e4m3 being its only reader), and leaves v holding the stored halves (what a following norm of the stored row reads).
 // gb: the lane's chunks' gamma and beta, loaded beside the row (ln16_gb) so that their round trip
 // is not added after the row's two sums; null: loaded here. y8r, where given: the stored halves
-// also as e4m3 (the FP8 GEMM's input: the bits quant_fp8 makes of the stored row). red, slot:
-// ln16_row_sum's scratch (unused where W = 1).
-template <int C, int W = 1>
+// also as e4m3 (the FP8 GEMM's input: the bits quant_fp8 makes of the stored row).
+template <int C>
 __device__ __forceinline__ void ln16_pass(uint4 (&v)[C], uint4* __restrict__ yr, const Gb8* gb, const float* __restrict__ g,
-                                          const float* __restrict__ b, int n, float eps, uint2* __restrict__ y8r = nullptr,
-                                          float* red = nullptr, int* slot = nullptr) {
-    const int n8 = n >> 3;
-    int unused = 0;
-    int& sl = slot ? *slot : unused;
+                                          const float* __restrict__ b, int n, float eps, uint2* __restrict__ y8r = nullptr) {
+    const int lane = threadIdx.x & 31, n8 = n >> 3;
     float s = 0.f;
 #pragma unroll
     for (int j = 0; j < C; ++j) {
@@ -152,11 +121,11 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[C], uint4* __restrict__ yr,
 #pragma unroll
         for (int e = 0; e < 4; ++e) s += h2f((h16)(w[e] & 0xffff)) + h2f((h16)(w[e] >> 16));
     }
-    const float mean = ln16_row_sum<W>(s, red, sl) / n;
+    const float mean = warp_sum(s) / n;
     float q = 0.f;
 #pragma unroll
     for (int j = 0; j < C; ++j) {
-        if (ln16_chunk<W>(j) < n8) {
+        if (lane + j * 32 < n8) {
             const u32* w = (const u32*)&v[j];
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
@@ -165,10 +134,10 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[C], uint4* __restrict__ yr,
             }
         }
     }
-    const float inv = rsqrtf(ln16_row_sum<W>(q, red, sl) / n + eps);
+    const float inv = rsqrtf(warp_sum(q) / n + eps);
 #pragma unroll
     for (int j = 0; j < C; ++j) {
-        const int i = ln16_chunk<W>(j);
+        const int i = lane + j * 32;
         if (i < n8) {
             const u32* w = (const u32*)&v[j];
             float x[8];
@@ -184,12 +153,12 @@ __device__ __forceinline__ void ln16_pass(uint4 (&v)[C], uint4* __restrict__ yr,
         }
     }
 }
-template <int C, int W = 1>
+template <int C>
 __device__ __forceinline__ void ln16_load(uint4 (&v)[C], const uint4* __restrict__ xr, int n) {
-    const int n8 = n >> 3;
+    const int lane = threadIdx.x & 31, n8 = n >> 3;
 #pragma unroll
     for (int j = 0; j < C; ++j) {
-        const int i = ln16_chunk<W>(j);
+        const int i = lane + j * 32;
         v[j] = i < n8 ? xr[i] : make_uint4(0, 0, 0, 0);
     }
 }
@@ -287,63 +256,6 @@ extern "C" __global__ void ln_pair_rows16(h16* __restrict__ y, h16* __restrict__
     const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (r >= rows) return;
     LN16_DISPATCH(n, ln_pair_rows16_k, y, z, x, g1, b1, g2, b2, r, n, eps, z8);
-}
-
-// The forms of layer_norm_rows16 and ln_pair_rows16 with a row over two warps (blocks of 128
-// threads, two rows; ln16_chunk's layout): where a batch's rows fill one wave of warps a row but
-// leave the SMs short of warps (16 parakeet clips: 2240 rows, ~17 warps a SM), twice the warps
-// each take half the row, and the chain of one warp (the row's loads, two sums, the stores) is
-// about half as long. The sums add the two warps' shares in warp order: the bits of a result
-// may differ from the warp-a-row form's in the last place, and each result here is the bits
-// this form gives for its input (layer_norm_rows16_w2 of the pair's y gives its z). At most
-// 56 registers (9 blocks a SM: 2240 rows' 4480 warps in one wave of 132 SMs).
-#define LN16_W2_DISPATCH(n, F, ...)                             \
-    switch (((n >> 3) + 63) >> 6) {                           \
-        case 1: F<1>(__VA_ARGS__); break;                     \
-        case 2: F<2>(__VA_ARGS__); break;                     \
-        case 3: F<3>(__VA_ARGS__); break;                     \
-        default: F<4>(__VA_ARGS__); break;                    \
-    }
-template <int C>
-__device__ __forceinline__ void ln_rows16_w2(h16* y, const h16* x, const float* g, const float* b, int r, int n, float eps,
-                                             unsigned char* y8, float* red) {
-    uint4 v[C];
-    int slot = 0;
-    ln16_load<C, 2>(v, (const uint4*)(x + (long long)r * n), n);
-    ln16_pass<C, 2>(v, y ? (uint4*)(y + (long long)r * n) : nullptr, nullptr, g, b, n, eps,
-                    y8 ? (uint2*)(y8 + (long long)r * n) : nullptr, red, &slot);
-}
-extern "C" __global__ void __launch_bounds__(128, 9)
-    layer_norm_rows16_w2(h16* __restrict__ y, const h16* __restrict__ x, const float* __restrict__ g,
-                         const float* __restrict__ b, int rows, int n, float eps, int has_beta,
-                         unsigned char* __restrict__ y8) {
-    __shared__ float red[2 * 4];
-    PDL_ENTER();
-    const int r = blockIdx.x * (blockDim.x >> 6) + (threadIdx.x >> 6);
-    if (r >= rows) return;
-    LN16_W2_DISPATCH(n, ln_rows16_w2, y, x, g, has_beta ? b : nullptr, r, n, eps, y8, red);
-}
-template <int C>
-__device__ __forceinline__ void ln_pair_rows16_w2_k(h16* __restrict__ y, h16* __restrict__ z, const h16* __restrict__ x,
-                                                    const float* __restrict__ g1, const float* __restrict__ b1,
-                                                    const float* __restrict__ g2, const float* __restrict__ b2, int r, int n,
-                                                    float eps, unsigned char* __restrict__ z8, float* red) {
-    uint4 v[C];
-    int slot = 0;
-    ln16_load<C, 2>(v, (const uint4*)(x + (long long)r * n), n);
-    ln16_pass<C, 2>(v, (uint4*)(y + (long long)r * n), nullptr, g1, b1, n, eps, nullptr, red, &slot);
-    ln16_pass<C, 2>(v, z ? (uint4*)(z + (long long)r * n) : nullptr, nullptr, g2, b2, n, eps,
-                    z8 ? (uint2*)(z8 + (long long)r * n) : nullptr, red, &slot);
-}
-extern "C" __global__ void __launch_bounds__(128, 9)
-    ln_pair_rows16_w2(h16* __restrict__ y, h16* __restrict__ z, const h16* __restrict__ x, const float* __restrict__ g1,
-                      const float* __restrict__ b1, const float* __restrict__ g2, const float* __restrict__ b2, int rows,
-                      int n, float eps, unsigned char* __restrict__ z8) {
-    __shared__ float red[2 * 4];
-    PDL_ENTER();
-    const int r = blockIdx.x * (blockDim.x >> 6) + (threadIdx.x >> 6);
-    if (r >= rows) return;
-    LN16_W2_DISPATCH(n, ln_pair_rows16_w2_k, y, z, x, g1, b1, g2, b2, r, n, eps, z8, red);
 }
 
 // A split-K GEMM's last step and the norms after it (src/conformer.rs, linear_add_norms_fused):

@@ -189,20 +189,6 @@ fn par_rows<A: Send, B: Send>(
     });
 }
 
-/// `STAPES_CUDA_LN_WARPS`: `auto` picks the f16 layer norms' warps a row by shape, `2` forces
-/// two; unset or anything else, one (the two-warp form has not yet run on a GPU: it stays off
-/// by default until it has).
-fn ln_warps_default() -> u8 {
-    match std::env::var("STAPES_CUDA_LN_WARPS")
-        .as_deref()
-        .map(str::trim)
-    {
-        Ok("auto") => 0,
-        Ok("2") => 2,
-        _ => 1,
-    }
-}
-
 fn round_up(x: usize, m: usize) -> usize {
     x.div_ceil(m) * m
 }
@@ -332,9 +318,6 @@ pub struct CudaBackend {
     gdw_rows: std::sync::atomic::AtomicU8,
     /// `fc_sub_stem`'s output frames a block: 1, 2 or 4, or 0 by shape (conformer.rs).
     stem_frames: std::sync::atomic::AtomicU8,
-    /// Warps a row of the f16 layer norms (`layer_norm_rows16*`, `ln_pair_rows16*`): 0 by
-    /// shape ([`CudaBackend::ln16_two_warps`]), else 1 or 2.
-    ln_warps: std::sync::atomic::AtomicU8,
     /// Whether `feeding_add_norms`' pass writes e4m3 only where its linear runs on FP8
     /// (conformer.rs `feeding_add_norms_fused`), and the calls that did.
     e4m3_only: AtomicBool,
@@ -481,7 +464,6 @@ impl CudaBackend {
             rel_tail: AtomicBool::new(conformer::rel_tail_default()),
             gdw_rows: std::sync::atomic::AtomicU8::new(conformer::gdw_rows_default()),
             stem_frames: std::sync::atomic::AtomicU8::new(conformer::stem_frames_default()),
-            ln_warps: std::sync::atomic::AtomicU8::new(ln_warps_default()),
             e4m3_only: AtomicBool::new(conformer::e4m3_only_default()),
             e4m3_only_runs: std::sync::atomic::AtomicU64::new(0),
             norm_e4m3_only: AtomicBool::new(conformer::norm_e4m3_only_default()),
@@ -721,47 +703,6 @@ impl CudaBackend {
                 .attribute(A)
                 .map_or(232_448, |n| n.max(0) as usize)
         })
-    }
-
-    /// Whether an f16 layer norm of `rows` rows takes its two-warps-a-row form (`kernel`, blocks
-    /// of two rows): as forced ([`CudaBackend::set_ln_warps`], `STAPES_CUDA_LN_WARPS`), else
-    /// where the warp-a-row form's blocks (4 rows) outnumber the SMs, the two-warp grid still
-    /// fits one wave, and `other_one_wave` (a warp-a-row form whose grid is one wave, the
-    /// gamma/beta form of a 1500-row turbo norm) does not hold: 16 parakeet clips' 2240 rows
-    /// would take it; one clip's 140 rows and turbo's 1500 would not.
-    pub(crate) fn ln16_two_warps(
-        &self,
-        kernel: &'static str,
-        rows: usize,
-        other_one_wave: bool,
-    ) -> Result<bool> {
-        Ok(match self.ln_warps.load(Ordering::Relaxed) {
-            1 => false,
-            2 => true,
-            _ => {
-                !other_one_wave
-                    && rows > 4 * self.sm_count()
-                    && rows <= 2 * self.resident_blocks(kernel, 128, 0)? * self.sm_count()
-            }
-        })
-    }
-
-    /// Warps a row of the f16 layer norms from now on: `None` by shape, `Some(1)` (the default)
-    /// or `Some(2)` (tests and A/B runs; the default comes from `STAPES_CUDA_LN_WARPS`).
-    #[doc(hidden)]
-    pub fn set_ln_warps(&self, warps: Option<u8>) -> Result<()> {
-        let v = match warps {
-            None => 0,
-            Some(w @ (1 | 2)) => w,
-            Some(w) => {
-                return Err(Error::shape(
-                    "set_ln_warps",
-                    format!("{w} warps a row; 1 or 2 allowed"),
-                ))
-            }
-        };
-        self.ln_warps.store(v, Ordering::SeqCst);
-        Ok(())
     }
 
     /// Blocks of kernel `name` resident on one SM at `threads` a block and `smem` bytes of
@@ -1972,15 +1913,12 @@ impl CudaBackend {
             let gb = n <= LN16_GB_MAX_N
                 && blocks
                     <= self.resident_blocks("layer_norm_rows16_gb", 128, 0)? * self.sm_count();
-            let (name, blocks) = if self.ln16_two_warps("layer_norm_rows16_w2", rows, gb)? {
-                ("layer_norm_rows16_w2", rows.div_ceil(2))
-            } else if gb {
-                ("layer_norm_rows16_gb", blocks)
-            } else {
-                ("layer_norm_rows16", blocks)
-            };
             self.launch(
-                name,
+                if gb {
+                    "layer_norm_rows16_gb"
+                } else {
+                    "layer_norm_rows16"
+                },
                 (blocks as u32, 1, 1),
                 (128, 1, 1),
                 0,

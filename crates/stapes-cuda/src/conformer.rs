@@ -813,13 +813,9 @@ impl CudaBackend {
                 // z's e4m3 rows alone where its FP8 GEMM is its only reader
                 let elide = z8.is_some() && !store16_last;
                 let z = if elide { 0 } else { z };
-                let (name, blocks) = match self.ln16_two_warps("ln_pair_rows16_w2", rows, false)? {
-                    true => ("ln_pair_rows16_w2", rows.div_ceil(2)),
-                    false => ("ln_pair_rows16", rows.div_ceil(4)),
-                };
                 self.launch(
-                    name,
-                    (blocks as u32, 1, 1),
+                    "ln_pair_rows16",
+                    (rows.div_ceil(4) as u32, 1, 1),
                     (128, 1, 1),
                     0,
                     args![y, z, xp, g1p, b1p, g2p, b2p, mi, di, eps, z8p],
