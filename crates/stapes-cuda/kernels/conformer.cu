@@ -775,36 +775,28 @@ __device__ __forceinline__ void sub_stem_f(void* y_, const void* x_, const float
         for (int r = 0; r < RI; ++r) xp[r] = q[r].w;
     }
 }
-template <class Y, class X>
-__device__ __forceinline__ void sub_stem_1(void* y, const void* x, const float* keep0, const float* w0, const float* b0,
-                                           const float* keep1, const float* w1, const float* b1, int T, int F, int C,
-                                           int T1, int F1, int T2, int F2) {
-    sub_stem_f<Y, X, 1>(y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
-}
-template <class Y, class X>
-__device__ __forceinline__ void sub_stem_2(void* y, const void* x, const float* keep0, const float* w0, const float* b0,
-                                           const float* keep1, const float* w1, const float* b1, int T, int F, int C,
-                                           int T1, int F1, int T2, int F2) {
-    sub_stem_f<Y, X, 2>(y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
-}
-template <class Y, class X>
-__device__ __forceinline__ void sub_stem_4(void* y, const void* x, const float* keep0, const float* w0, const float* b0,
-                                           const float* keep1, const float* w1, const float* b1, int T, int F, int C,
-                                           int T1, int F1, int T2, int F2) {
-    sub_stem_f<Y, X, 4>(y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
-}
+// sub_stem_f with its frames a block fixed, as the template of (Y, X) that DISPATCH_YX takes
+template <int FPB>
+struct SubStem {
+    template <class Y, class X>
+    static __device__ __forceinline__ void run(void* y, const void* x, const float* keep0, const float* w0,
+                                               const float* b0, const float* keep1, const float* w1, const float* b1,
+                                               int T, int F, int C, int T1, int F1, int T2, int F2) {
+        sub_stem_f<Y, X, FPB>(y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);
+    }
+};
 // One entry a frame count (1, 2, 4 output frames a block), each with its own register count (the
 // 4-frame form needs twice the 1-frame form's); the host sizes the grid and the staged rows.
-#define SUB_STEM_ENTRY(NAME, FN)                                                                                       \
+#define SUB_STEM_ENTRY(NAME, FPB)                                                                                      \
     extern "C" __global__ void NAME(void* y, const void* x, const float* keep0, const float* w0, const float* b0,      \
                                     const float* keep1, const float* w1, const float* b1, int T, int F, int C, int T1, \
                                     int F1, int T2, int F2, int dt) {                                                  \
         PDL_ENTER();                                                                                                   \
-        DISPATCH_YX(dt, FN, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);                               \
+        DISPATCH_YX(dt, SubStem<FPB>::run, y, x, keep0, w0, b0, keep1, w1, b1, T, F, C, T1, F1, T2, F2);               \
     }
-SUB_STEM_ENTRY(fc_sub_stem, sub_stem_1)
-SUB_STEM_ENTRY(fc_sub_stem2, sub_stem_2)
-SUB_STEM_ENTRY(fc_sub_stem4, sub_stem_4)
+SUB_STEM_ENTRY(fc_sub_stem, 1)
+SUB_STEM_ENTRY(fc_sub_stem2, 2)
+SUB_STEM_ENTRY(fc_sub_stem4, 4)
 
 // The 3 input rows 2·t2 − 1 … 2·t2 + 1 a depthwise output frame t2 reads, at channel ch of column
 // 0: ok[u] false where the row is outside the sequence or its keep is 0 (the row reads as zeros).
