@@ -292,11 +292,11 @@ __device__ __forceinline__ void rel_pos_mma(float (&bd)[PW / 8][4], const h16* p
 
 // out8: null, or (f16 outputs) the outputs also as e4m3; out null (with out8 set): e4m3 only, for
 // an FP8 GEMM that is the result's only reader (src/conformer.rs, feeding_add_norms_fused).
-template <int D, bool SPLIT, class Y>
+template <int D, bool SPLIT, class Y, bool TAIL>
 __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict__ out8, const h16* __restrict__ qkv,
                                            const h16* __restrict__ pos,
                                            const float* __restrict__ bu, const float* __restrict__ bv,
-                                           const float* __restrict__ keep, int T, int H, float scale, bool tail) {
+                                           const float* __restrict__ keep, int T, int H, float scale) {
     constexpr int BK = SPLIT ? RK_BK : RA_BK, PW = SPLIT ? RK_PW : RA_PW, SCS = SPLIT ? RK_SCS : RA_PW + 1;
     static_assert(PW % 16 == 0, "position rows come in pairs of 8-row groups");
     Y* __restrict__ out = (Y*)out_;
@@ -449,10 +449,12 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     for (int k0 = k_first, sx = 0; k0 < T; k0 += k_step, sx ^= SPLIT ? 0 : 1) {
         if (SPLIT && k0 != k_first) load_tile(k0, 0);
         const Tile *kst = at(Ks, sx), *vst = at(Vs, sx);
-        // keys of this tile inside the sequence (warp-uniform): with `tail`, a last partial tile
+        // keys of this tile inside the sequence (warp-uniform): with TAIL, a last partial tile
         // skips the products that only keys past T would read (their scores are -inf and their
-        // V rows zero, so the bits do not change)
-        const int kn = tail ? min(BK, T - k0) : BK;
+        // V rows zero, so the bits do not change). A template parameter, not a runtime flag, so
+        // that without it kn is the constant BK and the skips compile away (stop 60's ncu read
+        // the runtime flag's build at 34.4 us a 16-clip launch, 28.4 before it).
+        const int kn = TAIL ? min(BK, T - k0) : BK;
 
         // position term: bd[i][c] = (q+v)_{rw+i} · pos[prow0 + c], prow0 = T-16-rw+k0, so that
         // row i, key k0+jj reads column 15-i+jj
@@ -656,23 +658,28 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         if (O8 && r1 < T) *(unsigned short*)(O8 + (long long)r1 * C + c) = e4m3x2(h2f(f2h(v1.x)), h2f(f2h(v1.y)));
     }
 }
-// dt bit 0: out is f16 (else f32); bit 1: a partial last key tile skips its dead products
-#define REL_ATTN_ENTRY(NAME, BOUNDS, D, SPLIT)                                                                      \
+// dt bit 0: out is f16 (else f32). The `_t` entries skip a partial last key tile's dead products
+// (TAIL); each form is its own entry so that each gets its own register allocation (one entry
+// holding both spilled at the 168 bound).
+#define REL_ATTN_ENTRY(NAME, BOUNDS, D, SPLIT, TAIL)                                                                \
     extern "C" __global__ void BOUNDS NAME(void* out, unsigned char* out8, const h16* qkv, const h16* pos,        \
                                            const float* bu, const float* bv, const float* keep, int T, int H,          \
                                            float scale, int dt) {                                                      \
         PDL_ENTER();                                                                                                   \
-        const bool tail = dt & 2;                                                                                      \
-        if (dt & 1) rel_attn_k<D, SPLIT, h16>(out, out8, qkv, pos, bu, bv, keep, T, H, scale, tail);                  \
-        else rel_attn_k<D, SPLIT, float>(out, nullptr, qkv, pos, bu, bv, keep, T, H, scale, tail);                    \
+        if (dt & 1) rel_attn_k<D, SPLIT, h16, TAIL>(out, out8, qkv, pos, bu, bv, keep, T, H, scale);                  \
+        else rel_attn_k<D, SPLIT, float, TAIL>(out, nullptr, qkv, pos, bu, bv, keep, T, H, scale);                    \
     }
-REL_ATTN_ENTRY(rel_attn_d64, __launch_bounds__(128), 64, false)
+REL_ATTN_ENTRY(rel_attn_d64, __launch_bounds__(128), 64, false, false)
+REL_ATTN_ENTRY(rel_attn_t_d64, __launch_bounds__(128), 64, false, true)
 // At most 168 registers: a SM sub-partition's 16384 registers then hold 3 warps, so 16 parakeet
 // clips' 384 blocks of 3 warps run in one wave (3 blocks a SM, by shared memory; unbounded, 254:
 // 2 warps a sub-partition, 2 blocks a SM, 1.45 waves; 224 is no better).
-REL_ATTN_ENTRY(rel_attn_d128, __maxnreg__(168), 128, false)
-REL_ATTN_ENTRY(rel_attn_ks_d64, __launch_bounds__(288), 64, true)
-REL_ATTN_ENTRY(rel_attn_ks_d128, __launch_bounds__(288), 128, true)
+REL_ATTN_ENTRY(rel_attn_d128, __maxnreg__(168), 128, false, false)
+REL_ATTN_ENTRY(rel_attn_t_d128, __maxnreg__(168), 128, false, true)
+REL_ATTN_ENTRY(rel_attn_ks_d64, __launch_bounds__(288), 64, true, false)
+REL_ATTN_ENTRY(rel_attn_ks_t_d64, __launch_bounds__(288), 64, true, true)
+REL_ATTN_ENTRY(rel_attn_ks_d128, __launch_bounds__(288), 128, true, false)
+REL_ATTN_ENTRY(rel_attn_ks_t_d128, __launch_bounds__(288), 128, true, true)
 
 // ---------------------------------------------------------------------------------------------
 // Depthwise-striding subsampling, channel-last (src/conformer.rs: Backend::subsample_stem and

@@ -314,7 +314,7 @@ pub struct CudaBackend {
     /// Whether the fused rel-attention skips a partial last key tile's products past the
     /// sequence (conformer.rs `rel_tail_default`).
     rel_tail: AtomicBool,
-    /// `glu_dw_act`'s output frames a block, as `GDW_ROWS << code` (conformer.rs).
+    /// `glu_dw_act`'s output frames a block, as `GDW_ROWS << code`, or by shape (conformer.rs).
     gdw_rows: std::sync::atomic::AtomicU8,
     /// `fc_sub_stem`'s output frames a block: 1, 2 or 4, or 0 by shape (conformer.rs).
     stem_frames: std::sync::atomic::AtomicU8,

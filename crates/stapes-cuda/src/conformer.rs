@@ -223,11 +223,17 @@ impl CudaBackend {
             (REL_FORM_AUTO, 2) => bs * t.div_ceil(64) * p.heads < self.sm_count(),
             (f, _) => f == 0,
         };
-        let kernel = match (dh, split) {
-            (64, false) => "rel_attn_d64",
-            (128, false) => "rel_attn_d128",
-            (64, true) => "rel_attn_ks_d64",
-            (128, true) => "rel_attn_ks_d128",
+        // `_t`: a partial last key tile skips its dead products (the same bits)
+        let tail = self.rel_tail.load(Ordering::Relaxed);
+        let kernel = match (dh, split, tail) {
+            (64, false, false) => "rel_attn_d64",
+            (128, false, false) => "rel_attn_d128",
+            (64, true, false) => "rel_attn_ks_d64",
+            (128, true, false) => "rel_attn_ks_d128",
+            (64, false, true) => "rel_attn_t_d64",
+            (128, false, true) => "rel_attn_t_d128",
+            (64, true, true) => "rel_attn_ks_t_d64",
+            (128, true, true) => "rel_attn_ks_t_d128",
             _ => "",
         };
         // the plain kernel offsets position rows in 32 bits
@@ -268,8 +274,7 @@ impl CudaBackend {
             self.t(&bv),
             self.opt(keep32.as_ref()),
         );
-        let tail = i32::from(self.rel_tail.load(Ordering::Relaxed));
-        let (ti, hi, scale, dt) = (t as i32, p.heads as i32, p.scale, out.bit() | (tail << 1));
+        let (ti, hi, scale, dt) = (t as i32, p.heads as i32, p.scale, out.bit());
         let warps = match (split, forced, rel_warps_env()) {
             // a warp a tile of keys: the block's time is its longest chain of tiles
             (true, _, _) => rel_ks_warps(t) as u32,
@@ -343,14 +348,19 @@ impl CudaBackend {
         Ok(best.2)
     }
 
-    /// `glu_dw_act`'s output frames a block from now on: 16, 32 or 64 (tests and A/B runs; every
-    /// output is the same sum in each form; the default comes from `STAPES_CUDA_GDW_ROWS`).
+    /// `glu_dw_act`'s output frames a block from now on: 16, 32 or 64, or 0 to choose by shape
+    /// (tests and A/B runs; every output is the same sum in each form; the default comes from
+    /// `STAPES_CUDA_GDW_ROWS`).
     #[doc(hidden)]
     pub fn set_gdw_rows(&self, rows: usize) -> Result<()> {
-        let code = gdw_rows_code(rows).ok_or_else(|| {
+        let code = match rows {
+            0 => Some(GDW_BY_SHAPE),
+            _ => gdw_rows_code(rows),
+        };
+        let code = code.ok_or_else(|| {
             Error::shape(
                 "set_gdw_rows",
-                format!("{rows} frames a block; 16, 32 or 64 allowed"),
+                format!("{rows} frames a block; 16, 32 or 64 allowed, or 0 (by shape)"),
             )
         })?;
         self.gdw_rows.store(code, Ordering::SeqCst);
@@ -482,7 +492,10 @@ impl CudaBackend {
             act_code(act),
         );
         // blocks of GDW_ROWS output frames times 2^code (the same sums in any form)
-        let mut code = self.gdw_rows.load(Ordering::Relaxed).min(2);
+        let mut code = match self.gdw_rows.load(Ordering::Relaxed) {
+            GDW_BY_SHAPE => gdw_code_by_shape(bs, t_out, c, self.sm_count()),
+            forced => forced.min(2),
+        };
         while code > 0 && ((GDW_ROWS << code) + kw - 1) * GDW_CH * 4 > 48 * 1024 {
             code -= 1;
         }
@@ -961,14 +974,30 @@ pub(super) fn rel_tail_default() -> bool {
     std::env::var("STAPES_CUDA_REL_TAIL").map_or(true, |v| v.trim() != "0")
 }
 
-/// `glu_dw_act`'s output frames a block as the code the kernel takes (`GDW_ROWS << code`): from
-/// `STAPES_CUDA_GDW_ROWS` = 16, 32 or 64; 32 by default. H100, stop 58 call 1, 16 parakeet q8
-/// clips alternating: 16 frames 5.214–5.217 ms, 32 frames 5.154–5.174; one clip 1.470 / 1.467.
-/// Fewer, longer blocks pay the staging barrier (what the kernel waits on, stop 57) fewer times.
+/// `glu_dw_act`'s output frames a block as the code the kernel takes (`GDW_ROWS << code`):
+/// `STAPES_CUDA_GDW_ROWS` = 16, 32 or 64 forces one; unset, [`GDW_BY_SHAPE`].
 pub(super) fn gdw_rows_default() -> u8 {
     crate::env_usize("STAPES_CUDA_GDW_ROWS")
         .and_then(gdw_rows_code)
-        .unwrap_or(1)
+        .unwrap_or(GDW_BY_SHAPE)
+}
+
+/// The backend's `gdw_rows` value that chooses by shape ([`gdw_code_by_shape`]).
+const GDW_BY_SHAPE: u8 = u8::MAX;
+
+/// Blocks a SM the 32-frame grid of `glu_dw_act` must still give for it to be chosen.
+const GDW32_MIN_BLOCKS_PER_SM: usize = 4;
+
+/// `glu_dw_act`'s code by shape: 32 frames a block (code 1) where that grid still gives every SM
+/// [`GDW32_MIN_BLOCKS_PER_SM`] blocks, else 16 (code 0). Fewer, longer blocks pay the staging
+/// barrier (what the kernel waits on, stop 57) fewer times, which pays where the grid is many
+/// waves: H100, stop 58 call 1, 16 parakeet q8 clips (1280 blocks at 32) alternating, 16 frames
+/// 5.214–5.217 ms, 32 frames 5.154–5.174. One clip's 32-frame grid is 80 blocks for 132 SMs:
+/// stop 60's ncu (H100) read its launch at 8.9 µs against 5.8 at 16 frames (144 blocks), ~75 µs
+/// of a parakeet encode.
+fn gdw_code_by_shape(bs: usize, t_out: usize, c: usize, sms: usize) -> u8 {
+    let blocks32 = bs * t_out.div_ceil(2 * GDW_ROWS) * c.div_ceil(GDW_CH);
+    u8::from(blocks32 >= GDW32_MIN_BLOCKS_PER_SM * sms)
 }
 
 /// The kernel's code for blocks of `rows` output frames (`GDW_ROWS << code`), where it has one.
@@ -1417,6 +1446,17 @@ mod tests {
         for rows in [0, 8, 48, 128] {
             assert_eq!(gdw_rows_code(rows), None, "{rows} frames");
         }
+    }
+
+    /// `glu_dw_act`'s frames a block by shape on a 132-SM card: 16 parakeet clips (T 140, 1024
+    /// channels: 1280 blocks at 32 frames) on 32, one clip (80) on 16; the bound is 4 blocks a SM.
+    #[test]
+    fn gdw_code_by_shape_follows_the_measured_shapes() {
+        assert_eq!(gdw_code_by_shape(16, 140, 1024, 132), 1);
+        assert_eq!(gdw_code_by_shape(1, 140, 1024, 132), 0);
+        // ceil(t / 32) · 16 · bs blocks against 4 · 132 = 528
+        assert_eq!(gdw_code_by_shape(7, 150, 1024, 132), 1);
+        assert_eq!(gdw_code_by_shape(6, 150, 1024, 132), 0);
     }
 
     /// The stem's frames a block by shape on a 132-SM card (H100, H200): the measured shapes
