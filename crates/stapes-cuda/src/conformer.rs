@@ -223,17 +223,16 @@ impl CudaBackend {
             (REL_FORM_AUTO, 2) => bs * t.div_ceil(64) * p.heads < self.sm_count(),
             (f, _) => f == 0,
         };
-        // `_t`: a partial last key tile skips its dead products (the same bits)
+        // `_t`: a partial last key tile skips its dead products (the same bits); the split-keys
+        // form has no such entry (kernels/conformer.cu says why)
         let tail = self.rel_tail.load(Ordering::Relaxed);
         let kernel = match (dh, split, tail) {
             (64, false, false) => "rel_attn_d64",
             (128, false, false) => "rel_attn_d128",
-            (64, true, false) => "rel_attn_ks_d64",
-            (128, true, false) => "rel_attn_ks_d128",
             (64, false, true) => "rel_attn_t_d64",
             (128, false, true) => "rel_attn_t_d128",
-            (64, true, true) => "rel_attn_ks_t_d64",
-            (128, true, true) => "rel_attn_ks_t_d128",
+            (64, true, _) => "rel_attn_ks_d64",
+            (128, true, _) => "rel_attn_ks_d128",
             _ => "",
         };
         // the plain kernel offsets position rows in 32 bits
@@ -382,8 +381,9 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// Whether the fused rel-attention skips a partial last key tile's dead products from now on
-    /// (tests and A/B runs; the bits are the same either way); returns the setting it replaced.
+    /// Whether the fused rel-attention's plain form skips a partial last key tile's dead products
+    /// from now on (tests and A/B runs; the bits are the same either way); returns the setting it
+    /// replaced.
     #[doc(hidden)]
     pub fn set_rel_tail(&self, on: bool) -> bool {
         self.rel_tail.swap(on, Ordering::SeqCst)
@@ -964,7 +964,8 @@ pub(super) fn rel_e4m3_default() -> bool {
 }
 
 /// `STAPES_CUDA_REL_TAIL=0`: the fused rel-attention's last partial key tile computes every
-/// product; by default it skips those only keys past the sequence would read (16 parakeet clips,
+/// product; by default the plain form (`rel_attn_t_*`; the split-keys form has no such entry)
+/// skips those only keys past the sequence would read (16 parakeet clips,
 /// T = 140: the fifth tile of 32 has 12 keys, and a warp's 560 MMAs fall to 512). The skipped
 /// scores are -inf and their V rows zero-filled, so the output's bits are the same
 /// (`rel_attention_forms_agree`). H100, stop 59, 16 parakeet q8 clips alternating (ms): calls

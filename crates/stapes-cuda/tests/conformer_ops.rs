@@ -648,7 +648,8 @@ fn same_bits(a: &HostTensor, b: &HostTensor) -> bool {
 /// (by shape, and with 1, 3, 8 and 9 warps: warps with two tiles, one, none) and the by-shape choice
 /// are within the Attention row of the reference. The cases add 16 clips of the 0.6b shape,
 /// where the choice by shape is the plain kernel. Every form also runs with a partial last key
-/// tile's dead products skipped (`set_rel_tail`), and gives the same bits.
+/// tile's dead products skipped (`set_rel_tail`: the plain form's `rel_attn_t_*` entries), and
+/// gives the same bits.
 #[test]
 fn rel_attention_forms_agree() {
     let (g, _serial) = require_gpu!("rel_attention_forms_agree");
