@@ -4,8 +4,9 @@
 # 2fabc29 (stop 55's code, one clip 1.418 ms on stop 60's H100), vN = 30890cf (main: the plain
 # rel_attn's tail entries, the split-keys form's old kernel, glu_dw_act's frames by shape), and
 # the stapes CLI at six commits between them (stop 57's e4m3 hidden on, stop 57's last, stop
-# 58's 32-frame glu_dw_act, stop 58's last, stop 59's stem entries, stop 59's defaults). vN's tests first, then one parakeet clip on every
-# build alternating (two rounds): the commit where one clip jumps ~0.1 ms is the rest of the gap.
+# 58's 32-frame glu_dw_act, stop 58's last, stop 59's stem entries, stop 59's defaults). vN's
+# tests first, then one parakeet clip on every build alternating (two rounds): the commit where
+# one clip jumps ~0.1 ms is the rest of the gap.
 # Then vN against vM at one canary clip and 16 clips, with rel_attn's tail both ways.
 # Carry dist/c21, dist/tools.
 set -uo pipefail
