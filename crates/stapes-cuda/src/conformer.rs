@@ -986,11 +986,18 @@ pub(super) fn gdw_rows_default() -> u8 {
 /// The backend's `gdw_rows` value that chooses by shape ([`gdw_code_by_shape`]).
 const GDW_BY_SHAPE: u8 = u8::MAX;
 
-/// Blocks a SM the 32-frame grid of `glu_dw_act` must still give for it to be chosen.
-const GDW32_MIN_BLOCKS_PER_SM: usize = 4;
+/// Blocks a SM that a kernel's form with more frames a block (`glu_dw_act`'s 32, the stem's 2)
+/// must still give for it to be chosen by shape: on a smaller grid the idle SMs cost more than
+/// the longer blocks save.
+const LONG_BLOCKS_MIN_PER_SM: usize = 4;
 
-/// `glu_dw_act`'s code by shape: 32 frames a block (code 1) where that grid still gives every SM
-/// [`GDW32_MIN_BLOCKS_PER_SM`] blocks, else 16 (code 0). Fewer, longer blocks pay the staging
+/// Whether a grid of `blocks` still gives each of `sms` SMs [`LONG_BLOCKS_MIN_PER_SM`] blocks.
+fn long_blocks_fill(blocks: usize, sms: usize) -> bool {
+    blocks >= LONG_BLOCKS_MIN_PER_SM * sms
+}
+
+/// `glu_dw_act`'s code by shape: 32 frames a block (code 1) where that grid still fills the SMs
+/// ([`long_blocks_fill`]), else 16 (code 0). Fewer, longer blocks pay the staging
 /// barrier (what the kernel waits on, stop 57) fewer times, which pays where the grid is many
 /// waves: H100, stop 58 call 1, 16 parakeet q8 clips (1280 blocks at 32) alternating, 16 frames
 /// 5.214–5.217 ms, 32 frames 5.154–5.174. One clip's 32-frame grid is 80 blocks for 132 SMs:
@@ -998,7 +1005,7 @@ const GDW32_MIN_BLOCKS_PER_SM: usize = 4;
 /// of a parakeet encode.
 fn gdw_code_by_shape(bs: usize, t_out: usize, c: usize, sms: usize) -> u8 {
     let blocks32 = bs * t_out.div_ceil(2 * GDW_ROWS) * c.div_ceil(GDW_CH);
-    u8::from(blocks32 >= GDW32_MIN_BLOCKS_PER_SM * sms)
+    u8::from(long_blocks_fill(blocks32, sms))
 }
 
 /// The kernel's code for blocks of `rows` output frames (`GDW_ROWS << code`), where it has one.
@@ -1020,17 +1027,14 @@ pub(super) fn stem_frames_default() -> u8 {
         .unwrap_or(0) as u8
 }
 
-/// Blocks a SM the 2-frame stem's grid must still give for it to be chosen.
-const STEM2_MIN_BLOCKS_PER_SM: usize = 4;
-
-/// `fc_sub_stem`'s frames a block by shape: 2 where the 2-frame grid still gives every SM
-/// [`STEM2_MIN_BLOCKS_PER_SM`] blocks, else 1 (a small grid loses more to idle SMs than it saves).
+/// `fc_sub_stem`'s frames a block by shape: 2 where the 2-frame grid still fills the SMs
+/// ([`long_blocks_fill`]), else 1.
 /// H100, stop 59 calls 2–3, parakeet q8 alternating (ms): 16 clips (2208 blocks at 2 frames),
 /// 1 frame 5.300–5.336, 2 frames 5.271–5.303, 4 frames 5.274–5.327; one clip (138 blocks at
 /// 2 frames), 1.497–1.500 at 1, 1.497–1.505 at 2, 1.510–1.513 at 4.
 fn stem_frames_by_shape(bs: usize, t2: usize, c: usize, sms: usize) -> usize {
     let blocks2 = bs * t2.div_ceil(2) * c.div_ceil(SUB_CH);
-    if blocks2 >= STEM2_MIN_BLOCKS_PER_SM * sms {
+    if long_blocks_fill(blocks2, sms) {
         2
     } else {
         1
