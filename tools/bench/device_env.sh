@@ -54,3 +54,19 @@ wcpp_bg() { local W=/tmp/w; WB=; H200=0
      echo "cmake rc $?" >> /tmp/wcmake.log) &
     WB=$!
   fi; }
+# `wbench DIR [UNTIL]`: once wcpp_bg's build is done (waited for while `el` is under UNTIL, 540
+# unless given), whisper-bench of the synthetic turbo, tiny and base ggml files that
+# dist/tools/make_ggml_whisper.py writes, into DIR/wcpp-NAME.log for gpu_table.py, each started
+# while `el` is under UNTIL + 30.
+wbench() { local C=$1 u=${2:-540} W=/tmp/w/build/bin s
+  if [ -n "${WB:-}" ]; then
+    while kill -0 "$WB" 2>/dev/null && [ "$(el)" -lt "$u" ]; do sleep 5; done
+    tail -2 /tmp/wcmake.log
+  fi
+  [ -x $W/whisper-bench ] || { echo "no whisper-bench build on this machine"; return 0; }
+  for s in turbo tiny base; do
+    [ "$(el)" -lt $(( u + 30 )) ] || break
+    python3 dist/tools/make_ggml_whisper.py $s /tmp/ggml-$s.bin > /dev/null &&
+      timeout 30 $W/whisper-bench -m /tmp/ggml-$s.bin -t 4 > "$C/wcpp-$s.log" 2>&1
+    echo "whisper-bench $s rc=$? elapsed $(el)"
+  done; }
