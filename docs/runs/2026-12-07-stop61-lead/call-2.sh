@@ -6,7 +6,8 @@
 # 1. `attention`: both forms bit for bit against flash64 (and the rest of that binary).
 # 2. Alternating, pipe off / on: turbo one window q8 and f16 (the attention is ~35 % of q8's
 #    layer, stop 56's profile: q8 is not power-capped, so a faster attention shows there first),
-#    16 turbo windows f16, tiny (the split form).
+#    16 turbo windows f16, tiny (the split form); then 400 f16 windows each way under `w` (the
+#    clock and power at the cap).
 # 3. ncu of one turbo q8 bench run each way: the attention launches' own times.
 set -uo pipefail
 PACK=dist/c23/all.tar.xz V=vP source tools/bench/device_env.sh
@@ -17,6 +18,11 @@ T=whisper-large-v3-turbo
 pe() { STAPES_CUDA_ATTN_PIPE=$1 e "${@:2}" | sed "s/^/pipe$1 /"; }
 for r in 1 2; do for p in 0 1; do pe $p vP $T q8; pe $p vP $T f16; done; done
 for p in 0 1; do pe $p vP $T f16 16; pe $p vP whisper-tiny q8; done
+# f16 one window runs at the 700 W cap: the clock and power of 400 windows each way (`w`)
+for p in 0 1; do
+  STAPES_CUDA_ATTN_PIPE=$p w $B/stapes bench --synthetic $T --device cuda --lane f16 --iters 400 > /tmp/t2/w$p.txt 2>&1
+  echo "pipe $p: $(grep -iE 'encode' /tmp/t2/w$p.txt | head -1)"
+done
 echo "A/B done, elapsed $(el) s"
 export PATH=$PATH:/usr/local/cuda/bin
 for p in 0 1; do
