@@ -141,27 +141,30 @@ struct Splits {
     z: u32,
 }
 
-/// A process-wide on/off switch in `cell` (0 not read yet, 1 off, 2 on): the first reader sets
-/// it from `env` (the variable's value, if set) unless a setter got there first.
-fn switch(cell: &AtomicU8, env: &str, on: impl FnOnce(Option<&str>) -> bool) -> bool {
-    if cell.load(Ordering::Relaxed) == 0 {
-        let v = std::env::var(env).ok();
-        let state = if on(v.as_deref().map(str::trim)) {
-            2
-        } else {
-            1
-        };
-        let _ = cell.compare_exchange(0, state, Ordering::Relaxed, Ordering::Relaxed);
-    }
-    cell.load(Ordering::Relaxed) == 2
-}
-
 fn wg_switch() -> bool {
-    switch(&WG, "STAPES_CUDA_ATTN_WG", |v| v != Some("0"))
+    if WG.load(Ordering::Relaxed) == 0 {
+        let off = std::env::var("STAPES_CUDA_ATTN_WG").is_ok_and(|v| v.trim() == "0");
+        let _ = WG.compare_exchange(
+            0,
+            if off { 1 } else { 2 },
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+    WG.load(Ordering::Relaxed) == 2
 }
 
 fn pipe_switch() -> bool {
-    switch(&PIPE, "STAPES_CUDA_ATTN_PIPE", |v| v == Some("1"))
+    if PIPE.load(Ordering::Relaxed) == 0 {
+        let on = std::env::var("STAPES_CUDA_ATTN_PIPE").is_ok_and(|v| v.trim() == "1");
+        let _ = PIPE.compare_exchange(
+            0,
+            if on { 2 } else { 1 },
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+    PIPE.load(Ordering::Relaxed) == 2
 }
 
 /// Head size the `flash64_*` kernels are laid out for (smaller heads, `dh % 8 == 0`, run as
@@ -727,28 +730,5 @@ impl CudaBackend {
             0,
             args![o, po, pml, bi, tq, h, nsi, odt, dh],
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The first read takes the rule's answer for the variable (unset here: no test sets this
-    /// name), later reads keep it, and a setter's value stands over the variable's.
-    #[test]
-    fn switch_reads_its_variable_once_and_yields_to_a_setter() {
-        let var = "STAPES_TEST_SWITCH_NEVER_SET";
-        let cell = AtomicU8::new(0);
-        assert!(!switch(&cell, var, |v| v == Some("1")));
-        assert_eq!(cell.load(Ordering::Relaxed), 1);
-        assert!(!switch(&cell, var, |_| true), "read once, then kept");
-        let cell = AtomicU8::new(0);
-        assert!(
-            switch(&cell, var, |v| v != Some("0")),
-            "default on when unset"
-        );
-        let cell = AtomicU8::new(2);
-        assert!(switch(&cell, var, |_| false), "a setter's value stands");
     }
 }
