@@ -44,13 +44,7 @@ __device__ __forceinline__ void awg_mma_bt(float* d, const u32* a, unsigned long
 
 #endif
 
-// PIPE: FlashAttention-3's overlap inside a warpgroup. S of tile it + 1 is issued before P·V of
-// tile it, and wait_group 1 returns once S is in, so the softmax of tile it + 1 (its maxima, its
-// exponentials in place in S's registers, its sums) runs while P·V of tile it is still on the
-// tensor cores. Packing P to f16 (P·V's register operand) and rescaling O wait for that P·V. Each
-// O, m, l and P value sees the same operations in the same order as in the plain form (o·α, then
-// + P·V; the first tile's rescale is of zeros), so the bits are the same.
-template <int STAGES, bool SPLIT, bool PIPE>
+template <int STAGES, bool SPLIT>
 __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* O, const void* Q, int Tq, int H, int kv_len,
                                       int ldq, float scale, int dt, float* PO, float* PML, int nsplit, int tps,
                                       unsigned char* O8, const float* __restrict__ qkv_bias) {
@@ -59,7 +53,6 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
     const u32 sm0 = (u32)__cvta_generic_to_shared(awg_sm);
     const u32 base = (sm0 + 1023u) & ~1023u;  // swizzled tiles start 1024-aligned
     const u32 full0 = base + STAGES * AWG_STAGE, empty0 = full0 + 8 * STAGES;
-    const u32 scratch = empty0 + 8 * STAGES;  // PIPE: a word a thread (the sums' store below)
     const bool o16 = dt & 1, q16 = (dt >> 1) & 1;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -139,9 +132,11 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
         for (int kk = 0; kk < 4; ++kk) awg_mma_b(sc, qa[kk], wg_desc(kb + kk * 32), kk);
         wg_commit();
     };
-    // the online softmax of S's tile `it` (in sc): keys past kv_len masked, the row maxima and
-    // sums updated, each score replaced by its exponential, and the factors that rescale O
-    auto soft = [&](int it, float& al0, float& al1) {
+    if (ntiles > 0) issue_s(0);
+    wg_wait0();
+    wg_hold<32>(sc);
+    for (int it = 0; it < ntiles; ++it) {
+        const int s = it % STAGES;
         const int k0 = (t0 + it) * 64;
         if (k0 + 64 > kv_len) {
 #pragma unroll
@@ -165,32 +160,23 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
         // a row that has seen no key yet keeps m = -inf: its p must be 0, not exp2(nan)
         const float mb0 = mn0 == F_NEG_INF ? 0.f : mn0 * c, mb1 = mn1 == F_NEG_INF ? 0.f : mn1 * c;
         // an unchanged max rescales by exactly 1, as in flash64 (same bits)
-        al0 = mn0 == m0 ? 1.f : ex2_approx(fmaf(m0, c, -mb0));
-        al1 = mn1 == m1 ? 1.f : ex2_approx(fmaf(m1, c, -mb1));
+        const float al0 = mn0 == m0 ? 1.f : ex2_approx(fmaf(m0, c, -mb0));
+        const float al1 = mn1 == m1 ? 1.f : ex2_approx(fmaf(m1, c, -mb1));
         m0 = mn0;
         m1 = mn1;
+        u32 pa[4][4];
         float ls0 = 0.f, ls1 = 0.f;
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt) {
-            sc[nt * 4 + 0] = ex2_approx(fmaf(sc[nt * 4 + 0], c, -mb0));
-            sc[nt * 4 + 1] = ex2_approx(fmaf(sc[nt * 4 + 1], c, -mb0));
-            sc[nt * 4 + 2] = ex2_approx(fmaf(sc[nt * 4 + 2], c, -mb1));
-            sc[nt * 4 + 3] = ex2_approx(fmaf(sc[nt * 4 + 3], c, -mb1));
-            ls0 += sc[nt * 4 + 0] + sc[nt * 4 + 1];
-            ls1 += sc[nt * 4 + 2] + sc[nt * 4 + 3];
+            const float p0 = ex2_approx(fmaf(sc[nt * 4 + 0], c, -mb0)), p1 = ex2_approx(fmaf(sc[nt * 4 + 1], c, -mb0));
+            const float p2 = ex2_approx(fmaf(sc[nt * 4 + 2], c, -mb1)), p3 = ex2_approx(fmaf(sc[nt * 4 + 3], c, -mb1));
+            ls0 += p0 + p1;
+            ls1 += p2 + p3;
+            pa[nt >> 1][(nt & 1) * 2] = pack_h2_x2(p0, p1);
+            pa[nt >> 1][(nt & 1) * 2 + 1] = pack_h2_x2(p2, p3);
         }
         l0 = fmaf(l0, al0, ls0);
         l1 = fmaf(l1, al1, ls1);
-    };
-    // P as P·V's f16 A fragments: S's accumulator layout is P's A layout (as for mma.sync)
-    auto pack = [&](u32 (&pa)[4][4]) {
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt) {
-            pa[nt >> 1][(nt & 1) * 2] = pack_h2_x2(sc[nt * 4 + 0], sc[nt * 4 + 1]);
-            pa[nt >> 1][(nt & 1) * 2 + 1] = pack_h2_x2(sc[nt * 4 + 2], sc[nt * 4 + 3]);
-        }
-    };
-    auto rescale = [&](float al0, float al1) {
 #pragma unroll
         for (int dn = 0; dn < 8; ++dn) {
             o[dn * 4 + 0] *= al0;
@@ -198,69 +184,24 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
             o[dn * 4 + 2] *= al1;
             o[dn * 4 + 3] *= al1;
         }
-    };
-    auto pv = [&](int it, const u32 (&pa)[4][4]) {
-        const u32 vb = base + (it % STAGES) * AWG_STAGE + AWG_TILE;
+        wg_hold<32>(sc);
+        wg_fence();
+        const u32 vb = base + s * AWG_STAGE + AWG_TILE;
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) awg_mma_bt(o, pa[ks], wg_desc(vb + ks * 2048), 1);
         wg_commit();
-    };
-    // after tile `it`: its stage released, and the stage tile it - 1 used refilled once both
-    // groups are done with it (this group is; the other one is rarely a whole tile behind)
-    auto release = [&](int it) {
-        mbar_arrive(empty0 + 8 * (it % STAGES));
+        if (it + 1 < ntiles) issue_s(it + 1);
+        wg_wait0();
+        wg_hold<32>(o);
+        wg_hold<32>(sc);
+        mbar_arrive(empty0 + 8 * s);
+        // refill the stage the previous tile used, once both groups are done with it (this
+        // group is; the other one is rarely a whole tile behind)
         if (tid == 0 && it > 0 && it - 1 + STAGES < ntiles) {
             mbar_wait(empty0 + 8 * ((it - 1) % STAGES), ((it - 1) / STAGES) & 1);
             load(it - 1 + STAGES);
         }
         __syncwarp();  // warp 0 converged again before the group's next wgmma
-    };
-    if (ntiles > 0) issue_s(0);
-    wg_wait0();
-    wg_hold<32>(sc);
-    u32 pa[4][4];
-    if constexpr (!PIPE) {
-        for (int it = 0; it < ntiles; ++it) {
-            float al0, al1;
-            soft(it, al0, al1);
-            pack(pa);
-            rescale(al0, al1);
-            wg_hold<32>(sc);
-            wg_fence();
-            pv(it, pa);
-            if (it + 1 < ntiles) issue_s(it + 1);
-            wg_wait0();
-            wg_hold<32>(o);
-            wg_hold<32>(sc);
-            release(it);
-        }
-    } else if (ntiles > 0) {
-        float al0, al1;
-        soft(0, al0, al1);
-        pack(pa);  // O is still zero: its rescale would leave it so
-        // no wgmma sits under a branch of its own (ptxas serializes every wgmma of a kernel
-        // that has one), so the last tile is peeled
-        for (int it = 0; it + 1 < ntiles; ++it) {
-            issue_s(it + 1);  // its fence also orders the writes of this tile's P and O
-            pv(it, pa);
-            wg_wait1();
-            wg_hold<32>(sc);
-            soft(it + 1, al0, al1);
-            // ptxas hoists wait_group 0 (and the stage's release after it) above any register
-            // work, which would leave the exponentials waiting for P·V; a store of the sums, which
-            // need every exponential, is ordered before the wait and holds them there
-            *(volatile float*)(awg_sm + (scratch - sm0) + 4 * tid) = l0 + l1;
-            wg_wait0();
-            wg_hold<32>(o);
-            pack(pa);
-            rescale(al0, al1);
-            release(it);
-        }
-        wg_fence();
-        pv(ntiles - 1, pa);
-        wg_wait0();
-        wg_hold<32>(o);
-        release(ntiles - 1);
     }
 
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -324,19 +265,15 @@ __device__ __forceinline__ void awg64(const TmaMap* tk, const TmaMap* tv, void* 
 // qkv_bias (whole form): null, or the (3 · H · 64) f32 bias the q|k|v projection left out: q's
 // part is added to Q as it is loaded, v's to the output (the weights of a row sum to 1), and k's
 // is dropped (it adds q·b_k to every score of a row, which the softmax cancels).
-// The forms the backend launches (attention.rs: WG_UNSPLIT, WG_SPLIT): 4 stages whole, 3 split,
-// each plain or PIPE (`awg64p*`, `STAPES_CUDA_ATTN_PIPE`).
-#define AWG64_ENTRIES(WHOLE, SPLITN, PIPE)                                                                            \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                                              \
-        WHOLE(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, void* O, const void* Q, int Tq,    \
-              int H, int kv_len, int ldq, float scale, int dt, unsigned char* O8, const float* qkv_bias) {             \
-        awg64<4, false, PIPE>(&tk, &tv, O, Q, Tq, H, kv_len, ldq, scale, dt, nullptr, nullptr, 1, 0, O8, qkv_bias);    \
-    }                                                                                                                 \
-    extern "C" __global__ void __launch_bounds__(256, 2)                                                              \
-        SPLITN(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, float* PO, float* PML,           \
-               const void* Q, int Tq, int H, int kv_len, int ldq, float scale, int dt, int nsplit, int tps) {         \
-        awg64<3, true, PIPE>(&tk, &tv, nullptr, Q, Tq, H, kv_len, ldq, scale, dt & 2, PO, PML, nsplit, tps, nullptr,  \
-                             nullptr);                                                                                \
-    }
-AWG64_ENTRIES(awg64_s4, awg64s_s3, false)
-AWG64_ENTRIES(awg64p_s4, awg64ps_s3, true)
+// The two forms the backend launches (attention.rs: WG_UNSPLIT, WG_SPLIT): 4 stages whole,
+// 3 split.
+extern "C" __global__ void __launch_bounds__(256, 2)
+    awg64_s4(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, void* O, const void* Q, int Tq, int H,
+             int kv_len, int ldq, float scale, int dt, unsigned char* O8, const float* qkv_bias) {
+    awg64<4, false>(&tk, &tv, O, Q, Tq, H, kv_len, ldq, scale, dt, nullptr, nullptr, 1, 0, O8, qkv_bias);
+}
+extern "C" __global__ void __launch_bounds__(256, 2)
+    awg64s_s3(const __grid_constant__ TmaMap tk, const __grid_constant__ TmaMap tv, float* PO, float* PML, const void* Q,
+              int Tq, int H, int kv_len, int ldq, float scale, int dt, int nsplit, int tps) {
+    awg64<3, true>(&tk, &tv, nullptr, Q, Tq, H, kv_len, ldq, scale, dt & 2, PO, PML, nsplit, tps, nullptr, nullptr);
+}

@@ -360,11 +360,6 @@ __device__ __forceinline__ unsigned long long wg_desc(u32 addr) {
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// all but the last committed group done: the older group's results can be read while the newest runs
-__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
-// shared memory that threads stored becomes visible to wgmma's operand reads (the async proxy);
-// a barrier after it orders every thread's stores before the issue
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Ties the accumulators to this point: the compiler sees wgmma's asm as updating them at issue,
 // so reads after wg_wait0 and writes before the next issue must not move across it.
 template <int N>

@@ -379,6 +379,9 @@ __device__ __forceinline__ void wg_mma_n256(int* d, unsigned long long da, unsig
 // tensor cores at every stage, and the producer is one warp (warp 8, after the two consumer
 // warpgroups, which wgmma wants 4-warp aligned): 288 threads, so with 3 stages of 128 x 128 two
 // blocks fit a SM and one block's prologue and epilogue run beside the other's main loop.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
+#endif
 template <class Y, int BN, int STAGES, bool LEAN>
 __device__ __forceinline__ void i8tma_k(const TmaMap* ta, const TmaMap* tb, void* y_, const float* __restrict__ sx,
                                         const float* __restrict__ sw, const float* __restrict__ bias, const void* resid_, int m,

@@ -109,18 +109,9 @@ static SMALL_HEAD_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 static WG_BIAS_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 /// The two forms launched, (entry, K/V ring depth): 4 stages of 64 keys unsplit; 3 for the
 /// split form, whose blocks see only a few tiles (H200, stop 15: turbo 34.0 vs 34.3 µs, tiny
-/// split 3 ways 20.5 vs 21.0). kernels/attn_wg.cu instantiates exactly these, each also as the
-/// PIPE form (`awg64p_s4`, `awg64ps_s3`).
+/// split 3 ways 20.5 vs 21.0). kernels/attn_wg.cu instantiates exactly these.
 const WG_UNSPLIT: (&str, usize) = ("awg64_s4", 4);
 const WG_SPLIT: (&str, usize) = ("awg64s_s3", 3);
-const WG_UNSPLIT_PIPE: &str = "awg64p_s4";
-const WG_SPLIT_PIPE: &str = "awg64ps_s3";
-/// The PIPE forms of the warpgroup kernels (the softmax of the next key tile beside the P·V of
-/// this one, same bits): 0 not read yet, 1 off, 2 on. Starts from `STAPES_CUDA_ATTN_PIPE` (`1`
-/// turns them on; off by default until a GPU run measures them).
-static PIPE: AtomicU8 = AtomicU8::new(0);
-/// Launches of a PIPE form in this process.
-static PIPE_LAUNCHES: AtomicU64 = AtomicU64::new(0);
 
 /// A size as the kernels' `int`, or a shape error naming it.
 fn i32_of(what: &str, v: usize) -> Result<i32> {
@@ -152,19 +143,6 @@ fn wg_switch() -> bool {
         );
     }
     WG.load(Ordering::Relaxed) == 2
-}
-
-fn pipe_switch() -> bool {
-    if PIPE.load(Ordering::Relaxed) == 0 {
-        let on = std::env::var("STAPES_CUDA_ATTN_PIPE").is_ok_and(|v| v.trim() == "1");
-        let _ = PIPE.compare_exchange(
-            0,
-            if on { 2 } else { 1 },
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-    }
-    PIPE.load(Ordering::Relaxed) == 2
 }
 
 /// Head size the `flash64_*` kernels are laid out for (smaller heads, `dh % 8 == 0`, run as
@@ -250,19 +228,6 @@ impl CudaBackend {
     #[doc(hidden)]
     pub fn set_attn_wg(&self, on: bool) {
         WG.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-    }
-
-    /// Turn the PIPE forms of the warpgroup kernels on or off for every backend of this
-    /// process (same-binary A/B runs and tests; the default comes from `STAPES_CUDA_ATTN_PIPE`).
-    #[doc(hidden)]
-    pub fn set_attn_pipe(&self, on: bool) {
-        PIPE.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-    }
-
-    /// Launches of the PIPE forms of the warpgroup kernels in this process.
-    #[doc(hidden)]
-    pub fn attn_pipe_launches() -> u64 {
-        PIPE_LAUNCHES.load(Ordering::Relaxed)
     }
 
     /// Launches of the warpgroup-MMA attention kernels in this process.
@@ -639,11 +604,8 @@ impl CudaBackend {
         let scale = p.scale;
         let blocks = f.tq.div_ceil(128) as u32;
         let ns = self.flash64_splits(f, 128, 3);
-        let pipe = pipe_switch();
-        // the ring, 1 KiB to align it for the swizzle, its 2 mbarriers a stage; the PIPE forms
-        // a word a thread more
-        let smem =
-            |stages: usize| stages * 16384 + 1024 + 16 * stages + if pipe { 1024 } else { 0 };
+        // the ring, 1 KiB to align it for the swizzle, its 2 mbarriers a stage
+        let smem = |stages: usize| stages * 16384 + 1024 + 16 * stages;
         if ns > 1 {
             if f.bias != 0 {
                 return Err(Error::Device(
@@ -653,7 +615,6 @@ impl CudaBackend {
             let sp = self.splits(f, ns)?;
             let (po, pml, nsi, tpsi) = (sp.po, sp.pml, sp.n, sp.tiles);
             let (name, stages) = WG_SPLIT;
-            let name = if pipe { WG_SPLIT_PIPE } else { name };
             let bytes = smem(stages);
             self.allow_dyn_smem(name, bytes)?;
             self.launch(
@@ -664,14 +625,10 @@ impl CudaBackend {
                 args![tk, tv, po, pml, q, tq, h, kv, ldq, scale, dt, nsi, tpsi],
             )?;
             WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-            if pipe {
-                PIPE_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-            }
             self.combine_splits(out, f, &sp)?;
             return Ok(Some(false));
         }
         let (name, stages) = WG_UNSPLIT;
-        let name = if pipe { WG_UNSPLIT_PIPE } else { name };
         let bytes = smem(stages);
         self.allow_dyn_smem(name, bytes)?;
         let o8 = if out.dtype == Dtype::F16 { f.o8 } else { 0 };
@@ -685,9 +642,6 @@ impl CudaBackend {
             args![tk, tv, o, q, tq, h, kv, ldq, scale, dt, o8, bias],
         )?;
         WG_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-        if pipe {
-            PIPE_LAUNCHES.fetch_add(1, Ordering::Relaxed);
-        }
         if bias != 0 {
             WG_BIAS_LAUNCHES.fetch_add(1, Ordering::Relaxed);
         }

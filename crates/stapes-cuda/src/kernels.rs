@@ -164,7 +164,7 @@ pub const FILES: &[KernelFile] = &[
     KernelFile {
         name: "attn_wg",
         source: include_str!("../kernels/attn_wg.cu"),
-        entries: &["awg64_s4", "awg64s_s3", "awg64p_s4", "awg64ps_s3"],
+        entries: &["awg64_s4", "awg64s_s3"],
     },
     KernelFile {
         name: "conformer",

@@ -703,18 +703,9 @@ impl Drop for WgOn<'_> {
     }
 }
 
-/// Leaves the PIPE forms off again (the default) when a test that switched them ends.
-struct PipeOff<'a>(&'a CudaBackend);
-impl Drop for PipeOff<'_> {
-    fn drop(&mut self) {
-        self.0.set_attn_pipe(false);
-    }
-}
-
 /// The warpgroup-MMA kernels (`awg64_*`, sm_90) do flash64's arithmetic in flash64's order:
 /// their output is bit-identical to `flash64_w4m2s2`'s, unsplit and split 2 and 3 ways, f32 in
-/// and f16 in a chain, packed or not, in the plain and the PIPE forms (`awg64p*`: the next
-/// tile's softmax beside this tile's P·V); and they really ran (their launch counters moved).
+/// and f16 in a chain, packed or not; and they really ran (their launch counter moved).
 #[test]
 fn wg_kernels_equal_flash64_bit_for_bit() {
     let (g, _serial) = require_gpu!("wg_kernels_equal_flash64_bit_for_bit");
@@ -722,7 +713,7 @@ fn wg_kernels_equal_flash64_bit_for_bit() {
         eprintln!("SKIPPED (not sm_90): wg_kernels_equal_flash64_bit_for_bit");
         return;
     }
-    let (_auto, _wg, _pipe) = (Auto(g), WgOn(g), PipeOff(g));
+    let (_auto, _wg) = (Auto(g), WgOn(g));
     let tol = tol_for(Op::Attention, Lane::F16, "cuda");
     let cases: [Case; 6] = [
         (1, 1500, 1500, 20, None, false),
@@ -741,12 +732,10 @@ fn wg_kernels_equal_flash64_bit_for_bit() {
             g.upload(&v).unwrap(),
         );
         let qkv = (c.1 == c.2).then(|| g.upload(&stack(&q, &k, &v)).unwrap());
-        let run = |wg: bool, pipe: bool, ns: usize| {
+        let run = |wg: bool, ns: usize| {
             g.set_attn_wg(wg);
-            g.set_attn_pipe(pipe);
             g.force_attn_split(Some(ns)).unwrap();
             let before = CudaBackend::attn_wg_launches();
-            let pipe_before = CudaBackend::attn_pipe_launches();
             let mut outs = vec![g
                 .download(&g.attention(&qt, &kt, &vt, &p).unwrap())
                 .unwrap()];
@@ -769,33 +758,19 @@ fn wg_kernels_equal_flash64_bit_for_bit() {
                 wg,
                 "{c:?} split {ns}: warpgroup kernel launches {ran} with the switch {wg}"
             );
-            let piped = CudaBackend::attn_pipe_launches() - pipe_before;
-            assert_eq!(
-                piped > 0,
-                wg && pipe,
-                "{c:?} split {ns}: PIPE launches {piped} with the switches {wg}, {pipe}"
-            );
             outs
         };
         let want = reference(&q, &k, &v, &p);
         for ns in [1, 2, 3] {
-            let fa = run(false, false, ns);
-            for pipe in [false, true] {
-                let wg = run(true, pipe, ns);
-                for (j, (a, b)) in wg.iter().zip(&fa).enumerate() {
-                    assert!(
-                        bits(a) == bits(b),
-                        "{c:?} split {ns} output {j}: awg64 (pipe {pipe}) differs from flash64"
-                    );
-                }
-                check_with(
-                    &format!("awg64 {c:?} split {ns} pipe {pipe}"),
-                    tol,
-                    &wg[0],
-                    &want,
+            let (wg, fa) = (run(true, ns), run(false, ns));
+            for (j, (a, b)) in wg.iter().zip(&fa).enumerate() {
+                assert!(
+                    bits(a) == bits(b),
+                    "{c:?} split {ns} output {j}: awg64 differs from flash64"
                 );
             }
+            check_with(&format!("awg64 {c:?} split {ns}"), tol, &wg[0], &want);
         }
-        eprintln!("ok   {c:?}: awg64 and awg64p == flash64 bit for bit, splits 1, 2, 3");
+        eprintln!("ok   {c:?}: awg64 == flash64 bit for bit, splits 1, 2, 3");
     }
 }
