@@ -500,7 +500,7 @@ impl CudaBackend {
             code -= 1;
         }
         let rows_blk = GDW_ROWS << code;
-        let dt = out.bit() | (x.bit() << 1) | (i32::from(code) << 2);
+        let dt = out.bit() | (x.bit() << 1);
         // an FP8 GEMM next: the outputs also as its e4m3 input (fp8.rs)
         let m = bs * t_out;
         let y8 = match next {
@@ -519,7 +519,7 @@ impl CudaBackend {
         let only8 = y8.is_some() && !store16;
         let y = if only8 { 0 } else { y };
         self.launch(
-            "glu_dw_act",
+            GDW_ENTRIES[usize::from(code)],
             grid,
             ((GDW_CH * GDW_NY) as u32, 1, 1),
             smem,
@@ -982,6 +982,9 @@ pub(super) fn gdw_rows_default() -> u8 {
         .and_then(gdw_rows_code)
         .unwrap_or(GDW_BY_SHAPE)
 }
+
+/// `glu_dw_act`'s entries by code: blocks of `GDW_ROWS << code` output frames.
+const GDW_ENTRIES: [&str; 3] = ["glu_dw_act", "glu_dw_act32", "glu_dw_act64"];
 
 /// The backend's `gdw_rows` value that chooses by shape ([`gdw_code_by_shape`]).
 const GDW_BY_SHAPE: u8 = u8::MAX;
@@ -1450,6 +1453,18 @@ mod tests {
         assert_eq!(gdw_rows_code(64), Some(2));
         for rows in [0, 8, 48, 128] {
             assert_eq!(gdw_rows_code(rows), None, "{rows} frames");
+        }
+        // each code launches an entry the conformer kernel file builds
+        let file = crate::kernels::FILES
+            .iter()
+            .find(|f| f.name == "conformer")
+            .expect("the conformer kernel file");
+        for name in GDW_ENTRIES {
+            assert!(file.entries.contains(&name), "{name} not built");
+            assert!(
+                file.source.contains(&format!("GDW_ENTRY({name},")),
+                "{name}'s entry"
+            );
         }
     }
 

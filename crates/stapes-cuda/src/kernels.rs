@@ -171,6 +171,8 @@ pub const FILES: &[KernelFile] = &[
         source: include_str!("../kernels/conformer.cu"),
         entries: &[
             "glu_dw_act",
+            "glu_dw_act32",
+            "glu_dw_act64",
             "rel_attn_inputs",
             "rel_attn_d64",
             "rel_attn_d128",

@@ -103,6 +103,8 @@ pub const PDL_SAFE: &[&str] = &[
     "gemv_i8",
     "glu",
     "glu_dw_act",
+    "glu_dw_act32",
+    "glu_dw_act64",
     "heads",
     "im2col_1d",
     "im2col_2d",
