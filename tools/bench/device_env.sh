@@ -70,3 +70,12 @@ wbench() { local C=$1 u=${2:-540} W=/tmp/w/build/bin s
       timeout 30 $W/whisper-bench -m /tmp/ggml-$s.bin -t 4 > "$C/wcpp-$s.log" 2>&1
     echo "whisper-bench $s rc=$? elapsed $(el)"
   done; }
+# `peers UNTIL`: the comparison on this card into $O/cmp: ours and PyTorch + graph
+# (gpu_compare.sh, 10 iterations, stopped at `el` = UNTIL - 20), then `wbench` (waited for until
+# UNTIL), one table in $O/cmp.txt and the raw files as $O/cmp.tar.xz. Needs dist/tools carried.
+peers() { local u=${1:-540} C=$O/cmp; mkdir -p "$C"
+  STAPES=$B/stapes OUT=$C ITERS=10 TOOLS=dist/tools timeout $(( u - 20 - $(el) )) bash tools/bench/gpu_compare.sh > "$O/cmp-ours-torch.txt" 2>&1
+  echo "ours and torch done, elapsed $(el) s"
+  wbench "$C" "$u"
+  python3 tools/bench/gpu_table.py "$C" | tee "$O/cmp.txt"
+  (cd "$O" && tar -cJf cmp.tar.xz cmp && rm -rf cmp); }

@@ -22,12 +22,5 @@ for v in vM vP w1; do e $v $Cn q8; done
 for r in 1 2; do for v in vP w1; do e $v $P q8 16; done; done
 STAPES_CUDA_GDW_ROWS=16 e w1 $P q8 16 | sed 's/^/gdw16 /'
 echo "A/B done, elapsed $(el) s"
-if [ "$H200" = 1 ]; then
-  C=$O/cmp; mkdir -p $C
-  STAPES=$B/stapes OUT=$C ITERS=10 TOOLS=dist/tools timeout $(( 520 - $(el) )) bash tools/bench/gpu_compare.sh > $O/cmp-ours-torch.txt 2>&1
-  echo "ours and torch done, elapsed $(el) s"
-  wbench $C 540
-  python3 tools/bench/gpu_table.py $C | tee $O/cmp.txt
-  (cd $O && tar -cJf cmp.tar.xz cmp && rm -rf cmp)
-fi
+[ "$H200" = 1 ] && peers 540
 echo "done, elapsed $(el) s"
