@@ -494,7 +494,7 @@ impl CudaBackend {
         // blocks of GDW_ROWS output frames times 2^code (the same sums in any form)
         let mut code = match self.gdw_rows.load(Ordering::Relaxed) {
             GDW_BY_SHAPE => gdw_code_by_shape(bs, t_out, c, self.sm_count()),
-            forced => forced.min(2),
+            forced => forced.min(GDW_MAX_CODE),
         };
         while code > 0 && ((GDW_ROWS << code) + kw - 1) * GDW_CH * 4 > 48 * 1024 {
             code -= 1;
@@ -986,6 +986,9 @@ pub(super) fn gdw_rows_default() -> u8 {
 /// `glu_dw_act`'s entries by code: blocks of `GDW_ROWS << code` output frames.
 const GDW_ENTRIES: [&str; 3] = ["glu_dw_act", "glu_dw_act32", "glu_dw_act64"];
 
+/// The largest code with an entry in [`GDW_ENTRIES`].
+const GDW_MAX_CODE: u8 = GDW_ENTRIES.len() as u8 - 1;
+
 /// The backend's `gdw_rows` value that chooses by shape ([`gdw_code_by_shape`]).
 const GDW_BY_SHAPE: u8 = u8::MAX;
 
@@ -1013,7 +1016,7 @@ fn gdw_code_by_shape(bs: usize, t_out: usize, c: usize, sms: usize) -> u8 {
 
 /// The kernel's code for blocks of `rows` output frames (`GDW_ROWS << code`), where it has one.
 fn gdw_rows_code(rows: usize) -> Option<u8> {
-    (0..=2u8).find(|&code| GDW_ROWS << code == rows)
+    (0..=GDW_MAX_CODE).find(|&code| GDW_ROWS << code == rows)
 }
 
 /// The output frames a block `fc_sub_stem` is built for (its entries `fc_sub_stem`,
