@@ -3,14 +3,16 @@
 # says the seconds since, the bundle is unpacked as $B (its clips in STAPES_CACHE), the card is
 # named, and `t BIN [FILTER] [SUFFIX]` runs a test binary into /tmp/o/BIN[SUFFIX].log and prints
 # its result line and any failure or skip. With PACK (pack_bundles.sh's all.tar.xz) every bundle
-# in it is unpacked into /tmp/x, V among them.
+# in it is unpacked into /tmp/x, V among them; without it, dist/V.tar.xz is, unless a call before
+# this one on the same warm machine left /tmp/x/V there (rw_call.sh, ncu_call.sh).
 set -uo pipefail
 O=${OUT:-/tmp/out}; mkdir -p "$O" /tmp/o
 exec > >(tee -a "$O/log.txt") 2>&1
 S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
 V=${V:?the bundle name, e.g. V=v107}
 export STAPES_CACHE=/tmp/c2; mkdir -p $STAPES_CACHE /tmp/x /tmp/t2
-if [ -n "${PACK:-}" ]; then xz -dc "$PACK" | tar -C /tmp/x -xf -; else tar -xJf "dist/$V.tar.xz" -C /tmp/x; fi &&
+if [ -n "${PACK:-}" ]; then xz -dc "$PACK" | tar -C /tmp/x -xf -
+elif [ ! -x "/tmp/x/$V/stapes" ]; then tar -xJf "dist/$V.tar.xz" -C /tmp/x; fi &&
   cp -r "/tmp/x/$V/audio" "$STAPES_CACHE/"
 B=/tmp/x/$V
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader

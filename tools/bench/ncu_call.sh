@@ -7,14 +7,9 @@
 #
 #   V=vO bash tools/bench/ncu_call.sh        # carry dist/tools
 set -uo pipefail
-O=${OUT:-/tmp/out}; mkdir -p "$O" /tmp/o /tmp/t2; exec > >(tee -a "$O/log.txt") 2>&1
-S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
 V=${V:?the bundle name, e.g. V=vO}
-export STAPES_CACHE=/tmp/c2
-B=/tmp/x/$V
-[ -x "$B/stapes" ] || { echo "no $B (not the warm machine of the call that unpacked it)"; exit 3; }
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
-source <(sed -n '/^w() {/,/^}/p' tools/bench/device_env.sh)
+[ -x "/tmp/x/$V/stapes" ] || { echo "no /tmp/x/$V (not the warm machine of the call that unpacked it)"; exit 3; }
+source tools/bench/device_env.sh
 export PATH=$PATH:/usr/local/cuda/bin
 ncu_run() { timeout "$1" ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
          "$B/stapes" bench --synthetic "$2" --device cuda --lane "$3" --iters 1 --batch "$4" > "$5" 2>/tmp/t2/ncu.err

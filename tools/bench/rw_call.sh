@@ -10,17 +10,14 @@
 #
 #   V=vO bash tools/bench/rw_call.sh        # carry dist/rw1, then dist/rw2, …
 set -uo pipefail
-O=${OUT:-/tmp/out}; mkdir -p "$O"; exec > >(tee -a "$O/log.txt") 2>&1
-S0=$(date +%s); el() { echo $(( $(date +%s) - S0 )); }
 V=${V:?the bundle name, e.g. V=vO}
+[ -x "/tmp/x/$V/stapes" ] || { echo "no /tmp/x/$V (not the warm machine of the call that unpacked it)"; exit 3; }
+source tools/bench/device_env.sh
 mkdir -p /tmp/rw; for d in dist/rw[0-9]*; do [ -f "$d/part" ] && cp "$d/part" "/tmp/rw/${d#dist/rw}"; done
 ls /tmp/rw
 [ "$(ls /tmp/rw | wc -l)" -ge "${RW_PARTS:-4}" ] || { echo "parts so far: $(ls /tmp/rw | tr '\n' ' ')"; exit 0; }
-nvidia-smi --query-gpu=name --format=csv,noheader
 mkdir -p /tmp/m && cat $(ls /tmp/rw/* | sort -V) | xz -dc | tar -C /tmp/m -xf - && (cd /tmp/m && sha256sum -c SUMS) ||
   { echo "weights incomplete"; ls -la /tmp/rw; exit 3; }
-B=/tmp/x/$V; export STAPES_CACHE=/tmp/c2; mkdir -p /tmp/t2
-[ -x "$B/stapes" ] || { echo "no $B (not the warm machine of the call that unpacked it)"; exit 3; }
 cat "$B/COMMIT"
 # cuda_batch reads jfk from its build tree's path
 [ -f /work/main/samples/jfk.wav ] || { mkdir -p /work/main/samples && cp samples/jfk.wav /work/main/samples/; }
