@@ -244,6 +244,25 @@ __host__ __device__ constexpr int ra_smem_bytes(int warps) {
     return warps * ra_warp_bytes<D>() + 4 * ra_kv_bytes<D>() + ra_ring_rows(warps) * (D + RA_PAD) * 2;
 }
 static_assert(ra_smem_bytes<128>(3) == 87744 && ra_smem_bytes<64>(4) == 58624, "src/conformer.rs: rel_attn_smem");
+// Staged form (rel_attn_s_d128, TAIL's skips): where they fit, a block stages the whole of its
+// (b, h)'s K and V (T rows, zero-filled to a multiple of 16: the last tile's products read no
+// further) and every position row its warps' tiles read, all by one cp.async group before the
+// first tile, behind one barrier. The key loop then has no loads and no barriers: each warp
+// walks its tiles on its own, so the block's warps drift apart and one's softmax runs beside
+// another's MMAs, where the ring form's barrier a tile starts them all on the same phase
+// (stop 56's ncu: 0.48 eligible warps a scheduler, "a barrier a tile"). The sums are the ring
+// form's, in the same order. 16 parakeet clips (T = 140, 9 warps): 219 KiB.
+// Position rows staged, from pos_base(0): warp 0's last tile reads furthest, its 16 rows at most
+// 16·(W-1) + k0_last + 16·ceil((15 + kn_last) / 16) rows on (the TAIL skips).
+__host__ __device__ constexpr int ra_staged_pos_rows(int T, int warps) {
+    return 16 * (warps - 1) + ((T - 1) / RA_BK) * RA_BK + 16 * ((15 + T - ((T - 1) / RA_BK) * RA_BK + 15) / 16);
+}
+template <int D>
+__host__ __device__ constexpr int ra_staged_bytes(int T, int warps) {
+    return warps * ra_warp_bytes<D>() + (2 * ((T + 15) / 16) * 16 + ra_staged_pos_rows(T, warps)) * (D + RA_PAD) * 2;
+}
+static_assert(ra_staged_pos_rows(140, 9) == 288 && ra_staged_bytes<128>(140, 9) == 224064,
+              "src/conformer.rs: rel_staged_smem");
 static_assert(ra_warp_bytes<128>() % 16 == 0 && ra_warp_bytes<64>() % 16 == 0 && ra_kv_bytes<64>() % 16 == 0,
               "cp.async and ldmatrix rows stay 16-byte aligned");
 // split-keys form, dynamic shared memory: the block's (q+u)·qs and (q+v)·qs rows (16 × (D + 8)
@@ -294,13 +313,14 @@ __device__ __forceinline__ void rel_pos_mma(float (&bd)[PW / 8][4], const h16* p
 
 // out8: null, or (f16 outputs) the outputs also as e4m3; out null (with out8 set): e4m3 only, for
 // an FP8 GEMM that is the result's only reader (src/conformer.rs, feeding_add_norms_fused).
-template <int D, bool SPLIT, class Y, bool TAIL>
+template <int D, bool SPLIT, class Y, bool TAIL, bool STAGED = false>
 __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict__ out8, const h16* __restrict__ qkv,
                                            const h16* __restrict__ pos,
                                            const float* __restrict__ bu, const float* __restrict__ bv,
                                            const float* __restrict__ keep, int T, int H, float scale) {
     constexpr int BK = SPLIT ? RK_BK : RA_BK, PW = SPLIT ? RK_PW : RA_PW, SCS = SPLIT ? RK_SCS : RA_PW + 1;
     static_assert(PW % 16 == 0, "position rows come in pairs of 8-row groups");
+    static_assert(!STAGED || (!SPLIT && TAIL), "the staged form is the plain one with TAIL's skips");
     Y* __restrict__ out = (Y*)out_;
     typedef h16 Tile[D + RA_PAD];
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -324,9 +344,15 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         sc = (float(*)[SCS])(wb + 16 * (D + RA_PAD) * 2);
         unsigned char* st = rk_sm + nw * ra_warp_bytes<D>();
         Ks = (Tile*)st;
-        Vs = (Tile*)(st + ra_kv_bytes<D>());
-        Ps = (Tile*)(st + 4 * ra_kv_bytes<D>());
-        stage_bytes = 2 * ra_kv_bytes<D>();
+        if constexpr (STAGED) {
+            const int tk = (T + 15) / 16 * 16;
+            Vs = Ks + tk;
+            Ps = Vs + tk;
+        } else {
+            Vs = (Tile*)(st + ra_kv_bytes<D>());
+            Ps = (Tile*)(st + 4 * ra_kv_bytes<D>());
+            stage_bytes = 2 * ra_kv_bytes<D>();
+        }
     }
     // a tile of stage s
     auto at = [&](Tile* tile, int s) { return (Tile*)((unsigned char*)tile + s * stage_bytes); };
@@ -381,8 +407,26 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         }
         tc_cp_commit();
     };
-    // the first tile's loads in flight while the queries load
-    if (k_first < T) load_tile(k_first, 0);
+    // the first tile's loads in flight while the queries load (staged: every tile's)
+    if constexpr (STAGED) {
+        const int tk = (T + 15) / 16 * 16;
+        for (int idx = tid; idx < tk * (D / 8); idx += blockDim.x) {
+            const int key = idx / (D / 8), c8 = (idx - key * (D / 8)) * 8;
+            const bool in = key < T;
+            const long long off = in ? (long long)key * ld + c8 : 0;
+            tc_cp_async16(&Ks[key][c8], Kb + off, in ? 16 : 0);
+            tc_cp_async16(&Vs[key][c8], Vb + off, in ? 16 : 0);
+        }
+        const int pbase = pos_base(0), rows = ra_staged_pos_rows(T, nw);
+        for (int idx = tid; idx < rows * (D / 8); idx += blockDim.x) {
+            const int r = idx / (D / 8), c8 = (idx - r * (D / 8)) * 8, prow = pbase + r;
+            const bool in = prow >= 0 && prow < np;
+            tc_cp_async16(&Ps[r][c8], Pb + (in ? (long long)prow * C + c8 : 0), in ? 16 : 0);
+        }
+        tc_cp_commit();
+    } else if (k_first < T) {
+        load_tile(k_first, 0);
+    }
     // ldmatrix x4 lanes' rows and columns of a 16 × 16 operand
     const int lm_key = (lane & 7) + ((lane >> 3) & 1) * 8, lm_col = (lane >> 4) * 8;
     // (q+u)·qs and (q+v)·qs as mma A operands: (q+u) in registers, (q+v) parked in shared memory
@@ -442,6 +486,10 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         qvs = &qps[0][0];
     }
     __syncwarp();
+    if constexpr (STAGED) {
+        tc_cp_wait<0>();
+        __syncthreads();  // every warp's share of the rows in
+    }
 
     float o[D / 8][4];
 #pragma unroll
@@ -450,7 +498,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
 
     for (int k0 = k_first, sx = 0; k0 < T; k0 += k_step, sx ^= SPLIT ? 0 : 1) {
         if (SPLIT && k0 != k_first) load_tile(k0, 0);
-        const Tile *kst = at(Ks, sx), *vst = at(Vs, sx);
+        const Tile *kst = STAGED ? Ks + k0 : at(Ks, sx), *vst = STAGED ? Vs + k0 : at(Vs, sx);
         // keys of this tile inside the sequence (warp-uniform): with TAIL, a last partial tile
         // skips the products that only keys past T would read (their scores are -inf and their
         // V rows zero, so the bits do not change). A template parameter, not a runtime flag, so
@@ -464,11 +512,14 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         float bd[PW / 8][4];
 #pragma unroll
         for (int nt = 0; nt < PW / 8; ++nt) bd[nt][0] = bd[nt][1] = bd[nt][2] = bd[nt][3] = 0.f;
-        tc_cp_wait<0>();
         // tiles and rows in (split: the warp's own; else every warp's, and every warp is done
-        // with the other stage, which the next tile's loads then fill behind this tile's work)
-        if constexpr (SPLIT) __syncwarp();
-        else {
+        // with the other stage, which the next tile's loads then fill behind this tile's work;
+        // staged: all in before the loop)
+        if constexpr (SPLIT) {
+            tc_cp_wait<0>();
+            __syncwarp();
+        } else if constexpr (!STAGED) {
+            tc_cp_wait<0>();
             __syncthreads();
             if (k0 + k_step < T) load_tile(k0 + k_step, sx ^ 1);
         }
@@ -483,11 +534,13 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         } else {
             // the lane's ring rows for each pair of 8-row groups: rel_pos_mma's rows, wrapped
             const h16* pr[PW / 16];
-            const int lr = (lane & 7) + ((lane >> 4) << 3), s0 = (k0 + prow0 - pos_base(k0) + lr) % ring;
+            const int lr = (lane & 7) + ((lane >> 4) << 3);
+            // staged: rows from pos_base(0), no ring
+            const int s0 = STAGED ? prow0 - pos_base(0) + lr : (k0 + prow0 - pos_base(k0) + lr) % ring;
 #pragma unroll
             for (int n = 0; n < PW / 16; ++n) {
                 int slot = s0 + 16 * n;
-                if (slot >= ring) slot -= ring;
+                if (!STAGED && slot >= ring) slot -= ring;
                 pr[n] = &Ps[slot][((lane >> 3) & 1) * 8];
             }
 #pragma unroll
@@ -587,9 +640,9 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
                 tc_mma16816(o[dn + 1], pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3], b2, b3);
             }
         }
-        // the next tile's loads and scratch writes overwrite what was read (the plain form's
+        // the next tile's loads and scratch writes overwrite what was read (the ring form's
         // barrier is the next tile's, before its loads)
-        if constexpr (SPLIT) __syncwarp();
+        if constexpr (SPLIT || STAGED) __syncwarp();
     }
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -665,23 +718,24 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
 // holding both spilled at the 168 bound). The split-keys form has none: its 16-key tiles leave
 // at most one dead 8-key group (none at T = 140), and its TAIL build took 168 registers against
 // 158 and read 11.78 us a one-clip launch against 11.30 (H100 ncu, stop 60).
-#define REL_ATTN_ENTRY(NAME, BOUNDS, D, SPLIT, TAIL)                                                                \
+#define REL_ATTN_ENTRY(NAME, BOUNDS, D, SPLIT, TAIL, STAGED)                                                        \
     extern "C" __global__ void BOUNDS NAME(void* out, unsigned char* out8, const h16* qkv, const h16* pos,        \
                                            const float* bu, const float* bv, const float* keep, int T, int H,          \
                                            float scale, int dt) {                                                      \
         PDL_ENTER();                                                                                                   \
-        if (dt & 1) rel_attn_k<D, SPLIT, h16, TAIL>(out, out8, qkv, pos, bu, bv, keep, T, H, scale);                  \
-        else rel_attn_k<D, SPLIT, float, TAIL>(out, nullptr, qkv, pos, bu, bv, keep, T, H, scale);                    \
+        if (dt & 1) rel_attn_k<D, SPLIT, h16, TAIL, STAGED>(out, out8, qkv, pos, bu, bv, keep, T, H, scale);          \
+        else rel_attn_k<D, SPLIT, float, TAIL, STAGED>(out, nullptr, qkv, pos, bu, bv, keep, T, H, scale);            \
     }
-REL_ATTN_ENTRY(rel_attn_d64, __launch_bounds__(128), 64, false, false)
-REL_ATTN_ENTRY(rel_attn_t_d64, __launch_bounds__(128), 64, false, true)
+REL_ATTN_ENTRY(rel_attn_d64, __launch_bounds__(128), 64, false, false, false)
+REL_ATTN_ENTRY(rel_attn_t_d64, __launch_bounds__(128), 64, false, true, false)
 // At most 168 registers: a SM sub-partition's 16384 registers then hold 3 warps, so 16 parakeet
 // clips' 384 blocks of 3 warps run in one wave (3 blocks a SM, by shared memory; unbounded, 254:
 // 2 warps a sub-partition, 2 blocks a SM, 1.45 waves; 224 is no better).
-REL_ATTN_ENTRY(rel_attn_d128, __maxnreg__(168), 128, false, false)
-REL_ATTN_ENTRY(rel_attn_t_d128, __maxnreg__(168), 128, false, true)
-REL_ATTN_ENTRY(rel_attn_ks_d64, __launch_bounds__(288), 64, true, false)
-REL_ATTN_ENTRY(rel_attn_ks_d128, __launch_bounds__(288), 128, true, false)
+REL_ATTN_ENTRY(rel_attn_d128, __maxnreg__(168), 128, false, false, false)
+REL_ATTN_ENTRY(rel_attn_t_d128, __maxnreg__(168), 128, false, true, false)
+REL_ATTN_ENTRY(rel_attn_s_d128, __maxnreg__(168), 128, false, true, true)
+REL_ATTN_ENTRY(rel_attn_ks_d64, __launch_bounds__(288), 64, true, false, false)
+REL_ATTN_ENTRY(rel_attn_ks_d128, __launch_bounds__(288), 128, true, false, false)
 
 // ---------------------------------------------------------------------------------------------
 // Depthwise-striding subsampling, channel-last (src/conformer.rs: Backend::subsample_stem and

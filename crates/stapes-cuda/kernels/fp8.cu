@@ -117,11 +117,27 @@ __device__ __forceinline__ u32 act8_pair(u32 v, int act) {
     return e4m3x2(h2f(f2h(lo)), h2f(f2h(hi)));
 }
 
+// 16 e4m3 bytes mapped as act8_pair maps them: through `table` (each byte's image) or computed.
+__device__ __forceinline__ uint4 act8_x16(uint4 u, const u32* table, int act, int lut) {
+    u32 w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const u32 v = w[e];
+        w[e] = lut ? table[v & 0xffu] | (table[(v >> 8) & 0xffu] << 8) | (table[(v >> 16) & 0xffu] << 16) |
+                         (table[v >> 24] << 24)
+                   : act8_pair(v & 0xffffu, act) | (act8_pair(v >> 16, act) << 16);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // y8 (count) = act of the e4m3 values x8 (count), as e4m3 (y8 may be x8: in place): the
 // activation cuBLASLt's epilogue lacks (SiLU), after an FP8 GEMM that wrote its pre-activation
 // as e4m3 (src/fp8.rs, lt_act_e4m3). A byte has 256 values: with `lut` each block tabulates
 // them in shared memory before its PDL wait, and a thread looks its 16 bytes up; without it the
 // thread computes them. Both give act8_pair's bytes. count % 16 == 0, x8 and y8 16-byte aligned.
+// The host sizes the grid to one resident wave, so that every block's table is made while the
+// GEMM before it still runs; a thread then takes its groups of 16 bytes two at a time, both
+// loads in flight before either store (in place, a group is only ever stored over itself).
 extern "C" __global__ void act8_e4m3(unsigned char* y8, const unsigned char* x8, long long count, int act, int lut) {
     __shared__ u32 table[256];
     if (lut) {
@@ -130,16 +146,11 @@ extern "C" __global__ void act8_e4m3(unsigned char* y8, const unsigned char* x8,
     }
     PDL_ENTER();
     const long long groups = count >> 4, stride = (long long)gridDim.x * blockDim.x;
-    for (long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x; g < groups; g += stride) {
-        const uint4 u = ((const uint4*)x8)[g];
-        u32 w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const u32 v = w[e];
-            w[e] = lut ? table[v & 0xffu] | (table[(v >> 8) & 0xffu] << 8) | (table[(v >> 16) & 0xffu] << 16) |
-                             (table[v >> 24] << 24)
-                       : act8_pair(v & 0xffffu, act) | (act8_pair(v >> 16, act) << 16);
-        }
-        ((uint4*)y8)[g] = make_uint4(w[0], w[1], w[2], w[3]);
+    long long g = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    for (; g + stride < groups; g += 2 * stride) {
+        const uint4 a = ((const uint4*)x8)[g], b = ((const uint4*)x8)[g + stride];
+        ((uint4*)y8)[g] = act8_x16(a, table, act, lut);
+        ((uint4*)y8)[g + stride] = act8_x16(b, table, act, lut);
     }
+    if (g < groups) ((uint4*)y8)[g] = act8_x16(((const uint4*)x8)[g], table, act, lut);
 }

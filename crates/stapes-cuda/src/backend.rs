@@ -314,6 +314,10 @@ pub struct CudaBackend {
     /// Whether the fused rel-attention skips a partial last key tile's products past the
     /// sequence (conformer.rs `rel_tail_default`).
     rel_tail: AtomicBool,
+    /// Whether the plain rel-attention for heads of 128 stages its whole (b, h) where it fits,
+    /// and the launches that did (conformer.rs `rel_staged_default`).
+    rel_staged: AtomicBool,
+    rel_staged_runs: std::sync::atomic::AtomicU64,
     /// `glu_dw_act`'s output frames a block, as `GDW_ROWS << code`, or by shape (conformer.rs).
     gdw_rows: std::sync::atomic::AtomicU8,
     /// `fc_sub_stem`'s output frames a block: 1, 2 or 4, or 0 by shape (conformer.rs).
@@ -462,6 +466,8 @@ impl CudaBackend {
             hidden_e4m3_runs: std::sync::atomic::AtomicU64::new(0),
             rel_e4m3: AtomicBool::new(conformer::rel_e4m3_default()),
             rel_tail: AtomicBool::new(conformer::rel_tail_default()),
+            rel_staged: AtomicBool::new(conformer::rel_staged_default()),
+            rel_staged_runs: std::sync::atomic::AtomicU64::new(0),
             gdw_rows: std::sync::atomic::AtomicU8::new(conformer::gdw_rows_default()),
             stem_frames: std::sync::atomic::AtomicU8::new(conformer::stem_frames_default()),
             e4m3_only: AtomicBool::new(conformer::e4m3_only_default()),

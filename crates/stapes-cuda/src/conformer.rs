@@ -159,6 +159,25 @@ fn rel_attn_smem(split: bool, warps: u32, dh: usize) -> u32 {
     bytes as u32
 }
 
+/// Dynamic shared memory of the staged rel-attention (`rel_attn_s_d128`, `ra_staged_bytes` in
+/// the kernel) for `t` frames and `warps` warps: the per-warp rows and scratch of the ring form,
+/// the (b, h)'s K and V rows (`t` up to a multiple of 16) and the position rows its warps' tiles
+/// read (the last tile's skips counted).
+fn rel_staged_smem(t: usize, warps: u32) -> usize {
+    let (w, row) = (warps as usize, (128 + 8) * 2);
+    let per_warp = 16 * row + 16 * (REL_PLAIN_POS_ROWS + 1) * 4;
+    let k0_last = (t.max(1) - 1) / REL_PLAIN_KEYS * REL_PLAIN_KEYS;
+    let pos_rows = 16 * (w - 1) + k0_last + 16 * (15 + t - k0_last).div_ceil(16);
+    w * per_warp + (2 * t.div_ceil(16) * 16 + pos_rows) * row
+}
+
+/// `STAPES_CUDA_REL_STAGED=0`: the fused rel-attention's plain form for heads of 128 keeps its
+/// ring of key tiles where the whole (b, h) would fit in shared memory (`rel_attn_s_d128`,
+/// kernels/conformer.cu says why it may pay).
+pub(super) fn rel_staged_default() -> bool {
+    std::env::var("STAPES_CUDA_REL_STAGED").map_or(true, |v| v.trim() != "0")
+}
+
 /// `layer_norm_pair` as one kernel (`ln_fused`, the default: parakeet encode 3.18 -> 3.10 ms on
 /// the H200, stop 15); `STAPES_CUDA_LN_PAIR=0`: two `layer_norm` launches.
 fn ln_pair_on() -> bool {
@@ -281,7 +300,19 @@ impl CudaBackend {
             (false, REL_FORM_AUTO, None) => self.rel_attn_warps(kernel, bs, t, p.heads, dh)?,
             (false, w, _) => u32::from(w).min(rel_max_warps(dh)),
         };
-        let smem = rel_attn_smem(split, warps, dh);
+        let mut smem = rel_attn_smem(split, warps, dh);
+        // the staged form where the (b, h) fits: the tail's skips and the same bits
+        let staged = rel_staged_smem(t, warps);
+        let kernel = if kernel == "rel_attn_t_d128"
+            && self.rel_staged.load(Ordering::Relaxed)
+            && staged <= self.smem_optin()
+        {
+            smem = staged as u32;
+            self.rel_staged_runs.fetch_add(1, Ordering::SeqCst);
+            "rel_attn_s_d128"
+        } else {
+            kernel
+        };
         self.allow_dyn_smem(kernel, smem as usize)?;
         // queries of one (b, h) per block: 16 a warp, or 16 in all in the split-keys form
         let rows = if split { 16 } else { 16 * warps as usize };
@@ -387,6 +418,20 @@ impl CudaBackend {
     #[doc(hidden)]
     pub fn set_rel_tail(&self, on: bool) -> bool {
         self.rel_tail.swap(on, Ordering::SeqCst)
+    }
+
+    /// Whether the fused rel-attention's plain form for heads of 128 stages the whole (b, h) where
+    /// it fits (`rel_attn_s_d128`) from now on (tests and A/B runs; the same bits either way);
+    /// returns the setting it replaced.
+    #[doc(hidden)]
+    pub fn set_rel_staged(&self, on: bool) -> bool {
+        self.rel_staged.swap(on, Ordering::SeqCst)
+    }
+
+    /// Launches of the staged rel-attention (tests prove it ran).
+    #[doc(hidden)]
+    pub fn rel_staged_runs(&self) -> u64 {
+        self.rel_staged_runs.load(Ordering::SeqCst)
     }
 
     /// Whether the fused rel-attention writes e4m3 for an output projection on FP8 from now on

@@ -877,9 +877,12 @@ impl CudaBackend {
             return Ok(None);
         }
         let (count, a, lut) = ((m * n) as i64, super::act_code(act), (mode == 1) as i32);
+        // one resident wave (kernels/fp8.cu says why)
+        let wave = self.resident_blocks("act8_e4m3", 256, 0)? * self.sm_count();
+        let (blocks, ..) = grid_1d(m * n / 16);
         self.launch(
             "act8_e4m3",
-            grid_1d(m * n / 16),
+            (blocks.min(wave as u32), 1, 1),
             (256, 1, 1),
             0,
             args![hp, hp, count, a, lut],

@@ -180,6 +180,7 @@ pub const FILES: &[KernelFile] = &[
             "rel_attn_ks_d128",
             "rel_attn_t_d64",
             "rel_attn_t_d128",
+            "rel_attn_s_d128",
             "fc_sub_stem",
             "fc_sub_stem2",
             "fc_sub_stem4",

@@ -121,6 +121,7 @@ pub const PDL_SAFE: &[&str] = &[
     "rel_attn_inputs",
     "rel_attn_ks_d128",
     "rel_attn_ks_d64",
+    "rel_attn_s_d128",
     "rel_attn_t_d128",
     "rel_attn_t_d64",
     "rel_shift_softmax",

@@ -660,9 +660,13 @@ fn rel_attention_forms_agree() {
         .chain([
             (16, 140, 8, 128, &[][..], 256),
             (5, 203, 2, 64, &[203, 7, 150, 1, 99][..], 16),
+            // masked frames in the staged form (heads of 128, every (b, h) fits)
+            (3, 100, 2, 128, &[100, 37, 64][..], 256),
         ])
         .filter(|c| c.3 == 64 || c.3 == 128)
         .collect();
+    // launches of the staged form (heads of 128 where the (b, h) fits: 16 parakeet clips' shape)
+    let mut staged_runs = 0;
     for (i, &(bs, t, h, dh, lens, qb)) in cases.iter().enumerate() {
         let what = format!("rel_attention b{bs} t{t} h{h} dh{dh} lengths {lens:?}");
         let (qkv, pos, bu, bv, keep) = ra_case_inputs(2000 + 10 * i as u64, bs, t, h, dh, lens);
@@ -699,11 +703,21 @@ fn rel_attention_forms_agree() {
             let before = g.set_rel_tail(false);
             let got = run(g, &xs, keep.as_ref(), &p);
             g.set_rel_tail(true);
+            let staged_before = g.set_rel_staged(false);
             let tailed = run(g, &xs, keep.as_ref(), &p);
+            g.set_rel_staged(true);
+            let runs = g.rel_staged_runs();
+            let staged = run(g, &xs, keep.as_ref(), &p);
+            staged_runs += g.rel_staged_runs() - runs;
+            g.set_rel_staged(staged_before);
             g.set_rel_tail(before);
             assert!(
                 same_bits(&got, &tailed),
                 "{what} form {form:?} split warps {ks:?}: skipping the last tile's dead products changes bits"
+            );
+            assert!(
+                same_bits(&tailed, &staged),
+                "{what} form {form:?} split warps {ks:?}: the staged form's bits differ from the ring's"
             );
             check_with(
                 &format!("{what} form {form:?} split warps {ks:?}"),
@@ -724,6 +738,10 @@ fn rel_attention_forms_agree() {
     }
     g.force_rel_attn_form(None).unwrap();
     g.force_rel_ks_warps(None).unwrap();
+    assert!(
+        staged_runs > 0,
+        "the staged rel-attention never ran (16 clips of 140 frames fit it)"
+    );
     assert!(g.force_rel_attn_form(Some(10)).is_err());
     assert!(g.force_rel_ks_warps(Some(0)).is_err());
     assert!(g.force_rel_ks_warps(Some(10)).is_err());
