@@ -1549,5 +1549,8 @@ mod tests {
         assert_eq!(rel_attn_smem(true, 2, 64), 4608 + 2 * 11520);
         // a block a clip and head of 16 parakeet clips fits the H100's and H200's 227 KiB
         assert!(rel_attn_smem(false, REL_MAX_WARPS, 128) <= 232_448);
+        // the staged form (`ra_staged_bytes`'s static_assert): 16 clips of 140 frames fit too
+        assert_eq!(rel_staged_smem(140, 9), 224_064);
+        assert!(rel_staged_smem(140, REL_MAX_WARPS) <= 232_448);
     }
 }
