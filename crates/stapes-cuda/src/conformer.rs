@@ -171,11 +171,12 @@ fn rel_staged_smem(t: usize, warps: u32) -> usize {
     w * per_warp + (2 * t.div_ceil(16) * 16 + pos_rows) * row
 }
 
-/// `STAPES_CUDA_REL_STAGED=0`: the fused rel-attention's plain form for heads of 128 keeps its
-/// ring of key tiles where the whole (b, h) would fit in shared memory (`rel_attn_s_d128`,
-/// kernels/conformer.cu says why it may pay).
+/// `STAPES_CUDA_REL_STAGED=1`: the fused rel-attention's plain form for heads of 128 stages the
+/// whole (b, h) where it fits in shared memory (`rel_attn_s_d128`, kernels/conformer.cu says why
+/// it may pay) instead of its ring of key tiles. Off by default until a GPU run measures it
+/// (`rel_attention_forms_agree` checks its bits against the ring form's).
 pub(super) fn rel_staged_default() -> bool {
-    std::env::var("STAPES_CUDA_REL_STAGED").map_or(true, |v| v.trim() != "0")
+    std::env::var("STAPES_CUDA_REL_STAGED").is_ok_and(|v| v.trim() == "1")
 }
 
 /// `layer_norm_pair` as one kernel (`ln_fused`, the default: parakeet encode 3.18 -> 3.10 ms on
