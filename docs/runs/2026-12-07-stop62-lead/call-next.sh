@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepared for the next stop: call-1.sh (which never ran) on main's final code. Bundles (dist/ does
-# not survive a session; each `stage_device.sh` ~5 min here, `pack_bundles.sh c26 vN vM vL` ~3):
+# Prepared for the next stop: the call README.md describes (tried sixteen times, it never ran),
+# on main's final code. Bundles (dist/ does not survive a session; each `stage_device.sh` ~5 min
+# here, `pack_bundles.sh c26 vN vW vM vL` ~3):
 #   vN = main (the staged rel-attention off by default, act8_e4m3 in one wave):
 #        tools/bench/stage_device.sh vN "conformer_ops fp8 pdl cuda_parakeet parakeet_batch
 #        cuda_canary cuda_gigaam cuda_whisper cuda_batch"

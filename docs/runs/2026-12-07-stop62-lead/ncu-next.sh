@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Stop 62, call 1b: on call 1's warm machine (bundles in /tmp/x), ncu's time of every
-# rel-attention and act8_e4m3 launch of one 16-clip q8 bench run: w1 (the ring form), vS (the
-# staged form, act8 in one wave), and vS with the staged form off; the card's own clocks.
+# Prepared for the next stop, inline after call-next.sh on its warm machine (bundles in /tmp/x):
+# ncu's time of every rel-attention and act8_e4m3 launch of one 16-clip q8 bench run: vW
+# (stop 61's main: the ring form, act8's old grid), vN (main: act8 in one wave) and vN with the
+# staged rel-attention on; the card's own clocks.
 set -uo pipefail
-V=vS source tools/bench/device_env.sh
+V=vN source tools/bench/device_env.sh
 export PATH=$PATH:/usr/local/cuda/bin
 P=parakeet-tdt-0.6b-v2
-for run in w1: vS: vS:STAPES_CUDA_REL_STAGED=0; do
+for run in vW: vN: vN:STAPES_CUDA_REL_STAGED=1; do
   v=${run%%:*}; envs=${run#*:}
-  f=/tmp/o/ncu-$v-${envs:+ring}.csv
+  f=/tmp/o/ncu-$v${envs:+-staged}.csv
   env $envs timeout 120 ncu --clock-control none --kernel-name regex:"rel_attn|act8_e4m3" \
     --metrics gpu__time_duration.sum,launch__registers_per_thread --csv \
     /tmp/x/$v/stapes bench --synthetic $P --device cuda --lane q8 --iters 1 --batch 16 > $f 2>/tmp/t2/ncu.err
