@@ -302,11 +302,17 @@ impl CudaBackend {
             (false, w, _) => u32::from(w).min(rel_max_warps(dh)),
         };
         let mut smem = rel_attn_smem(split, warps, dh);
-        // the staged form where the (b, h) fits: the tail's skips and the same bits
+        // the staged form where the (b, h) fits and a SM holds as many of its blocks as of the
+        // ring form's (the warps are the ring form's pick): the tail's skips and the same bits
         let staged = rel_staged_smem(t, warps);
+        let fits = |k: &'static str, bytes: usize| -> Result<usize> {
+            self.allow_dyn_smem(k, bytes)?;
+            self.resident_blocks(k, 32 * warps, bytes as u32)
+        };
         let kernel = if kernel == "rel_attn_t_d128"
             && self.rel_staged.load(Ordering::Relaxed)
             && staged <= self.smem_optin()
+            && fits("rel_attn_s_d128", staged)? >= fits(kernel, smem as usize)?
         {
             smem = staged as u32;
             self.rel_staged_runs.fetch_add(1, Ordering::SeqCst);
