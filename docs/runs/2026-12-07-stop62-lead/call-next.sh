@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared for the next stop: the call README.md describes (tried sixteen times, it never ran),
+# Prepared for the next stop: the call README.md describes (tried seventeen times, it never ran),
 # on main's final code. Bundles (dist/ does not survive a session; each `stage_device.sh` ~5 min
 # here, `pack_bundles.sh c26 vN vW vM vL` ~3):
 #   vN = main (the staged rel-attention off by default, act8_e4m3 in one wave):
