@@ -330,6 +330,7 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     float (*sc)[SCS];
     h16* qpw = nullptr;  // the plain form's (q+v) rows of this warp
     int stage_bytes = 0;
+    const int tk = (T + 15) / 16 * 16;  // the staged form's K and V rows
     extern __shared__ __align__(16) unsigned char rk_sm[];
     if constexpr (SPLIT) {
         unsigned char* wb = rk_sm + rk_q_bytes<D>() + warp * rk_warp_bytes<D>();
@@ -345,7 +346,6 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
         unsigned char* st = rk_sm + nw * ra_warp_bytes<D>();
         Ks = (Tile*)st;
         if constexpr (STAGED) {
-            const int tk = (T + 15) / 16 * 16;
             Vs = Ks + tk;
             Ps = Vs + tk;
         } else {
@@ -409,7 +409,6 @@ __device__ __forceinline__ void rel_attn_k(void* out_, unsigned char* __restrict
     };
     // the first tile's loads in flight while the queries load (staged: every tile's)
     if constexpr (STAGED) {
-        const int tk = (T + 15) / 16 * 16;
         for (int idx = tid; idx < tk * (D / 8); idx += blockDim.x) {
             const int key = idx / (D / 8), c8 = (idx - key * (D / 8)) * 8;
             const bool in = key < T;

@@ -153,10 +153,17 @@ fn rel_attn_smem(split: bool, warps: u32, dh: usize) -> u32 {
         REL_KS_Q_BYTES[d128] + w * REL_KS_WARP_BYTES[d128]
     } else {
         let row = (dh + 8) * 2;
-        let per_warp = 16 * row + 16 * (REL_PLAIN_POS_ROWS + 1) * 4;
-        w * per_warp + 4 * REL_PLAIN_KEYS * row + (16 * w + 2 * REL_PLAIN_KEYS) * row
+        w * rel_plain_warp_bytes(dh)
+            + 4 * REL_PLAIN_KEYS * row
+            + (16 * w + 2 * REL_PLAIN_KEYS) * row
     };
     bytes as u32
+}
+
+/// The plain forms' shared memory a warp (`ra_warp_bytes` in the kernel): its (q+v) rows and its
+/// score scratch.
+fn rel_plain_warp_bytes(dh: usize) -> usize {
+    16 * (dh + 8) * 2 + 16 * (REL_PLAIN_POS_ROWS + 1) * 4
 }
 
 /// Dynamic shared memory of the staged rel-attention (`rel_attn_s_d128`, `ra_staged_bytes` in
@@ -165,10 +172,9 @@ fn rel_attn_smem(split: bool, warps: u32, dh: usize) -> u32 {
 /// read (the last tile's skips counted).
 fn rel_staged_smem(t: usize, warps: u32) -> usize {
     let (w, row) = (warps as usize, (128 + 8) * 2);
-    let per_warp = 16 * row + 16 * (REL_PLAIN_POS_ROWS + 1) * 4;
     let k0_last = (t.max(1) - 1) / REL_PLAIN_KEYS * REL_PLAIN_KEYS;
     let pos_rows = 16 * (w - 1) + k0_last + 16 * (15 + t - k0_last).div_ceil(16);
-    w * per_warp + (2 * t.div_ceil(16) * 16 + pos_rows) * row
+    w * rel_plain_warp_bytes(128) + (2 * t.div_ceil(16) * 16 + pos_rows) * row
 }
 
 /// `STAPES_CUDA_REL_STAGED=1`: the fused rel-attention's plain form for heads of 128 stages the
